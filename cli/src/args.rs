@@ -1,0 +1,308 @@
+//! The command line, as clap sees it. Values that name ids, priorities and kinds are taken as
+//! strings here and validated by core, so every bad value gets the same error with a hint.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "loopx",
+    version,
+    about = "A local-first control plane for long-running coding agents",
+    long_about = "loopx keeps what must survive a turn boundary (objective, todos, claims, evidence, \
+                  run history) in .loopx/ and answers, every turn, \"should this agent run now, and on what?\".\n\n\
+                  Keep the loop moving. Keep the judgment human.",
+    after_help = "Exit codes: 0 ok · 1 refused by a rule · 2 usage error · 3 busy (retry) · 4 state integrity error · 70 internal error",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// The project directory (holding .loopx/); default: the nearest one above the working directory
+    #[arg(long, global = true, env = "LOOPX_PROJECT", value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// The goal to act on; default: the project's default goal
+    #[arg(long, global = true, value_name = "GOAL")]
+    pub goal_id: Option<String>,
+    /// Print one JSON document on stdout
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Colour in text output
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create .loopx/ here (or reuse it) and, with --goal-id/--objective, a first goal
+    #[command(visible_alias = "connect")]
+    Init(InitArgs),
+    /// Create, list, show and change goals
+    #[command(subcommand)]
+    Goal(GoalCommand),
+    /// Register and list the agents working a goal
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// Add, claim, update and complete todos
+    #[command(subcommand)]
+    Todo(TodoCommand),
+    /// Record and list the proof of progress
+    #[command(subcommand)]
+    Evidence(EvidenceCommand),
+    /// The objective, what needs you, what is next, and what proves progress
+    Status,
+    /// The goal's latest events
+    History(HistoryArgs),
+    /// Verify the event log, the snapshot and GOAL.md
+    Doctor,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The first goal's objective (needed to create a goal)
+    #[arg(long)]
+    pub objective: Option<String>,
+    /// A short title for the goal
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+/// Who acts, and whether the call is a replayable turn.
+#[derive(Debug, Args, Default)]
+pub struct Acting {
+    /// The acting agent (required once two agents are registered; `user` for a person)
+    #[arg(long, value_name = "AGENT")]
+    pub agent_id: Option<String>,
+    /// Apply this mutation at most once; a replay returns the first receipt
+    #[arg(long, visible_alias = "idempotency-key", value_name = "ID")]
+    pub turn_instance_id: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GoalCommand {
+    /// Create a goal (--goal-id names it)
+    Create {
+        #[arg(long)]
+        objective: String,
+        #[arg(long)]
+        title: Option<String>,
+        /// Make it the project's default goal
+        #[arg(long)]
+        default: bool,
+    },
+    /// List the project's goals
+    List,
+    /// Show one goal
+    Show,
+    /// Change the objective or title, or make the goal the default
+    Set {
+        #[arg(long)]
+        objective: Option<String>,
+        #[arg(long)]
+        title: Option<String>,
+        /// Make it the project's default goal
+        #[arg(long)]
+        default: bool,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Stop the goal for every agent
+    Stop {
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Resume a stopped goal
+    Resume {
+        #[command(flatten)]
+        acting: Acting,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Register an agent on the goal (additive: never removes another)
+    Register {
+        #[arg(long, value_name = "AGENT")]
+        agent_id: String,
+        /// One of `loopx agent types` (aliases accepted)
+        #[arg(long, value_name = "TYPE")]
+        agent_type: String,
+        /// Refuse if the id is already registered
+        #[arg(long)]
+        require_new: bool,
+    },
+    /// List the goal's agents
+    List,
+    /// List the agent types loopx knows
+    Types,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TodoCommand {
+    /// Add a todo
+    Add {
+        #[arg(long)]
+        text: String,
+        /// P0 (most urgent) to P4
+        #[arg(long, default_value = "P2")]
+        priority: String,
+        /// agent, or user for work only a person does
+        #[arg(long, default_value = "agent")]
+        role: String,
+        /// advance, monitor or blocker
+        #[arg(long, default_value = "advance")]
+        class: String,
+        /// A path glob the todo needs to write (repeatable)
+        #[arg(long = "scope", value_name = "GLOB")]
+        scopes: Vec<String>,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// List todos (open, blocked and deferred unless --status or --all)
+    List {
+        /// Only this status (repeatable): open, blocked, deferred, done, superseded
+        #[arg(long = "status", value_name = "STATUS")]
+        statuses: Vec<String>,
+        /// Every todo, closed ones too
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        role: Option<String>,
+        #[arg(long, value_name = "AGENT")]
+        claimed_by: Option<String>,
+    },
+    /// Show one todo with its notes and evidence
+    Show {
+        #[arg(long, value_name = "ID")]
+        todo_id: String,
+    },
+    /// Claim an open todo for an agent (exactly one claimer wins)
+    Claim {
+        #[arg(long, value_name = "ID")]
+        todo_id: String,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Change a todo, or add a note or evidence to it
+    Update(UpdateArgs),
+    /// Complete a todo with evidence, or with --no-follow-up --note
+    Complete(CompleteArgs),
+    /// Close a todo in favour of replacements
+    Supersede {
+        #[arg(long, value_name = "ID")]
+        todo_id: String,
+        /// An existing replacement todo (repeatable)
+        #[arg(long, value_name = "ID")]
+        by: Vec<String>,
+        /// Create a replacement todo with this text (repeatable)
+        #[arg(long)]
+        text: Vec<String>,
+        #[arg(long)]
+        note: Option<String>,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Give up a claim
+    Release {
+        #[arg(long, value_name = "ID")]
+        todo_id: String,
+        #[command(flatten)]
+        acting: Acting,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    #[arg(long, value_name = "ID")]
+    pub todo_id: String,
+    #[arg(long)]
+    pub text: Option<String>,
+    #[arg(long)]
+    pub priority: Option<String>,
+    /// open, blocked or deferred (done only through `todo complete`)
+    #[arg(long)]
+    pub status: Option<String>,
+    /// For deferred todos: todo:<id>, time:<RFC 3339> or gate:<id>
+    #[arg(long, value_name = "WHEN")]
+    pub resume_when: Option<String>,
+    /// Drop the todo's claim
+    #[arg(long)]
+    pub clear_claim: bool,
+    #[arg(long)]
+    pub note: Option<String>,
+    /// Attach evidence with this summary
+    #[arg(long, value_name = "SUMMARY")]
+    pub evidence: Option<String>,
+    /// The kind of --evidence
+    #[arg(long, default_value = "note", value_name = "KIND")]
+    pub evidence_kind: String,
+    #[command(flatten)]
+    pub acting: Acting,
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    #[arg(long, value_name = "ID")]
+    pub todo_id: String,
+    /// What proves the todo is done
+    #[arg(long, value_name = "SUMMARY")]
+    pub evidence: Option<String>,
+    /// The kind of --evidence: command, test, link, note, artifact
+    #[arg(long, default_value = "note", value_name = "KIND")]
+    pub evidence_kind: String,
+    /// Nothing follows from this todo (with --note or evidence)
+    #[arg(long)]
+    pub no_follow_up: bool,
+    #[arg(long)]
+    pub note: Option<String>,
+    /// Create this successor todo and link it
+    #[arg(long, value_name = "TEXT")]
+    pub next_todo: Option<String>,
+    #[command(flatten)]
+    pub acting: Acting,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EvidenceCommand {
+    /// Attach evidence to a todo
+    Add {
+        #[arg(long, value_name = "ID")]
+        todo_id: String,
+        /// command, test, link, note or artifact
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        summary: String,
+        /// The command that was run (split like a shell would, never run)
+        #[arg(long)]
+        command: Option<String>,
+        #[arg(long, allow_negative_numbers = true)]
+        exit_code: Option<i32>,
+        #[arg(long)]
+        link: Option<String>,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// List evidence, for one todo or all
+    List {
+        #[arg(long, value_name = "ID")]
+        todo_id: Option<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// How many of the latest events to show
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+}

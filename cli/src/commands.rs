@@ -1,0 +1,440 @@
+//! From parsed arguments to kernel calls and rendered results.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use loopx_core::kernel::*;
+use loopx_core::model::{EvidenceKind, Priority, ResumeWhen, Role, TodoClass, TodoStatus};
+use loopx_core::{AgentId, AgentType, Error, GoalId, IdempotencyKey, Result, TodoId, exit};
+use loopx_kernel::{FileKernel, Reporter, SystemClock, find_root};
+
+use crate::Env;
+use crate::args::*;
+use crate::output::{Rendered, Style};
+use crate::text;
+
+fn goal_arg(cli: &Cli) -> Result<Option<GoalId>> {
+    cli.goal_id.as_deref().map(GoalId::new).transpose()
+}
+
+fn context(cli: &Cli, acting: &Acting) -> Result<CommandContext> {
+    Ok(CommandContext {
+        goal: goal_arg(cli)?,
+        agent: acting.agent_id.as_deref().map(AgentId::new).transpose()?,
+        key: acting
+            .turn_instance_id
+            .as_deref()
+            .map(IdempotencyKey::new)
+            .transpose()?,
+    })
+}
+
+fn todo_id(s: &str) -> Result<TodoId> {
+    s.parse()
+}
+
+fn project_root(cli: &Cli, env: &Env) -> Result<PathBuf> {
+    if let Some(p) = &cli.project {
+        return Ok(if p.is_absolute() {
+            p.clone()
+        } else {
+            env.cwd.join(p)
+        });
+    }
+    find_root(&env.cwd).ok_or_else(|| {
+        Error::not_found(format!(
+            "not inside a loopx project (no .loopx/ in {} or any parent directory)",
+            env.cwd.display()
+        ))
+        .with_hint("start one here with: loopx init --goal-id main --objective \"…\" (or pass --project DIR)")
+    })
+}
+
+fn open(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>) -> Result<FileKernel> {
+    FileKernel::open(
+        &project_root(cli, env)?,
+        Arc::new(SystemClock),
+        reporter,
+        env.options.clone(),
+    )
+}
+
+fn evidence(kind: &str, summary: String) -> Result<NewEvidence> {
+    Ok(NewEvidence {
+        kind: kind.parse::<EvidenceKind>()?,
+        summary,
+        command: None,
+        exit_code: None,
+        link: None,
+    })
+}
+
+pub async fn dispatch(
+    cli: &Cli,
+    env: &Env,
+    reporter: Arc<dyn Reporter>,
+    style: Style,
+) -> Result<Rendered> {
+    match &cli.command {
+        Command::Init(a) => init(cli, env, reporter, a, style).await,
+        Command::Agent(AgentCommand::Types) => {
+            let types: Vec<_> = AgentType::ALL.iter().map(|t| t.info()).collect();
+            Rendered::new(
+                &serde_json::json!({ "agent_types": types }),
+                text::agent_types(&types),
+            )
+        }
+        cmd => {
+            let k = open(cli, env, reporter)?;
+            run(cli, &k, cmd, style).await
+        }
+    }
+}
+
+async fn init(
+    cli: &Cli,
+    env: &Env,
+    reporter: Arc<dyn Reporter>,
+    a: &InitArgs,
+    style: Style,
+) -> Result<Rendered> {
+    let root = match &cli.project {
+        Some(p) if p.is_absolute() => p.clone(),
+        Some(p) => env.cwd.join(p),
+        None => env.cwd.clone(),
+    };
+    let goal = goal_arg(cli)?;
+    // Validate everything before anything is written.
+    if let Some(o) = &a.objective {
+        loopx_core::model::check_text("objective", o)?;
+    }
+    if let Some(t) = &a.title {
+        loopx_core::model::check_text("title", t)?;
+    }
+    let (k, outcome) = FileKernel::init(
+        &root,
+        Arc::new(SystemClock),
+        reporter.clone(),
+        env.options.clone(),
+    )?;
+    let wanted = match (&goal, &a.objective) {
+        (Some(g), _) => Some(g.clone()),
+        (None, Some(_)) => Some(GoalId::new("main")?),
+        (None, None) => None,
+    };
+    let mut report = InitReport {
+        project_root: root.display().to_string(),
+        created_project: outcome.created_project,
+        created_goal: false,
+        goal: None,
+        next: Vec::new(),
+    };
+    if let Some(id) = wanted {
+        let existing = k.list_goals().await?.goals.iter().any(|g| g.id == id);
+        if existing {
+            let detail = k.show_goal(Some(&id)).await?;
+            if a.objective
+                .as_ref()
+                .is_some_and(|o| *o != detail.goal.objective)
+            {
+                reporter.warn(&format!(
+                    "goal {id} exists with another objective; kept it (change it with: loopx goal set --goal-id {id} --objective \"…\")"
+                ));
+            }
+            report.goal = Some(GoalBody {
+                goal: detail.goal,
+                is_default: detail.is_default,
+            });
+        } else {
+            let objective = a.objective.clone().ok_or_else(|| {
+                Error::usage(format!(
+                    "goal {id} does not exist yet; --objective is needed to create it"
+                ))
+                .with_hint(format!(
+                    "loopx init --goal-id {id} --objective \"what this goal achieves\""
+                ))
+            })?;
+            let r = k
+                .create_goal(CreateGoal {
+                    id,
+                    objective,
+                    title: a.title.clone(),
+                    make_default: false,
+                })
+                .await?;
+            report.created_goal = true;
+            report.goal = Some(r.body);
+        }
+    }
+    report.next = match &report.goal {
+        None => vec!["loopx goal create --goal-id main --objective \"…\"".to_owned()],
+        Some(g) => vec![
+            format!(
+                "loopx agent register --goal-id {} --agent-id <agent> --agent-type <type>",
+                g.goal.id
+            ),
+            format!("loopx todo add --goal-id {} --text \"…\"", g.goal.id),
+            "loopx status".to_owned(),
+        ],
+    };
+    Rendered::new(&report, text::init(&report, style))
+}
+
+async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<Rendered> {
+    let goal = goal_arg(cli)?;
+    let g = goal.as_ref();
+    match cmd {
+        Command::Init(_) | Command::Agent(AgentCommand::Types) => {
+            Err(Error::internal("dispatched twice"))
+        }
+        Command::Goal(GoalCommand::Create {
+            objective,
+            title,
+            default,
+        }) => {
+            let id = goal.clone().ok_or_else(|| {
+                Error::usage("goal create needs --goal-id")
+                    .with_hint("loopx goal create --goal-id my-goal --objective \"…\"")
+            })?;
+            let r = k
+                .create_goal(CreateGoal {
+                    id,
+                    objective: objective.clone(),
+                    title: title.clone(),
+                    make_default: *default,
+                })
+                .await?;
+            Rendered::new(&r, text::goal_receipt("created", &r, style))
+        }
+        Command::Goal(GoalCommand::List) => {
+            let l = k.list_goals().await?;
+            Rendered::new(&l, text::goal_list(&l, style))
+        }
+        Command::Goal(GoalCommand::Show) => {
+            let d = k.show_goal(g).await?;
+            Rendered::new(&d, text::goal_detail(&d, style))
+        }
+        Command::Goal(GoalCommand::Set {
+            objective,
+            title,
+            default,
+            acting,
+        }) => {
+            if objective.is_none() && title.is_none() && !default {
+                return Err(Error::usage("nothing to set")
+                    .with_hint("pass --objective, --title or --default"));
+            }
+            let req = SetGoal {
+                objective: objective.clone(),
+                title: title.clone(),
+                make_default: *default,
+            };
+            let r = k.set_goal(&context(cli, acting)?, req).await?;
+            Rendered::new(&r, text::goal_receipt("updated", &r, style))
+        }
+        Command::Goal(GoalCommand::Stop { reason, acting }) => {
+            let r = k.stop_goal(&context(cli, acting)?, reason.clone()).await?;
+            Rendered::new(&r, text::goal_receipt("stopped", &r, style))
+        }
+        Command::Goal(GoalCommand::Resume { acting }) => {
+            let r = k.resume_goal(&context(cli, acting)?).await?;
+            Rendered::new(&r, text::goal_receipt("resumed", &r, style))
+        }
+        Command::Agent(AgentCommand::Register {
+            agent_id,
+            agent_type,
+            require_new,
+        }) => {
+            let req = RegisterAgent {
+                id: AgentId::new_registrable(agent_id)?,
+                agent_type: agent_type.parse()?,
+                require_new: *require_new,
+            };
+            let ctx = CommandContext {
+                goal,
+                ..CommandContext::default()
+            };
+            let r = k.register_agent(&ctx, req).await?;
+            Rendered::new(&r, text::agent_receipt(&r, style))
+        }
+        Command::Agent(AgentCommand::List) => {
+            let l = k.list_agents(g).await?;
+            Rendered::new(&l, text::agent_list(&l))
+        }
+        Command::Todo(t) => todo(cli, k, t, style).await,
+        Command::Evidence(EvidenceCommand::Add {
+            todo_id: id,
+            kind,
+            summary,
+            command,
+            exit_code,
+            link,
+            acting,
+        }) => {
+            let argv = command
+                .as_deref()
+                .map(|c| {
+                    shell_words::split(c)
+                        .map_err(|e| Error::usage(format!("cannot split --command: {e}")))
+                })
+                .transpose()?;
+            let mut ev = evidence(kind, summary.clone())?;
+            ev.command = argv;
+            ev.exit_code = *exit_code;
+            ev.link.clone_from(link);
+            let r = k
+                .add_evidence(
+                    &context(cli, acting)?,
+                    AddEvidence {
+                        todo: todo_id(id)?,
+                        evidence: ev,
+                    },
+                )
+                .await?;
+            Rendered::new(&r, text::evidence_receipt(&r, style))
+        }
+        Command::Evidence(EvidenceCommand::List { todo_id: id }) => {
+            let t = id.as_deref().map(todo_id).transpose()?;
+            let l = k.list_evidence(g, t).await?;
+            Rendered::new(&l, text::evidence_list(&l))
+        }
+        Command::Status => {
+            let s = k.status(g).await?;
+            Rendered::new(&s, text::status(&s, style))
+        }
+        Command::History(HistoryArgs { limit }) => {
+            let h = k.history(g, *limit).await?;
+            Rendered::new(&h, text::history(&h, style))
+        }
+        Command::Doctor => {
+            let d = k.doctor(g).await?;
+            let code = if d.healthy {
+                exit::SUCCESS
+            } else {
+                exit::INTEGRITY
+            };
+            Ok(Rendered::new(&d, text::doctor(&d, style))?.with_exit(code))
+        }
+    }
+}
+
+async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Result<Rendered> {
+    let goal = goal_arg(cli)?;
+    match cmd {
+        TodoCommand::Add {
+            text: t,
+            priority,
+            role,
+            class,
+            scopes,
+            acting,
+        } => {
+            let req = AddTodo {
+                text: t.clone(),
+                priority: priority.parse::<Priority>()?,
+                role: role.parse::<Role>()?,
+                class: class.parse::<TodoClass>()?,
+                scopes: scopes.clone(),
+            };
+            let r = k.add_todo(&context(cli, acting)?, req).await?;
+            Rendered::new(&r, text::todo_receipt("added", &r, style))
+        }
+        TodoCommand::List {
+            statuses,
+            all,
+            role,
+            claimed_by,
+        } => {
+            let filter = TodoFilter {
+                statuses: statuses
+                    .iter()
+                    .map(|s| s.parse::<TodoStatus>())
+                    .collect::<Result<_>>()?,
+                all: *all,
+                role: role.as_deref().map(str::parse::<Role>).transpose()?,
+                claimed_by: claimed_by.as_deref().map(AgentId::new).transpose()?,
+            };
+            let l = k.list_todos(goal.as_ref(), &filter).await?;
+            Rendered::new(&l, text::todo_list(&l, style))
+        }
+        TodoCommand::Show { todo_id: id } => {
+            let d = k.show_todo(goal.as_ref(), todo_id(id)?).await?;
+            Rendered::new(&d, text::todo_detail(&d, style))
+        }
+        TodoCommand::Claim {
+            todo_id: id,
+            acting,
+        } => {
+            let r = k.claim_todo(&context(cli, acting)?, todo_id(id)?).await?;
+            Rendered::new(&r, text::todo_receipt("claimed", &r, style))
+        }
+        TodoCommand::Release {
+            todo_id: id,
+            acting,
+        } => {
+            let r = k.release_todo(&context(cli, acting)?, todo_id(id)?).await?;
+            Rendered::new(&r, text::todo_receipt("released", &r, style))
+        }
+        TodoCommand::Update(a) => {
+            let req = UpdateTodo {
+                todo: todo_id(&a.todo_id)?,
+                text: a.text.clone(),
+                priority: a
+                    .priority
+                    .as_deref()
+                    .map(str::parse::<Priority>)
+                    .transpose()?,
+                status: a
+                    .status
+                    .as_deref()
+                    .map(str::parse::<TodoStatus>)
+                    .transpose()?,
+                resume_when: a
+                    .resume_when
+                    .as_deref()
+                    .map(ResumeWhen::parse)
+                    .transpose()?,
+                clear_claim: a.clear_claim,
+                note: a.note.clone(),
+                evidence: a
+                    .evidence
+                    .clone()
+                    .map(|s| evidence(&a.evidence_kind, s))
+                    .transpose()?,
+            };
+            let r = k.update_todo(&context(cli, &a.acting)?, req).await?;
+            Rendered::new(&r, text::todo_receipt("updated", &r, style))
+        }
+        TodoCommand::Complete(a) => {
+            let req = CompleteTodo {
+                todo: todo_id(&a.todo_id)?,
+                evidence: a
+                    .evidence
+                    .clone()
+                    .map(|s| evidence(&a.evidence_kind, s))
+                    .transpose()?,
+                no_follow_up: a.no_follow_up,
+                note: a.note.clone(),
+                next_todo: a.next_todo.clone(),
+            };
+            let r = k.complete_todo(&context(cli, &a.acting)?, req).await?;
+            Rendered::new(&r, text::complete_receipt(&r, style))
+        }
+        TodoCommand::Supersede {
+            todo_id: id,
+            by,
+            text: texts,
+            note,
+            acting,
+        } => {
+            let req = SupersedeTodo {
+                todo: todo_id(id)?,
+                by: by.iter().map(|b| todo_id(b)).collect::<Result<_>>()?,
+                new_texts: texts.clone(),
+                note: note.clone(),
+            };
+            let r = k.supersede_todo(&context(cli, acting)?, req).await?;
+            Rendered::new(&r, text::supersede_receipt(&r, style))
+        }
+    }
+}

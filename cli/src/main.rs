@@ -1,0 +1,105 @@
+//! `loopx`: the command-line interface. Thin: parses argv, reads the environment, asks the
+//! kernel, prints, and chooses the exit code.
+
+mod args;
+mod commands;
+mod output;
+mod text;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+
+use loopx_core::{Error, exit};
+use loopx_kernel::{Reporter, StoreOptions};
+
+use crate::args::Cli;
+use crate::output::Printer;
+
+/// Prints the kernel's side notes (recoveries, lock waits) on stderr.
+#[derive(Debug)]
+struct StderrReporter {
+    printer: Arc<Printer>,
+}
+
+impl Reporter for StderrReporter {
+    fn warn(&self, message: &str) {
+        self.printer.warn(message);
+    }
+    fn waiting_for_lock(&self, what: &str, holder: &str) {
+        eprintln!("waiting for the lock on {what}, held by {holder}…");
+    }
+}
+
+/// What the process environment contributes.
+#[derive(Debug)]
+pub struct Env {
+    pub cwd: PathBuf,
+    pub options: StoreOptions,
+}
+
+fn env_options() -> Result<StoreOptions, Error> {
+    let mut options = StoreOptions::default();
+    if let Ok(ms) = std::env::var("LOOPX_LOCK_TIMEOUT_MS") {
+        let ms: u64 = ms.trim().parse().map_err(|_| {
+            Error::usage(format!(
+                "LOOPX_LOCK_TIMEOUT_MS must be a number of milliseconds, not {ms:?}"
+            ))
+        })?;
+        options.lock_timeout = Duration::from_millis(ms);
+    }
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .take(2)
+        .collect();
+    options.holder = format!("loopx {}", words.join(" "));
+    // Test-only fault injection; compiled out of release builds.
+    #[cfg(debug_assertions)]
+    {
+        options.fault = std::env::var("LOOPX_FAULT").ok();
+    }
+    Ok(options)
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            });
+        }
+    };
+    let printer = Arc::new(Printer::new(
+        cli.json,
+        cli.color,
+        std::env::var_os("NO_COLOR").is_some(),
+    ));
+    let code = match run(&cli, &printer) {
+        Ok(code) => code,
+        Err(e) => printer.error(&e),
+    };
+    std::process::exit(code);
+}
+
+fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
+    let env = Env {
+        cwd: std::env::current_dir()
+            .map_err(|e| Error::internal(format!("cannot read the working directory: {e}")))?,
+        options: env_options()?,
+    };
+    let reporter: Arc<dyn Reporter> = Arc::new(StderrReporter {
+        printer: printer.clone(),
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
+    let rendered = runtime.block_on(commands::dispatch(cli, &env, reporter, printer.style))?;
+    Ok(printer.emit(rendered))
+}

@@ -1,0 +1,153 @@
+//! Printing: stdout is data, stderr is for people. `--json` prints one document with a
+//! `schema_version`; text is coloured only on a terminal, never with `NO_COLOR` or `--json`.
+//! A closed pipe ends the program quietly.
+
+use std::io::{self, IsTerminal, Write};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use loopx_core::kernel::SCHEMA_VERSION;
+use loopx_core::{Error, exit};
+
+use crate::args::ColorChoice;
+
+/// A command's result, ready to print either way.
+#[derive(Debug)]
+pub struct Rendered {
+    pub json: Value,
+    pub text: String,
+    pub exit_code: i32,
+}
+
+impl Rendered {
+    pub fn new(value: &impl Serialize, text: String) -> Result<Self, Error> {
+        let json = serde_json::to_value(value)
+            .map_err(|e| Error::internal(format!("cannot encode output: {e}")))?;
+        Ok(Self {
+            json,
+            text,
+            exit_code: exit::SUCCESS,
+        })
+    }
+    pub fn with_exit(mut self, code: i32) -> Self {
+        self.exit_code = code;
+        self
+    }
+}
+
+/// Colours for text output.
+#[derive(Clone, Copy, Debug)]
+pub struct Style {
+    on: bool,
+}
+
+impl Style {
+    pub fn paint(self, code: &str, s: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    }
+    pub fn bold(self, s: &str) -> String {
+        self.paint("1", s)
+    }
+    pub fn dim(self, s: &str) -> String {
+        self.paint("2", s)
+    }
+    pub fn green(self, s: &str) -> String {
+        self.paint("32", s)
+    }
+    pub fn yellow(self, s: &str) -> String {
+        self.paint("33", s)
+    }
+    pub fn red(self, s: &str) -> String {
+        self.paint("31", s)
+    }
+}
+
+#[derive(Debug)]
+pub struct Printer {
+    pub json: bool,
+    pub style: Style,
+    err_style: Style,
+}
+
+impl Printer {
+    pub fn new(json: bool, color: ColorChoice, no_color_env: bool) -> Self {
+        let decide = |is_tty: bool| match color {
+            _ if json => false,
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => is_tty && !no_color_env,
+        };
+        Self {
+            json,
+            style: Style {
+                on: decide(io::stdout().is_terminal()),
+            },
+            err_style: Style {
+                on: decide(io::stderr().is_terminal()) && !json,
+            },
+        }
+    }
+
+    /// Prints a result; returns its exit code.
+    pub fn emit(&self, r: Rendered) -> i32 {
+        let doc = if self.json { document(r.json) } else { r.text };
+        write_stdout(&doc);
+        r.exit_code
+    }
+
+    /// Prints an error (and, with `--json`, an error document); returns its exit code.
+    pub fn error(&self, e: &Error) -> i32 {
+        let mut msg = format!("{} {}", self.err_style.red("error:"), e.message);
+        if let Some(h) = &e.hint {
+            msg.push_str(&format!("\n{} {h}", self.err_style.dim("hint:")));
+        }
+        eprintln!("{msg}");
+        if self.json {
+            let mut m = Map::new();
+            m.insert(
+                "error".to_owned(),
+                serde_json::to_value(e).unwrap_or(Value::Null),
+            );
+            write_stdout(&document(Value::Object(m)));
+        }
+        e.exit_code()
+    }
+
+    pub fn warn(&self, message: &str) {
+        eprintln!("{} {message}", self.err_style.yellow("warning:"));
+    }
+}
+
+/// `{"schema_version":1, …}` on one line.
+fn document(body: Value) -> String {
+    let mut m = Map::new();
+    m.insert("schema_version".to_owned(), Value::from(SCHEMA_VERSION));
+    match body {
+        Value::Object(o) => m.extend(o),
+        other => {
+            m.insert("result".to_owned(), other);
+        }
+    }
+    Value::Object(m).to_string()
+}
+
+fn write_stdout(s: &str) {
+    let mut out = io::stdout().lock();
+    let r = out.write_all(s.as_bytes()).and_then(|()| {
+        if s.ends_with('\n') {
+            Ok(())
+        } else {
+            out.write_all(b"\n")
+        }
+    });
+    if let Err(e) = r.and_then(|()| out.flush()) {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(exit::SUCCESS);
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! Text output for people. Short, one fact a line; the JSON carries the detail.
+
+use std::fmt::Write;
+
+use loopx_core::agent::AgentTypeInfo;
+use loopx_core::kernel::*;
+use loopx_core::model::{Evidence, GoalStatus, Todo, TodoStatus};
+
+use crate::output::Style;
+
+fn suffix(changed: bool, replayed: bool) -> &'static str {
+    match (changed, replayed) {
+        (_, true) => " (replayed: already applied)",
+        (false, _) => " (unchanged)",
+        _ => "",
+    }
+}
+
+fn status_word(s: TodoStatus, style: Style) -> String {
+    match s {
+        TodoStatus::Open => style.green("open"),
+        TodoStatus::Done => style.dim("done"),
+        TodoStatus::Blocked | TodoStatus::Deferred => style.yellow(s.as_str()),
+        TodoStatus::Superseded => style.dim("superseded"),
+    }
+}
+
+fn todo_line(t: &TodoSummary, style: Style) -> String {
+    let mut line = format!(
+        "{:<5} {} {:<10} {}",
+        t.id.to_string(),
+        t.priority,
+        status_word(t.status, style),
+        t.text
+    );
+    if t.role == loopx_core::model::Role::User {
+        line.push_str(&style.yellow("  [user]"));
+    }
+    if let Some(a) = &t.claimed_by {
+        let _ = write!(line, "  {}", style.dim(&format!("— {a}")));
+    }
+    line
+}
+
+pub fn init(r: &InitReport, style: Style) -> String {
+    let mut out = String::new();
+    let what = if r.created_project {
+        "created"
+    } else {
+        "reusing"
+    };
+    let _ = writeln!(out, "{what} {}/.loopx", r.project_root);
+    if let Some(g) = &r.goal {
+        let verb = if r.created_goal {
+            "created goal"
+        } else {
+            "goal"
+        };
+        let _ = writeln!(
+            out,
+            "{verb} {}: {}",
+            style.bold(g.goal.id.as_str()),
+            g.goal.objective
+        );
+    }
+    let _ = writeln!(out, "next:");
+    for n in &r.next {
+        let _ = writeln!(out, "  {n}");
+    }
+    out
+}
+
+pub fn goal_receipt(verb: &str, r: &Receipt<GoalBody>, style: Style) -> String {
+    let g = &r.body.goal;
+    let mut out = format!(
+        "goal {} {verb}{}\n",
+        style.bold(g.id.as_str()),
+        suffix(r.changed, r.replayed)
+    );
+    let _ = writeln!(out, "objective: {}", g.objective);
+    let _ = writeln!(
+        out,
+        "status: {}{}",
+        g.status,
+        if r.body.is_default {
+            " (default goal)"
+        } else {
+            ""
+        }
+    );
+    out
+}
+
+pub fn goal_list(l: &GoalList, style: Style) -> String {
+    if l.goals.is_empty() {
+        return "no goals yet; create one with: loopx goal create --goal-id main --objective \"…\"\n".to_owned();
+    }
+    let mut out = String::new();
+    for g in &l.goals {
+        let mark = if g.is_default { "*" } else { " " };
+        let title = g
+            .title
+            .as_deref()
+            .map(|t| format!("  {t}"))
+            .unwrap_or_default();
+        let _ = writeln!(out, "{mark} {}{}", style.bold(g.id.as_str()), title);
+    }
+    out
+}
+
+pub fn goal_detail(d: &GoalDetail, style: Style) -> String {
+    let g = &d.goal;
+    let mut out = format!(
+        "goal {}{}\n",
+        style.bold(g.id.as_str()),
+        if d.is_default { " (default)" } else { "" }
+    );
+    if let Some(t) = &g.title {
+        let _ = writeln!(out, "title: {t}");
+    }
+    let _ = writeln!(out, "objective: {}", g.objective);
+    let status = match &g.stop_reason {
+        Some(r) => format!("{} ({r})", g.status),
+        None => g.status.to_string(),
+    };
+    let _ = writeln!(out, "status: {status}");
+    let agents: Vec<String> = d
+        .agents
+        .iter()
+        .map(|a| format!("{} ({})", a.id, a.agent_type))
+        .collect();
+    let _ = writeln!(
+        out,
+        "agents: {}",
+        if agents.is_empty() {
+            "none".to_owned()
+        } else {
+            agents.join(", ")
+        }
+    );
+    let _ = writeln!(out, "todos: {}", counts(&d.counts));
+    let _ = writeln!(out, "events: {}", d.events);
+    out
+}
+
+fn counts(c: &TodoCounts) -> String {
+    format!(
+        "{} open · {} blocked · {} deferred · {} done · {} superseded ({} total)",
+        c.open, c.blocked, c.deferred, c.done, c.superseded, c.total
+    )
+}
+
+pub fn agent_types(types: &[AgentTypeInfo]) -> String {
+    let mut out = String::new();
+    for t in types {
+        let aliases = if t.aliases.is_empty() {
+            String::new()
+        } else {
+            format!(" (aliases: {})", t.aliases.join(", "))
+        };
+        let _ = writeln!(out, "{:<12} {}{aliases}", t.name, t.description);
+    }
+    out
+}
+
+pub fn agent_receipt(r: &Receipt<AgentBody>, style: Style) -> String {
+    let a = &r.body.agent;
+    let verb = if r.changed {
+        "registered"
+    } else {
+        "already registered"
+    };
+    let ids: Vec<&str> = r.body.agents.iter().map(|a| a.as_str()).collect();
+    format!(
+        "agent {} ({}) {verb} on goal {}\nagents now: {}\n",
+        style.bold(a.id.as_str()),
+        a.agent_type,
+        r.goal_id,
+        ids.join(", ")
+    )
+}
+
+pub fn agent_list(l: &AgentList) -> String {
+    if l.agents.is_empty() {
+        return format!(
+            "no agents on goal {}; register one with: loopx agent register --agent-id <agent> --agent-type <type>\n",
+            l.goal_id
+        );
+    }
+    let mut out = String::new();
+    for a in &l.agents {
+        let _ = writeln!(
+            out,
+            "{:<20} {:<12} since {}",
+            a.id.as_str(),
+            a.agent_type.name(),
+            a.registered_at
+        );
+    }
+    out
+}
+
+pub fn todo_receipt(verb: &str, r: &Receipt<TodoBody>, style: Style) -> String {
+    let t = &r.body.todo;
+    format!(
+        "{} {verb}{}\n{}\n",
+        t.id,
+        suffix(r.changed, r.replayed),
+        todo_line(&TodoSummary::from(t), style)
+    )
+}
+
+pub fn complete_receipt(r: &Receipt<CompleteBody>, style: Style) -> String {
+    let t = &r.body.todo;
+    let mut out = format!("{} completed{}\n", t.id, suffix(r.changed, r.replayed));
+    if let Some(e) = &r.body.evidence {
+        let _ = writeln!(out, "evidence {}: {}", e.id, e.summary);
+    }
+    if let Some(s) = &r.body.successor {
+        let _ = writeln!(out, "next: {}", todo_line(&TodoSummary::from(s), style));
+    }
+    out
+}
+
+pub fn supersede_receipt(r: &Receipt<SupersedeBody>, style: Style) -> String {
+    let mut out = format!(
+        "{} superseded{}\n",
+        r.body.todo.id,
+        suffix(r.changed, r.replayed)
+    );
+    for t in &r.body.replacements {
+        let _ = writeln!(out, "by {}", todo_line(&TodoSummary::from(t), style));
+    }
+    out
+}
+
+pub fn todo_list(l: &TodoList, style: Style) -> String {
+    if l.todos.is_empty() {
+        return format!(
+            "no todos to show on goal {} ({} in all); add one with: loopx todo add --text \"…\"\n",
+            l.goal_id, l.total
+        );
+    }
+    let mut out = String::new();
+    for t in &l.todos {
+        let _ = writeln!(out, "{}", todo_line(t, style));
+    }
+    out
+}
+
+fn evidence_line(e: &Evidence) -> String {
+    let mut line = format!(
+        "{} {} on {} by {}: {}",
+        e.id, e.kind, e.todo, e.author, e.summary
+    );
+    if let Some(c) = &e.command {
+        let _ = write!(line, " [$ {}]", c.join(" "));
+    }
+    if let Some(x) = e.exit_code {
+        let _ = write!(line, " (exit {x})");
+    }
+    if let Some(l) = &e.link {
+        let _ = write!(line, " <{l}>");
+    }
+    line
+}
+
+pub fn todo_detail(d: &TodoDetail, style: Style) -> String {
+    let t: &Todo = &d.todo;
+    let mut out = format!("{}\n", todo_line(&TodoSummary::from(t), style));
+    let _ = writeln!(
+        out,
+        "class: {} · role: {} · created by {} at {}",
+        t.class, t.role, t.created_by, t.created_at
+    );
+    if !t.scopes.is_empty() {
+        let _ = writeln!(out, "scopes: {}", t.scopes.join(", "));
+    }
+    if let Some(r) = &t.resume_when {
+        let _ = writeln!(out, "resumes when: {r}");
+    }
+    if let Some(p) = &t.predecessor {
+        let _ = writeln!(out, "follows: {p}");
+    }
+    let ids = |v: &[loopx_core::TodoId]| {
+        v.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !t.successors.is_empty() {
+        let _ = writeln!(out, "successors: {}", ids(&t.successors));
+    }
+    if !t.superseded_by.is_empty() {
+        let _ = writeln!(out, "superseded by: {}", ids(&t.superseded_by));
+    }
+    if let Some(c) = &t.completion {
+        let note = c
+            .note
+            .as_deref()
+            .map(|n| format!(": {n}"))
+            .unwrap_or_default();
+        let cont = serde_json::to_value(c.continuation)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let _ = writeln!(out, "completed by {} at {} ({cont}){note}", c.by, c.at);
+    }
+    for n in &t.notes {
+        let _ = writeln!(out, "note by {} at {}: {}", n.by, n.at, n.text);
+    }
+    for e in &d.evidence {
+        let _ = writeln!(out, "{}", evidence_line(e));
+    }
+    out
+}
+
+pub fn evidence_receipt(r: &Receipt<EvidenceBody>, _style: Style) -> String {
+    format!(
+        "recorded {}{}\n",
+        evidence_line(&r.body.evidence),
+        suffix(r.changed, r.replayed)
+    )
+}
+
+pub fn evidence_list(l: &EvidenceList) -> String {
+    if l.evidence.is_empty() {
+        return "no evidence yet; record some with: loopx evidence add --todo-id <id> --kind test --summary \"…\"\n".to_owned();
+    }
+    l.evidence.iter().map(|e| evidence_line(e) + "\n").collect()
+}
+
+pub fn status(s: &StatusView, style: Style) -> String {
+    let mut out = String::new();
+    let state = match s.goal_status {
+        GoalStatus::Active => style.green("active"),
+        GoalStatus::Stopped => style.yellow("stopped"),
+        GoalStatus::Done => style.dim("done"),
+    };
+    let _ = writeln!(out, "goal {} — {state}", style.bold(s.goal_id.as_str()));
+    let _ = writeln!(out, "objective:   {}", s.objective);
+    if s.needs_user.is_empty() {
+        let _ = writeln!(out, "needs you:   nothing");
+    } else {
+        for (i, u) in s.needs_user.iter().enumerate() {
+            let label = if i == 0 {
+                "needs you:  "
+            } else {
+                "            "
+            };
+            let _ = writeln!(
+                out,
+                "{label} {} {} {}",
+                style.yellow(&u.todo.to_string()),
+                u.priority,
+                u.text
+            );
+        }
+    }
+    match &s.next_todo {
+        Some(t) => {
+            let _ = writeln!(out, "next:        {} {} {}", t.id, t.priority, t.text);
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "next:        nothing open; add work with: loopx todo add --text \"…\""
+            );
+        }
+    }
+    for c in &s.in_progress {
+        let _ = writeln!(out, "in progress: {} {} — {}", c.todo, c.text, c.agent);
+    }
+    let _ = writeln!(out, "todos:       {}", counts(&s.counts));
+    match &s.latest_evidence {
+        Some(e) => {
+            let _ = writeln!(
+                out,
+                "evidence:    {} in all; latest {} on {}: {}",
+                s.evidence, e.id, e.todo, e.summary
+            );
+        }
+        None => {
+            let _ = writeln!(out, "evidence:    none yet");
+        }
+    }
+    let agents: Vec<&str> = s.agents.iter().map(|a| a.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "agents:      {}",
+        if agents.is_empty() {
+            "none registered".to_owned()
+        } else {
+            agents.join(", ")
+        }
+    );
+    out
+}
+
+pub fn history(h: &HistoryView, style: Style) -> String {
+    let mut out = String::new();
+    if (h.events.len() as u64) < h.total {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.dim(&format!(
+                "… {} earlier events (--limit)",
+                h.total - h.events.len() as u64
+            ))
+        );
+    }
+    for e in &h.events {
+        let _ = writeln!(
+            out,
+            "{:>5} {} {:<12} {}",
+            e.seq,
+            style.dim(&e.at.to_string()),
+            e.actor,
+            e.summary
+        );
+    }
+    out
+}
+
+pub fn doctor(d: &DoctorReport, style: Style) -> String {
+    let mut out = String::new();
+    let mark = |ok: bool| {
+        if ok {
+            style.green("ok  ")
+        } else {
+            style.red("FAIL")
+        }
+    };
+    for c in &d.project {
+        let _ = writeln!(out, "{} {}: {}", mark(c.ok), c.name, c.detail);
+    }
+    for g in &d.goals {
+        let _ = writeln!(out, "goal {}", style.bold(g.goal_id.as_str()));
+        for c in &g.checks {
+            let _ = writeln!(out, "  {} {}: {}", mark(c.ok), c.name, c.detail);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        if d.healthy {
+            "healthy"
+        } else {
+            "problems found; see above"
+        }
+    );
+    out
+}

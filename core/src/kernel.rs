@@ -1,0 +1,440 @@
+//! The kernel's typed command surface, with its requests, receipts and views.
+//!
+//! Every mutating method takes a [`CommandContext`] (goal, acting agent, idempotency key) and
+//! returns a [`Receipt`]. A receipt's JSON is what `--json` prints; a replay of the same
+//! idempotency key returns the first receipt unchanged.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::AgentType;
+use crate::error::Result;
+use crate::ids::{AgentId, GoalId, IdempotencyKey, TodoId};
+use crate::model::{
+    Agent, Evidence, EvidenceKind, Goal, GoalStatus, Priority, ResumeWhen, Role, Todo, TodoClass,
+    TodoStatus,
+};
+use crate::time::Timestamp;
+
+/// Version of every `--json` document; bumped on an incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Who is acting, on which goal, and whether this is a replayable turn.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommandContext {
+    /// The goal; `None` means the project's default goal.
+    pub goal: Option<GoalId>,
+    /// The acting agent; `None` means a person (`user`), or the only registered agent.
+    pub agent: Option<AgentId>,
+    /// With a key, the mutation is applied at most once.
+    pub key: Option<IdempotencyKey>,
+}
+
+/// The answer to a mutation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Receipt<T> {
+    pub goal_id: GoalId,
+    /// The event that committed this change (or, for a no-op, the log head).
+    pub seq: u64,
+    /// False when the command changed nothing (already claimed by you, already complete, …).
+    pub changed: bool,
+    #[serde(flatten)]
+    pub body: T,
+    /// True when this is the stored receipt of an earlier call with the same key.
+    #[serde(skip)]
+    pub replayed: bool,
+}
+
+// ---- goals -------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateGoal {
+    pub id: GoalId,
+    pub objective: String,
+    pub title: Option<String>,
+    /// Make it the project's default goal (the first goal always is).
+    pub make_default: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetGoal {
+    pub objective: Option<String>,
+    pub title: Option<String>,
+    pub make_default: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GoalBody {
+    pub goal: Goal,
+    pub is_default: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GoalListEntry {
+    pub id: GoalId,
+    pub title: Option<String>,
+    pub created_at: Timestamp,
+    pub is_default: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GoalList {
+    pub default_goal: Option<GoalId>,
+    pub goals: Vec<GoalListEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GoalDetail {
+    pub goal: Goal,
+    pub is_default: bool,
+    pub agents: Vec<Agent>,
+    pub counts: TodoCounts,
+    pub events: u64,
+}
+
+// ---- agents ------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisterAgent {
+    pub id: AgentId,
+    pub agent_type: AgentType,
+    /// Refuse if the id is already registered.
+    pub require_new: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentBody {
+    pub agent: Agent,
+    /// Every agent registered on the goal after this call.
+    pub agents: Vec<AgentId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentList {
+    pub goal_id: GoalId,
+    pub agents: Vec<Agent>,
+}
+
+// ---- todos -------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddTodo {
+    pub text: String,
+    pub priority: Priority,
+    pub role: Role,
+    pub class: TodoClass,
+    pub scopes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpdateTodo {
+    pub todo: TodoId,
+    pub text: Option<String>,
+    pub priority: Option<Priority>,
+    /// `open`, `blocked` or `deferred`; `done` only through completion.
+    pub status: Option<TodoStatus>,
+    pub resume_when: Option<ResumeWhen>,
+    pub clear_claim: bool,
+    pub note: Option<String>,
+    pub evidence: Option<NewEvidence>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompleteTodo {
+    pub todo: TodoId,
+    /// New evidence recorded with the completion.
+    pub evidence: Option<NewEvidence>,
+    /// Nothing follows from this todo (needs evidence or a note).
+    pub no_follow_up: bool,
+    pub note: Option<String>,
+    /// Create this successor todo and link it.
+    pub next_todo: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SupersedeTodo {
+    pub todo: TodoId,
+    /// Existing todos that replace it.
+    pub by: Vec<TodoId>,
+    /// Texts of new todos that replace it (same priority, role and class).
+    pub new_texts: Vec<String>,
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TodoFilter {
+    /// Only these statuses; empty means every status that is not closed.
+    pub statuses: Vec<TodoStatus>,
+    /// Every todo, closed ones too.
+    pub all: bool,
+    pub role: Option<Role>,
+    pub claimed_by: Option<AgentId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TodoBody {
+    pub todo: Todo,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompleteBody {
+    pub todo: Todo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<Todo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SupersedeBody {
+    pub todo: Todo,
+    pub replacements: Vec<Todo>,
+}
+
+/// One line of `todo list`: enough to choose, not the whole record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TodoSummary {
+    pub id: TodoId,
+    pub text: String,
+    pub priority: Priority,
+    pub role: Role,
+    pub class: TodoClass,
+    pub status: TodoStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<AgentId>,
+}
+
+impl From<&Todo> for TodoSummary {
+    fn from(t: &Todo) -> Self {
+        Self {
+            id: t.id,
+            text: t.text.clone(),
+            priority: t.priority,
+            role: t.role,
+            class: t.class,
+            status: t.status,
+            claimed_by: t.claimed_by.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TodoList {
+    pub goal_id: GoalId,
+    pub todos: Vec<TodoSummary>,
+    /// Todos in the goal, of any status.
+    pub total: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TodoDetail {
+    pub goal_id: GoalId,
+    pub todo: Todo,
+    pub evidence: Vec<Evidence>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoCounts {
+    pub open: usize,
+    pub blocked: usize,
+    pub deferred: usize,
+    pub done: usize,
+    pub superseded: usize,
+    pub total: usize,
+}
+
+// ---- evidence ----------------------------------------------------------------------------
+
+/// Evidence as a caller gives it; the kernel assigns the id, author and time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewEvidence {
+    pub kind: EvidenceKind,
+    pub summary: String,
+    pub command: Option<Vec<String>>,
+    pub exit_code: Option<i32>,
+    pub link: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddEvidence {
+    pub todo: TodoId,
+    pub evidence: NewEvidence,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceBody {
+    pub evidence: Evidence,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceList {
+    pub goal_id: GoalId,
+    pub evidence: Vec<Evidence>,
+}
+
+// ---- views -------------------------------------------------------------------------------
+
+/// Something waiting on a person.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserItem {
+    pub todo: TodoId,
+    pub text: String,
+    pub priority: Priority,
+}
+
+/// A todo an agent holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClaimView {
+    pub todo: TodoId,
+    pub agent: AgentId,
+    pub text: String,
+}
+
+/// `loopx status`: the objective, what needs the user, what is next, what proves progress.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusView {
+    pub goal_id: GoalId,
+    pub objective: String,
+    pub goal_status: GoalStatus,
+    pub needs_user: Vec<UserItem>,
+    pub next_todo: Option<TodoSummary>,
+    pub in_progress: Vec<ClaimView>,
+    pub counts: TodoCounts,
+    pub agents: Vec<AgentId>,
+    pub evidence: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_evidence: Option<Evidence>,
+    pub events: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_event_at: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub seq: u64,
+    pub at: Timestamp,
+    pub actor: String,
+    pub kind: String,
+    pub summary: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryView {
+    pub goal_id: GoalId,
+    pub total: u64,
+    pub events: Vec<HistoryEntry>,
+}
+
+/// One check `loopx doctor` ran.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DoctorCheck {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DoctorGoal {
+    pub goal_id: GoalId,
+    pub events: u64,
+    pub checks: Vec<DoctorCheck>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DoctorReport {
+    pub healthy: bool,
+    pub project: Vec<DoctorCheck>,
+    pub goals: Vec<DoctorGoal>,
+}
+
+/// The kernel's command surface. `kernel::FileKernel` implements it over the file store.
+///
+/// Contract for every method: validation happens before anything is written; a refused command
+/// changes nothing; mutations are serialised per goal and each commits exactly one event (or
+/// none, for a no-op); reads of a current snapshot take no lock. Methods are called once per
+/// user command or hook invocation; they are idempotent when the context carries a key.
+#[async_trait]
+pub trait Kernel: Send + Sync {
+    /// Creates a goal. Refuses an id that exists.
+    async fn create_goal(&self, req: CreateGoal) -> Result<Receipt<GoalBody>>;
+    /// Lists the project's goals.
+    async fn list_goals(&self) -> Result<GoalList>;
+    /// One goal with its agents and counts.
+    async fn show_goal(&self, goal: Option<&GoalId>) -> Result<GoalDetail>;
+    /// Changes the objective or title, or makes the goal the default.
+    async fn set_goal(&self, ctx: &CommandContext, req: SetGoal) -> Result<Receipt<GoalBody>>;
+    /// Stops the goal for every agent. Stopping a stopped goal is a no-op.
+    async fn stop_goal(
+        &self,
+        ctx: &CommandContext,
+        reason: Option<String>,
+    ) -> Result<Receipt<GoalBody>>;
+    /// Resumes a stopped goal. Resuming an active goal is a no-op.
+    async fn resume_goal(&self, ctx: &CommandContext) -> Result<Receipt<GoalBody>>;
+
+    /// Registers an agent additively: never removes another. Re-registering the same id and
+    /// type is a no-op; another type is refused.
+    async fn register_agent(
+        &self,
+        ctx: &CommandContext,
+        req: RegisterAgent,
+    ) -> Result<Receipt<AgentBody>>;
+    async fn list_agents(&self, goal: Option<&GoalId>) -> Result<AgentList>;
+
+    async fn add_todo(&self, ctx: &CommandContext, req: AddTodo) -> Result<Receipt<TodoBody>>;
+    async fn list_todos(&self, goal: Option<&GoalId>, filter: &TodoFilter) -> Result<TodoList>;
+    async fn show_todo(&self, goal: Option<&GoalId>, todo: TodoId) -> Result<TodoDetail>;
+    /// Claims an open agent todo for the acting agent: exactly one winner; a re-claim by the
+    /// owner is a no-op; a claim by another agent is a conflict naming the owner.
+    async fn claim_todo(&self, ctx: &CommandContext, todo: TodoId) -> Result<Receipt<TodoBody>>;
+    /// Changes text, priority, status (never to done), claim, or adds a note or evidence.
+    async fn update_todo(&self, ctx: &CommandContext, req: UpdateTodo)
+    -> Result<Receipt<TodoBody>>;
+    /// Completes a todo with evidence or an explicit no-follow-up note. Completing a done todo
+    /// is a no-op.
+    async fn complete_todo(
+        &self,
+        ctx: &CommandContext,
+        req: CompleteTodo,
+    ) -> Result<Receipt<CompleteBody>>;
+    /// Closes a todo in favour of replacements.
+    async fn supersede_todo(
+        &self,
+        ctx: &CommandContext,
+        req: SupersedeTodo,
+    ) -> Result<Receipt<SupersedeBody>>;
+    /// Gives up the acting agent's claim.
+    async fn release_todo(&self, ctx: &CommandContext, todo: TodoId) -> Result<Receipt<TodoBody>>;
+
+    async fn add_evidence(
+        &self,
+        ctx: &CommandContext,
+        req: AddEvidence,
+    ) -> Result<Receipt<EvidenceBody>>;
+    async fn list_evidence(
+        &self,
+        goal: Option<&GoalId>,
+        todo: Option<TodoId>,
+    ) -> Result<EvidenceList>;
+
+    /// The five questions: objective, what needs the user, what is next, progress, proof.
+    async fn status(&self, goal: Option<&GoalId>) -> Result<StatusView>;
+    /// The newest `limit` events, oldest first.
+    async fn history(&self, goal: Option<&GoalId>, limit: usize) -> Result<HistoryView>;
+    /// Verifies the chain, the snapshot and GOAL.md of one goal, or of every goal.
+    async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport>;
+}
+
+/// What `loopx init` did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InitReport {
+    pub project_root: String,
+    pub created_project: bool,
+    pub created_goal: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<GoalBody>,
+    /// Commands that make sense next.
+    pub next: Vec<String>,
+}

@@ -1,0 +1,17 @@
+//! loopx-core: the domain types, traits, typed continuations, wire types and error kinds of
+//! loopx. No file, network or clock I/O happens here; time comes in through a [`Clock`].
+
+pub mod agent;
+pub mod continuation;
+pub mod error;
+pub mod event;
+pub mod ids;
+pub mod kernel;
+pub mod model;
+pub mod time;
+pub mod traits;
+
+pub use agent::AgentType;
+pub use error::{Error, ErrorKind, Result, exit};
+pub use ids::{AgentId, EvidenceId, GateId, GoalId, IdempotencyKey, TodoId};
+pub use time::{Clock, FixedClock, Timestamp};

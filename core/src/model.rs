@@ -1,0 +1,370 @@
+//! The domain: goals, agents, todos, evidence, gates and quota policy.
+//!
+//! These are plain data. How they change is decided by the kernel, one event at a time.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::AgentType;
+use crate::error::Error;
+use crate::ids::{AgentId, EvidenceId, GateId, GoalId, TodoId, quote_input};
+use crate::time::Timestamp;
+
+/// Longest todo text, note or evidence summary, in bytes. Detail belongs in a file or a link.
+pub const MAX_TEXT_LEN: usize = 4000;
+
+/// Validates free text (an objective, todo text, a note): not blank, at most
+/// [`MAX_TEXT_LEN`] bytes, no control characters other than newline and tab.
+pub fn check_text(what: &str, s: &str) -> Result<(), Error> {
+    if s.trim().is_empty() {
+        return Err(Error::usage(format!("{what} is empty"))
+            .with_hint(format!("give the {what} as a short sentence")));
+    }
+    if s.len() > MAX_TEXT_LEN {
+        return Err(Error::usage(format!(
+            "{what} is {} bytes, more than the limit of {MAX_TEXT_LEN}",
+            s.len()
+        ))
+        .with_hint("keep it short; put detail in a file and reference it"));
+    }
+    if s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return Err(Error::usage(format!("{what} contains control characters")));
+    }
+    Ok(())
+}
+
+macro_rules! word_enum {
+    ($(#[$doc:meta])* $name:ident, $what:literal { $($variant:ident = $word:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $(#[serde(rename = $word)] $variant),+
+        }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $word),+ }
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl FromStr for $name {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self, Error> {
+                let lower = s.trim().to_ascii_lowercase();
+                $(if lower == $word.to_ascii_lowercase() { return Ok($name::$variant); })+
+                Err(Error::usage(format!("invalid {} {}", $what, quote_input(s)))
+                    .with_hint(format!("choose one of: {}", [$($word),+].join(", "))))
+            }
+        }
+    };
+}
+
+word_enum!(
+    /// Whether a goal may run.
+    GoalStatus, "goal status" { Active = "active", Stopped = "stopped", Done = "done" }
+);
+word_enum!(
+    /// Todo priority, P0 (most urgent) to P4.
+    Priority, "priority" { P0 = "P0", P1 = "P1", P2 = "P2", P3 = "P3", P4 = "P4" }
+);
+word_enum!(
+    /// Who works a todo: an agent, or a person (never selected for agents).
+    Role, "role" { Agent = "agent", User = "user" }
+);
+word_enum!(
+    /// What kind of work a todo is.
+    TodoClass, "todo class" { Advance = "advance", Monitor = "monitor", Blocker = "blocker" }
+);
+word_enum!(
+    /// A todo's lifecycle. `done` and `superseded` are closed.
+    TodoStatus, "todo status" {
+        Open = "open", Blocked = "blocked", Deferred = "deferred", Done = "done",
+        Superseded = "superseded",
+    }
+);
+word_enum!(
+    /// What kind of proof an evidence record is.
+    EvidenceKind, "evidence kind" {
+        Command = "command", Test = "test", Link = "link", Note = "note", Artifact = "artifact",
+    }
+);
+word_enum!(
+    /// Whether completion and claim changes must present the active lease.
+    HandoffMode, "handoff mode" { SoftClaim = "soft_claim", HardLease = "hard_lease" }
+);
+
+impl Default for Priority {
+    fn default() -> Self {
+        Priority::P2
+    }
+}
+
+impl TodoStatus {
+    pub fn is_closed(self) -> bool {
+        matches!(self, TodoStatus::Done | TodoStatus::Superseded)
+    }
+}
+
+/// A goal: the objective a loop works toward.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Goal {
+    pub id: GoalId,
+    pub objective: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub status: GoalStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write_scope: Vec<String>,
+    pub handoff_mode: HandoffMode,
+    pub quota: QuotaPolicy,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// How much compute a goal may spend. See DESIGN.md §4.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaPolicy {
+    /// Share of the window the goal may use, in [0, 1]. 0 pauses the goal.
+    pub compute: f64,
+    pub window_hours: u32,
+    pub slot_minutes: u32,
+    /// Explicit slot allowance; when absent it follows from the other three.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_slots: Option<u32>,
+}
+
+impl Default for QuotaPolicy {
+    fn default() -> Self {
+        Self {
+            compute: 1.0,
+            window_hours: 24,
+            slot_minutes: 1,
+            allowed_slots: None,
+        }
+    }
+}
+
+impl QuotaPolicy {
+    /// `allowed_slots`, or `round(window_hours * 60 / slot_minutes * compute)`.
+    pub fn effective_allowed_slots(&self) -> u32 {
+        self.allowed_slots.unwrap_or_else(|| {
+            let slots = f64::from(self.window_hours) * 60.0 / f64::from(self.slot_minutes.max(1))
+                * self.compute.clamp(0.0, 1.0);
+            slots.round() as u32
+        })
+    }
+}
+
+/// A registered agent: one peer acting through one host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agent {
+    pub id: AgentId,
+    pub agent_type: AgentType,
+    pub registered_at: Timestamp,
+}
+
+/// When a deferred todo becomes selectable again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResumeWhen {
+    /// Another todo is done.
+    TodoDone(TodoId),
+    /// A time has passed.
+    At(Timestamp),
+    /// A gate has been answered.
+    GateAnswered(GateId),
+}
+
+impl ResumeWhen {
+    /// Parses `todo:t3`, `time:2026-11-29T18:00:00Z` or `gate:g1`.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        let hint = "use todo:<id>, time:<RFC 3339> or gate:<id>, e.g. --resume-when todo:t3";
+        let (kind, value) = s.split_once(':').ok_or_else(|| {
+            Error::usage(format!("invalid resume condition {}", quote_input(s))).with_hint(hint)
+        })?;
+        match kind {
+            "todo" => Ok(ResumeWhen::TodoDone(value.parse()?)),
+            "time" => Ok(ResumeWhen::At(Timestamp::parse_rfc3339(value)?)),
+            "gate" => Ok(ResumeWhen::GateAnswered(value.parse()?)),
+            _ => Err(
+                Error::usage(format!("invalid resume condition {}", quote_input(s)))
+                    .with_hint(hint),
+            ),
+        }
+    }
+}
+
+impl fmt::Display for ResumeWhen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResumeWhen::TodoDone(t) => write!(f, "todo:{t}"),
+            ResumeWhen::At(at) => write!(f, "time:{at}"),
+            ResumeWhen::GateAnswered(g) => write!(f, "gate:{g}"),
+        }
+    }
+}
+
+/// What a completed todo says about the work after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletionContinuation {
+    /// Successor todos were created and carry the work on.
+    Successor,
+    /// Nothing follows from this todo; it counts toward the goal being terminal.
+    NoFollowup,
+    /// The goal's frontier decides what is next.
+    ActiveGoal,
+}
+
+/// How a todo was completed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completion {
+    pub continuation: CompletionContinuation,
+    pub by: String,
+    pub at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A note left on a todo.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    pub by: String,
+    pub at: Timestamp,
+    pub text: String,
+}
+
+/// A unit of work.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    pub id: TodoId,
+    pub text: String,
+    pub priority: Priority,
+    pub role: Role,
+    pub class: TodoClass,
+    pub status: TodoStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<AgentId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_when: Option<ResumeWhen>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predecessor: Option<TodoId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub successors: Vec<TodoId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub superseded_by: Vec<TodoId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Completion>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<EvidenceId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<Note>,
+    pub created_by: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// The fields of a new todo, as recorded in its event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTodo {
+    pub id: TodoId,
+    pub text: String,
+    pub priority: Priority,
+    pub role: Role,
+    pub class: TodoClass,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predecessor: Option<TodoId>,
+}
+
+/// A piece of proof attached to a todo.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub id: EvidenceId,
+    pub todo: TodoId,
+    pub kind: EvidenceKind,
+    pub summary: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    pub author: String,
+    pub at: Timestamp,
+}
+
+/// Which work a gate holds back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "scope", content = "ids")]
+pub enum GateBlocks {
+    /// Every agent on the goal.
+    Goal,
+    /// One agent.
+    Agent(AgentId),
+    /// Only these todos; other work continues.
+    Todos(Vec<TodoId>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_enums_parse_and_print() {
+        assert_eq!("p1".parse::<Priority>().unwrap(), Priority::P1);
+        assert_eq!(Priority::P1.to_string(), "P1");
+        assert!(
+            "P5".parse::<Priority>()
+                .unwrap_err()
+                .hint
+                .unwrap()
+                .contains("P0, P1")
+        );
+        assert_eq!(
+            "soft_claim".parse::<HandoffMode>().unwrap(),
+            HandoffMode::SoftClaim
+        );
+    }
+
+    #[test]
+    fn text_limits() {
+        assert!(check_text("todo text", "fix the flaky test").is_ok());
+        assert!(check_text("todo text", "   ").is_err());
+        assert!(check_text("todo text", &"x".repeat(MAX_TEXT_LEN + 1)).is_err());
+        assert!(check_text("todo text", "bell\u{7}").is_err());
+    }
+
+    #[test]
+    fn resume_conditions() {
+        assert_eq!(
+            ResumeWhen::parse("todo:t3").unwrap(),
+            ResumeWhen::TodoDone("t3".parse().unwrap())
+        );
+        assert!(ResumeWhen::parse("later").is_err());
+        assert!(ResumeWhen::parse("time:soon").is_err());
+    }
+
+    #[test]
+    fn allowed_slots_follow_compute() {
+        let mut q = QuotaPolicy::default();
+        assert_eq!(q.effective_allowed_slots(), 1440);
+        q.compute = 0.5;
+        assert_eq!(q.effective_allowed_slots(), 720);
+        q.allowed_slots = Some(3);
+        assert_eq!(q.effective_allowed_slots(), 3);
+    }
+}

@@ -1,0 +1,251 @@
+//! The extension points around the kernel: agents act, providers observe the world,
+//! capabilities turn observations into proposals, host adapters bind a host to the kernel.
+//!
+//! Execution path: Agent → Capability → Provider → world. Control path back: Provider readback
+//! → Capability (typed, validated proposal) → Kernel (commits or refuses). None of these
+//! writes `.loopx/`; only the kernel does.
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::AgentType;
+use crate::continuation::Continuation;
+use crate::error::Result;
+use crate::ids::{AgentId, TodoId};
+use crate::model::EvidenceKind;
+use crate::time::Timestamp;
+
+/// Proof an agent or capability proposes to attach to a todo.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceDraft {
+    pub kind: EvidenceKind,
+    pub summary: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_digest: Option<String>,
+}
+
+/// What an agent reports after one bounded turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnReport {
+    pub todo: Option<TodoId>,
+    pub summary: String,
+    pub evidence: Vec<EvidenceDraft>,
+    /// The agent believes the todo is done; the kernel still checks the evidence.
+    pub completed: bool,
+}
+
+/// One registered peer acting through a host.
+#[async_trait]
+pub trait Agent: Send + Sync {
+    /// The registered id. Stable for the agent's life.
+    fn id(&self) -> &AgentId;
+    /// Which host the agent acts through; decides its runtime profile.
+    fn agent_type(&self) -> AgentType;
+    /// Performs one bounded turn for `continuation` and reports what it did. Called once per
+    /// turn the kernel allows; never called for `Stop` or `Wait`. Need not be idempotent: the
+    /// kernel's turn ids make the writeback idempotent instead.
+    async fn act(&self, continuation: &Continuation) -> Result<TurnReport>;
+}
+
+/// What a provider asks of the outside world.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ObservationRequest {
+    /// Run a command (argv, no shell) in `cwd`, bounded by `timeout_ms`.
+    RunCommand {
+        argv: Vec<String>,
+        cwd: PathBuf,
+        timeout_ms: u64,
+    },
+    /// Ask a check service whether the named check is green.
+    CheckStatus { name: String },
+    /// Read the time.
+    Now,
+}
+
+/// A provider's raw readback. An observation is not a transition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Observation {
+    CommandExited {
+        argv: Vec<String>,
+        /// `None` when the command was killed (time-out or signal).
+        exit_code: Option<i32>,
+        output_digest: String,
+        duration_ms: u64,
+    },
+    CheckReported {
+        name: String,
+        green: bool,
+        detail: String,
+    },
+    TimeObserved {
+        now: Timestamp,
+    },
+}
+
+/// Calls to an external system and their raw readback. Swappable and mockable.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// A short stable name (`process`, `github`).
+    fn name(&self) -> &'static str;
+    /// Performs `request` and returns what was seen. May be called any number of times; has
+    /// no effect on loopx state. A request this provider does not serve returns an error of
+    /// kind `Usage`.
+    async fn observe(&self, request: &ObservationRequest) -> Result<Observation>;
+}
+
+/// A typed change a capability proposes; the kernel commits or refuses it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TransitionProposal {
+    CompleteTodo {
+        todo: TodoId,
+        evidence: EvidenceDraft,
+    },
+    AddEvidence {
+        todo: TodoId,
+        evidence: EvidenceDraft,
+    },
+    KeepWaiting {
+        reason: String,
+    },
+}
+
+/// Why an observation does not support a transition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub reason: String,
+}
+
+/// The outcome contract: normalises and validates observations into proposals.
+pub trait Capability: Send + Sync {
+    /// A short stable name (`validation-command`, `ci-green`, `timer`).
+    fn name(&self) -> &'static str;
+    /// Pure: the same observation always gives the same answer. Never schedules, claims or
+    /// writes. An observation of a kind this capability does not understand is a rejection.
+    fn validate(
+        &self,
+        todo: TodoId,
+        observation: &Observation,
+    ) -> std::result::Result<TransitionProposal, Rejection>;
+}
+
+/// Where an adapter installs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstallScope {
+    /// Files in the project (the default).
+    Project,
+    /// Files in the user's home; explicit only.
+    User,
+}
+
+/// One step of an install or uninstall plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum FileAction {
+    Create {
+        path: PathBuf,
+        content: String,
+    },
+    Update {
+        path: PathBuf,
+        content: String,
+    },
+    Remove {
+        path: PathBuf,
+    },
+    Unchanged {
+        path: PathBuf,
+    },
+    /// Left alone, with the reason (for example: the user owns a file of that name).
+    Skipped {
+        path: PathBuf,
+        reason: String,
+    },
+}
+
+/// A plan the kernel applies atomically, or prints with `--dry-run`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstallPlan {
+    pub actions: Vec<FileAction>,
+}
+
+/// What a host adapter can do: data, not guesses.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdapterCapabilities {
+    pub stop_hook: bool,
+    pub session_start_hook: bool,
+    pub pre_tool_gate: bool,
+    pub mcp: bool,
+    pub scheduler_rrule: bool,
+    /// Longest prompt body the host accepts, if it has a limit.
+    pub max_prompt_chars: Option<usize>,
+}
+
+/// A hook invocation as the host delivered it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostEvent {
+    pub event: String,
+    pub stdin: serde_json::Value,
+}
+
+/// What a host event asks of the kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum HostRequest {
+    /// Decide the next turn for this session.
+    ShouldRun { session: String },
+    /// Give context to inject (objective, gates, next todo).
+    Context { session: String },
+    /// Decide whether a tool may run.
+    ToolGate {
+        session: String,
+        tool: String,
+        mutating: bool,
+    },
+    /// Nothing to ask.
+    Ignore,
+}
+
+/// The host-protocol answer to print: stdout and an exit code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostAnswer {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: i32,
+}
+
+/// One way of binding a host to the kernel.
+pub trait HostAdapter: Send + Sync {
+    /// A stable name (`claude-code-slash`).
+    fn name(&self) -> &'static str;
+    /// What this adapter supports; constant for an adapter.
+    fn capabilities(&self) -> AdapterCapabilities;
+    /// The files to write for `scope`, given the current contents the caller read. Pure;
+    /// running it twice on an installed tree gives only `Unchanged` actions.
+    fn install_plan(
+        &self,
+        scope: InstallScope,
+        current: &[(PathBuf, Option<String>)],
+    ) -> Result<InstallPlan>;
+    /// The removals (and restorations) that undo an install, leaving the user's bytes as they
+    /// were. Pure.
+    fn uninstall_plan(
+        &self,
+        scope: InstallScope,
+        current: &[(PathBuf, Option<String>)],
+    ) -> Result<InstallPlan>;
+    /// Parses a hook event. Tolerates unknown fields; malformed input is an error the caller
+    /// answers in the host's fail-open or fail-closed way.
+    fn decode(&self, event: &HostEvent) -> Result<HostRequest>;
+    /// Renders a continuation in the host's protocol for `event`.
+    fn encode(&self, event: &HostEvent, continuation: &Continuation) -> HostAnswer;
+}

@@ -1,0 +1,200 @@
+//! `loopx doctor`: verifies what the fast path trusts. Reads only; changes nothing.
+
+use std::fs;
+
+use loopx_core::kernel::{DoctorCheck, DoctorGoal, DoctorReport};
+use loopx_core::{GoalId, Result};
+
+use crate::fs::read_optional;
+use crate::log;
+use crate::render;
+use crate::store::{FileStore, Snapshot, Store, replay};
+
+fn check(name: &str, ok: bool, detail: impl Into<String>) -> DoctorCheck {
+    DoctorCheck {
+        name: name.to_owned(),
+        ok,
+        detail: detail.into(),
+    }
+}
+
+pub fn run(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
+    let layout = store.layout();
+    let mut project_checks = Vec::new();
+    let project = match store.project() {
+        Ok(p) => {
+            project_checks.push(check(
+                "project.json",
+                true,
+                format!("{} goal(s)", p.goals.len()),
+            ));
+            Some(p)
+        }
+        Err(e) => {
+            project_checks.push(check("project.json", false, e.message));
+            None
+        }
+    };
+    let listed: Vec<GoalId> = project
+        .as_ref()
+        .map(|p| p.goals.iter().map(|g| g.id.clone()).collect())
+        .unwrap_or_default();
+    if only.is_none() {
+        if let Ok(entries) = fs::read_dir(layout.goals_dir()) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !listed.iter().any(|g| g.as_str() == name) {
+                    project_checks.push(check(
+                        "goal directories",
+                        false,
+                        format!("goals/{name} is not listed in project.json (a goal creation that did not finish?)"),
+                    ));
+                }
+            }
+        }
+    }
+    let goals: Vec<GoalId> = match only {
+        Some(g) => vec![g.clone()],
+        None => listed,
+    };
+    let reports: Vec<DoctorGoal> = goals.iter().map(|g| goal_report(store, g)).collect();
+    let healthy = project_checks.iter().all(|c| c.ok)
+        && reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
+    Ok(DoctorReport {
+        healthy,
+        project: project_checks,
+        goals: reports,
+    })
+}
+
+fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
+    let layout = store.layout();
+    let mut checks = Vec::new();
+    let events_path = layout.events(id);
+    let bytes = match fs::read(&events_path) {
+        Ok(b) => b,
+        Err(e) => {
+            checks.push(check(
+                "event log",
+                false,
+                format!("cannot read {}: {e}", events_path.display()),
+            ));
+            return DoctorGoal {
+                goal_id: id.clone(),
+                events: 0,
+                checks,
+            };
+        }
+    };
+    let scan = match log::scan(&bytes) {
+        Ok(scan) => scan,
+        Err((partial, b)) => {
+            checks.push(check(
+                "event log",
+                false,
+                format!(
+                    "line {} (byte {}): {}; the {} line(s) before it verify. Commands refuse this goal until it is repaired",
+                    b.line,
+                    b.offset,
+                    b.reason,
+                    partial.lines.len()
+                ),
+            ));
+            return DoctorGoal {
+                goal_id: id.clone(),
+                events: partial.lines.len() as u64,
+                checks,
+            };
+        }
+    };
+    let events = scan.lines.len() as u64;
+    if scan.torn_bytes > 0 {
+        checks.push(check(
+            "event log",
+            false,
+            format!(
+                "{events} events verify; then an incomplete final line of {} bytes that was never committed (the next command cuts it off)",
+                scan.torn_bytes
+            ),
+        ));
+    } else {
+        checks.push(check(
+            "event log",
+            true,
+            format!("{events} events, hash chain verified"),
+        ));
+    }
+    let replayed = match replay(id, &scan) {
+        Ok(s) => s,
+        Err(e) => {
+            checks.push(check("replay", false, e.message));
+            return DoctorGoal {
+                goal_id: id.clone(),
+                events,
+                checks,
+            };
+        }
+    };
+    let snap = read_optional(&layout.snapshot(id))
+        .ok()
+        .flatten()
+        .map(|b| serde_json::from_slice::<Snapshot>(&b));
+    match snap {
+        None => checks.push(check(
+            "snapshot",
+            false,
+            "snapshot.json is missing (the next command rebuilds it)",
+        )),
+        Some(Err(e)) => checks.push(check(
+            "snapshot",
+            false,
+            format!("snapshot.json is unreadable ({e}); the next command rebuilds it"),
+        )),
+        Some(Ok(snap)) => {
+            let same_state =
+                serde_json::to_value(&snap.state).ok() == serde_json::to_value(&replayed).ok();
+            if snap.seq == replayed.seq && snap.head == scan.head() && same_state {
+                checks.push(check(
+                    "snapshot",
+                    true,
+                    format!("matches a full replay at event {}", snap.seq),
+                ));
+            } else if snap.seq < replayed.seq {
+                checks.push(check(
+                    "snapshot",
+                    false,
+                    format!(
+                        "at event {} while the log has {}; the next command rebuilds it",
+                        snap.seq, replayed.seq
+                    ),
+                ));
+            } else {
+                checks.push(check(
+                    "snapshot",
+                    false,
+                    format!(
+                        "at event {} does not match a replay of the log ({} events)",
+                        snap.seq, replayed.seq
+                    ),
+                ));
+            }
+            let md = read_optional(&layout.goal_md(id)).ok().flatten();
+            let expected = render::goal_md(&replayed);
+            match md {
+                None => checks.push(check("GOAL.md", false, "missing (the next change regenerates it)")),
+                Some(b) if b == expected.as_bytes() => checks.push(check("GOAL.md", true, "matches the state")),
+                Some(b) if log::line_hash(&b) != snap.goal_md_digest => checks.push(check(
+                    "GOAL.md",
+                    false,
+                    "was edited by hand: it is a projection and is overwritten on the next change. If an agent edited it, it tried to change its own governing state; use loopx commands",
+                )),
+                Some(_) => checks.push(check("GOAL.md", false, "is stale (the next change regenerates it)")),
+            }
+        }
+    }
+    DoctorGoal {
+        goal_id: id.clone(),
+        events,
+        checks,
+    }
+}

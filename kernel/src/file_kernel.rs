@@ -1,0 +1,529 @@
+//! `FileKernel`: the [`Kernel`] command surface over a [`Store`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use loopx_core::event::Event;
+use loopx_core::kernel::*;
+use loopx_core::{Clock, Error, GoalId, Result, TodoId};
+
+use crate::Reporter;
+use crate::doctor;
+use crate::rules::{self, Actor, Lane};
+use crate::state::GoalState;
+use crate::store::{FileStore, InitOutcome, Store, StoreOptions};
+
+/// The kernel over the embedded file store.
+#[derive(Debug)]
+pub struct FileKernel {
+    store: FileStore,
+}
+
+impl FileKernel {
+    /// Opens the project at `root` (the directory holding `.loopx/`).
+    pub fn open(
+        root: &Path,
+        clock: Arc<dyn Clock>,
+        reporter: Arc<dyn Reporter>,
+        options: StoreOptions,
+    ) -> Result<Self> {
+        Ok(Self {
+            store: FileStore::open(root, clock, reporter, options)?,
+        })
+    }
+
+    /// Creates or reuses `.loopx/` at `root`.
+    pub fn init(
+        root: &Path,
+        clock: Arc<dyn Clock>,
+        reporter: Arc<dyn Reporter>,
+        options: StoreOptions,
+    ) -> Result<(Self, InitOutcome)> {
+        let (store, outcome) = FileStore::init(root, clock, reporter, options)?;
+        Ok((Self { store }, outcome))
+    }
+
+    pub fn store(&self) -> &FileStore {
+        &self.store
+    }
+
+    /// The goal a command addresses: the one named, or the project's default.
+    pub fn resolve_goal(&self, goal: Option<&GoalId>) -> Result<GoalId> {
+        let project = self.store.project()?;
+        match goal {
+            Some(g) if project.has_goal(g) => Ok(g.clone()),
+            Some(g) => Err(Error::not_found(format!("goal {g} not found in this project")).with_hint(format!(
+                "create it with: loopx goal create --goal-id {g} --objective \"…\" (or see loopx goal list)"
+            ))),
+            None => project.default_goal.ok_or_else(|| {
+                Error::not_found("this project has no goal yet")
+                    .with_hint("create one with: loopx goal create --goal-id main --objective \"…\"")
+            }),
+        }
+    }
+
+    fn read(&self, goal: Option<&GoalId>) -> Result<GoalState> {
+        self.store.read(&self.resolve_goal(goal)?)
+    }
+
+    /// One mutation: resolve the actor, return a stored receipt for a replayed key, otherwise
+    /// decide and commit at most one event.
+    fn mutate<T: Serialize + DeserializeOwned>(
+        &self,
+        ctx: &CommandContext,
+        scope: &str,
+        lane: impl Fn(&GoalState) -> Result<Lane>,
+        decide: impl Fn(&GoalState, &Actor) -> Result<Option<Event>>,
+        body: impl Fn(&GoalState) -> Result<T>,
+    ) -> Result<Receipt<T>> {
+        let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        let mut out = None;
+        self.store.transact(&goal, &mut |txn| {
+            let actor = rules::resolve_actor(&txn.state, ctx.agent.as_ref(), lane(&txn.state)?)?;
+            let key = ctx
+                .key
+                .as_ref()
+                .map(|k| format!("{scope}:{}:{k}", actor.name()));
+            if let Some(k) = &key {
+                if let Some(r) = txn.replay::<T>(k)? {
+                    out = Some(r);
+                    return Ok(());
+                }
+            }
+            let receipt = match decide(&txn.state, &actor)? {
+                Some(event) => txn.commit(actor.name(), event, key, &body)?,
+                None => Receipt {
+                    goal_id: goal.clone(),
+                    seq: txn.seq(),
+                    changed: false,
+                    body: body(&txn.state)?,
+                    replayed: false,
+                },
+            };
+            out = Some(receipt);
+            Ok(())
+        })?;
+        out.ok_or_else(|| Error::internal("transaction returned no receipt"))
+    }
+
+    fn now(&self) -> loopx_core::Timestamp {
+        self.store.clock().now()
+    }
+
+    fn goal_body(&self, state: &GoalState) -> Result<GoalBody> {
+        let project = self.store.project()?;
+        Ok(GoalBody {
+            goal: state.goal.clone(),
+            is_default: project.default_goal.as_ref() == Some(&state.goal.id),
+        })
+    }
+}
+
+fn todo_body(id: TodoId) -> impl Fn(&GoalState) -> Result<TodoBody> {
+    move |s| {
+        Ok(TodoBody {
+            todo: rules::find_todo(s, id)?.clone(),
+        })
+    }
+}
+
+fn todo_lane(id: TodoId) -> impl Fn(&GoalState) -> Result<Lane> {
+    move |s| rules::find_todo(s, id).map(rules::lane_of)
+}
+
+fn person(_: &GoalState) -> Result<Lane> {
+    Ok(Lane::Person)
+}
+
+#[async_trait]
+impl Kernel for FileKernel {
+    async fn create_goal(&self, req: CreateGoal) -> Result<Receipt<GoalBody>> {
+        loopx_core::model::check_text("objective", &req.objective)?;
+        if let Some(t) = &req.title {
+            loopx_core::model::check_text("title", t)?;
+        }
+        let first = Event::GoalCreated {
+            objective: req.objective.clone(),
+            title: req.title.clone(),
+        };
+        let state = self.store.create_goal(&req.id, first, req.make_default)?;
+        Ok(Receipt {
+            goal_id: req.id,
+            seq: state.seq,
+            changed: true,
+            body: self.goal_body(&state)?,
+            replayed: false,
+        })
+    }
+
+    async fn list_goals(&self) -> Result<GoalList> {
+        let p = self.store.project()?;
+        let goals = p
+            .goals
+            .iter()
+            .map(|g| GoalListEntry {
+                id: g.id.clone(),
+                title: g.title.clone(),
+                created_at: g.created_at,
+                is_default: p.default_goal.as_ref() == Some(&g.id),
+            })
+            .collect();
+        Ok(GoalList {
+            default_goal: p.default_goal.clone(),
+            goals,
+        })
+    }
+
+    async fn show_goal(&self, goal: Option<&GoalId>) -> Result<GoalDetail> {
+        let state = self.read(goal)?;
+        let body = self.goal_body(&state)?;
+        Ok(GoalDetail {
+            goal: body.goal,
+            is_default: body.is_default,
+            agents: state.agents.clone(),
+            counts: state.counts(),
+            events: state.seq,
+        })
+    }
+
+    async fn set_goal(&self, ctx: &CommandContext, req: SetGoal) -> Result<Receipt<GoalBody>> {
+        let mut receipt = self.mutate(
+            ctx,
+            "goal.set",
+            person,
+            |s, _| rules::set_goal(s, &req),
+            |s| self.goal_body(s),
+        )?;
+        if req.make_default {
+            let id = receipt.goal_id.clone();
+            let mut changed = false;
+            self.store.update_project(&mut |p| {
+                changed = p.default_goal.as_ref() != Some(&id);
+                p.default_goal = Some(id.clone());
+                Ok(changed)
+            })?;
+            receipt.changed |= changed;
+            receipt.body.is_default = true;
+        }
+        Ok(receipt)
+    }
+
+    async fn stop_goal(
+        &self,
+        ctx: &CommandContext,
+        reason: Option<String>,
+    ) -> Result<Receipt<GoalBody>> {
+        self.mutate(
+            ctx,
+            "goal.stop",
+            person,
+            |s, _| rules::stop_goal(s, reason.as_ref()),
+            |s| self.goal_body(s),
+        )
+    }
+
+    async fn resume_goal(&self, ctx: &CommandContext) -> Result<Receipt<GoalBody>> {
+        self.mutate(
+            ctx,
+            "goal.resume",
+            person,
+            |s, _| Ok(rules::resume_goal(s)),
+            |s| self.goal_body(s),
+        )
+    }
+
+    async fn register_agent(
+        &self,
+        ctx: &CommandContext,
+        req: RegisterAgent,
+    ) -> Result<Receipt<AgentBody>> {
+        let id = req.id.clone();
+        self.mutate(
+            ctx,
+            "agent.register",
+            person,
+            |s, _| rules::register_agent(s, &req),
+            move |s| {
+                let agent = s
+                    .agent(&id)
+                    .cloned()
+                    .ok_or_else(|| Error::internal("registered agent missing"))?;
+                Ok(AgentBody {
+                    agent,
+                    agents: s.agents.iter().map(|a| a.id.clone()).collect(),
+                })
+            },
+        )
+    }
+
+    async fn list_agents(&self, goal: Option<&GoalId>) -> Result<AgentList> {
+        let state = self.read(goal)?;
+        Ok(AgentList {
+            goal_id: state.goal.id.clone(),
+            agents: state.agents,
+        })
+    }
+
+    async fn add_todo(&self, ctx: &CommandContext, req: AddTodo) -> Result<Receipt<TodoBody>> {
+        let lane = match req.role {
+            loopx_core::model::Role::Agent => Lane::Agent,
+            loopx_core::model::Role::User => Lane::Person,
+        };
+        self.mutate(
+            ctx,
+            "todo.add",
+            |_| Ok(lane),
+            |s, _| rules::add_todo(s, &req).map(Some),
+            // The new todo is the last one.
+            |s| {
+                s.todos
+                    .last()
+                    .cloned()
+                    .map(|todo| TodoBody { todo })
+                    .ok_or_else(|| Error::internal("no todo"))
+            },
+        )
+    }
+
+    async fn list_todos(&self, goal: Option<&GoalId>, filter: &TodoFilter) -> Result<TodoList> {
+        let state = self.read(goal)?;
+        let todos = state
+            .todos
+            .iter()
+            .filter(|t| {
+                let status_ok = if filter.all {
+                    true
+                } else if filter.statuses.is_empty() {
+                    !t.status.is_closed()
+                } else {
+                    filter.statuses.contains(&t.status)
+                };
+                status_ok
+                    && filter.role.is_none_or(|r| t.role == r)
+                    && filter
+                        .claimed_by
+                        .as_ref()
+                        .is_none_or(|a| t.claimed_by.as_ref() == Some(a))
+            })
+            .map(TodoSummary::from)
+            .collect();
+        Ok(TodoList {
+            goal_id: state.goal.id.clone(),
+            todos,
+            total: state.todos.len(),
+        })
+    }
+
+    async fn show_todo(&self, goal: Option<&GoalId>, todo: TodoId) -> Result<TodoDetail> {
+        let state = self.read(goal)?;
+        let t = rules::find_todo(&state, todo)?.clone();
+        let evidence = t
+            .evidence
+            .iter()
+            .filter_map(|e| state.evidence(*e).cloned())
+            .collect();
+        Ok(TodoDetail {
+            goal_id: state.goal.id.clone(),
+            todo: t,
+            evidence,
+        })
+    }
+
+    async fn claim_todo(&self, ctx: &CommandContext, todo: TodoId) -> Result<Receipt<TodoBody>> {
+        self.mutate(
+            ctx,
+            "todo.claim",
+            |_| Ok(Lane::Agent),
+            |s, a| rules::claim(s, a, todo),
+            todo_body(todo),
+        )
+    }
+
+    async fn update_todo(
+        &self,
+        ctx: &CommandContext,
+        req: UpdateTodo,
+    ) -> Result<Receipt<TodoBody>> {
+        let now = self.now();
+        self.mutate(
+            ctx,
+            "todo.update",
+            todo_lane(req.todo),
+            |s, a| rules::update(s, a, &req, now),
+            todo_body(req.todo),
+        )
+    }
+
+    async fn complete_todo(
+        &self,
+        ctx: &CommandContext,
+        req: CompleteTodo,
+    ) -> Result<Receipt<CompleteBody>> {
+        let now = self.now();
+        let id = req.todo;
+        self.mutate(
+            ctx,
+            "todo.complete",
+            todo_lane(id),
+            |s, a| rules::complete(s, a, &req, now),
+            move |s| {
+                let todo = rules::find_todo(s, id)?.clone();
+                let successor = todo.successors.last().and_then(|n| s.todo(*n)).cloned();
+                let evidence = todo.evidence.last().and_then(|e| s.evidence(*e)).cloned();
+                Ok(CompleteBody {
+                    todo,
+                    evidence,
+                    successor,
+                })
+            },
+        )
+    }
+
+    async fn supersede_todo(
+        &self,
+        ctx: &CommandContext,
+        req: SupersedeTodo,
+    ) -> Result<Receipt<SupersedeBody>> {
+        let id = req.todo;
+        self.mutate(
+            ctx,
+            "todo.supersede",
+            todo_lane(id),
+            |s, a| rules::supersede(s, a, &req).map(Some),
+            move |s| {
+                let todo = rules::find_todo(s, id)?.clone();
+                let replacements = todo
+                    .superseded_by
+                    .iter()
+                    .filter_map(|n| s.todo(*n))
+                    .cloned()
+                    .collect();
+                Ok(SupersedeBody { todo, replacements })
+            },
+        )
+    }
+
+    async fn release_todo(&self, ctx: &CommandContext, todo: TodoId) -> Result<Receipt<TodoBody>> {
+        self.mutate(
+            ctx,
+            "todo.release",
+            |_| Ok(Lane::Agent),
+            |s, a| rules::release(s, a, todo),
+            todo_body(todo),
+        )
+    }
+
+    async fn add_evidence(
+        &self,
+        ctx: &CommandContext,
+        req: AddEvidence,
+    ) -> Result<Receipt<EvidenceBody>> {
+        let now = self.now();
+        self.mutate(
+            ctx,
+            "evidence.add",
+            todo_lane(req.todo),
+            |s, a| rules::add_evidence(s, a, &req, now).map(Some),
+            |s| {
+                s.evidence
+                    .last()
+                    .cloned()
+                    .map(|evidence| EvidenceBody { evidence })
+                    .ok_or_else(|| Error::internal("no evidence"))
+            },
+        )
+    }
+
+    async fn list_evidence(
+        &self,
+        goal: Option<&GoalId>,
+        todo: Option<TodoId>,
+    ) -> Result<EvidenceList> {
+        let state = self.read(goal)?;
+        if let Some(t) = todo {
+            rules::find_todo(&state, t)?;
+        }
+        let evidence = state
+            .evidence
+            .iter()
+            .filter(|e| todo.is_none_or(|t| e.todo == t))
+            .cloned()
+            .collect();
+        Ok(EvidenceList {
+            goal_id: state.goal.id.clone(),
+            evidence,
+        })
+    }
+
+    async fn status(&self, goal: Option<&GoalId>) -> Result<StatusView> {
+        let s = self.read(goal)?;
+        let now = self.now();
+        let needs_user = s
+            .todos
+            .iter()
+            .filter(|t| t.role == loopx_core::model::Role::User && !t.status.is_closed())
+            .map(|t| UserItem {
+                todo: t.id,
+                text: t.text.clone(),
+                priority: t.priority,
+            })
+            .collect();
+        let in_progress = s
+            .todos
+            .iter()
+            .filter(|t| !t.status.is_closed())
+            .filter_map(|t| {
+                t.claimed_by.as_ref().map(|a| ClaimView {
+                    todo: t.id,
+                    agent: a.clone(),
+                    text: t.text.clone(),
+                })
+            })
+            .collect();
+        Ok(StatusView {
+            goal_id: s.goal.id.clone(),
+            objective: s.goal.objective.clone(),
+            goal_status: s.goal.status,
+            needs_user,
+            next_todo: s.next_for(None, now),
+            in_progress,
+            counts: s.counts(),
+            agents: s.agents.iter().map(|a| a.id.clone()).collect(),
+            evidence: s.evidence.len(),
+            latest_evidence: s.evidence.last().cloned(),
+            events: s.seq,
+            last_event_at: Some(s.last_event_at),
+        })
+    }
+
+    async fn history(&self, goal: Option<&GoalId>, limit: usize) -> Result<HistoryView> {
+        let id = self.resolve_goal(goal)?;
+        let scan = self.store.scan(&id)?;
+        let total = scan.lines.len() as u64;
+        let skip = scan.lines.len().saturating_sub(limit);
+        let events = scan.lines[skip..]
+            .iter()
+            .map(|l| HistoryEntry {
+                seq: l.seq,
+                at: l.at,
+                actor: l.actor.clone(),
+                kind: l.event.kind().to_owned(),
+                summary: l.event.summary(),
+                turn: l.turn.clone(),
+            })
+            .collect();
+        Ok(HistoryView {
+            goal_id: id,
+            total,
+            events,
+        })
+    }
+
+    async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport> {
+        doctor::run(&self.store, goal)
+    }
+}

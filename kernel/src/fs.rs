@@ -1,0 +1,134 @@
+//! The only module that writes durable files. Atomic write = temp file in the same directory
+//! → write → fsync → rename → fsync the directory.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+use loopx_core::{Error, Result};
+
+/// Writes `bytes` to `path` atomically: readers see the old file or the new one, never a mix.
+/// Keeps the existing file's permissions.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = parent(path)?;
+    let mut tmp = tempfile_in(dir, path)?;
+    let (file, tmp_path) = (&mut tmp.0, tmp.1.clone());
+    let result = (|| {
+        file.write_all(bytes)
+            .map_err(|e| Error::io("write", &tmp_path, &e))?;
+        if let Ok(meta) = fs::metadata(path) {
+            let _ = file.set_permissions(meta.permissions());
+        }
+        file.sync_all()
+            .map_err(|e| Error::io("sync", &tmp_path, &e))?;
+        fs::rename(&tmp_path, path).map_err(|e| Error::io("replace", path, &e))?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp_path);
+    }
+    result
+}
+
+/// Like [`atomic_write`], but leaves the file alone when it already holds `bytes`.
+/// Returns whether it wrote.
+pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
+    match fs::read(path) {
+        Ok(existing) if existing == bytes => Ok(false),
+        _ => atomic_write(path, bytes).map(|()| true),
+    }
+}
+
+/// Appends one line and makes it durable before returning.
+pub fn append_durable(file: &mut File, path: &Path, line: &[u8]) -> Result<()> {
+    file.write_all(line)
+        .map_err(|e| Error::io("append to", path, &e))?;
+    file.sync_data().map_err(|e| Error::io("sync", path, &e))
+}
+
+/// Opens a file for appending, creating it.
+pub fn open_append(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io("open", path, &e))
+}
+
+/// Cuts `path` to `len` bytes durably (used to drop a torn final line).
+pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io("open", path, &e))?;
+    file.set_len(len)
+        .map_err(|e| Error::io("truncate", path, &e))?;
+    file.sync_all().map_err(|e| Error::io("sync", path, &e))
+}
+
+pub fn create_dir_all(path: &Path) -> Result<()> {
+    fs::create_dir_all(path).map_err(|e| Error::io("create directory", path, &e))
+}
+
+/// Makes a rename or a new file in `dir` durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        let d = File::open(dir).map_err(|e| Error::io("open directory", dir, &e))?;
+        d.sync_all()
+            .map_err(|e| Error::io("sync directory", dir, &e))?;
+    }
+    let _ = dir;
+    Ok(())
+}
+
+/// Reads a file, or `None` when it does not exist.
+pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("read", path, &e)),
+    }
+}
+
+fn parent(path: &Path) -> Result<&Path> {
+    path.parent()
+        .ok_or_else(|| Error::internal(format!("{} has no parent directory", path.display())))
+}
+
+fn tempfile_in(dir: &Path, target: &Path) -> Result<(File, std::path::PathBuf)> {
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file");
+    for attempt in 0..100u32 {
+        let tmp = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => return Ok((f, tmp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("create", &tmp, &e)),
+        }
+    }
+    Err(Error::internal(format!(
+        "cannot create a temporary file in {}",
+        dir.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_skips_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.json");
+        atomic_write(&p, b"one").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"one");
+        assert!(!write_if_changed(&p, b"one").unwrap());
+        assert!(write_if_changed(&p, b"two").unwrap());
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temp files left behind");
+    }
+}

@@ -1,0 +1,48 @@
+//! loopx-kernel: the only crate that writes durable files. It keeps `.loopx/`: the per-goal
+//! hash-chained event log, the snapshot, the GOAL.md projection and the locks, and implements
+//! the [`loopx_core::kernel::Kernel`] command surface over them ([`FileKernel`]).
+
+pub mod doctor;
+pub mod file_kernel;
+pub mod fs;
+pub mod lock;
+pub mod log;
+pub mod project;
+pub mod render;
+pub mod rules;
+pub mod state;
+pub mod store;
+
+use std::fmt;
+
+pub use file_kernel::FileKernel;
+pub use project::{Layout, find_root};
+pub use store::{FileStore, InitOutcome, Store, StoreOptions};
+
+/// Where the kernel tells people what happened on the side: recoveries, lock waits. The CLI
+/// prints these on stderr; a library caller may collect them.
+pub trait Reporter: Send + Sync + fmt::Debug {
+    /// Something was recovered or is worth knowing; the command still succeeded.
+    fn warn(&self, message: &str);
+    /// The command is waiting for a lock held by `holder`.
+    fn waiting_for_lock(&self, what: &str, holder: &str);
+}
+
+/// A reporter that drops everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Silent;
+
+impl Reporter for Silent {
+    fn warn(&self, _: &str) {}
+    fn waiting_for_lock(&self, _: &str, _: &str) {}
+}
+
+/// The wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl loopx_core::Clock for SystemClock {
+    fn now(&self) -> loopx_core::Timestamp {
+        loopx_core::Timestamp::from_system_time(std::time::SystemTime::now())
+    }
+}

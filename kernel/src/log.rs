@@ -1,0 +1,183 @@
+//! The event log: one JSON object per line, each naming the hash of the line before it.
+//!
+//! ```text
+//! {"seq":1,"at":"…","actor":"user","kind":"goal_created","data":{…},"prev":"000…"}
+//! ```
+//!
+//! A line is committed once its write (with its newline) has returned and been synced. A final
+//! line without its newline was never committed: it is "torn" and is cut off on the next open.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use loopx_core::Timestamp;
+use loopx_core::event::Event;
+
+/// The `prev` of the first line.
+pub const GENESIS: &str = "00000000000000000000000000000000";
+
+/// One line of `events.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventLine {
+    pub seq: u64,
+    pub at: Timestamp,
+    /// An agent id, `user` or `loopx`.
+    pub actor: String,
+    #[serde(flatten)]
+    pub event: Event,
+    /// The idempotency key, scoped by command and actor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<String>,
+    /// The receipt returned to the caller, kept when the command carried a key so a replay
+    /// returns it unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<serde_json::Value>,
+    /// Hash of the previous line.
+    pub prev: String,
+}
+
+/// The chain hash of one line (without its newline): the first 128 bits of SHA-256, in hex.
+pub fn line_hash(line: &[u8]) -> String {
+    let digest = Sha256::digest(line);
+    let mut out = String::with_capacity(32);
+    for b in &digest[..16] {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// Why a log does not check out, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainBreak {
+    /// 1-based line number.
+    pub line: u64,
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// What a full scan of the log found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Committed lines, in order.
+    pub lines: Vec<EventLine>,
+    /// Hash of each committed line (`hashes[i]` is the hash of `lines[i]`).
+    pub hashes: Vec<String>,
+    /// Bytes of committed lines.
+    pub valid_len: u64,
+    /// Bytes after the last newline: an uncommitted (torn) final line.
+    pub torn_bytes: u64,
+}
+
+impl Scan {
+    pub fn head(&self) -> &str {
+        self.hashes.last().map_or(GENESIS, String::as_str)
+    }
+}
+
+/// Parses and verifies a whole log. Stops at the first line that is unparseable, out of
+/// sequence or does not chain to the line before; never guesses past it.
+pub fn scan(bytes: &[u8]) -> Result<Scan, (Scan, ChainBreak)> {
+    let mut scan = Scan::default();
+    let mut offset = 0usize;
+    while offset < bytes.len() {
+        let Some(nl) = bytes[offset..].iter().position(|&b| b == b'\n') else {
+            scan.torn_bytes = (bytes.len() - offset) as u64;
+            break;
+        };
+        let raw = &bytes[offset..offset + nl];
+        let number = scan.lines.len() as u64 + 1;
+        let fail = |reason: String| ChainBreak {
+            line: number,
+            offset: offset as u64,
+            reason,
+        };
+        let line: EventLine = match serde_json::from_slice(raw) {
+            Ok(l) => l,
+            Err(e) => return Err((scan, fail(format!("not a valid event: {e}")))),
+        };
+        if line.seq != number {
+            let reason = format!("sequence number {} where {number} was expected", line.seq);
+            return Err((scan, fail(reason)));
+        }
+        if line.prev != scan.head() {
+            let reason = "does not chain to the line before it (the log was edited)".to_owned();
+            return Err((scan, fail(reason)));
+        }
+        scan.hashes.push(line_hash(raw));
+        scan.lines.push(line);
+        offset += nl + 1;
+        scan.valid_len = offset as u64;
+    }
+    Ok(scan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(seq: u64, prev: &str) -> String {
+        let l = EventLine {
+            seq,
+            at: Timestamp::from_unix_millis(0),
+            actor: "user".into(),
+            event: Event::GoalResumed {},
+            turn: None,
+            receipt: None,
+            prev: prev.into(),
+        };
+        serde_json::to_string(&l).unwrap()
+    }
+
+    fn chain(n: u64) -> String {
+        let mut out = String::new();
+        let mut prev = GENESIS.to_owned();
+        for seq in 1..=n {
+            let l = line(seq, &prev);
+            prev = line_hash(l.as_bytes());
+            out.push_str(&l);
+            out.push('\n');
+        }
+        out
+    }
+
+    #[test]
+    fn a_valid_chain_scans() {
+        let log = chain(3);
+        let s = scan(log.as_bytes()).unwrap();
+        assert_eq!(s.lines.len(), 3);
+        assert_eq!(s.valid_len, log.len() as u64);
+        assert_eq!(s.torn_bytes, 0);
+    }
+
+    #[test]
+    fn a_torn_tail_is_reported_not_parsed() {
+        let mut log = chain(2);
+        log.push_str("{\"seq\":3,\"at\"");
+        let s = scan(log.as_bytes()).unwrap();
+        assert_eq!(s.lines.len(), 2);
+        assert_eq!(s.torn_bytes, 13);
+    }
+
+    #[test]
+    fn an_edit_breaks_the_chain_at_the_next_line() {
+        let log = chain(3).replacen("goal_resumed", "goal_resumeX", 1);
+        let (_, err) = scan(log.as_bytes()).unwrap_err();
+        assert_eq!(err.line, 1);
+        let log = chain(3);
+        let second = log.find("\"seq\":2").unwrap();
+        let mut bytes = log.into_bytes();
+        bytes[second + 30] ^= 1;
+        let (partial, err) = scan(&bytes).unwrap_err();
+        assert!(err.line == 2 || err.line == 3, "{err:?}");
+        assert!(partial.lines.len() < 3);
+    }
+
+    #[test]
+    fn the_wire_shape_is_stable() {
+        let l = line(1, GENESIS);
+        assert_eq!(
+            l,
+            r#"{"seq":1,"at":"1970-01-01T00:00:00.000Z","actor":"user","kind":"goal_resumed","data":{},"prev":"00000000000000000000000000000000"}"#
+        );
+    }
+}

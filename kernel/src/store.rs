@@ -1,0 +1,585 @@
+//! The file store: `.loopx/` on disk, and the commit protocol.
+//!
+//! One mutation: take the goal lock → load the snapshot (replaying the log when the snapshot
+//! is not current) → validate → append one event line and fsync → write the snapshot
+//! atomically → re-render GOAL.md → release. A crash at any step leaves a state equal to a
+//! committed prefix of the log; the next command notices and recovers.
+
+use std::fmt;
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use loopx_core::event::Event;
+use loopx_core::kernel::Receipt;
+use loopx_core::{Clock, Error, GoalId, Result};
+
+use crate::Reporter;
+use crate::fs as kfs;
+use crate::lock::{self, LockGuard};
+use crate::log::{self, EventLine, GENESIS, Scan};
+use crate::project::{Layout, ProjectFile, ProjectGoal, STORE_SCHEMA_VERSION};
+use crate::render;
+use crate::state::{GoalState, StoredReceipt};
+
+/// How long a command waits for a goal lock before it fails with "busy".
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where committed state is kept. The file store is the embedded default; a shared database
+/// store plugs in behind the same methods.
+pub trait Store: Send + Sync + fmt::Debug {
+    /// The project's goal list. Refuses an unreadable `project.json` with an integrity error.
+    fn project(&self) -> Result<ProjectFile>;
+    /// Changes `project.json` under the project lock; `f` returns whether it changed anything.
+    fn update_project(
+        &self,
+        f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>,
+    ) -> Result<ProjectFile>;
+    /// Creates a goal's log with its first event and lists it in the project.
+    fn create_goal(&self, id: &GoalId, first: Event, make_default: bool) -> Result<GoalState>;
+    /// The current state of a goal. Takes no lock when the snapshot is current.
+    fn read(&self, id: &GoalId) -> Result<GoalState>;
+    /// Runs `f` under the goal lock with the current state; `f` commits at most one event.
+    fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()>;
+    /// Every committed line, verified. For history and doctor; costs O(log).
+    fn scan(&self, id: &GoalId) -> Result<Scan>;
+}
+
+/// Options fixed when a store is opened.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    pub lock_timeout: Duration,
+    /// Describes this process to other waiters ("loopx todo add").
+    pub holder: String,
+    /// Test-only fault injection: abort the process at this named commit step
+    /// (`after-lock`, `after-append`, `after-snapshot`). The CLI sets it only in debug builds.
+    pub fault: Option<String>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            holder: "loopx".to_owned(),
+            fault: None,
+        }
+    }
+}
+
+/// `snapshot.json`: the state at event `seq`, and the log it was derived from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub schema_version: u32,
+    pub goal_id: GoalId,
+    pub seq: u64,
+    /// Hash of line `seq`.
+    pub head: String,
+    /// Size and modification time of `events.jsonl` when this snapshot was written. A log
+    /// that differs was changed by a crash (recovered) or by hand (verified before use).
+    pub log_len: u64,
+    pub log_mtime_ns: u64,
+    /// SHA-256 prefix of the GOAL.md rendered with this snapshot.
+    pub goal_md_digest: String,
+    pub state: GoalState,
+}
+
+/// A goal's state, locked for one mutation.
+#[derive(Debug)]
+pub struct Txn<'a> {
+    store: &'a FileStore,
+    id: GoalId,
+    pub state: GoalState,
+    head: String,
+    goal_md_digest: Option<String>,
+    committed: bool,
+}
+
+impl Txn<'_> {
+    /// The stored receipt for `key`, if a command with that key was committed before.
+    pub fn replay<T: DeserializeOwned>(&self, key: &str) -> Result<Option<Receipt<T>>> {
+        let Some(StoredReceipt { receipt, .. }) = self.state.receipts.get(key) else {
+            return Ok(None);
+        };
+        let mut r: Receipt<T> = serde_json::from_value(receipt.clone()).map_err(|e| {
+            Error::integrity(format!(
+                "the stored receipt for {key:?} does not match this command: {e}"
+            ))
+            .with_hint("use a new --turn-instance-id or --idempotency-key for a different command")
+        })?;
+        r.replayed = true;
+        Ok(Some(r))
+    }
+
+    /// Commits `event` by `actor`: append, fsync, snapshot, GOAL.md. `body` describes the
+    /// result from the new state; with a key, the receipt is stored for replays.
+    pub fn commit<T: Serialize>(
+        &mut self,
+        actor: &str,
+        event: Event,
+        key: Option<String>,
+        body: impl FnOnce(&GoalState) -> Result<T>,
+    ) -> Result<Receipt<T>> {
+        if self.committed {
+            return Err(Error::internal("a transaction committed twice"));
+        }
+        let mut line = EventLine {
+            seq: self.state.seq + 1,
+            at: self.store.clock.now(),
+            actor: actor.to_owned(),
+            event,
+            turn: key,
+            receipt: None,
+            prev: self.head.clone(),
+        };
+        let mut next = self.state.clone();
+        next.apply(&line)
+            .map_err(|e| Error::internal(format!("cannot apply own event: {e}")))?;
+        let receipt = Receipt {
+            goal_id: self.id.clone(),
+            seq: line.seq,
+            changed: true,
+            body: body(&next)?,
+            replayed: false,
+        };
+        if let Some(key) = &line.turn {
+            let value = serde_json::to_value(&receipt)
+                .map_err(|e| Error::internal(format!("cannot encode receipt: {e}")))?;
+            next.receipts.insert(
+                key.clone(),
+                StoredReceipt {
+                    seq: line.seq,
+                    receipt: value.clone(),
+                },
+            );
+            line.receipt = Some(value);
+        }
+        let mut text = serde_json::to_string(&line)
+            .map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
+        let hash = log::line_hash(text.as_bytes());
+        text.push('\n');
+
+        let layout = &self.store.layout;
+        let events = layout.events(&self.id);
+        let mut file = kfs::open_append(&events)?;
+        self.store.fault_point("after-lock");
+        kfs::append_durable(&mut file, &events, text.as_bytes())?;
+        self.store.fault_point("after-append");
+        self.committed = true;
+        self.state = next;
+        self.head = hash;
+        let prior_md = self.goal_md_digest.take();
+        self.store
+            .write_projections(&self.id, &self.state, &self.head, prior_md.as_deref())?;
+        Ok(receipt)
+    }
+
+    /// The log head before this transaction's commit (or after it).
+    pub fn seq(&self) -> u64 {
+        self.state.seq
+    }
+}
+
+/// The embedded default store: files under `.loopx/`.
+pub struct FileStore {
+    layout: Layout,
+    clock: Arc<dyn Clock>,
+    reporter: Arc<dyn Reporter>,
+    options: StoreOptions,
+}
+
+impl fmt::Debug for FileStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileStore")
+            .field("root", &self.layout.root())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What `init` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InitOutcome {
+    pub created_project: bool,
+}
+
+impl FileStore {
+    /// Opens the project at `root`, which must hold `.loopx/project.json`.
+    pub fn open(
+        root: &Path,
+        clock: Arc<dyn Clock>,
+        reporter: Arc<dyn Reporter>,
+        options: StoreOptions,
+    ) -> Result<Self> {
+        let layout = Layout::new(root);
+        if !layout.project_file().is_file() {
+            return Err(Error::not_found(format!(
+                "{} is not a loopx project (no .loopx/project.json)",
+                root.display()
+            ))
+            .with_hint("create one with: loopx init --goal-id main --objective \"…\""));
+        }
+        Ok(Self {
+            layout,
+            clock,
+            reporter,
+            options,
+        })
+    }
+
+    /// Creates `.loopx/` (with its `.gitignore` and `project.json`) at `root`, or reuses the
+    /// one that is there. Never overwrites existing state.
+    pub fn init(
+        root: &Path,
+        clock: Arc<dyn Clock>,
+        reporter: Arc<dyn Reporter>,
+        options: StoreOptions,
+    ) -> Result<(Self, InitOutcome)> {
+        let layout = Layout::new(root);
+        if !root.is_dir() {
+            return Err(Error::not_found(format!(
+                "{} is not a directory",
+                root.display()
+            )));
+        }
+        let store = Self {
+            layout,
+            clock,
+            reporter,
+            options,
+        };
+        let dir = store.layout.state_dir();
+        let created_project = !store.layout.project_file().exists();
+        if !created_project {
+            store.project()?; // refuse to build on an unreadable project.json
+        }
+        kfs::create_dir_all(&dir)?;
+        if !store.layout.gitignore().exists() {
+            kfs::atomic_write(
+                &store.layout.gitignore(),
+                b"# loopx state is local; see loopx doctor\n*\n",
+            )?;
+        }
+        if created_project {
+            let _guard = store.lock_project()?;
+            if !store.layout.project_file().exists() {
+                store.write_project(&ProjectFile::new())?;
+            }
+        }
+        Ok((store, InitOutcome { created_project }))
+    }
+
+    /// Aborts the process at a named commit step when the test-only fault switch names it.
+    fn fault_point(&self, point: &str) {
+        if self.options.fault.as_deref() == Some(point) {
+            std::process::abort();
+        }
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
+    pub fn reporter(&self) -> &dyn Reporter {
+        self.reporter.as_ref()
+    }
+
+    fn lock_project(&self) -> Result<LockGuard> {
+        lock::acquire(
+            &self.layout.project_lock(),
+            "the project",
+            &self.options.holder,
+            self.clock.now(),
+            self.options.lock_timeout,
+            self.reporter.as_ref(),
+        )
+    }
+
+    fn lock_goal(&self, id: &GoalId) -> Result<LockGuard> {
+        lock::acquire(
+            &self.layout.goal_lock(id),
+            &format!("goal {id}"),
+            &self.options.holder,
+            self.clock.now(),
+            self.options.lock_timeout,
+            self.reporter.as_ref(),
+        )
+    }
+
+    fn write_project(&self, p: &ProjectFile) -> Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(p)
+            .map_err(|e| Error::internal(format!("cannot encode project.json: {e}")))?;
+        bytes.push(b'\n');
+        kfs::atomic_write(&self.layout.project_file(), &bytes)
+    }
+
+    fn goal_exists_check(&self, id: &GoalId) -> Result<()> {
+        if self.layout.events(id).is_file() {
+            return Ok(());
+        }
+        Err(Error::integrity(format!(
+            "goal {id} is listed in project.json but its event log {} is missing",
+            self.layout.events(id).display()
+        )))
+    }
+
+    /// Reads and verifies the snapshot if it matches the log exactly; `None` otherwise.
+    fn current_snapshot(&self, id: &GoalId) -> Result<Option<Snapshot>> {
+        let Some(bytes) = kfs::read_optional(&self.layout.snapshot(id))? else {
+            return Ok(None);
+        };
+        let Ok(snap) = serde_json::from_slice::<Snapshot>(&bytes) else {
+            return Ok(None);
+        };
+        let (len, mtime) = log_stat(&self.layout.events(id))?;
+        let current = snap.schema_version == STORE_SCHEMA_VERSION
+            && &snap.goal_id == id
+            && snap.log_len == len
+            && snap.log_mtime_ns == mtime;
+        Ok(current.then_some(snap))
+    }
+
+    /// Under the goal lock: the current state, recovering from a crash if needed.
+    fn load_locked(&self, id: &GoalId) -> Result<(GoalState, String, Option<String>)> {
+        if let Some(s) = self.current_snapshot(id)? {
+            return Ok((s.state, s.head, Some(s.goal_md_digest)));
+        }
+        self.goal_exists_check(id)?;
+        let events = self.layout.events(id);
+        let bytes = fs::read(&events).map_err(|e| Error::io("read", &events, &e))?;
+        let scan = log::scan(&bytes).map_err(|(_, b)| chain_error(&events, &b))?;
+        if scan.torn_bytes > 0 {
+            kfs::truncate_durable(&events, scan.valid_len)?;
+            self.reporter.warn(&format!(
+                "recovered goal {id}: cut an incomplete final line ({} bytes) from events.jsonl; it was never committed",
+                scan.torn_bytes
+            ));
+        }
+        let old = kfs::read_optional(&self.layout.snapshot(id))?
+            .map(|b| serde_json::from_slice::<Snapshot>(&b));
+        let state = replay(id, &scan)?;
+        match old {
+            None => self.reporter.warn(&format!(
+                "recovered goal {id}: snapshot.json was missing; rebuilt from the event log"
+            )),
+            Some(Err(_)) => self.reporter.warn(&format!(
+                "recovered goal {id}: snapshot.json was unreadable; rebuilt from the event log"
+            )),
+            Some(Ok(snap)) => {
+                if snap.seq > state.seq {
+                    return Err(Error::integrity(format!(
+                        "goal {id}: snapshot.json is at event {} but events.jsonl ends at event {}: committed events are missing from the log",
+                        snap.seq, state.seq
+                    )));
+                }
+                let matches = snap.seq == 0
+                    || scan
+                        .hashes
+                        .get(usize::try_from(snap.seq - 1).unwrap_or(usize::MAX))
+                        == Some(&snap.head);
+                if !matches {
+                    return Err(Error::integrity(format!(
+                        "goal {id}: snapshot.json does not match event {} of events.jsonl",
+                        snap.seq
+                    )));
+                }
+                if snap.seq < state.seq {
+                    self.reporter.warn(&format!(
+                        "recovered goal {id}: the snapshot was {} event(s) behind the log; rebuilt",
+                        state.seq - snap.seq
+                    ));
+                }
+            }
+        }
+        let head = scan.head().to_owned();
+        self.write_projections(id, &state, &head, None)?;
+        Ok((state, head, None))
+    }
+
+    /// Writes snapshot.json and GOAL.md for `state`, whose last line hashes to `head`.
+    fn write_projections(
+        &self,
+        id: &GoalId,
+        state: &GoalState,
+        head: &str,
+        prior_md: Option<&str>,
+    ) -> Result<()> {
+        let md = render::goal_md(state);
+        let md_digest = log::line_hash(md.as_bytes());
+        let (log_len, log_mtime_ns) = log_stat(&self.layout.events(id))?;
+        let snap = Snapshot {
+            schema_version: STORE_SCHEMA_VERSION,
+            goal_id: id.clone(),
+            seq: state.seq,
+            head: head.to_owned(),
+            log_len,
+            log_mtime_ns,
+            goal_md_digest: md_digest,
+            state: state.clone(),
+        };
+        let bytes = serde_json::to_vec(&snap)
+            .map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
+        kfs::atomic_write(&self.layout.snapshot(id), &bytes)?;
+        self.fault_point("after-snapshot");
+        let md_path = self.layout.goal_md(id);
+        if let Some(prior) = prior_md {
+            if let Some(existing) = kfs::read_optional(&md_path)? {
+                if log::line_hash(&existing) != prior {
+                    self.reporter.warn(&format!(
+                        "{} was edited by hand and has been regenerated; change goal state only through loopx commands",
+                        md_path.display()
+                    ));
+                }
+            }
+        }
+        kfs::write_if_changed(&md_path, md.as_bytes())?;
+        Ok(())
+    }
+}
+
+impl Store for FileStore {
+    fn project(&self) -> Result<ProjectFile> {
+        let path = self.layout.project_file();
+        let bytes = fs::read(&path).map_err(|e| Error::io("read", &path, &e))?;
+        let p: ProjectFile = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::integrity(format!("{} is not valid: {e}", path.display())))?;
+        if p.schema_version != STORE_SCHEMA_VERSION {
+            return Err(Error::integrity(format!(
+                "{} has schema_version {}; this loopx reads version {STORE_SCHEMA_VERSION}",
+                path.display(),
+                p.schema_version
+            ))
+            .with_hint("use the loopx version that wrote this project"));
+        }
+        Ok(p)
+    }
+
+    fn update_project(
+        &self,
+        f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>,
+    ) -> Result<ProjectFile> {
+        let _guard = self.lock_project()?;
+        let mut p = self.project()?;
+        if f(&mut p)? {
+            self.write_project(&p)?;
+        }
+        Ok(p)
+    }
+
+    fn create_goal(&self, id: &GoalId, first: Event, make_default: bool) -> Result<GoalState> {
+        let _project = self.lock_project()?;
+        let mut project = self.project()?;
+        if project.has_goal(id) {
+            return Err(Error::conflict(format!("goal {id} already exists"))
+                .with_hint(format!("see it with: loopx goal show --goal-id {id}")));
+        }
+        let events = self.layout.events(id);
+        if fs::metadata(&events).is_ok_and(|m| m.len() > 0) {
+            return Err(Error::integrity(format!(
+                "{} holds events but project.json does not list goal {id}",
+                events.display()
+            )));
+        }
+        kfs::create_dir_all(&self.layout.goal_dir(id))?;
+        let state = {
+            let _goal = self.lock_goal(id)?;
+            let line = EventLine {
+                seq: 1,
+                at: self.clock.now(),
+                actor: "user".to_owned(),
+                event: first,
+                turn: None,
+                receipt: None,
+                prev: GENESIS.to_owned(),
+            };
+            let state = GoalState::genesis(id, &line).map_err(Error::internal)?;
+            let text = serde_json::to_string(&line)
+                .map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
+            let mut file = kfs::open_append(&events)?;
+            kfs::append_durable(&mut file, &events, format!("{text}\n").as_bytes())?;
+            kfs::sync_dir(&self.layout.goal_dir(id))?;
+            self.write_projections(id, &state, &log::line_hash(text.as_bytes()), None)?;
+            state
+        };
+        project.goals.push(ProjectGoal {
+            id: id.clone(),
+            title: state.goal.title.clone(),
+            created_at: state.goal.created_at,
+        });
+        if make_default || project.default_goal.is_none() {
+            project.default_goal = Some(id.clone());
+        }
+        self.write_project(&project)?;
+        Ok(state)
+    }
+
+    fn read(&self, id: &GoalId) -> Result<GoalState> {
+        if let Some(s) = self.current_snapshot(id)? {
+            return Ok(s.state);
+        }
+        self.goal_exists_check(id)?;
+        // Not current: a writer is mid-commit, a crash interrupted one, or the log was
+        // changed by hand. Take the lock and let the mutation path recover or refuse.
+        let _guard = self.lock_goal(id)?;
+        self.load_locked(id).map(|(state, _, _)| state)
+    }
+
+    fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
+        self.goal_exists_check(id)?;
+        let _guard = self.lock_goal(id)?;
+        let (state, head, goal_md_digest) = self.load_locked(id)?;
+        let mut txn = Txn {
+            store: self,
+            id: id.clone(),
+            state,
+            head,
+            goal_md_digest,
+            committed: false,
+        };
+        f(&mut txn)
+    }
+
+    fn scan(&self, id: &GoalId) -> Result<Scan> {
+        self.goal_exists_check(id)?;
+        let events = self.layout.events(id);
+        let bytes = fs::read(&events).map_err(|e| Error::io("read", &events, &e))?;
+        log::scan(&bytes).map_err(|(_, b)| chain_error(&events, &b))
+    }
+}
+
+/// Folds a verified scan into state.
+pub fn replay(id: &GoalId, scan: &Scan) -> Result<GoalState> {
+    let mut lines = scan.lines.iter();
+    let first = lines
+        .next()
+        .ok_or_else(|| Error::integrity(format!("goal {id}: events.jsonl holds no events")))?;
+    let mut state = GoalState::genesis(id, first)
+        .map_err(|e| Error::integrity(format!("goal {id}, event 1: {e}")))?;
+    for line in lines {
+        state
+            .apply(line)
+            .map_err(|e| Error::integrity(format!("goal {id}, event {}: {e}", line.seq)))?;
+    }
+    Ok(state)
+}
+
+pub fn chain_error(path: &Path, b: &log::ChainBreak) -> Error {
+    Error::integrity(format!("{} line {}: {}", path.display(), b.line, b.reason))
+        .with_hint("run `loopx doctor` to see what is wrong; nothing was changed")
+}
+
+fn log_stat(path: &Path) -> Result<(u64, u64)> {
+    let meta = fs::metadata(path).map_err(|e| Error::io("read", path, &e))?;
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    Ok((meta.len(), mtime))
+}
