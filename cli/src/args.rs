@@ -151,6 +151,7 @@ pub enum AgentCommand {
 pub enum TodoCommand {
     /// Add a todo
     Add {
+        /// What to do; `-` reads it from stdin
         #[arg(long)]
         text: String,
         /// P0 (most urgent) to P4

@@ -21,12 +21,19 @@ fn context(cli: &Cli, acting: &Acting) -> Result<CommandContext> {
     Ok(CommandContext {
         goal: goal_arg(cli)?,
         agent: acting.agent_id.as_deref().map(AgentId::new).transpose()?,
-        key: acting
-            .turn_instance_id
-            .as_deref()
-            .map(IdempotencyKey::new)
-            .transpose()?,
+        key: acting.turn_instance_id.as_deref().map(IdempotencyKey::new).transpose()?,
     })
+}
+
+/// `-` reads the text from stdin, for text that does not fit on a command line.
+fn text_arg(s: &str) -> Result<String> {
+    if s != "-" {
+        return Ok(s.to_owned());
+    }
+    let mut buf = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf)
+        .map_err(|e| Error::usage(format!("cannot read the text from stdin: {e}")))?;
+    Ok(buf.trim_end_matches('\n').to_owned())
 }
 
 fn todo_id(s: &str) -> Result<TodoId> {
@@ -35,11 +42,7 @@ fn todo_id(s: &str) -> Result<TodoId> {
 
 fn project_root(cli: &Cli, env: &Env) -> Result<PathBuf> {
     if let Some(p) = &cli.project {
-        return Ok(if p.is_absolute() {
-            p.clone()
-        } else {
-            env.cwd.join(p)
-        });
+        return Ok(if p.is_absolute() { p.clone() } else { env.cwd.join(p) });
     }
     find_root(&env.cwd).ok_or_else(|| {
         Error::not_found(format!(
@@ -51,12 +54,7 @@ fn project_root(cli: &Cli, env: &Env) -> Result<PathBuf> {
 }
 
 fn open(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>) -> Result<FileKernel> {
-    FileKernel::open(
-        &project_root(cli, env)?,
-        Arc::new(SystemClock),
-        reporter,
-        env.options.clone(),
-    )
+    FileKernel::open(&project_root(cli, env)?, Arc::new(SystemClock), reporter, env.options.clone())
 }
 
 fn evidence(kind: &str, summary: String) -> Result<NewEvidence> {
@@ -69,20 +67,12 @@ fn evidence(kind: &str, summary: String) -> Result<NewEvidence> {
     })
 }
 
-pub async fn dispatch(
-    cli: &Cli,
-    env: &Env,
-    reporter: Arc<dyn Reporter>,
-    style: Style,
-) -> Result<Rendered> {
+pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: Style) -> Result<Rendered> {
     match &cli.command {
         Command::Init(a) => init(cli, env, reporter, a, style).await,
         Command::Agent(AgentCommand::Types) => {
             let types: Vec<_> = AgentType::ALL.iter().map(|t| t.info()).collect();
-            Rendered::new(
-                &serde_json::json!({ "agent_types": types }),
-                text::agent_types(&types),
-            )
+            Rendered::new(&serde_json::json!({ "agent_types": types }), text::agent_types(&types))
         }
         cmd => {
             let k = open(cli, env, reporter)?;
@@ -111,12 +101,7 @@ async fn init(
     if let Some(t) = &a.title {
         loopx_core::model::check_text("title", t)?;
     }
-    let (k, outcome) = FileKernel::init(
-        &root,
-        Arc::new(SystemClock),
-        reporter.clone(),
-        env.options.clone(),
-    )?;
+    let (k, outcome) = FileKernel::init(&root, Arc::new(SystemClock), reporter.clone(), env.options.clone())?;
     let wanted = match (&goal, &a.objective) {
         (Some(g), _) => Some(g.clone()),
         (None, Some(_)) => Some(GoalId::new("main")?),
@@ -133,34 +118,19 @@ async fn init(
         let existing = k.list_goals().await?.goals.iter().any(|g| g.id == id);
         if existing {
             let detail = k.show_goal(Some(&id)).await?;
-            if a.objective
-                .as_ref()
-                .is_some_and(|o| *o != detail.goal.objective)
-            {
+            if a.objective.as_ref().is_some_and(|o| *o != detail.goal.objective) {
                 reporter.warn(&format!(
                     "goal {id} exists with another objective; kept it (change it with: loopx goal set --goal-id {id} --objective \"…\")"
                 ));
             }
-            report.goal = Some(GoalBody {
-                goal: detail.goal,
-                is_default: detail.is_default,
-            });
+            report.goal = Some(GoalBody { goal: detail.goal, is_default: detail.is_default });
         } else {
             let objective = a.objective.clone().ok_or_else(|| {
-                Error::usage(format!(
-                    "goal {id} does not exist yet; --objective is needed to create it"
-                ))
-                .with_hint(format!(
-                    "loopx init --goal-id {id} --objective \"what this goal achieves\""
-                ))
+                Error::usage(format!("goal {id} does not exist yet; --objective is needed to create it"))
+                    .with_hint(format!("loopx init --goal-id {id} --objective \"what this goal achieves\""))
             })?;
             let r = k
-                .create_goal(CreateGoal {
-                    id,
-                    objective,
-                    title: a.title.clone(),
-                    make_default: false,
-                })
+                .create_goal(CreateGoal { id, objective, title: a.title.clone(), make_default: false })
                 .await?;
             report.created_goal = true;
             report.goal = Some(r.body);
@@ -169,10 +139,7 @@ async fn init(
     report.next = match &report.goal {
         None => vec!["loopx goal create --goal-id main --objective \"…\"".to_owned()],
         Some(g) => vec![
-            format!(
-                "loopx agent register --goal-id {} --agent-id <agent> --agent-type <type>",
-                g.goal.id
-            ),
+            format!("loopx agent register --goal-id {} --agent-id <agent> --agent-type <type>", g.goal.id),
             format!("loopx todo add --goal-id {} --text \"…\"", g.goal.id),
             "loopx status".to_owned(),
         ],
@@ -184,14 +151,8 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
     let goal = goal_arg(cli)?;
     let g = goal.as_ref();
     match cmd {
-        Command::Init(_) | Command::Agent(AgentCommand::Types) => {
-            Err(Error::internal("dispatched twice"))
-        }
-        Command::Goal(GoalCommand::Create {
-            objective,
-            title,
-            default,
-        }) => {
+        Command::Init(_) | Command::Agent(AgentCommand::Types) => Err(Error::internal("dispatched twice")),
+        Command::Goal(GoalCommand::Create { objective, title, default }) => {
             let id = goal.clone().ok_or_else(|| {
                 Error::usage("goal create needs --goal-id")
                     .with_hint("loopx goal create --goal-id my-goal --objective \"…\"")
@@ -214,21 +175,13 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let d = k.show_goal(g).await?;
             Rendered::new(&d, text::goal_detail(&d, style))
         }
-        Command::Goal(GoalCommand::Set {
-            objective,
-            title,
-            default,
-            acting,
-        }) => {
+        Command::Goal(GoalCommand::Set { objective, title, default, acting }) => {
             if objective.is_none() && title.is_none() && !default {
-                return Err(Error::usage("nothing to set")
-                    .with_hint("pass --objective, --title or --default"));
+                return Err(
+                    Error::usage("nothing to set").with_hint("pass --objective, --title or --default")
+                );
             }
-            let req = SetGoal {
-                objective: objective.clone(),
-                title: title.clone(),
-                make_default: *default,
-            };
+            let req = SetGoal { objective: objective.clone(), title: title.clone(), make_default: *default };
             let r = k.set_goal(&context(cli, acting)?, req).await?;
             Rendered::new(&r, text::goal_receipt("updated", &r, style))
         }
@@ -240,20 +193,13 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let r = k.resume_goal(&context(cli, acting)?).await?;
             Rendered::new(&r, text::goal_receipt("resumed", &r, style))
         }
-        Command::Agent(AgentCommand::Register {
-            agent_id,
-            agent_type,
-            require_new,
-        }) => {
+        Command::Agent(AgentCommand::Register { agent_id, agent_type, require_new }) => {
             let req = RegisterAgent {
                 id: AgentId::new_registrable(agent_id)?,
                 agent_type: agent_type.parse()?,
                 require_new: *require_new,
             };
-            let ctx = CommandContext {
-                goal,
-                ..CommandContext::default()
-            };
+            let ctx = CommandContext { goal, ..CommandContext::default() };
             let r = k.register_agent(&ctx, req).await?;
             Rendered::new(&r, text::agent_receipt(&r, style))
         }
@@ -274,8 +220,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let argv = command
                 .as_deref()
                 .map(|c| {
-                    shell_words::split(c)
-                        .map_err(|e| Error::usage(format!("cannot split --command: {e}")))
+                    shell_words::split(c).map_err(|e| Error::usage(format!("cannot split --command: {e}")))
                 })
                 .transpose()?;
             let mut ev = evidence(kind, summary.clone())?;
@@ -283,13 +228,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             ev.exit_code = *exit_code;
             ev.link.clone_from(link);
             let r = k
-                .add_evidence(
-                    &context(cli, acting)?,
-                    AddEvidence {
-                        todo: todo_id(id)?,
-                        evidence: ev,
-                    },
-                )
+                .add_evidence(&context(cli, acting)?, AddEvidence { todo: todo_id(id)?, evidence: ev })
                 .await?;
             Rendered::new(&r, text::evidence_receipt(&r, style))
         }
@@ -308,11 +247,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
         }
         Command::Doctor => {
             let d = k.doctor(g).await?;
-            let code = if d.healthy {
-                exit::SUCCESS
-            } else {
-                exit::INTEGRITY
-            };
+            let code = if d.healthy { exit::SUCCESS } else { exit::INTEGRITY };
             Ok(Rendered::new(&d, text::doctor(&d, style))?.with_exit(code))
         }
     }
@@ -321,16 +256,9 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
 async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Result<Rendered> {
     let goal = goal_arg(cli)?;
     match cmd {
-        TodoCommand::Add {
-            text: t,
-            priority,
-            role,
-            class,
-            scopes,
-            acting,
-        } => {
+        TodoCommand::Add { text: t, priority, role, class, scopes, acting } => {
             let req = AddTodo {
-                text: t.clone(),
+                text: text_arg(t)?,
                 priority: priority.parse::<Priority>()?,
                 role: role.parse::<Role>()?,
                 class: class.parse::<TodoClass>()?,
@@ -339,17 +267,9 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
             let r = k.add_todo(&context(cli, acting)?, req).await?;
             Rendered::new(&r, text::todo_receipt("added", &r, style))
         }
-        TodoCommand::List {
-            statuses,
-            all,
-            role,
-            claimed_by,
-        } => {
+        TodoCommand::List { statuses, all, role, claimed_by } => {
             let filter = TodoFilter {
-                statuses: statuses
-                    .iter()
-                    .map(|s| s.parse::<TodoStatus>())
-                    .collect::<Result<_>>()?,
+                statuses: statuses.iter().map(|s| s.parse::<TodoStatus>()).collect::<Result<_>>()?,
                 all: *all,
                 role: role.as_deref().map(str::parse::<Role>).transpose()?,
                 claimed_by: claimed_by.as_deref().map(AgentId::new).transpose()?,
@@ -361,17 +281,11 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
             let d = k.show_todo(goal.as_ref(), todo_id(id)?).await?;
             Rendered::new(&d, text::todo_detail(&d, style))
         }
-        TodoCommand::Claim {
-            todo_id: id,
-            acting,
-        } => {
+        TodoCommand::Claim { todo_id: id, acting } => {
             let r = k.claim_todo(&context(cli, acting)?, todo_id(id)?).await?;
             Rendered::new(&r, text::todo_receipt("claimed", &r, style))
         }
-        TodoCommand::Release {
-            todo_id: id,
-            acting,
-        } => {
+        TodoCommand::Release { todo_id: id, acting } => {
             let r = k.release_todo(&context(cli, acting)?, todo_id(id)?).await?;
             Rendered::new(&r, text::todo_receipt("released", &r, style))
         }
@@ -379,28 +293,12 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
             let req = UpdateTodo {
                 todo: todo_id(&a.todo_id)?,
                 text: a.text.clone(),
-                priority: a
-                    .priority
-                    .as_deref()
-                    .map(str::parse::<Priority>)
-                    .transpose()?,
-                status: a
-                    .status
-                    .as_deref()
-                    .map(str::parse::<TodoStatus>)
-                    .transpose()?,
-                resume_when: a
-                    .resume_when
-                    .as_deref()
-                    .map(ResumeWhen::parse)
-                    .transpose()?,
+                priority: a.priority.as_deref().map(str::parse::<Priority>).transpose()?,
+                status: a.status.as_deref().map(str::parse::<TodoStatus>).transpose()?,
+                resume_when: a.resume_when.as_deref().map(ResumeWhen::parse).transpose()?,
                 clear_claim: a.clear_claim,
                 note: a.note.clone(),
-                evidence: a
-                    .evidence
-                    .clone()
-                    .map(|s| evidence(&a.evidence_kind, s))
-                    .transpose()?,
+                evidence: a.evidence.clone().map(|s| evidence(&a.evidence_kind, s)).transpose()?,
             };
             let r = k.update_todo(&context(cli, &a.acting)?, req).await?;
             Rendered::new(&r, text::todo_receipt("updated", &r, style))
@@ -408,11 +306,7 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
         TodoCommand::Complete(a) => {
             let req = CompleteTodo {
                 todo: todo_id(&a.todo_id)?,
-                evidence: a
-                    .evidence
-                    .clone()
-                    .map(|s| evidence(&a.evidence_kind, s))
-                    .transpose()?,
+                evidence: a.evidence.clone().map(|s| evidence(&a.evidence_kind, s)).transpose()?,
                 no_follow_up: a.no_follow_up,
                 note: a.note.clone(),
                 next_todo: a.next_todo.clone(),
@@ -420,13 +314,7 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
             let r = k.complete_todo(&context(cli, &a.acting)?, req).await?;
             Rendered::new(&r, text::complete_receipt(&r, style))
         }
-        TodoCommand::Supersede {
-            todo_id: id,
-            by,
-            text: texts,
-            note,
-            acting,
-        } => {
+        TodoCommand::Supersede { todo_id: id, by, text: texts, note, acting } => {
             let req = SupersedeTodo {
                 todo: todo_id(id)?,
                 by: by.iter().map(|b| todo_id(b)).collect::<Result<_>>()?,

@@ -44,17 +44,11 @@ fn env_options() -> Result<StoreOptions, Error> {
     let mut options = StoreOptions::default();
     if let Ok(ms) = std::env::var("LOOPX_LOCK_TIMEOUT_MS") {
         let ms: u64 = ms.trim().parse().map_err(|_| {
-            Error::usage(format!(
-                "LOOPX_LOCK_TIMEOUT_MS must be a number of milliseconds, not {ms:?}"
-            ))
+            Error::usage(format!("LOOPX_LOCK_TIMEOUT_MS must be a number of milliseconds, not {ms:?}"))
         })?;
         options.lock_timeout = Duration::from_millis(ms);
     }
-    let words: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .take(2)
-        .collect();
+    let words: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).take(2).collect();
     options.holder = format!("loopx {}", words.join(" "));
     // Test-only fault injection; compiled out of release builds.
     #[cfg(debug_assertions)]
@@ -69,18 +63,20 @@ fn main() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            std::process::exit(if e.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::SUCCESS
-            });
+            if !e.use_stderr() {
+                std::process::exit(exit::SUCCESS); // --help, --version
+            }
+            if std::env::args().any(|a| a == "--json") {
+                // Keep the --json promise: one document on stdout, even for a usage error.
+                let rendered = e.render().to_string();
+                let first = rendered.lines().next().unwrap_or("usage error");
+                let err = Error::usage(first.trim_start_matches("error: ")).with_hint("see loopx --help");
+                Printer::new(true, args::ColorChoice::Never, true).error_document(&err);
+            }
+            std::process::exit(exit::USAGE);
         }
     };
-    let printer = Arc::new(Printer::new(
-        cli.json,
-        cli.color,
-        std::env::var_os("NO_COLOR").is_some(),
-    ));
+    let printer = Arc::new(Printer::new(cli.json, cli.color, std::env::var_os("NO_COLOR").is_some()));
     let code = match run(&cli, &printer) {
         Ok(code) => code,
         Err(e) => printer.error(&e),
@@ -94,9 +90,7 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             .map_err(|e| Error::internal(format!("cannot read the working directory: {e}")))?,
         options: env_options()?,
     };
-    let reporter: Arc<dyn Reporter> = Arc::new(StderrReporter {
-        printer: printer.clone(),
-    });
+    let reporter: Arc<dyn Reporter> = Arc::new(StderrReporter { printer: printer.clone() });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;

@@ -22,13 +22,9 @@ pub struct Rendered {
 
 impl Rendered {
     pub fn new(value: &impl Serialize, text: String) -> Result<Self, Error> {
-        let json = serde_json::to_value(value)
-            .map_err(|e| Error::internal(format!("cannot encode output: {e}")))?;
-        Ok(Self {
-            json,
-            text,
-            exit_code: exit::SUCCESS,
-        })
+        let json =
+            serde_json::to_value(value).map_err(|e| Error::internal(format!("cannot encode output: {e}")))?;
+        Ok(Self { json, text, exit_code: exit::SUCCESS })
     }
     pub fn with_exit(mut self, code: i32) -> Self {
         self.exit_code = code;
@@ -44,11 +40,7 @@ pub struct Style {
 
 impl Style {
     pub fn paint(self, code: &str, s: &str) -> String {
-        if self.on {
-            format!("\x1b[{code}m{s}\x1b[0m")
-        } else {
-            s.to_owned()
-        }
+        if self.on { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_owned() }
     }
     pub fn bold(self, s: &str) -> String {
         self.paint("1", s)
@@ -84,12 +76,8 @@ impl Printer {
         };
         Self {
             json,
-            style: Style {
-                on: decide(io::stdout().is_terminal()),
-            },
-            err_style: Style {
-                on: decide(io::stderr().is_terminal()) && !json,
-            },
+            style: Style { on: decide(io::stdout().is_terminal()) },
+            err_style: Style { on: decide(io::stderr().is_terminal()) && !json },
         }
     }
 
@@ -108,14 +96,16 @@ impl Printer {
         }
         eprintln!("{msg}");
         if self.json {
-            let mut m = Map::new();
-            m.insert(
-                "error".to_owned(),
-                serde_json::to_value(e).unwrap_or(Value::Null),
-            );
-            write_stdout(&document(Value::Object(m)));
+            self.error_document(e);
         }
         e.exit_code()
+    }
+
+    /// `{"schema_version":1,"error":{"kind":…,"message":…,"hint":…}}` on stdout.
+    pub fn error_document(&self, e: &Error) {
+        let mut m = Map::new();
+        m.insert("error".to_owned(), serde_json::to_value(e).unwrap_or(Value::Null));
+        write_stdout(&document(Value::Object(m)));
     }
 
     pub fn warn(&self, message: &str) {
@@ -138,16 +128,12 @@ fn document(body: Value) -> String {
 
 fn write_stdout(s: &str) {
     let mut out = io::stdout().lock();
-    let r = out.write_all(s.as_bytes()).and_then(|()| {
-        if s.ends_with('\n') {
-            Ok(())
-        } else {
-            out.write_all(b"\n")
-        }
-    });
-    if let Err(e) = r.and_then(|()| out.flush()) {
-        if e.kind() == io::ErrorKind::BrokenPipe {
-            std::process::exit(exit::SUCCESS);
-        }
+    let r = out
+        .write_all(s.as_bytes())
+        .and_then(|()| if s.ends_with('\n') { Ok(()) } else { out.write_all(b"\n") });
+    if let Err(e) = r.and_then(|()| out.flush())
+        && e.kind() == io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(exit::SUCCESS);
     }
 }

@@ -26,13 +26,8 @@ fn status_word(s: TodoStatus, style: Style) -> String {
 }
 
 fn todo_line(t: &TodoSummary, style: Style) -> String {
-    let mut line = format!(
-        "{:<5} {} {:<10} {}",
-        t.id.to_string(),
-        t.priority,
-        status_word(t.status, style),
-        t.text
-    );
+    let mut line =
+        format!("{:<5} {} {:<10} {}", t.id.to_string(), t.priority, status_word(t.status, style), t.text);
     if t.role == loopx_core::model::Role::User {
         line.push_str(&style.yellow("  [user]"));
     }
@@ -44,24 +39,11 @@ fn todo_line(t: &TodoSummary, style: Style) -> String {
 
 pub fn init(r: &InitReport, style: Style) -> String {
     let mut out = String::new();
-    let what = if r.created_project {
-        "created"
-    } else {
-        "reusing"
-    };
+    let what = if r.created_project { "created" } else { "reusing" };
     let _ = writeln!(out, "{what} {}/.loopx", r.project_root);
     if let Some(g) = &r.goal {
-        let verb = if r.created_goal {
-            "created goal"
-        } else {
-            "goal"
-        };
-        let _ = writeln!(
-            out,
-            "{verb} {}: {}",
-            style.bold(g.goal.id.as_str()),
-            g.goal.objective
-        );
+        let verb = if r.created_goal { "created goal" } else { "goal" };
+        let _ = writeln!(out, "{verb} {}: {}", style.bold(g.goal.id.as_str()), g.goal.objective);
     }
     let _ = writeln!(out, "next:");
     for n in &r.next {
@@ -72,37 +54,21 @@ pub fn init(r: &InitReport, style: Style) -> String {
 
 pub fn goal_receipt(verb: &str, r: &Receipt<GoalBody>, style: Style) -> String {
     let g = &r.body.goal;
-    let mut out = format!(
-        "goal {} {verb}{}\n",
-        style.bold(g.id.as_str()),
-        suffix(r.changed, r.replayed)
-    );
+    let mut out = format!("goal {} {verb}{}\n", style.bold(g.id.as_str()), suffix(r.changed, r.replayed));
     let _ = writeln!(out, "objective: {}", g.objective);
-    let _ = writeln!(
-        out,
-        "status: {}{}",
-        g.status,
-        if r.body.is_default {
-            " (default goal)"
-        } else {
-            ""
-        }
-    );
+    let _ = writeln!(out, "status: {}{}", g.status, if r.body.is_default { " (default goal)" } else { "" });
     out
 }
 
 pub fn goal_list(l: &GoalList, style: Style) -> String {
     if l.goals.is_empty() {
-        return "no goals yet; create one with: loopx goal create --goal-id main --objective \"…\"\n".to_owned();
+        return "no goals yet; create one with: loopx goal create --goal-id main --objective \"…\"\n"
+            .to_owned();
     }
     let mut out = String::new();
     for g in &l.goals {
         let mark = if g.is_default { "*" } else { " " };
-        let title = g
-            .title
-            .as_deref()
-            .map(|t| format!("  {t}"))
-            .unwrap_or_default();
+        let title = g.title.as_deref().map(|t| format!("  {t}")).unwrap_or_default();
         let _ = writeln!(out, "{mark} {}{}", style.bold(g.id.as_str()), title);
     }
     out
@@ -110,11 +76,8 @@ pub fn goal_list(l: &GoalList, style: Style) -> String {
 
 pub fn goal_detail(d: &GoalDetail, style: Style) -> String {
     let g = &d.goal;
-    let mut out = format!(
-        "goal {}{}\n",
-        style.bold(g.id.as_str()),
-        if d.is_default { " (default)" } else { "" }
-    );
+    let mut out =
+        format!("goal {}{}\n", style.bold(g.id.as_str()), if d.is_default { " (default)" } else { "" });
     if let Some(t) = &g.title {
         let _ = writeln!(out, "title: {t}");
     }
@@ -124,20 +87,9 @@ pub fn goal_detail(d: &GoalDetail, style: Style) -> String {
         None => g.status.to_string(),
     };
     let _ = writeln!(out, "status: {status}");
-    let agents: Vec<String> = d
-        .agents
-        .iter()
-        .map(|a| format!("{} ({})", a.id, a.agent_type))
-        .collect();
-    let _ = writeln!(
-        out,
-        "agents: {}",
-        if agents.is_empty() {
-            "none".to_owned()
-        } else {
-            agents.join(", ")
-        }
-    );
+    let agents: Vec<String> = d.agents.iter().map(|a| format!("{} ({})", a.id, a.agent_type)).collect();
+    let _ =
+        writeln!(out, "agents: {}", if agents.is_empty() { "none".to_owned() } else { agents.join(", ") });
     let _ = writeln!(out, "todos: {}", counts(&d.counts));
     let _ = writeln!(out, "events: {}", d.events);
     out
@@ -165,11 +117,7 @@ pub fn agent_types(types: &[AgentTypeInfo]) -> String {
 
 pub fn agent_receipt(r: &Receipt<AgentBody>, style: Style) -> String {
     let a = &r.body.agent;
-    let verb = if r.changed {
-        "registered"
-    } else {
-        "already registered"
-    };
+    let verb = if r.changed { "registered" } else { "already registered" };
     let ids: Vec<&str> = r.body.agents.iter().map(|a| a.as_str()).collect();
     format!(
         "agent {} ({}) {verb} on goal {}\nagents now: {}\n",
@@ -189,25 +137,14 @@ pub fn agent_list(l: &AgentList) -> String {
     }
     let mut out = String::new();
     for a in &l.agents {
-        let _ = writeln!(
-            out,
-            "{:<20} {:<12} since {}",
-            a.id.as_str(),
-            a.agent_type.name(),
-            a.registered_at
-        );
+        let _ = writeln!(out, "{:<20} {:<12} since {}", a.id.as_str(), a.agent_type.name(), a.registered_at);
     }
     out
 }
 
 pub fn todo_receipt(verb: &str, r: &Receipt<TodoBody>, style: Style) -> String {
     let t = &r.body.todo;
-    format!(
-        "{} {verb}{}\n{}\n",
-        t.id,
-        suffix(r.changed, r.replayed),
-        todo_line(&TodoSummary::from(t), style)
-    )
+    format!("{} {verb}{}\n{}\n", t.id, suffix(r.changed, r.replayed), todo_line(&TodoSummary::from(t), style))
 }
 
 pub fn complete_receipt(r: &Receipt<CompleteBody>, style: Style) -> String {
@@ -223,11 +160,7 @@ pub fn complete_receipt(r: &Receipt<CompleteBody>, style: Style) -> String {
 }
 
 pub fn supersede_receipt(r: &Receipt<SupersedeBody>, style: Style) -> String {
-    let mut out = format!(
-        "{} superseded{}\n",
-        r.body.todo.id,
-        suffix(r.changed, r.replayed)
-    );
+    let mut out = format!("{} superseded{}\n", r.body.todo.id, suffix(r.changed, r.replayed));
     for t in &r.body.replacements {
         let _ = writeln!(out, "by {}", todo_line(&TodoSummary::from(t), style));
     }
@@ -249,10 +182,7 @@ pub fn todo_list(l: &TodoList, style: Style) -> String {
 }
 
 fn evidence_line(e: &Evidence) -> String {
-    let mut line = format!(
-        "{} {} on {} by {}: {}",
-        e.id, e.kind, e.todo, e.author, e.summary
-    );
+    let mut line = format!("{} {} on {} by {}: {}", e.id, e.kind, e.todo, e.author, e.summary);
     if let Some(c) = &e.command {
         let _ = write!(line, " [$ {}]", c.join(" "));
     }
@@ -282,12 +212,7 @@ pub fn todo_detail(d: &TodoDetail, style: Style) -> String {
     if let Some(p) = &t.predecessor {
         let _ = writeln!(out, "follows: {p}");
     }
-    let ids = |v: &[loopx_core::TodoId]| {
-        v.iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let ids = |v: &[loopx_core::TodoId]| v.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     if !t.successors.is_empty() {
         let _ = writeln!(out, "successors: {}", ids(&t.successors));
     }
@@ -295,11 +220,7 @@ pub fn todo_detail(d: &TodoDetail, style: Style) -> String {
         let _ = writeln!(out, "superseded by: {}", ids(&t.superseded_by));
     }
     if let Some(c) = &t.completion {
-        let note = c
-            .note
-            .as_deref()
-            .map(|n| format!(": {n}"))
-            .unwrap_or_default();
+        let note = c.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default();
         let cont = serde_json::to_value(c.continuation)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
@@ -316,11 +237,7 @@ pub fn todo_detail(d: &TodoDetail, style: Style) -> String {
 }
 
 pub fn evidence_receipt(r: &Receipt<EvidenceBody>, _style: Style) -> String {
-    format!(
-        "recorded {}{}\n",
-        evidence_line(&r.body.evidence),
-        suffix(r.changed, r.replayed)
-    )
+    format!("recorded {}{}\n", evidence_line(&r.body.evidence), suffix(r.changed, r.replayed))
 }
 
 pub fn evidence_list(l: &EvidenceList) -> String {
@@ -343,18 +260,8 @@ pub fn status(s: &StatusView, style: Style) -> String {
         let _ = writeln!(out, "needs you:   nothing");
     } else {
         for (i, u) in s.needs_user.iter().enumerate() {
-            let label = if i == 0 {
-                "needs you:  "
-            } else {
-                "            "
-            };
-            let _ = writeln!(
-                out,
-                "{label} {} {} {}",
-                style.yellow(&u.todo.to_string()),
-                u.priority,
-                u.text
-            );
+            let label = if i == 0 { "needs you:  " } else { "            " };
+            let _ = writeln!(out, "{label} {} {} {}", style.yellow(&u.todo.to_string()), u.priority, u.text);
         }
     }
     match &s.next_todo {
@@ -362,10 +269,7 @@ pub fn status(s: &StatusView, style: Style) -> String {
             let _ = writeln!(out, "next:        {} {} {}", t.id, t.priority, t.text);
         }
         None => {
-            let _ = writeln!(
-                out,
-                "next:        nothing open; add work with: loopx todo add --text \"…\""
-            );
+            let _ = writeln!(out, "next:        nothing open; add work with: loopx todo add --text \"…\"");
         }
     }
     for c in &s.in_progress {
@@ -388,11 +292,7 @@ pub fn status(s: &StatusView, style: Style) -> String {
     let _ = writeln!(
         out,
         "agents:      {}",
-        if agents.is_empty() {
-            "none registered".to_owned()
-        } else {
-            agents.join(", ")
-        }
+        if agents.is_empty() { "none registered".to_owned() } else { agents.join(", ") }
     );
     out
 }
@@ -403,21 +303,11 @@ pub fn history(h: &HistoryView, style: Style) -> String {
         let _ = writeln!(
             out,
             "{}",
-            style.dim(&format!(
-                "… {} earlier events (--limit)",
-                h.total - h.events.len() as u64
-            ))
+            style.dim(&format!("… {} earlier events (--limit)", h.total - h.events.len() as u64))
         );
     }
     for e in &h.events {
-        let _ = writeln!(
-            out,
-            "{:>5} {} {:<12} {}",
-            e.seq,
-            style.dim(&e.at.to_string()),
-            e.actor,
-            e.summary
-        );
+        let _ = writeln!(out, "{:>5} {} {:<12} {}", e.seq, style.dim(&e.at.to_string()), e.actor, e.summary);
     }
     out
 }
@@ -425,11 +315,7 @@ pub fn history(h: &HistoryView, style: Style) -> String {
 pub fn doctor(d: &DoctorReport, style: Style) -> String {
     let mut out = String::new();
     let mark = |ok: bool| {
-        if ok {
-            style.green("ok  ")
-        } else {
-            style.red("FAIL")
-        }
+        if ok { style.green("ok  ") } else { style.red("FAIL") }
     };
     for c in &d.project {
         let _ = writeln!(out, "{} {}: {}", mark(c.ok), c.name, c.detail);
@@ -440,14 +326,6 @@ pub fn doctor(d: &DoctorReport, style: Style) -> String {
             let _ = writeln!(out, "  {} {}: {}", mark(c.ok), c.name, c.detail);
         }
     }
-    let _ = writeln!(
-        out,
-        "{}",
-        if d.healthy {
-            "healthy"
-        } else {
-            "problems found; see above"
-        }
-    );
+    let _ = writeln!(out, "{}", if d.healthy { "healthy" } else { "problems found; see above" });
     out
 }

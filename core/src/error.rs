@@ -53,10 +53,9 @@ impl ErrorKind {
     pub fn exit_code(self) -> i32 {
         match self {
             ErrorKind::Usage => exit::USAGE,
-            ErrorKind::NotFound
-            | ErrorKind::Conflict
-            | ErrorKind::Identity
-            | ErrorKind::Refused => exit::REFUSED,
+            ErrorKind::NotFound | ErrorKind::Conflict | ErrorKind::Identity | ErrorKind::Refused => {
+                exit::REFUSED
+            }
             ErrorKind::Busy => exit::BUSY,
             ErrorKind::Integrity => exit::INTEGRITY,
             ErrorKind::Io | ErrorKind::Internal => exit::INTERNAL,
@@ -75,11 +74,7 @@ pub struct Error {
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            hint: None,
-        }
+        Self { kind, message: message.into(), hint: None }
     }
     pub fn usage(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Usage, message)
@@ -107,10 +102,7 @@ impl Error {
     }
     /// An I/O error, naming the path it happened on.
     pub fn io(action: &str, path: &Path, err: &std::io::Error) -> Self {
-        Self::new(
-            ErrorKind::Io,
-            format!("cannot {action} {}: {err}", path.display()),
-        )
+        Self::new(ErrorKind::Io, format!("cannot {action} {}: {err}", path.display()))
     }
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());

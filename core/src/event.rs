@@ -106,9 +106,7 @@ impl Event {
     pub fn summary(&self) -> String {
         match self {
             Event::GoalCreated { objective, .. } => format!("goal created: {objective}"),
-            Event::GoalUpdated {
-                objective: Some(o), ..
-            } => format!("objective set: {o}"),
+            Event::GoalUpdated { objective: Some(o), .. } => format!("objective set: {o}"),
             Event::GoalUpdated { .. } => "goal updated".to_owned(),
             Event::GoalStopped { reason } => match reason {
                 Some(r) => format!("goal stopped: {r}"),
@@ -121,16 +119,12 @@ impl Event {
             Event::TodoAdded { todo } => format!("{} added: {}", todo.id, todo.text),
             Event::TodoClaimed { todo, agent } => format!("{todo} claimed by {agent}"),
             Event::TodoReleased { todo } => format!("{todo} released"),
-            Event::TodoUpdated {
-                todo, status, note, ..
-            } => match (status, note) {
+            Event::TodoUpdated { todo, status, note, .. } => match (status, note) {
                 (Some(s), _) => format!("{todo} marked {s}"),
                 (None, Some(n)) => format!("{todo} note: {n}"),
                 _ => format!("{todo} updated"),
             },
-            Event::TodoCompleted {
-                todo, successor, ..
-            } => match successor {
+            Event::TodoCompleted { todo, successor, .. } => match successor {
                 Some(s) => format!("{todo} completed; successor {}", s.id),
                 None => format!("{todo} completed"),
             },

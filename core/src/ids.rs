@@ -18,9 +18,7 @@ fn check_name(what: &str, flag: &str, s: &str) -> Result<(), Error> {
     let ok = !s.is_empty()
         && s.len() <= MAX_NAME_ID_LEN
         && s.as_bytes()[0].is_ascii_lowercase()
-        && s.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
-        });
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'));
     if ok {
         Ok(())
     } else {
@@ -189,8 +187,7 @@ impl IdempotencyKey {
     pub fn new(s: &str) -> Result<Self, Error> {
         let ok = !s.is_empty()
             && s.len() <= MAX_KEY_LEN
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
         if ok {
             Ok(Self(s.to_owned()))
         } else {
@@ -227,17 +224,7 @@ mod tests {
         for ok in ["a", "main", "goal-1", "x.y_z", &"a".repeat(64)] {
             assert!(GoalId::new(ok).is_ok(), "{ok}");
         }
-        for bad in [
-            "",
-            "../x",
-            "has space",
-            "Upper",
-            "1abc",
-            "-a",
-            "a/b",
-            &"a".repeat(65),
-            "é",
-        ] {
+        for bad in ["", "../x", "has space", "Upper", "1abc", "-a", "a/b", &"a".repeat(65), "é"] {
             assert!(GoalId::new(bad).is_err(), "{bad}");
         }
     }
@@ -255,16 +242,7 @@ mod tests {
         let t: TodoId = "t42".parse().unwrap();
         assert_eq!(t.number(), 42);
         assert_eq!(t.to_string(), "t42");
-        for bad in [
-            "t",
-            "t0",
-            "t01",
-            "42",
-            "e1",
-            "t-1",
-            "t1x",
-            "t99999999999999",
-        ] {
+        for bad in ["t", "t0", "t01", "42", "e1", "t-1", "t1x", "t99999999999999"] {
             assert!(bad.parse::<TodoId>().is_err(), "{bad}");
         }
         assert_eq!("e7".parse::<EvidenceId>().unwrap().to_string(), "e7");

@@ -11,8 +11,7 @@ use crate::agent::AgentType;
 use crate::error::Result;
 use crate::ids::{AgentId, GoalId, IdempotencyKey, TodoId};
 use crate::model::{
-    Agent, Evidence, EvidenceKind, Goal, GoalStatus, Priority, ResumeWhen, Role, Todo, TodoClass,
-    TodoStatus,
+    Agent, Evidence, EvidenceKind, Goal, GoalStatus, Priority, ResumeWhen, Role, Todo, TodoClass, TodoStatus,
 };
 use crate::time::Timestamp;
 
@@ -366,21 +365,13 @@ pub trait Kernel: Send + Sync {
     /// Changes the objective or title, or makes the goal the default.
     async fn set_goal(&self, ctx: &CommandContext, req: SetGoal) -> Result<Receipt<GoalBody>>;
     /// Stops the goal for every agent. Stopping a stopped goal is a no-op.
-    async fn stop_goal(
-        &self,
-        ctx: &CommandContext,
-        reason: Option<String>,
-    ) -> Result<Receipt<GoalBody>>;
+    async fn stop_goal(&self, ctx: &CommandContext, reason: Option<String>) -> Result<Receipt<GoalBody>>;
     /// Resumes a stopped goal. Resuming an active goal is a no-op.
     async fn resume_goal(&self, ctx: &CommandContext) -> Result<Receipt<GoalBody>>;
 
     /// Registers an agent additively: never removes another. Re-registering the same id and
     /// type is a no-op; another type is refused.
-    async fn register_agent(
-        &self,
-        ctx: &CommandContext,
-        req: RegisterAgent,
-    ) -> Result<Receipt<AgentBody>>;
+    async fn register_agent(&self, ctx: &CommandContext, req: RegisterAgent) -> Result<Receipt<AgentBody>>;
     async fn list_agents(&self, goal: Option<&GoalId>) -> Result<AgentList>;
 
     async fn add_todo(&self, ctx: &CommandContext, req: AddTodo) -> Result<Receipt<TodoBody>>;
@@ -390,15 +381,10 @@ pub trait Kernel: Send + Sync {
     /// owner is a no-op; a claim by another agent is a conflict naming the owner.
     async fn claim_todo(&self, ctx: &CommandContext, todo: TodoId) -> Result<Receipt<TodoBody>>;
     /// Changes text, priority, status (never to done), claim, or adds a note or evidence.
-    async fn update_todo(&self, ctx: &CommandContext, req: UpdateTodo)
-    -> Result<Receipt<TodoBody>>;
+    async fn update_todo(&self, ctx: &CommandContext, req: UpdateTodo) -> Result<Receipt<TodoBody>>;
     /// Completes a todo with evidence or an explicit no-follow-up note. Completing a done todo
     /// is a no-op.
-    async fn complete_todo(
-        &self,
-        ctx: &CommandContext,
-        req: CompleteTodo,
-    ) -> Result<Receipt<CompleteBody>>;
+    async fn complete_todo(&self, ctx: &CommandContext, req: CompleteTodo) -> Result<Receipt<CompleteBody>>;
     /// Closes a todo in favour of replacements.
     async fn supersede_todo(
         &self,
@@ -408,16 +394,8 @@ pub trait Kernel: Send + Sync {
     /// Gives up the acting agent's claim.
     async fn release_todo(&self, ctx: &CommandContext, todo: TodoId) -> Result<Receipt<TodoBody>>;
 
-    async fn add_evidence(
-        &self,
-        ctx: &CommandContext,
-        req: AddEvidence,
-    ) -> Result<Receipt<EvidenceBody>>;
-    async fn list_evidence(
-        &self,
-        goal: Option<&GoalId>,
-        todo: Option<TodoId>,
-    ) -> Result<EvidenceList>;
+    async fn add_evidence(&self, ctx: &CommandContext, req: AddEvidence) -> Result<Receipt<EvidenceBody>>;
+    async fn list_evidence(&self, goal: Option<&GoalId>, todo: Option<TodoId>) -> Result<EvidenceList>;
 
     /// The five questions: objective, what needs the user, what is next, progress, proof.
     async fn status(&self, goal: Option<&GoalId>) -> Result<StatusView>;

@@ -99,12 +99,6 @@ word_enum!(
     HandoffMode, "handoff mode" { SoftClaim = "soft_claim", HardLease = "hard_lease" }
 );
 
-impl Default for Priority {
-    fn default() -> Self {
-        Priority::P2
-    }
-}
-
 impl TodoStatus {
     pub fn is_closed(self) -> bool {
         matches!(self, TodoStatus::Done | TodoStatus::Superseded)
@@ -143,12 +137,7 @@ pub struct QuotaPolicy {
 
 impl Default for QuotaPolicy {
     fn default() -> Self {
-        Self {
-            compute: 1.0,
-            window_hours: 24,
-            slot_minutes: 1,
-            allowed_slots: None,
-        }
+        Self { compute: 1.0, window_hours: 24, slot_minutes: 1, allowed_slots: None }
     }
 }
 
@@ -194,10 +183,7 @@ impl ResumeWhen {
             "todo" => Ok(ResumeWhen::TodoDone(value.parse()?)),
             "time" => Ok(ResumeWhen::At(Timestamp::parse_rfc3339(value)?)),
             "gate" => Ok(ResumeWhen::GateAnswered(value.parse()?)),
-            _ => Err(
-                Error::usage(format!("invalid resume condition {}", quote_input(s)))
-                    .with_hint(hint),
-            ),
+            _ => Err(Error::usage(format!("invalid resume condition {}", quote_input(s))).with_hint(hint)),
         }
     }
 }
@@ -327,17 +313,8 @@ mod tests {
     fn word_enums_parse_and_print() {
         assert_eq!("p1".parse::<Priority>().unwrap(), Priority::P1);
         assert_eq!(Priority::P1.to_string(), "P1");
-        assert!(
-            "P5".parse::<Priority>()
-                .unwrap_err()
-                .hint
-                .unwrap()
-                .contains("P0, P1")
-        );
-        assert_eq!(
-            "soft_claim".parse::<HandoffMode>().unwrap(),
-            HandoffMode::SoftClaim
-        );
+        assert!("P5".parse::<Priority>().unwrap_err().hint.unwrap().contains("P0, P1"));
+        assert_eq!("soft_claim".parse::<HandoffMode>().unwrap(), HandoffMode::SoftClaim);
     }
 
     #[test]
@@ -350,10 +327,7 @@ mod tests {
 
     #[test]
     fn resume_conditions() {
-        assert_eq!(
-            ResumeWhen::parse("todo:t3").unwrap(),
-            ResumeWhen::TodoDone("t3".parse().unwrap())
-        );
+        assert_eq!(ResumeWhen::parse("todo:t3").unwrap(), ResumeWhen::TodoDone("t3".parse().unwrap()));
         assert!(ResumeWhen::parse("later").is_err());
         assert!(ResumeWhen::parse("time:soon").is_err());
     }

@@ -47,19 +47,13 @@ impl Timestamp {
     }
     pub fn saturating_add(self, d: Duration) -> Self {
         let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        Self {
-            millis: self.millis.saturating_add(ms),
-        }
+        Self { millis: self.millis.saturating_add(ms) }
     }
 }
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}",
-            humantime::format_rfc3339_millis(self.to_system_time())
-        )
+        write!(f, "{}", humantime::format_rfc3339_millis(self.to_system_time()))
     }
 }
 
@@ -72,9 +66,7 @@ impl Serialize for Timestamp {
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_rfc3339(&s)
-            .map(Self::from_system_time)
-            .map_err(serde::de::Error::custom)
+        humantime::parse_rfc3339(&s).map(Self::from_system_time).map_err(serde::de::Error::custom)
     }
 }
 
@@ -110,13 +102,7 @@ mod tests {
         assert_eq!(t.to_string(), "2026-11-29T15:39:49.123Z");
         let json = serde_json::to_string(&t).unwrap();
         assert_eq!(serde_json::from_str::<Timestamp>(&json).unwrap(), t);
-        assert_eq!(
-            Timestamp::parse_rfc3339("2026-11-29T15:39:49Z")
-                .unwrap()
-                .unix_millis()
-                % 1000,
-            0
-        );
+        assert_eq!(Timestamp::parse_rfc3339("2026-11-29T15:39:49Z").unwrap().unix_millis() % 1000, 0);
         assert!(Timestamp::parse_rfc3339("yesterday").is_err());
     }
 

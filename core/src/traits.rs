@@ -58,11 +58,7 @@ pub trait Agent: Send + Sync {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ObservationRequest {
     /// Run a command (argv, no shell) in `cwd`, bounded by `timeout_ms`.
-    RunCommand {
-        argv: Vec<String>,
-        cwd: PathBuf,
-        timeout_ms: u64,
-    },
+    RunCommand { argv: Vec<String>, cwd: PathBuf, timeout_ms: u64 },
     /// Ask a check service whether the named check is green.
     CheckStatus { name: String },
     /// Read the time.
@@ -105,17 +101,9 @@ pub trait Provider: Send + Sync {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TransitionProposal {
-    CompleteTodo {
-        todo: TodoId,
-        evidence: EvidenceDraft,
-    },
-    AddEvidence {
-        todo: TodoId,
-        evidence: EvidenceDraft,
-    },
-    KeepWaiting {
-        reason: String,
-    },
+    CompleteTodo { todo: TodoId, evidence: EvidenceDraft },
+    AddEvidence { todo: TodoId, evidence: EvidenceDraft },
+    KeepWaiting { reason: String },
 }
 
 /// Why an observation does not support a transition.
@@ -206,11 +194,7 @@ pub enum HostRequest {
     /// Give context to inject (objective, gates, next todo).
     Context { session: String },
     /// Decide whether a tool may run.
-    ToolGate {
-        session: String,
-        tool: String,
-        mutating: bool,
-    },
+    ToolGate { session: String, tool: String, mutating: bool },
     /// Nothing to ask.
     Ignore,
 }
@@ -231,11 +215,8 @@ pub trait HostAdapter: Send + Sync {
     fn capabilities(&self) -> AdapterCapabilities;
     /// The files to write for `scope`, given the current contents the caller read. Pure;
     /// running it twice on an installed tree gives only `Unchanged` actions.
-    fn install_plan(
-        &self,
-        scope: InstallScope,
-        current: &[(PathBuf, Option<String>)],
-    ) -> Result<InstallPlan>;
+    fn install_plan(&self, scope: InstallScope, current: &[(PathBuf, Option<String>)])
+    -> Result<InstallPlan>;
     /// The removals (and restorations) that undo an install, leaving the user's bytes as they
     /// were. Pure.
     fn uninstall_plan(

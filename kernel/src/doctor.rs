@@ -11,11 +11,7 @@ use crate::render;
 use crate::store::{FileStore, Snapshot, Store, replay};
 
 fn check(name: &str, ok: bool, detail: impl Into<String>) -> DoctorCheck {
-    DoctorCheck {
-        name: name.to_owned(),
-        ok,
-        detail: detail.into(),
-    }
+    DoctorCheck { name: name.to_owned(), ok, detail: detail.into() }
 }
 
 pub fn run(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
@@ -23,11 +19,7 @@ pub fn run(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
     let mut project_checks = Vec::new();
     let project = match store.project() {
         Ok(p) => {
-            project_checks.push(check(
-                "project.json",
-                true,
-                format!("{} goal(s)", p.goals.len()),
-            ));
+            project_checks.push(check("project.json", true, format!("{} goal(s)", p.goals.len())));
             Some(p)
         }
         Err(e) => {
@@ -35,21 +27,21 @@ pub fn run(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
             None
         }
     };
-    let listed: Vec<GoalId> = project
-        .as_ref()
-        .map(|p| p.goals.iter().map(|g| g.id.clone()).collect())
-        .unwrap_or_default();
-    if only.is_none() {
-        if let Ok(entries) = fs::read_dir(layout.goals_dir()) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if !listed.iter().any(|g| g.as_str() == name) {
-                    project_checks.push(check(
-                        "goal directories",
-                        false,
-                        format!("goals/{name} is not listed in project.json (a goal creation that did not finish?)"),
-                    ));
-                }
+    let listed: Vec<GoalId> =
+        project.as_ref().map(|p| p.goals.iter().map(|g| g.id.clone()).collect()).unwrap_or_default();
+    if only.is_none()
+        && let Ok(entries) = fs::read_dir(layout.goals_dir())
+    {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !listed.iter().any(|g| g.as_str() == name) {
+                project_checks.push(check(
+                    "goal directories",
+                    false,
+                    format!(
+                        "goals/{name} is not listed in project.json (a goal creation that did not finish?)"
+                    ),
+                ));
             }
         }
     }
@@ -58,13 +50,9 @@ pub fn run(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
         None => listed,
     };
     let reports: Vec<DoctorGoal> = goals.iter().map(|g| goal_report(store, g)).collect();
-    let healthy = project_checks.iter().all(|c| c.ok)
-        && reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
-    Ok(DoctorReport {
-        healthy,
-        project: project_checks,
-        goals: reports,
-    })
+    let healthy =
+        project_checks.iter().all(|c| c.ok) && reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
+    Ok(DoctorReport { healthy, project: project_checks, goals: reports })
 }
 
 fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
@@ -74,16 +62,8 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
     let bytes = match fs::read(&events_path) {
         Ok(b) => b,
         Err(e) => {
-            checks.push(check(
-                "event log",
-                false,
-                format!("cannot read {}: {e}", events_path.display()),
-            ));
-            return DoctorGoal {
-                goal_id: id.clone(),
-                events: 0,
-                checks,
-            };
+            checks.push(check("event log", false, format!("cannot read {}: {e}", events_path.display())));
+            return DoctorGoal { goal_id: id.clone(), events: 0, checks };
         }
     };
     let scan = match log::scan(&bytes) {
@@ -100,11 +80,7 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
                     partial.lines.len()
                 ),
             ));
-            return DoctorGoal {
-                goal_id: id.clone(),
-                events: partial.lines.len() as u64,
-                checks,
-            };
+            return DoctorGoal { goal_id: id.clone(), events: partial.lines.len() as u64, checks };
         }
     };
     let events = scan.lines.len() as u64;
@@ -118,47 +94,30 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
             ),
         ));
     } else {
-        checks.push(check(
-            "event log",
-            true,
-            format!("{events} events, hash chain verified"),
-        ));
+        checks.push(check("event log", true, format!("{events} events, hash chain verified")));
     }
     let replayed = match replay(id, &scan) {
         Ok(s) => s,
         Err(e) => {
             checks.push(check("replay", false, e.message));
-            return DoctorGoal {
-                goal_id: id.clone(),
-                events,
-                checks,
-            };
+            return DoctorGoal { goal_id: id.clone(), events, checks };
         }
     };
-    let snap = read_optional(&layout.snapshot(id))
-        .ok()
-        .flatten()
-        .map(|b| serde_json::from_slice::<Snapshot>(&b));
+    let snap =
+        read_optional(&layout.snapshot(id)).ok().flatten().map(|b| serde_json::from_slice::<Snapshot>(&b));
     match snap {
-        None => checks.push(check(
-            "snapshot",
-            false,
-            "snapshot.json is missing (the next command rebuilds it)",
-        )),
+        None => {
+            checks.push(check("snapshot", false, "snapshot.json is missing (the next command rebuilds it)"))
+        }
         Some(Err(e)) => checks.push(check(
             "snapshot",
             false,
             format!("snapshot.json is unreadable ({e}); the next command rebuilds it"),
         )),
         Some(Ok(snap)) => {
-            let same_state =
-                serde_json::to_value(&snap.state).ok() == serde_json::to_value(&replayed).ok();
+            let same_state = serde_json::to_value(&snap.state).ok() == serde_json::to_value(&replayed).ok();
             if snap.seq == replayed.seq && snap.head == scan.head() && same_state {
-                checks.push(check(
-                    "snapshot",
-                    true,
-                    format!("matches a full replay at event {}", snap.seq),
-                ));
+                checks.push(check("snapshot", true, format!("matches a full replay at event {}", snap.seq)));
             } else if snap.seq < replayed.seq {
                 checks.push(check(
                     "snapshot",
@@ -192,9 +151,5 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
             }
         }
     }
-    DoctorGoal {
-        goal_id: id.clone(),
-        events,
-        checks,
-    }
+    DoctorGoal { goal_id: id.clone(), events, checks }
 }

@@ -31,9 +31,7 @@ impl FileKernel {
         reporter: Arc<dyn Reporter>,
         options: StoreOptions,
     ) -> Result<Self> {
-        Ok(Self {
-            store: FileStore::open(root, clock, reporter, options)?,
-        })
+        Ok(Self { store: FileStore::open(root, clock, reporter, options)? })
     }
 
     /// Creates or reuses `.loopx/` at `root`.
@@ -84,15 +82,12 @@ impl FileKernel {
         let mut out = None;
         self.store.transact(&goal, &mut |txn| {
             let actor = rules::resolve_actor(&txn.state, ctx.agent.as_ref(), lane(&txn.state)?)?;
-            let key = ctx
-                .key
-                .as_ref()
-                .map(|k| format!("{scope}:{}:{k}", actor.name()));
-            if let Some(k) = &key {
-                if let Some(r) = txn.replay::<T>(k)? {
-                    out = Some(r);
-                    return Ok(());
-                }
+            let key = ctx.key.as_ref().map(|k| format!("{scope}:{}:{k}", actor.name()));
+            if let Some(k) = &key
+                && let Some(r) = txn.replay::<T>(k)?
+            {
+                out = Some(r);
+                return Ok(());
             }
             let receipt = match decide(&txn.state, &actor)? {
                 Some(event) => txn.commit(actor.name(), event, key, &body)?,
@@ -124,11 +119,7 @@ impl FileKernel {
 }
 
 fn todo_body(id: TodoId) -> impl Fn(&GoalState) -> Result<TodoBody> {
-    move |s| {
-        Ok(TodoBody {
-            todo: rules::find_todo(s, id)?.clone(),
-        })
-    }
+    move |s| Ok(TodoBody { todo: rules::find_todo(s, id)?.clone() })
 }
 
 fn todo_lane(id: TodoId) -> impl Fn(&GoalState) -> Result<Lane> {
@@ -146,10 +137,7 @@ impl Kernel for FileKernel {
         if let Some(t) = &req.title {
             loopx_core::model::check_text("title", t)?;
         }
-        let first = Event::GoalCreated {
-            objective: req.objective.clone(),
-            title: req.title.clone(),
-        };
+        let first = Event::GoalCreated { objective: req.objective.clone(), title: req.title.clone() };
         let state = self.store.create_goal(&req.id, first, req.make_default)?;
         Ok(Receipt {
             goal_id: req.id,
@@ -172,10 +160,7 @@ impl Kernel for FileKernel {
                 is_default: p.default_goal.as_ref() == Some(&g.id),
             })
             .collect();
-        Ok(GoalList {
-            default_goal: p.default_goal.clone(),
-            goals,
-        })
+        Ok(GoalList { default_goal: p.default_goal.clone(), goals })
     }
 
     async fn show_goal(&self, goal: Option<&GoalId>) -> Result<GoalDetail> {
@@ -191,13 +176,8 @@ impl Kernel for FileKernel {
     }
 
     async fn set_goal(&self, ctx: &CommandContext, req: SetGoal) -> Result<Receipt<GoalBody>> {
-        let mut receipt = self.mutate(
-            ctx,
-            "goal.set",
-            person,
-            |s, _| rules::set_goal(s, &req),
-            |s| self.goal_body(s),
-        )?;
+        let mut receipt =
+            self.mutate(ctx, "goal.set", person, |s, _| rules::set_goal(s, &req), |s| self.goal_body(s))?;
         if req.make_default {
             let id = receipt.goal_id.clone();
             let mut changed = false;
@@ -212,11 +192,7 @@ impl Kernel for FileKernel {
         Ok(receipt)
     }
 
-    async fn stop_goal(
-        &self,
-        ctx: &CommandContext,
-        reason: Option<String>,
-    ) -> Result<Receipt<GoalBody>> {
+    async fn stop_goal(&self, ctx: &CommandContext, reason: Option<String>) -> Result<Receipt<GoalBody>> {
         self.mutate(
             ctx,
             "goal.stop",
@@ -227,20 +203,10 @@ impl Kernel for FileKernel {
     }
 
     async fn resume_goal(&self, ctx: &CommandContext) -> Result<Receipt<GoalBody>> {
-        self.mutate(
-            ctx,
-            "goal.resume",
-            person,
-            |s, _| Ok(rules::resume_goal(s)),
-            |s| self.goal_body(s),
-        )
+        self.mutate(ctx, "goal.resume", person, |s, _| Ok(rules::resume_goal(s)), |s| self.goal_body(s))
     }
 
-    async fn register_agent(
-        &self,
-        ctx: &CommandContext,
-        req: RegisterAgent,
-    ) -> Result<Receipt<AgentBody>> {
+    async fn register_agent(&self, ctx: &CommandContext, req: RegisterAgent) -> Result<Receipt<AgentBody>> {
         let id = req.id.clone();
         self.mutate(
             ctx,
@@ -248,24 +214,16 @@ impl Kernel for FileKernel {
             person,
             |s, _| rules::register_agent(s, &req),
             move |s| {
-                let agent = s
-                    .agent(&id)
-                    .cloned()
-                    .ok_or_else(|| Error::internal("registered agent missing"))?;
-                Ok(AgentBody {
-                    agent,
-                    agents: s.agents.iter().map(|a| a.id.clone()).collect(),
-                })
+                let agent =
+                    s.agent(&id).cloned().ok_or_else(|| Error::internal("registered agent missing"))?;
+                Ok(AgentBody { agent, agents: s.agents.iter().map(|a| a.id.clone()).collect() })
             },
         )
     }
 
     async fn list_agents(&self, goal: Option<&GoalId>) -> Result<AgentList> {
         let state = self.read(goal)?;
-        Ok(AgentList {
-            goal_id: state.goal.id.clone(),
-            agents: state.agents,
-        })
+        Ok(AgentList { goal_id: state.goal.id.clone(), agents: state.agents })
     }
 
     async fn add_todo(&self, ctx: &CommandContext, req: AddTodo) -> Result<Receipt<TodoBody>> {
@@ -304,50 +262,25 @@ impl Kernel for FileKernel {
                 };
                 status_ok
                     && filter.role.is_none_or(|r| t.role == r)
-                    && filter
-                        .claimed_by
-                        .as_ref()
-                        .is_none_or(|a| t.claimed_by.as_ref() == Some(a))
+                    && filter.claimed_by.as_ref().is_none_or(|a| t.claimed_by.as_ref() == Some(a))
             })
             .map(TodoSummary::from)
             .collect();
-        Ok(TodoList {
-            goal_id: state.goal.id.clone(),
-            todos,
-            total: state.todos.len(),
-        })
+        Ok(TodoList { goal_id: state.goal.id.clone(), todos, total: state.todos.len() })
     }
 
     async fn show_todo(&self, goal: Option<&GoalId>, todo: TodoId) -> Result<TodoDetail> {
         let state = self.read(goal)?;
         let t = rules::find_todo(&state, todo)?.clone();
-        let evidence = t
-            .evidence
-            .iter()
-            .filter_map(|e| state.evidence(*e).cloned())
-            .collect();
-        Ok(TodoDetail {
-            goal_id: state.goal.id.clone(),
-            todo: t,
-            evidence,
-        })
+        let evidence = t.evidence.iter().filter_map(|e| state.evidence(*e).cloned()).collect();
+        Ok(TodoDetail { goal_id: state.goal.id.clone(), todo: t, evidence })
     }
 
     async fn claim_todo(&self, ctx: &CommandContext, todo: TodoId) -> Result<Receipt<TodoBody>> {
-        self.mutate(
-            ctx,
-            "todo.claim",
-            |_| Ok(Lane::Agent),
-            |s, a| rules::claim(s, a, todo),
-            todo_body(todo),
-        )
+        self.mutate(ctx, "todo.claim", |_| Ok(Lane::Agent), |s, a| rules::claim(s, a, todo), todo_body(todo))
     }
 
-    async fn update_todo(
-        &self,
-        ctx: &CommandContext,
-        req: UpdateTodo,
-    ) -> Result<Receipt<TodoBody>> {
+    async fn update_todo(&self, ctx: &CommandContext, req: UpdateTodo) -> Result<Receipt<TodoBody>> {
         let now = self.now();
         self.mutate(
             ctx,
@@ -358,11 +291,7 @@ impl Kernel for FileKernel {
         )
     }
 
-    async fn complete_todo(
-        &self,
-        ctx: &CommandContext,
-        req: CompleteTodo,
-    ) -> Result<Receipt<CompleteBody>> {
+    async fn complete_todo(&self, ctx: &CommandContext, req: CompleteTodo) -> Result<Receipt<CompleteBody>> {
         let now = self.now();
         let id = req.todo;
         self.mutate(
@@ -374,11 +303,7 @@ impl Kernel for FileKernel {
                 let todo = rules::find_todo(s, id)?.clone();
                 let successor = todo.successors.last().and_then(|n| s.todo(*n)).cloned();
                 let evidence = todo.evidence.last().and_then(|e| s.evidence(*e)).cloned();
-                Ok(CompleteBody {
-                    todo,
-                    evidence,
-                    successor,
-                })
+                Ok(CompleteBody { todo, evidence, successor })
             },
         )
     }
@@ -396,12 +321,7 @@ impl Kernel for FileKernel {
             |s, a| rules::supersede(s, a, &req).map(Some),
             move |s| {
                 let todo = rules::find_todo(s, id)?.clone();
-                let replacements = todo
-                    .superseded_by
-                    .iter()
-                    .filter_map(|n| s.todo(*n))
-                    .cloned()
-                    .collect();
+                let replacements = todo.superseded_by.iter().filter_map(|n| s.todo(*n)).cloned().collect();
                 Ok(SupersedeBody { todo, replacements })
             },
         )
@@ -417,11 +337,7 @@ impl Kernel for FileKernel {
         )
     }
 
-    async fn add_evidence(
-        &self,
-        ctx: &CommandContext,
-        req: AddEvidence,
-    ) -> Result<Receipt<EvidenceBody>> {
+    async fn add_evidence(&self, ctx: &CommandContext, req: AddEvidence) -> Result<Receipt<EvidenceBody>> {
         let now = self.now();
         self.mutate(
             ctx,
@@ -438,25 +354,13 @@ impl Kernel for FileKernel {
         )
     }
 
-    async fn list_evidence(
-        &self,
-        goal: Option<&GoalId>,
-        todo: Option<TodoId>,
-    ) -> Result<EvidenceList> {
+    async fn list_evidence(&self, goal: Option<&GoalId>, todo: Option<TodoId>) -> Result<EvidenceList> {
         let state = self.read(goal)?;
         if let Some(t) = todo {
             rules::find_todo(&state, t)?;
         }
-        let evidence = state
-            .evidence
-            .iter()
-            .filter(|e| todo.is_none_or(|t| e.todo == t))
-            .cloned()
-            .collect();
-        Ok(EvidenceList {
-            goal_id: state.goal.id.clone(),
-            evidence,
-        })
+        let evidence = state.evidence.iter().filter(|e| todo.is_none_or(|t| e.todo == t)).cloned().collect();
+        Ok(EvidenceList { goal_id: state.goal.id.clone(), evidence })
     }
 
     async fn status(&self, goal: Option<&GoalId>) -> Result<StatusView> {
@@ -466,11 +370,7 @@ impl Kernel for FileKernel {
             .todos
             .iter()
             .filter(|t| t.role == loopx_core::model::Role::User && !t.status.is_closed())
-            .map(|t| UserItem {
-                todo: t.id,
-                text: t.text.clone(),
-                priority: t.priority,
-            })
+            .map(|t| UserItem { todo: t.id, text: t.text.clone(), priority: t.priority })
             .collect();
         let in_progress = s
             .todos
@@ -516,11 +416,7 @@ impl Kernel for FileKernel {
                 turn: l.turn.clone(),
             })
             .collect();
-        Ok(HistoryView {
-            goal_id: id,
-            total,
-            events,
-        })
+        Ok(HistoryView { goal_id: id, total, events })
     }
 
     async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport> {

@@ -14,13 +14,11 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut tmp = tempfile_in(dir, path)?;
     let (file, tmp_path) = (&mut tmp.0, tmp.1.clone());
     let result = (|| {
-        file.write_all(bytes)
-            .map_err(|e| Error::io("write", &tmp_path, &e))?;
+        file.write_all(bytes).map_err(|e| Error::io("write", &tmp_path, &e))?;
         if let Ok(meta) = fs::metadata(path) {
             let _ = file.set_permissions(meta.permissions());
         }
-        file.sync_all()
-            .map_err(|e| Error::io("sync", &tmp_path, &e))?;
+        file.sync_all().map_err(|e| Error::io("sync", &tmp_path, &e))?;
         fs::rename(&tmp_path, path).map_err(|e| Error::io("replace", path, &e))?;
         sync_dir(dir)
     })();
@@ -41,28 +39,19 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
 
 /// Appends one line and makes it durable before returning.
 pub fn append_durable(file: &mut File, path: &Path, line: &[u8]) -> Result<()> {
-    file.write_all(line)
-        .map_err(|e| Error::io("append to", path, &e))?;
+    file.write_all(line).map_err(|e| Error::io("append to", path, &e))?;
     file.sync_data().map_err(|e| Error::io("sync", path, &e))
 }
 
 /// Opens a file for appending, creating it.
 pub fn open_append(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| Error::io("open", path, &e))
+    OpenOptions::new().create(true).append(true).open(path).map_err(|e| Error::io("open", path, &e))
 }
 
 /// Cuts `path` to `len` bytes durably (used to drop a torn final line).
 pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
-    let file = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(|e| Error::io("open", path, &e))?;
-    file.set_len(len)
-        .map_err(|e| Error::io("truncate", path, &e))?;
+    let file = OpenOptions::new().write(true).open(path).map_err(|e| Error::io("open", path, &e))?;
+    file.set_len(len).map_err(|e| Error::io("truncate", path, &e))?;
     file.sync_all().map_err(|e| Error::io("sync", path, &e))
 }
 
@@ -75,8 +64,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     #[cfg(unix)]
     {
         let d = File::open(dir).map_err(|e| Error::io("open directory", dir, &e))?;
-        d.sync_all()
-            .map_err(|e| Error::io("sync directory", dir, &e))?;
+        d.sync_all().map_err(|e| Error::io("sync directory", dir, &e))?;
     }
     let _ = dir;
     Ok(())
@@ -92,15 +80,11 @@ pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
 }
 
 fn parent(path: &Path) -> Result<&Path> {
-    path.parent()
-        .ok_or_else(|| Error::internal(format!("{} has no parent directory", path.display())))
+    path.parent().ok_or_else(|| Error::internal(format!("{} has no parent directory", path.display())))
 }
 
 fn tempfile_in(dir: &Path, target: &Path) -> Result<(File, std::path::PathBuf)> {
-    let name = target
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("file");
+    let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     for attempt in 0..100u32 {
         let tmp = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
         match OpenOptions::new().write(true).create_new(true).open(&tmp) {
@@ -109,10 +93,7 @@ fn tempfile_in(dir: &Path, target: &Path) -> Result<(File, std::path::PathBuf)> 
             Err(e) => return Err(Error::io("create", &tmp, &e)),
         }
     }
-    Err(Error::internal(format!(
-        "cannot create a temporary file in {}",
-        dir.display()
-    )))
+    Err(Error::internal(format!("cannot create a temporary file in {}", dir.display())))
 }
 
 #[cfg(test)]

@@ -83,19 +83,12 @@ pub fn acquire(
     let _ = file.set_len(0);
     let _ = file.rewind();
     let _ = file.write_all(stamp.as_bytes());
-    Ok(LockGuard {
-        file,
-        path: path.to_path_buf(),
-    })
+    Ok(LockGuard { file, path: path.to_path_buf() })
 }
 
 fn read_holder(file: &mut File) -> String {
     let mut s = String::new();
     let _ = file.rewind();
     let _ = Read::by_ref(file).take(256).read_to_string(&mut s);
-    if s.trim().is_empty() {
-        "another process".to_owned()
-    } else {
-        s.trim().to_owned()
-    }
+    if s.trim().is_empty() { "another process".to_owned() } else { s.trim().to_owned() }
 }

@@ -86,11 +86,7 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, (Scan, ChainBreak)> {
         };
         let raw = &bytes[offset..offset + nl];
         let number = scan.lines.len() as u64 + 1;
-        let fail = |reason: String| ChainBreak {
-            line: number,
-            offset: offset as u64,
-            reason,
-        };
+        let fail = |reason: String| ChainBreak { line: number, offset: offset as u64, reason };
         let line: EventLine = match serde_json::from_slice(raw) {
             Ok(l) => l,
             Err(e) => return Err((scan, fail(format!("not a valid event: {e}")))),

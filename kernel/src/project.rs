@@ -30,11 +30,7 @@ pub struct ProjectGoal {
 
 impl ProjectFile {
     pub fn new() -> Self {
-        Self {
-            schema_version: STORE_SCHEMA_VERSION,
-            default_goal: None,
-            goals: Vec::new(),
-        }
+        Self { schema_version: STORE_SCHEMA_VERSION, default_goal: None, goals: Vec::new() }
     }
     pub fn has_goal(&self, id: &GoalId) -> bool {
         self.goals.iter().any(|g| &g.id == id)
@@ -95,8 +91,5 @@ impl Layout {
 
 /// The nearest directory at or above `start` that holds `.loopx/project.json`, like git.
 pub fn find_root(start: &Path) -> Option<PathBuf> {
-    start
-        .ancestors()
-        .find(|dir| dir.join(STATE_DIR).join("project.json").is_file())
-        .map(Path::to_path_buf)
+    start.ancestors().find(|dir| dir.join(STATE_DIR).join("project.json").is_file()).map(Path::to_path_buf)
 }

@@ -3,12 +3,10 @@
 
 use loopx_core::event::Event;
 use loopx_core::kernel::{
-    AddEvidence, AddTodo, CompleteTodo, NewEvidence, RegisterAgent, SetGoal, SupersedeTodo,
-    UpdateTodo,
+    AddEvidence, AddTodo, CompleteTodo, NewEvidence, RegisterAgent, SetGoal, SupersedeTodo, UpdateTodo,
 };
 use loopx_core::model::{
-    CompletionContinuation, Evidence, GoalStatus, NewTodo, ResumeWhen, Role, Todo, TodoStatus,
-    check_text,
+    CompletionContinuation, Evidence, GoalStatus, NewTodo, ResumeWhen, Role, Todo, TodoStatus, check_text,
 };
 use loopx_core::{AgentId, Error, Result, Timestamp, TodoId};
 
@@ -100,35 +98,28 @@ pub fn find_todo(state: &GoalState, id: TodoId) -> Result<&Todo> {
 
 fn not_held_by_other(todo: &Todo, actor: &Actor, doing: &str) -> Result<()> {
     match (&todo.claimed_by, actor) {
-        (Some(owner), Actor::Agent(me)) if owner != me => Err(Error::conflict(format!(
-            "todo {} is claimed by {owner}; {me} cannot {doing} it",
-            todo.id
-        ))
-        .with_hint(format!(
-            "pick another todo (loopx todo list --status open), or ask {owner} to release {}",
-            todo.id
-        ))),
+        (Some(owner), Actor::Agent(me)) if owner != me => {
+            Err(Error::conflict(format!("todo {} is claimed by {owner}; {me} cannot {doing} it", todo.id))
+                .with_hint(format!(
+                    "pick another todo (loopx todo list --status open), or ask {owner} to release {}",
+                    todo.id
+                )))
+        }
         _ => Ok(()),
     }
 }
 
 fn not_closed(todo: &Todo, doing: &str) -> Result<()> {
     if todo.status.is_closed() {
-        return Err(Error::refused(format!(
-            "todo {} is {}; cannot {doing} it",
-            todo.id, todo.status
-        ))
-        .with_hint("add a new todo instead: loopx todo add --text \"…\""));
+        return Err(Error::refused(format!("todo {} is {}; cannot {doing} it", todo.id, todo.status))
+            .with_hint("add a new todo instead: loopx todo add --text \"…\""));
     }
     Ok(())
 }
 
 fn room_for(state: &GoalState, n: usize) -> Result<()> {
     if state.todos.len() + n > MAX_TODOS {
-        return Err(Error::refused(format!(
-            "goal {} holds the maximum of {MAX_TODOS} todos",
-            state.goal.id
-        )));
+        return Err(Error::refused(format!("goal {} holds the maximum of {MAX_TODOS} todos", state.goal.id)));
     }
     Ok(())
 }
@@ -136,10 +127,8 @@ fn room_for(state: &GoalState, n: usize) -> Result<()> {
 fn check_scopes(scopes: &[String]) -> Result<()> {
     for s in scopes {
         if s.trim().is_empty() || s.len() > MAX_REF_LEN || s.chars().any(char::is_control) {
-            return Err(
-                Error::usage(format!("invalid scope {}", loopx_core::ids::quote_input(s)))
-                    .with_hint("a scope is a path glob such as src/** or docs/*.md"),
-            );
+            return Err(Error::usage(format!("invalid scope {}", loopx_core::ids::quote_input(s)))
+                .with_hint("a scope is a path glob such as src/** or docs/*.md"));
         }
     }
     Ok(())
@@ -158,17 +147,16 @@ pub fn make_evidence(
     now: Timestamp,
 ) -> Result<Evidence> {
     check_text("evidence summary", &e.summary)?;
-    if let Some(link) = &e.link {
-        if link.trim().is_empty() || link.len() > MAX_REF_LEN || link.chars().any(char::is_control)
-        {
-            return Err(Error::usage("invalid evidence link").with_hint("give a URL or a path"));
-        }
+    if let Some(link) = &e.link
+        && (link.trim().is_empty() || link.len() > MAX_REF_LEN || link.chars().any(char::is_control))
+    {
+        return Err(Error::usage("invalid evidence link").with_hint("give a URL or a path"));
     }
-    if let Some(argv) = &e.command {
-        if argv.is_empty() || argv.iter().any(|a| a.len() > MAX_REF_LEN) {
-            return Err(Error::usage("invalid evidence command")
-                .with_hint("give the command that was run, e.g. --command \"cargo test\""));
-        }
+    if let Some(argv) = &e.command
+        && (argv.is_empty() || argv.iter().any(|a| a.len() > MAX_REF_LEN))
+    {
+        return Err(Error::usage("invalid evidence command")
+            .with_hint("give the command that was run, e.g. --command \"cargo test\""));
     }
     Ok(Evidence {
         id: state.next_evidence_id(),
@@ -194,10 +182,7 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
         check_text("title", t)?;
     }
     let objective = req.objective.clone().filter(|o| *o != state.goal.objective);
-    let title = req
-        .title
-        .clone()
-        .filter(|t| Some(t) != state.goal.title.as_ref());
+    let title = req.title.clone().filter(|t| Some(t) != state.goal.title.as_ref());
     if objective.is_none() && title.is_none() {
         return Ok(None);
     }
@@ -206,11 +191,7 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
 
 pub fn stop_goal(state: &GoalState, reason: Option<&String>) -> Result<Option<Event>> {
     check_note(reason)?;
-    Ok(
-        (state.goal.status != GoalStatus::Stopped).then(|| Event::GoalStopped {
-            reason: reason.cloned(),
-        }),
-    )
+    Ok((state.goal.status != GoalStatus::Stopped).then(|| Event::GoalStopped { reason: reason.cloned() }))
 }
 
 pub fn resume_goal(state: &GoalState) -> Option<Event> {
@@ -219,30 +200,21 @@ pub fn resume_goal(state: &GoalState) -> Option<Event> {
 
 pub fn register_agent(state: &GoalState, req: &RegisterAgent) -> Result<Option<Event>> {
     if AgentId::RESERVED.contains(&req.id.as_str()) {
-        return Err(
-            Error::usage(format!("agent id {:?} is reserved", req.id.as_str()))
-                .with_hint("choose another --agent-id, e.g. --agent-id claude-1"),
-        );
+        return Err(Error::usage(format!("agent id {:?} is reserved", req.id.as_str()))
+            .with_hint("choose another --agent-id, e.g. --agent-id claude-1"));
     }
     match state.agent(&req.id) {
-        Some(_) if req.require_new => Err(Error::conflict(format!(
-            "agent {} is already registered on goal {}",
-            req.id, state.goal.id
-        ))
-        .with_hint("choose a new --agent-id, or drop --require-new to reuse it")),
+        Some(_) if req.require_new => {
+            Err(Error::conflict(format!("agent {} is already registered on goal {}", req.id, state.goal.id))
+                .with_hint("choose a new --agent-id, or drop --require-new to reuse it"))
+        }
         Some(a) if a.agent_type != req.agent_type => Err(Error::refused(format!(
             "agent {} is registered as {}, not {}",
             req.id, a.agent_type, req.agent_type
         ))
-        .with_hint(format!(
-            "register the {} agent under another --agent-id",
-            req.agent_type
-        ))),
+        .with_hint(format!("register the {} agent under another --agent-id", req.agent_type))),
         Some(_) => Ok(None),
-        None => Ok(Some(Event::AgentRegistered {
-            agent: req.id.clone(),
-            agent_type: req.agent_type,
-        })),
+        None => Ok(Some(Event::AgentRegistered { agent: req.id.clone(), agent_type: req.agent_type })),
     }
 }
 
@@ -268,38 +240,24 @@ pub fn add_todo(state: &GoalState, req: &AddTodo) -> Result<Event> {
 pub fn claim(state: &GoalState, actor: &Actor, id: TodoId) -> Result<Option<Event>> {
     let todo = find_todo(state, id)?;
     let Some(me) = actor.agent() else {
-        return Err(
-            Error::identity(format!("todo {id} must be claimed by an agent")).with_hint(format!(
-                "pass the claiming agent: loopx todo claim --todo-id {id} --agent-id <agent>"
-            )),
-        );
+        return Err(Error::identity(format!("todo {id} must be claimed by an agent")).with_hint(format!(
+            "pass the claiming agent: loopx todo claim --todo-id {id} --agent-id <agent>"
+        )));
     };
     if todo.role == Role::User {
-        return Err(
-            Error::refused(format!("todo {id} is a user todo; agents never claim it")).with_hint(
-                format!(
-                    "a person completes it: loopx todo complete --todo-id {id} --agent-id user"
-                ),
-            ),
-        );
+        return Err(Error::refused(format!("todo {id} is a user todo; agents never claim it")).with_hint(
+            format!("a person completes it: loopx todo complete --todo-id {id} --agent-id user"),
+        ));
     }
     if todo.claimed_by.as_ref() == Some(me) {
         return Ok(None);
     }
     not_held_by_other(todo, actor, "claim")?;
     if todo.status != TodoStatus::Open {
-        return Err(Error::refused(format!(
-            "todo {id} is {}; only open todos can be claimed",
-            todo.status
-        ))
-        .with_hint(format!(
-            "reopen it first: loopx todo update --todo-id {id} --status open"
-        )));
+        return Err(Error::refused(format!("todo {id} is {}; only open todos can be claimed", todo.status))
+            .with_hint(format!("reopen it first: loopx todo update --todo-id {id} --status open")));
     }
-    Ok(Some(Event::TodoClaimed {
-        todo: id,
-        agent: me.clone(),
-    }))
+    Ok(Some(Event::TodoClaimed { todo: id, agent: me.clone() }))
 }
 
 pub fn release(state: &GoalState, actor: &Actor, id: TodoId) -> Result<Option<Event>> {
@@ -311,23 +269,21 @@ pub fn release(state: &GoalState, actor: &Actor, id: TodoId) -> Result<Option<Ev
     Ok(Some(Event::TodoReleased { todo: id }))
 }
 
-pub fn update(
-    state: &GoalState,
-    actor: &Actor,
-    req: &UpdateTodo,
-    now: Timestamp,
-) -> Result<Option<Event>> {
+pub fn update(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp) -> Result<Option<Event>> {
     let todo = find_todo(state, req.todo)?;
     if let Some(t) = &req.text {
         check_text("todo text", t)?;
     }
     check_note(req.note.as_ref())?;
     if matches!(req.status, Some(TodoStatus::Done | TodoStatus::Superseded)) {
-        return Err(Error::usage(format!("todo update cannot mark a todo {}", req.status.map_or("", |s| s.as_str())))
-            .with_hint(format!(
-                "complete it with evidence: loopx todo complete --todo-id {} --evidence \"…\" (or supersede it)",
-                req.todo
-            )));
+        return Err(Error::usage(format!(
+            "todo update cannot mark a todo {}",
+            req.status.map_or("", |s| s.as_str())
+        ))
+        .with_hint(format!(
+            "complete it with evidence: loopx todo complete --todo-id {} --evidence \"…\" (or supersede it)",
+            req.todo
+        )));
     }
     let nothing = req.text.is_none()
         && req.priority.is_none()
@@ -346,27 +302,19 @@ pub fn update(
     let final_status = req.status.unwrap_or(todo.status);
     if let Some(r) = &req.resume_when {
         if final_status != TodoStatus::Deferred {
-            return Err(
-                Error::usage("--resume-when applies to deferred todos").with_hint(format!(
-                    "loopx todo update --todo-id {} --status deferred --resume-when {r}",
-                    req.todo
-                )),
-            );
+            return Err(Error::usage("--resume-when applies to deferred todos").with_hint(format!(
+                "loopx todo update --todo-id {} --status deferred --resume-when {r}",
+                req.todo
+            )));
         }
         check_resume(state, req.todo, r)?;
     }
-    let evidence = req
-        .evidence
-        .as_ref()
-        .map(|e| make_evidence(state, actor, req.todo, e, now))
-        .transpose()?;
+    let evidence =
+        req.evidence.as_ref().map(|e| make_evidence(state, actor, req.todo, e, now)).transpose()?;
     let text = req.text.clone().filter(|t| *t != todo.text);
     let priority = req.priority.filter(|p| *p != todo.priority);
     let status = req.status.filter(|s| *s != todo.status);
-    let resume_when = req
-        .resume_when
-        .clone()
-        .filter(|r| Some(r) != todo.resume_when.as_ref());
+    let resume_when = req.resume_when.clone().filter(|r| Some(r) != todo.resume_when.as_ref());
     let clear_claim = req.clear_claim && todo.claimed_by.is_some();
     let unchanged = text.is_none()
         && priority.is_none()
@@ -397,11 +345,10 @@ fn check_resume(state: &GoalState, todo: TodoId, r: &ResumeWhen) -> Result<()> {
         }
         ResumeWhen::TodoDone(other) => find_todo(state, *other).map(|_| ()),
         ResumeWhen::At(_) => Ok(()),
-        ResumeWhen::GateAnswered(g) => Err(Error::not_found(format!(
-            "gate {g} not found on goal {}",
-            state.goal.id
-        ))
-        .with_hint("list gates with: loopx gate list")),
+        ResumeWhen::GateAnswered(g) => {
+            Err(Error::not_found(format!("gate {g} not found on goal {}", state.goal.id))
+                .with_hint("list gates with: loopx gate list"))
+        }
     }
 }
 
@@ -417,10 +364,8 @@ pub fn complete(
         check_text("next todo text", t)?;
     }
     if req.next_todo.is_some() && req.no_follow_up {
-        return Err(
-            Error::usage("--next-todo and --no-follow-up contradict each other")
-                .with_hint("pass one: a successor todo, or no follow-up"),
-        );
+        return Err(Error::usage("--next-todo and --no-follow-up contradict each other")
+            .with_hint("pass one: a successor todo, or no follow-up"));
     }
     if todo.status == TodoStatus::Done {
         return Ok(None);
@@ -428,20 +373,14 @@ pub fn complete(
     not_closed(todo, "complete")?;
     not_held_by_other(todo, actor, "complete")?;
     if todo.role == Role::User && actor != &Actor::User {
-        return Err(Error::refused(format!(
-            "todo {} is a user todo; only a person completes it",
-            req.todo
-        ))
-        .with_hint(format!(
-            "a person runs: loopx todo complete --todo-id {} --agent-id user",
-            req.todo
-        )));
+        return Err(Error::refused(format!("todo {} is a user todo; only a person completes it", req.todo))
+            .with_hint(format!(
+                "a person runs: loopx todo complete --todo-id {} --agent-id user",
+                req.todo
+            )));
     }
-    let evidence = req
-        .evidence
-        .as_ref()
-        .map(|e| make_evidence(state, actor, req.todo, e, now))
-        .transpose()?;
+    let evidence =
+        req.evidence.as_ref().map(|e| make_evidence(state, actor, req.todo, e, now)).transpose()?;
     let has_proof = evidence.is_some() || !todo.evidence.is_empty();
     if todo.role == Role::Agent && !has_proof && !(req.no_follow_up && req.note.is_some()) {
         return Err(Error::refused(format!("todo {} needs evidence to be completed", req.todo)).with_hint(format!(
@@ -484,12 +423,10 @@ pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo) -> Resul
         check_text("replacement todo text", t)?;
     }
     if req.by.is_empty() && req.new_texts.is_empty() {
-        return Err(
-            Error::usage("nothing supersedes the todo").with_hint(format!(
-                "name replacements: loopx todo supersede --todo-id {} --by t7 or --text \"…\"",
-                req.todo
-            )),
-        );
+        return Err(Error::usage("nothing supersedes the todo").with_hint(format!(
+            "name replacements: loopx todo supersede --todo-id {} --by t7 or --text \"…\"",
+            req.todo
+        )));
     }
     for b in &req.by {
         if *b == req.todo {
@@ -516,22 +453,10 @@ pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo) -> Resul
         .collect();
     let mut by = req.by.clone();
     by.extend(new.iter().map(|n| n.id));
-    Ok(Event::TodoSuperseded {
-        todo: req.todo,
-        by,
-        new,
-        note: req.note.clone(),
-    })
+    Ok(Event::TodoSuperseded { todo: req.todo, by, new, note: req.note.clone() })
 }
 
-pub fn add_evidence(
-    state: &GoalState,
-    actor: &Actor,
-    req: &AddEvidence,
-    now: Timestamp,
-) -> Result<Event> {
+pub fn add_evidence(state: &GoalState, actor: &Actor, req: &AddEvidence, now: Timestamp) -> Result<Event> {
     find_todo(state, req.todo)?;
-    Ok(Event::EvidenceAdded {
-        evidence: make_evidence(state, actor, req.todo, &req.evidence, now)?,
-    })
+    Ok(Event::EvidenceAdded { evidence: make_evidence(state, actor, req.todo, &req.evidence, now)? })
 }

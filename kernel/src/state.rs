@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use loopx_core::event::Event;
 use loopx_core::kernel::{TodoCounts, TodoSummary};
 use loopx_core::model::{
-    Agent, Completion, Evidence, Goal, GoalStatus, HandoffMode, NewTodo, Note, QuotaPolicy,
-    ResumeWhen, Role, Todo, TodoClass, TodoStatus,
+    Agent, Completion, Evidence, Goal, GoalStatus, HandoffMode, NewTodo, Note, QuotaPolicy, ResumeWhen, Role,
+    Todo, TodoClass, TodoStatus,
 };
 use loopx_core::{AgentId, EvidenceId, GoalId, Timestamp, TodoId};
 
@@ -39,10 +39,7 @@ impl GoalState {
     /// The state after the first event, which must create the goal.
     pub fn genesis(id: &GoalId, first: &EventLine) -> Result<Self, String> {
         let Event::GoalCreated { objective, title } = &first.event else {
-            return Err(format!(
-                "the first event is {}, not goal_created",
-                first.event.kind()
-            ));
+            return Err(format!("the first event is {}, not goal_created", first.event.kind()));
         };
         let mut state = GoalState {
             seq: first.seq,
@@ -69,9 +66,7 @@ impl GoalState {
     }
 
     pub fn todo(&self, id: TodoId) -> Option<&Todo> {
-        usize::try_from(id.number())
-            .ok()
-            .and_then(|n| self.todos.get(n.checked_sub(1)?))
+        usize::try_from(id.number()).ok().and_then(|n| self.todos.get(n.checked_sub(1)?))
     }
 
     fn todo_mut(&mut self, id: TodoId) -> Result<&mut Todo, String> {
@@ -82,9 +77,7 @@ impl GoalState {
     }
 
     pub fn evidence(&self, id: EvidenceId) -> Option<&Evidence> {
-        usize::try_from(id.number())
-            .ok()
-            .and_then(|n| self.evidence.get(n.checked_sub(1)?))
+        usize::try_from(id.number()).ok().and_then(|n| self.evidence.get(n.checked_sub(1)?))
     }
 
     pub fn agent(&self, id: &AgentId) -> Option<&Agent> {
@@ -103,10 +96,7 @@ impl GoalState {
     /// written by loopx never contains.
     pub fn apply(&mut self, line: &EventLine) -> Result<(), String> {
         if line.seq != self.seq + 1 {
-            return Err(format!(
-                "event {} applied after event {}",
-                line.seq, self.seq
-            ));
+            return Err(format!("event {} applied after event {}", line.seq, self.seq));
         }
         let at = line.at;
         let actor = line.actor.as_str();
@@ -135,11 +125,7 @@ impl GoalState {
                 if self.agent(agent).is_some() {
                     return Err(format!("agent {agent} registered twice"));
                 }
-                self.agents.push(Agent {
-                    id: agent.clone(),
-                    agent_type: *agent_type,
-                    registered_at: at,
-                });
+                self.agents.push(Agent { id: agent.clone(), agent_type: *agent_type, registered_at: at });
             }
             Event::TodoAdded { todo } => self.add_todo(todo, actor, at)?,
             Event::TodoClaimed { todo, agent } => {
@@ -152,16 +138,7 @@ impl GoalState {
                 t.claimed_by = None;
                 t.updated_at = at;
             }
-            Event::TodoUpdated {
-                todo,
-                text,
-                priority,
-                status,
-                resume_when,
-                clear_claim,
-                note,
-                evidence,
-            } => {
+            Event::TodoUpdated { todo, text, priority, status, resume_when, clear_claim, note, evidence } => {
                 if let Some(e) = evidence {
                     self.add_evidence(e.clone())?;
                 }
@@ -185,21 +162,11 @@ impl GoalState {
                     t.claimed_by = None;
                 }
                 if let Some(n) = note {
-                    t.notes.push(Note {
-                        by: actor.to_owned(),
-                        at,
-                        text: n.clone(),
-                    });
+                    t.notes.push(Note { by: actor.to_owned(), at, text: n.clone() });
                 }
                 t.updated_at = at;
             }
-            Event::TodoCompleted {
-                todo,
-                continuation,
-                note,
-                evidence,
-                successor,
-            } => {
+            Event::TodoCompleted { todo, continuation, note, evidence, successor } => {
                 if let Some(e) = evidence {
                     self.add_evidence(e.clone())?;
                 }
@@ -220,12 +187,7 @@ impl GoalState {
                 });
                 t.updated_at = at;
             }
-            Event::TodoSuperseded {
-                todo,
-                by,
-                new,
-                note,
-            } => {
+            Event::TodoSuperseded { todo, by, new, note } => {
                 for n in new {
                     self.add_todo(n, actor, at)?;
                 }
@@ -235,11 +197,7 @@ impl GoalState {
                 t.resume_when = None;
                 t.superseded_by.clone_from(by);
                 if let Some(n) = note {
-                    t.notes.push(Note {
-                        by: actor.to_owned(),
-                        at,
-                        text: n.clone(),
-                    });
+                    t.notes.push(Note { by: actor.to_owned(), at, text: n.clone() });
                 }
                 t.updated_at = at;
             }
@@ -253,23 +211,13 @@ impl GoalState {
 
     fn keep_receipt(&mut self, line: &EventLine) {
         if let (Some(key), Some(receipt)) = (&line.turn, &line.receipt) {
-            self.receipts.insert(
-                key.clone(),
-                StoredReceipt {
-                    seq: line.seq,
-                    receipt: receipt.clone(),
-                },
-            );
+            self.receipts.insert(key.clone(), StoredReceipt { seq: line.seq, receipt: receipt.clone() });
         }
     }
 
     fn add_todo(&mut self, new: &NewTodo, actor: &str, at: Timestamp) -> Result<(), String> {
         if new.id != self.next_todo_id(0) {
-            return Err(format!(
-                "todo {} added where {} was next",
-                new.id,
-                self.next_todo_id(0)
-            ));
+            return Err(format!("todo {} added where {} was next", new.id, self.next_todo_id(0)));
         }
         self.todos.push(Todo {
             id: new.id,
@@ -296,11 +244,7 @@ impl GoalState {
 
     fn add_evidence(&mut self, e: Evidence) -> Result<(), String> {
         if e.id != self.next_evidence_id() {
-            return Err(format!(
-                "evidence {} added where {} was next",
-                e.id,
-                self.next_evidence_id()
-            ));
+            return Err(format!("evidence {} added where {} was next", e.id, self.next_evidence_id()));
         }
         self.todo_mut(e.todo)?.evidence.push(e.id);
         self.evidence.push(e);
@@ -310,10 +254,7 @@ impl GoalState {
     // ---- queries ---------------------------------------------------------------------------
 
     pub fn counts(&self) -> TodoCounts {
-        let mut c = TodoCounts {
-            total: self.todos.len(),
-            ..TodoCounts::default()
-        };
+        let mut c = TodoCounts { total: self.todos.len(), ..TodoCounts::default() };
         for t in &self.todos {
             match t.status {
                 TodoStatus::Open => c.open += 1,
@@ -331,9 +272,9 @@ impl GoalState {
         match &todo.resume_when {
             None => false,
             Some(ResumeWhen::At(t)) => now < *t,
-            Some(ResumeWhen::TodoDone(other)) => self
-                .todo(*other)
-                .is_none_or(|o| o.status != TodoStatus::Done),
+            Some(ResumeWhen::TodoDone(other)) => {
+                self.todo(*other).is_none_or(|o| o.status != TodoStatus::Done)
+            }
             // Gates arrive with the tick; until one is answered the todo waits.
             Some(ResumeWhen::GateAnswered(_)) => true,
         }

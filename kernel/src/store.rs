@@ -35,10 +35,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// The project's goal list. Refuses an unreadable `project.json` with an integrity error.
     fn project(&self) -> Result<ProjectFile>;
     /// Changes `project.json` under the project lock; `f` returns whether it changed anything.
-    fn update_project(
-        &self,
-        f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>,
-    ) -> Result<ProjectFile>;
+    fn update_project(&self, f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>) -> Result<ProjectFile>;
     /// Creates a goal's log with its first event and lists it in the project.
     fn create_goal(&self, id: &GoalId, first: Event, make_default: bool) -> Result<GoalState>;
     /// The current state of a goal. Takes no lock when the snapshot is current.
@@ -62,11 +59,7 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self {
-            lock_timeout: DEFAULT_LOCK_TIMEOUT,
-            holder: "loopx".to_owned(),
-            fault: None,
-        }
+        Self { lock_timeout: DEFAULT_LOCK_TIMEOUT, holder: "loopx".to_owned(), fault: None }
     }
 }
 
@@ -105,10 +98,8 @@ impl Txn<'_> {
             return Ok(None);
         };
         let mut r: Receipt<T> = serde_json::from_value(receipt.clone()).map_err(|e| {
-            Error::integrity(format!(
-                "the stored receipt for {key:?} does not match this command: {e}"
-            ))
-            .with_hint("use a new --turn-instance-id or --idempotency-key for a different command")
+            Error::integrity(format!("the stored receipt for {key:?} does not match this command: {e}"))
+                .with_hint("use a new --turn-instance-id or --idempotency-key for a different command")
         })?;
         r.replayed = true;
         Ok(Some(r))
@@ -136,8 +127,7 @@ impl Txn<'_> {
             prev: self.head.clone(),
         };
         let mut next = self.state.clone();
-        next.apply(&line)
-            .map_err(|e| Error::internal(format!("cannot apply own event: {e}")))?;
+        next.apply(&line).map_err(|e| Error::internal(format!("cannot apply own event: {e}")))?;
         let receipt = Receipt {
             goal_id: self.id.clone(),
             seq: line.seq,
@@ -148,17 +138,11 @@ impl Txn<'_> {
         if let Some(key) = &line.turn {
             let value = serde_json::to_value(&receipt)
                 .map_err(|e| Error::internal(format!("cannot encode receipt: {e}")))?;
-            next.receipts.insert(
-                key.clone(),
-                StoredReceipt {
-                    seq: line.seq,
-                    receipt: value.clone(),
-                },
-            );
+            next.receipts.insert(key.clone(), StoredReceipt { seq: line.seq, receipt: value.clone() });
             line.receipt = Some(value);
         }
-        let mut text = serde_json::to_string(&line)
-            .map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
+        let mut text =
+            serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
         let hash = log::line_hash(text.as_bytes());
         text.push('\n');
 
@@ -172,8 +156,7 @@ impl Txn<'_> {
         self.state = next;
         self.head = hash;
         let prior_md = self.goal_md_digest.take();
-        self.store
-            .write_projections(&self.id, &self.state, &self.head, prior_md.as_deref())?;
+        self.store.write_projections(&self.id, &self.state, &self.head, prior_md.as_deref())?;
         Ok(receipt)
     }
 
@@ -193,9 +176,7 @@ pub struct FileStore {
 
 impl fmt::Debug for FileStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FileStore")
-            .field("root", &self.layout.root())
-            .finish_non_exhaustive()
+        f.debug_struct("FileStore").field("root", &self.layout.root()).finish_non_exhaustive()
     }
 }
 
@@ -221,12 +202,7 @@ impl FileStore {
             ))
             .with_hint("create one with: loopx init --goal-id main --objective \"…\""));
         }
-        Ok(Self {
-            layout,
-            clock,
-            reporter,
-            options,
-        })
+        Ok(Self { layout, clock, reporter, options })
     }
 
     /// Creates `.loopx/` (with its `.gitignore` and `project.json`) at `root`, or reuses the
@@ -239,17 +215,9 @@ impl FileStore {
     ) -> Result<(Self, InitOutcome)> {
         let layout = Layout::new(root);
         if !root.is_dir() {
-            return Err(Error::not_found(format!(
-                "{} is not a directory",
-                root.display()
-            )));
+            return Err(Error::not_found(format!("{} is not a directory", root.display())));
         }
-        let store = Self {
-            layout,
-            clock,
-            reporter,
-            options,
-        };
+        let store = Self { layout, clock, reporter, options };
         let dir = store.layout.state_dir();
         let created_project = !store.layout.project_file().exists();
         if !created_project {
@@ -257,10 +225,7 @@ impl FileStore {
         }
         kfs::create_dir_all(&dir)?;
         if !store.layout.gitignore().exists() {
-            kfs::atomic_write(
-                &store.layout.gitignore(),
-                b"# loopx state is local; see loopx doctor\n*\n",
-            )?;
+            kfs::atomic_write(&store.layout.gitignore(), b"# loopx state is local; see loopx doctor\n*\n")?;
         }
         if created_project {
             let _guard = store.lock_project()?;
@@ -361,13 +326,13 @@ impl FileStore {
                 scan.torn_bytes
             ));
         }
-        let old = kfs::read_optional(&self.layout.snapshot(id))?
-            .map(|b| serde_json::from_slice::<Snapshot>(&b));
+        let old =
+            kfs::read_optional(&self.layout.snapshot(id))?.map(|b| serde_json::from_slice::<Snapshot>(&b));
         let state = replay(id, &scan)?;
         match old {
-            None => self.reporter.warn(&format!(
-                "recovered goal {id}: snapshot.json was missing; rebuilt from the event log"
-            )),
+            None => self
+                .reporter
+                .warn(&format!("recovered goal {id}: snapshot.json was missing; rebuilt from the event log")),
             Some(Err(_)) => self.reporter.warn(&format!(
                 "recovered goal {id}: snapshot.json was unreadable; rebuilt from the event log"
             )),
@@ -379,9 +344,7 @@ impl FileStore {
                     )));
                 }
                 let matches = snap.seq == 0
-                    || scan
-                        .hashes
-                        .get(usize::try_from(snap.seq - 1).unwrap_or(usize::MAX))
+                    || scan.hashes.get(usize::try_from(snap.seq - 1).unwrap_or(usize::MAX))
                         == Some(&snap.head);
                 if !matches {
                     return Err(Error::integrity(format!(
@@ -423,20 +386,19 @@ impl FileStore {
             goal_md_digest: md_digest,
             state: state.clone(),
         };
-        let bytes = serde_json::to_vec(&snap)
-            .map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
+        let bytes =
+            serde_json::to_vec(&snap).map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
         kfs::atomic_write(&self.layout.snapshot(id), &bytes)?;
         self.fault_point("after-snapshot");
         let md_path = self.layout.goal_md(id);
-        if let Some(prior) = prior_md {
-            if let Some(existing) = kfs::read_optional(&md_path)? {
-                if log::line_hash(&existing) != prior {
-                    self.reporter.warn(&format!(
+        if let Some(prior) = prior_md
+            && let Some(existing) = kfs::read_optional(&md_path)?
+            && log::line_hash(&existing) != prior
+        {
+            self.reporter.warn(&format!(
                         "{} was edited by hand and has been regenerated; change goal state only through loopx commands",
                         md_path.display()
                     ));
-                }
-            }
         }
         kfs::write_if_changed(&md_path, md.as_bytes())?;
         Ok(())
@@ -460,10 +422,7 @@ impl Store for FileStore {
         Ok(p)
     }
 
-    fn update_project(
-        &self,
-        f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>,
-    ) -> Result<ProjectFile> {
+    fn update_project(&self, f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>) -> Result<ProjectFile> {
         let _guard = self.lock_project()?;
         let mut p = self.project()?;
         if f(&mut p)? {
@@ -534,14 +493,7 @@ impl Store for FileStore {
         self.goal_exists_check(id)?;
         let _guard = self.lock_goal(id)?;
         let (state, head, goal_md_digest) = self.load_locked(id)?;
-        let mut txn = Txn {
-            store: self,
-            id: id.clone(),
-            state,
-            head,
-            goal_md_digest,
-            committed: false,
-        };
+        let mut txn = Txn { store: self, id: id.clone(), state, head, goal_md_digest, committed: false };
         f(&mut txn)
     }
 
@@ -556,15 +508,12 @@ impl Store for FileStore {
 /// Folds a verified scan into state.
 pub fn replay(id: &GoalId, scan: &Scan) -> Result<GoalState> {
     let mut lines = scan.lines.iter();
-    let first = lines
-        .next()
-        .ok_or_else(|| Error::integrity(format!("goal {id}: events.jsonl holds no events")))?;
-    let mut state = GoalState::genesis(id, first)
-        .map_err(|e| Error::integrity(format!("goal {id}, event 1: {e}")))?;
+    let first =
+        lines.next().ok_or_else(|| Error::integrity(format!("goal {id}: events.jsonl holds no events")))?;
+    let mut state =
+        GoalState::genesis(id, first).map_err(|e| Error::integrity(format!("goal {id}, event 1: {e}")))?;
     for line in lines {
-        state
-            .apply(line)
-            .map_err(|e| Error::integrity(format!("goal {id}, event {}: {e}", line.seq)))?;
+        state.apply(line).map_err(|e| Error::integrity(format!("goal {id}, event {}: {e}", line.seq)))?;
     }
     Ok(state)
 }

@@ -1,1 +1,9 @@
-fn main() {}
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! End-to-end suite: every test runs the real `loopx` binary in a temporary sandbox.
+
+mod bad_input;
+mod commands;
+mod concurrency;
+mod integrity;
+mod layering;
+mod snapshots;

@@ -1,1 +1,182 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a failed expectation is a failed test
+//! Helpers for the end-to-end suite: a sandbox with a fake `HOME` and a cleared environment,
+//! the real `loopx` binary, tree snapshots and JSON normalisation.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// The `loopx` binary, built once per test process so the suite never runs a stale one.
+pub fn loopx_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("LOOPX_BIN") {
+            return PathBuf::from(bin);
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "--package", "loopx-cli", "--bin", "loopx"])
+            .status()
+            .expect("run cargo build for the loopx binary");
+        assert!(status.success(), "cargo build of the loopx binary failed");
+        let exe = std::env::current_exe().expect("test executable path");
+        // target/<profile>/deps/e2e-… → target/<profile>/loopx
+        let dir = exe.parent().and_then(Path::parent).expect("target directory");
+        dir.join(format!("loopx{}", std::env::consts::EXE_SUFFIX))
+    })
+}
+
+/// What one run of the binary did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(out: Output) -> Self {
+        Self {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+    /// The stdout as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+        })
+    }
+}
+
+/// A temporary project directory and a fake home, with nothing of the real user's.
+#[derive(Debug)]
+pub struct Sandbox {
+    _dir: TempDir,
+    pub root: PathBuf,
+    pub home: PathBuf,
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new().prefix("loopx-test-").tempdir().expect("tempdir");
+        let root = dir.path().join("project");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&root).expect("project dir");
+        std::fs::create_dir_all(&home).expect("home dir");
+        Self { _dir: dir, root, home }
+    }
+
+    /// A command for the binary: cleared environment, fake `HOME`, working directory = project.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(loopx_bin());
+        c.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("NO_COLOR", "1")
+            .current_dir(&self.root);
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run::from(self.command().args(args).output().expect("run loopx"))
+    }
+
+    pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
+        Run::from(self.command().current_dir(dir).args(args).output().expect("run loopx"))
+    }
+
+    /// Runs and asserts success.
+    pub fn ok(&self, args: &[&str]) -> Run {
+        let r = self.run(args);
+        assert_eq!(r.code, 0, "loopx {args:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+        r
+    }
+
+    /// Runs with `--json`, asserts success, returns the document.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        self.ok(&a).json()
+    }
+
+    /// Runs and asserts the exit code; returns the run.
+    pub fn fails(&self, code: i32, args: &[&str]) -> Run {
+        let r = self.run(args);
+        assert_eq!(
+            r.code, code,
+            "loopx {args:?}: expected exit {code}\nstdout:\n{}\nstderr:\n{}",
+            r.stdout, r.stderr
+        );
+        r
+    }
+
+    /// `loopx init --goal-id main --objective …`.
+    pub fn init(&self) {
+        self.ok(&["init", "--goal-id", "main", "--objective", "ship the feature"]);
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.join(".loopx")
+    }
+
+    pub fn events_path(&self, goal: &str) -> PathBuf {
+        self.state_dir().join("goals").join(goal).join("events.jsonl")
+    }
+
+    /// Every file under the project with its bytes. Lock files are left out: they hold only
+    /// the stamp of the last process that took the lock, which is not state.
+    pub fn tree(&self) -> BTreeMap<String, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        walk(&self.root, &self.root, &mut out);
+        out
+    }
+}
+
+fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(base, &p, out);
+        } else if p.file_name().is_some_and(|n| n != "lock") {
+            let rel = p.strip_prefix(base).expect("under base").to_string_lossy().replace('\\', "/");
+            out.insert(rel, std::fs::read(&p).expect("read file"));
+        }
+    }
+}
+
+/// Replaces values that change from run to run (times) so JSON can be snapshot-tested.
+pub fn normalize(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
+        Value::Array(a) => Value::Array(a.iter().map(normalize).collect()),
+        Value::String(s) if looks_like_time(s) => Value::String("[time]".to_owned()),
+        other => other.clone(),
+    }
+}
+
+fn looks_like_time(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 20 && b[4] == b'-' && b[7] == b'-' && b[10] == b'T' && s.ends_with('Z')
+}
+
+/// Reads the event log lines as JSON.
+pub fn events(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("read events")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("event line is JSON"))
+        .collect()
+}

@@ -1,0 +1,163 @@
+//! Bad input gets a clear error, the documented exit code, and changes nothing.
+
+use std::io::Write;
+use std::process::Stdio;
+
+use loopx_tests::Sandbox;
+
+/// (args, exit code, fragments the error must contain)
+type Case<'a> = (&'a [&'a str], i32, &'a [&'a str]);
+
+fn check(s: &Sandbox, cases: &[Case<'_>]) {
+    for (args, code, fragments) in cases {
+        let before = s.tree();
+        let r = s.run(args);
+        assert_eq!(r.code, *code, "loopx {args:?}\nstderr: {}", r.stderr);
+        for f in *fragments {
+            assert!(r.stderr.contains(f), "loopx {args:?}: stderr lacks {f:?}:\n{}", r.stderr);
+        }
+        assert!(r.stderr.starts_with("error:") || *code == 2, "loopx {args:?}:\n{}", r.stderr);
+        assert_eq!(s.tree(), before, "loopx {args:?} changed files");
+        // The same with --json gives a machine-readable error on stdout.
+        if !r.stderr.contains("Usage:") {
+            let mut a = args.to_vec();
+            a.push("--json");
+            let j = s.run(&a);
+            assert_eq!(j.code, *code);
+            assert!(j.json()["error"]["message"].is_string(), "{}", j.stdout);
+        }
+    }
+}
+
+#[test]
+fn outside_a_project_nothing_is_created() {
+    let s = Sandbox::new();
+    check(
+        &s,
+        &[
+            (&["status"], 1, &["not inside a loopx project", "loopx init"]),
+            (&["todo", "add", "--text", "x"], 1, &["loopx init"]),
+            (&["init", "--goal-id", "../x", "--objective", "escape"], 2, &["invalid goal id", "--goal-id"]),
+            (&["init", "--goal-id", "my goal", "--objective", "spaces"], 2, &["invalid goal id"]),
+            (&["init", "--goal-id", "main", "--objective", ""], 2, &["objective is empty"]),
+        ],
+    );
+    assert!(!s.state_dir().exists());
+}
+
+#[test]
+fn malformed_values_are_refused_before_anything_is_written() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "cc"]);
+    s.ok(&["todo", "add", "--text", "real work"]);
+    let long_text = "x".repeat(100_000);
+    let long_text = long_text.as_str();
+    check(
+        &s,
+        &[
+            (&["--goal-id", "../x", "status"], 2, &["invalid goal id"]),
+            (
+                &["--goal-id", "nope", "status"],
+                1,
+                &["goal nope not found", "loopx goal create --goal-id nope"],
+            ),
+            (&["goal", "create", "--goal-id", "Bad Id", "--objective", "x"], 2, &["invalid goal id"]),
+            (
+                &["agent", "register", "--agent-id", "x", "--agent-type", "codex"],
+                2,
+                &["ambiguous", "codex-app, codex-cli, codex-ide"],
+            ),
+            (
+                &["agent", "register", "--agent-id", "has space", "--agent-type", "cc"],
+                2,
+                &["invalid agent id"],
+            ),
+            (
+                &["agent", "register", "--agent-id", "b", "--agent-type", "robot"],
+                2,
+                &["unknown agent type", "claude-code"],
+            ),
+            (&["todo", "add", "--text", ""], 2, &["todo text is empty"]),
+            (&["todo", "add", "--text", "   "], 2, &["todo text is empty"]),
+            (&["todo", "add", "--text", long_text], 2, &["100000 bytes", "limit"]),
+            (&["todo", "add", "--text", "x", "--priority", "P9"], 2, &["invalid priority", "P0"]),
+            (&["todo", "add", "--text", "x", "--role", "boss"], 2, &["invalid role"]),
+            (&["todo", "add", "--text", "x", "--turn-instance-id", "turn 1"], 2, &["invalid turn id"]),
+            (&["todo", "claim", "--todo-id", "7"], 2, &["invalid todo"]),
+            (&["todo", "claim", "--todo-id", "t99"], 1, &["todo t99 not found"]),
+            (
+                &["todo", "claim", "--todo-id", "t1", "--agent-id", "ghost"],
+                1,
+                &["not registered", "loopx agent register"],
+            ),
+            (&["todo", "update", "--todo-id", "t1", "--status", "finished"], 2, &["invalid todo status"]),
+            (
+                &["todo", "update", "--todo-id", "t1", "--status", "deferred", "--resume-when", "later"],
+                2,
+                &["invalid resume condition"],
+            ),
+            (&["todo", "list", "--status", "nope"], 2, &["invalid todo status"]),
+            (
+                &[
+                    "evidence",
+                    "add",
+                    "--todo-id",
+                    "t1",
+                    "--kind",
+                    "test",
+                    "--summary",
+                    "x",
+                    "--command",
+                    "unterminated 'quote",
+                ],
+                2,
+                &["--command"],
+            ),
+            (&["todo", "add"], 2, &["--text"]),
+            (&["todo", "frobnicate"], 2, &[]),
+            (&["--color", "sometimes", "status"], 2, &[]),
+        ],
+    );
+}
+
+#[test]
+fn a_megabyte_of_text_on_stdin_is_refused() {
+    let s = Sandbox::new();
+    s.init();
+    let before = s.tree();
+    let mut child = s
+        .command()
+        .args(["todo", "add", "--text", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&vec![b'y'; 1 << 20]).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1048576 bytes"));
+    assert_eq!(s.tree(), before);
+    // Short text on stdin works.
+    let mut child = s
+        .command()
+        .args(["todo", "add", "--text", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"from stdin\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["todo"]["text"], "from stdin");
+}
+
+#[test]
+fn a_bad_lock_timeout_is_a_usage_error() {
+    let s = Sandbox::new();
+    s.init();
+    let out = s.command().env("LOOPX_LOCK_TIMEOUT_MS", "soon").args(["status"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("LOOPX_LOCK_TIMEOUT_MS"));
+}
