@@ -391,15 +391,7 @@ pub fn complete(
     if req.next_todo.is_some() {
         room_for(state, 1)?;
     }
-    let successor = req.next_todo.as_ref().map(|text| NewTodo {
-        id: state.next_todo_id(0),
-        text: text.clone(),
-        priority: todo.priority,
-        role: todo.role,
-        class: todo.class,
-        scopes: todo.scopes.clone(),
-        predecessor: Some(req.todo),
-    });
+    let successor = req.next_todo.as_ref().map(|text| follow_up(todo, state.next_todo_id(0), text));
     let continuation = if successor.is_some() {
         CompletionContinuation::Successor
     } else if req.no_follow_up {
@@ -414,6 +406,19 @@ pub fn complete(
         evidence,
         successor,
     }))
+}
+
+/// A new todo that carries on from `from`: same priority, role, class and scopes.
+fn follow_up(from: &Todo, id: TodoId, text: &str) -> NewTodo {
+    NewTodo {
+        id,
+        text: text.to_owned(),
+        priority: from.priority,
+        role: from.role,
+        class: from.class,
+        scopes: from.scopes.clone(),
+        predecessor: Some(from.id),
+    }
 }
 
 pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo) -> Result<Event> {
@@ -441,15 +446,7 @@ pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo) -> Resul
         .new_texts
         .iter()
         .enumerate()
-        .map(|(i, text)| NewTodo {
-            id: state.next_todo_id(i as u64),
-            text: text.clone(),
-            priority: todo.priority,
-            role: todo.role,
-            class: todo.class,
-            scopes: todo.scopes.clone(),
-            predecessor: Some(req.todo),
-        })
+        .map(|(i, text)| follow_up(todo, state.next_todo_id(i as u64), text))
         .collect();
     let mut by = req.by.clone();
     by.extend(new.iter().map(|n| n.id));
