@@ -59,6 +59,14 @@ pub enum Command {
     Evidence(EvidenceCommand),
     /// The objective, what needs you, what is next, and what proves progress
     Status,
+    /// Ask a person, list and answer the questions that hold work back
+    #[command(subcommand)]
+    Gate(GateCommand),
+    /// Should this agent run now, and on what? Spend, void and quota status
+    #[command(subcommand)]
+    Quota(QuotaCommand),
+    /// Write back what a turn did (the writeback a spend needs)
+    RefreshState(RefreshArgs),
     /// The goal's latest events
     History(HistoryArgs),
     /// Verify the event log, the snapshot and GOAL.md
@@ -112,6 +120,8 @@ pub enum GoalCommand {
         #[arg(long)]
         default: bool,
         #[command(flatten)]
+        quota: QuotaArgs,
+        #[command(flatten)]
         acting: Acting,
     },
     /// Stop the goal for every agent
@@ -160,9 +170,18 @@ pub enum TodoCommand {
         /// agent, or user for work only a person does
         #[arg(long, default_value = "agent")]
         role: String,
-        /// advance, monitor or blocker
-        #[arg(long, default_value = "advance")]
+        /// advance, monitor or blocker (`--task-class user_gate` with `--role user` asks a goal-wide gate)
+        #[arg(long, visible_alias = "task-class", default_value = "advance")]
         class: String,
+        /// Runnable only once this gate is approved
+        #[arg(long, value_name = "GATE")]
+        after_gate: Option<String>,
+        /// A check loopx runs itself before accepting completion (argv, no shell)
+        #[arg(long, value_name = "COMMAND")]
+        validation_command: Option<String>,
+        /// How long the validation command may run
+        #[arg(long, default_value = "10m", value_name = "DURATION")]
+        validation_timeout: String,
         /// A path glob the todo needs to write (repeatable)
         #[arg(long = "scope", value_name = "GLOB")]
         scopes: Vec<String>,
@@ -306,4 +325,137 @@ pub struct HistoryArgs {
     /// How many of the latest events to show
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct QuotaArgs {
+    /// Share of the window the goal may use, 0 to 1 (0 pauses it for everyone)
+    #[arg(long)]
+    pub compute: Option<f64>,
+    /// Length of the rolling window, 1 to 168 hours
+    #[arg(long)]
+    pub window_hours: Option<u32>,
+    /// Minutes of compute one slot stands for
+    #[arg(long)]
+    pub slot_minutes: Option<u32>,
+    /// Slots allowed in the window (default: window * 60 / slot minutes * compute)
+    #[arg(long)]
+    pub allowed_slots: Option<u32>,
+    /// Hard budget in tokens; exhausted stops the goal
+    #[arg(long)]
+    pub budget_tokens: Option<u64>,
+    /// Hard budget in US dollars; exhausted stops the goal
+    #[arg(long, allow_negative_numbers = true)]
+    pub budget_usd: Option<f64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GateCommand {
+    /// Ask a person a question; --blocks says what it holds back
+    Ask {
+        #[arg(long)]
+        question: String,
+        /// goal (every agent), agent:<id> (one agent) or todos:<id>,<id> (only those todos)
+        #[arg(long, value_name = "MODE")]
+        blocks: String,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// List open gates (all with --all)
+    List {
+        #[arg(long)]
+        all: bool,
+    },
+    /// Answer a gate (people only)
+    Answer {
+        /// The gate, e.g. g1
+        gate_id: String,
+        #[arg(long, group = "answer")]
+        approve: bool,
+        #[arg(long, group = "answer")]
+        reject: bool,
+        #[arg(long, group = "answer")]
+        cancel: bool,
+        #[arg(long)]
+        note: Option<String>,
+        #[command(flatten)]
+        acting: Acting,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QuotaCommand {
+    /// The decision for this agent's next turn (run, ask_user, wait, replan, stop)
+    ShouldRun {
+        /// How the host drives turns: claude_loop, codex_heartbeat, codex_goal, cursor_manual, manual, generic
+        #[arg(long, value_name = "PROFILE")]
+        runtime_profile: Option<String>,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Account compute for a turn that was written back (refresh-state first)
+    SpendSlot {
+        #[arg(long, value_name = "ID")]
+        todo_id: String,
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        slots: u32,
+        /// Tokens the host reports for the turn
+        #[arg(long)]
+        tokens: Option<u64>,
+        /// Money the host reports for the turn, in US dollars
+        #[arg(long, allow_negative_numbers = true)]
+        usd: Option<f64>,
+        /// Check and preview; commit nothing
+        #[arg(long, conflicts_with = "execute")]
+        dry_run: bool,
+        /// Commit (the default; accepted for compatibility)
+        #[arg(long)]
+        execute: bool,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Compensate a spend (nothing is deleted)
+    VoidSlot {
+        #[arg(long, value_name = "ID")]
+        spend_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Slots used and allowed, budget, recent spends
+    Status,
+    /// Record the cadence the host's scheduler applied
+    SchedulerAck {
+        #[arg(long)]
+        cadence_minutes: Option<u32>,
+        #[arg(long)]
+        rrule: Option<String>,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Record that the host could not apply the scheduler hint
+    SchedulerFail {
+        #[arg(long)]
+        error: String,
+        #[command(flatten)]
+        acting: Acting,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RefreshArgs {
+    #[arg(long, value_name = "ID")]
+    pub todo_id: String,
+    /// One word for the kind of work: implement, review, research, fix, …
+    #[arg(long)]
+    pub classification: String,
+    /// surface_only, outcome_gap, outcome_progress or goal_outcome
+    #[arg(long)]
+    pub delivery_outcome: String,
+    /// What the next turn should do
+    #[arg(long)]
+    pub next_action: Option<String>,
+    #[command(flatten)]
+    pub acting: Acting,
 }

@@ -4,8 +4,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use loopx_core::kernel::*;
-use loopx_core::model::{EvidenceKind, Priority, ResumeWhen, Role, TodoClass, TodoStatus};
-use loopx_core::{AgentId, AgentType, Error, GoalId, IdempotencyKey, Result, TodoId, exit};
+use loopx_core::model::{
+    DeliveryOutcome, EvidenceKind, GateBlocks, GateStatus, Priority, ResumeWhen, Role, RuntimeProfile,
+    TodoClass, TodoStatus, Validation,
+};
+use loopx_core::{AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, TodoId, exit};
 use loopx_kernel::{FileKernel, Reporter, SystemClock, find_root};
 
 use crate::Env;
@@ -175,13 +178,22 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let d = k.show_goal(g).await?;
             Rendered::new(&d, text::goal_detail(&d, style))
         }
-        Command::Goal(GoalCommand::Set { objective, title, default, acting }) => {
-            if objective.is_none() && title.is_none() && !default {
-                return Err(
-                    Error::usage("nothing to set").with_hint("pass --objective, --title or --default")
-                );
+        Command::Goal(GoalCommand::Set { objective, title, default, quota, acting }) => {
+            let quota = QuotaChange {
+                compute: quota.compute,
+                window_hours: quota.window_hours,
+                slot_minutes: quota.slot_minutes,
+                allowed_slots: quota.allowed_slots,
+                budget_tokens: quota.budget_tokens,
+                budget_usd: quota.budget_usd,
+            };
+            if objective.is_none() && title.is_none() && !default && quota.is_empty() {
+                return Err(Error::usage("nothing to set").with_hint(
+                    "pass --objective, --title, --default, or a quota flag such as --compute 0.5",
+                ));
             }
-            let req = SetGoal { objective: objective.clone(), title: title.clone(), make_default: *default };
+            let req =
+                SetGoal { objective: objective.clone(), title: title.clone(), make_default: *default, quota };
             let r = k.set_goal(&context(cli, acting)?, req).await?;
             Rendered::new(&r, text::goal_receipt("updated", &r, style))
         }
@@ -237,6 +249,18 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let l = k.list_evidence(g, t).await?;
             Rendered::new(&l, text::evidence_list(&l))
         }
+        Command::Gate(g) => gate(cli, k, g, style).await,
+        Command::Quota(q) => quota(cli, k, q, style).await,
+        Command::RefreshState(a) => {
+            let req = RefreshState {
+                todo: todo_id(&a.todo_id)?,
+                classification: a.classification.clone(),
+                delivery_outcome: a.delivery_outcome.parse::<DeliveryOutcome>()?,
+                next_action: a.next_action.clone(),
+            };
+            let r = k.refresh_state(&context(cli, &a.acting)?, req).await?;
+            Rendered::new(&r, text::run_receipt(&r))
+        }
         Command::Status => {
             let s = k.status(g).await?;
             Rendered::new(&s, text::status(&s, style))
@@ -256,13 +280,45 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
 async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Result<Rendered> {
     let goal = goal_arg(cli)?;
     match cmd {
-        TodoCommand::Add { text: t, priority, role, class, scopes, acting } => {
+        TodoCommand::Add {
+            text: t,
+            priority,
+            role,
+            class,
+            scopes,
+            after_gate,
+            validation_command,
+            validation_timeout,
+            acting,
+        } => {
+            let role = role.parse::<Role>()?;
+            if class == "user_gate" {
+                // The prior art's spelling of a goal-wide question for a person.
+                if role != Role::User {
+                    return Err(Error::usage("--task-class user_gate needs --role user")
+                        .with_hint("or ask directly: loopx gate ask --question \"…\" --blocks goal"));
+                }
+                let req = AskGate { question: text_arg(t)?, blocks: GateBlocks::Goal };
+                let r = k.ask_gate(&context(cli, acting)?, req).await?;
+                return Rendered::new(&r, text::gate_receipt("asked", &r, style));
+            }
+            let validation = validation_command
+                .as_deref()
+                .map(|c| {
+                    let argv = shell_words::split(c)
+                        .map_err(|e| Error::usage(format!("cannot split --validation-command: {e}")))?;
+                    let timeout = loopx_core::time::parse_duration(validation_timeout)?;
+                    Ok::<_, Error>(Validation { argv, timeout_secs: timeout.as_secs() })
+                })
+                .transpose()?;
             let req = AddTodo {
                 text: text_arg(t)?,
                 priority: priority.parse::<Priority>()?,
-                role: role.parse::<Role>()?,
+                role,
                 class: class.parse::<TodoClass>()?,
                 scopes: scopes.clone(),
+                after_gate: after_gate.as_deref().map(str::parse::<GateId>).transpose()?,
+                validation,
             };
             let r = k.add_todo(&context(cli, acting)?, req).await?;
             Rendered::new(&r, text::todo_receipt("added", &r, style))
@@ -323,6 +379,75 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
             };
             let r = k.supersede_todo(&context(cli, acting)?, req).await?;
             Rendered::new(&r, text::supersede_receipt(&r, style))
+        }
+    }
+}
+
+async fn gate(cli: &Cli, k: &FileKernel, cmd: &GateCommand, style: Style) -> Result<Rendered> {
+    match cmd {
+        GateCommand::Ask { question, blocks, acting } => {
+            let req = AskGate { question: question.clone(), blocks: GateBlocks::parse(blocks)? };
+            let r = k.ask_gate(&context(cli, acting)?, req).await?;
+            Rendered::new(&r, text::gate_receipt("asked", &r, style))
+        }
+        GateCommand::List { all } => {
+            let l = k.list_gates(goal_arg(cli)?.as_ref(), *all).await?;
+            Rendered::new(&l, text::gate_list(&l))
+        }
+        GateCommand::Answer { gate_id, approve, reject, cancel, note, acting } => {
+            let status = match (approve, reject, cancel) {
+                (true, _, _) => GateStatus::Approved,
+                (_, true, _) => GateStatus::Rejected,
+                (_, _, true) => GateStatus::Cancelled,
+                _ => {
+                    return Err(Error::usage("say the answer: --approve, --reject or --cancel")
+                        .with_hint(format!("loopx gate answer {gate_id} --approve")));
+                }
+            };
+            let req = AnswerGate { gate: gate_id.parse()?, status, note: note.clone() };
+            let r = k.answer_gate(&context(cli, acting)?, req).await?;
+            Rendered::new(&r, text::gate_receipt(status.as_str(), &r, style))
+        }
+    }
+}
+
+async fn quota(cli: &Cli, k: &FileKernel, cmd: &QuotaCommand, style: Style) -> Result<Rendered> {
+    match cmd {
+        QuotaCommand::ShouldRun { runtime_profile, acting } => {
+            let profile = runtime_profile.as_deref().map(str::parse::<RuntimeProfile>).transpose()?;
+            let a = k.should_run(&context(cli, acting)?, profile).await?;
+            Rendered::new(&a, text::should_run(&a, style))
+        }
+        QuotaCommand::SpendSlot { todo_id: id, slots, tokens, usd, dry_run, execute: _, acting } => {
+            let req = SpendSlot {
+                todo: todo_id(id)?,
+                slots: *slots,
+                tokens: *tokens,
+                usd: *usd,
+                dry_run: *dry_run,
+            };
+            let r = k.spend_slot(&context(cli, acting)?, req).await?;
+            Rendered::new(&r, text::spend_receipt(&r))
+        }
+        QuotaCommand::VoidSlot { spend_id, reason, acting } => {
+            let req = VoidSlot { spend: spend_id.parse::<SpendId>()?, reason: reason.clone() };
+            let r = k.void_slot(&context(cli, acting)?, req).await?;
+            Rendered::new(&r, text::spend_receipt(&r))
+        }
+        QuotaCommand::Status => {
+            let q = k.quota_status(goal_arg(cli)?.as_ref()).await?;
+            Rendered::new(&q, text::quota_status(&q, style))
+        }
+        QuotaCommand::SchedulerAck { cadence_minutes, rrule, acting } => {
+            let req =
+                SchedulerReport { cadence_minutes: *cadence_minutes, rrule: rrule.clone(), error: None };
+            let r = k.scheduler_report(&context(cli, acting)?, req).await?;
+            Rendered::new(&r, text::scheduler_receipt(&r))
+        }
+        QuotaCommand::SchedulerFail { error, acting } => {
+            let req = SchedulerReport { cadence_minutes: None, rrule: None, error: Some(error.clone()) };
+            let r = k.scheduler_report(&context(cli, acting)?, req).await?;
+            Rendered::new(&r, text::scheduler_receipt(&r))
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use loopx_core::agent::AgentTypeInfo;
+use loopx_core::decision::{QuotaView, ShouldRunAnswer};
 use loopx_core::kernel::*;
 use loopx_core::model::{Evidence, GoalStatus, Todo, TodoStatus};
 
@@ -150,7 +151,7 @@ pub fn todo_receipt(verb: &str, r: &Receipt<TodoBody>, style: Style) -> String {
 pub fn complete_receipt(r: &Receipt<CompleteBody>, style: Style) -> String {
     let t = &r.body.todo;
     let mut out = format!("{} completed{}\n", t.id, suffix(r.changed, r.replayed));
-    if let Some(e) = &r.body.evidence {
+    for e in &r.body.evidence {
         let _ = writeln!(out, "evidence {}: {}", e.id, e.summary);
     }
     if let Some(s) = &r.body.successor {
@@ -256,21 +257,39 @@ pub fn status(s: &StatusView, style: Style) -> String {
     };
     let _ = writeln!(out, "goal {} — {state}", style.bold(s.goal_id.as_str()));
     let _ = writeln!(out, "objective:   {}", s.objective);
-    if s.needs_user.is_empty() {
+    let mut needs: Vec<String> = s
+        .gates
+        .iter()
+        .map(|g| format!("{} {} ({})", style.yellow(&g.gate.to_string()), g.question, g.blocks))
+        .collect();
+    needs.extend(
+        s.needs_user
+            .iter()
+            .map(|u| format!("{} {} {}", style.yellow(&u.todo.to_string()), u.priority, u.text)),
+    );
+    if needs.is_empty() {
         let _ = writeln!(out, "needs you:   nothing");
-    } else {
-        for (i, u) in s.needs_user.iter().enumerate() {
-            let label = if i == 0 { "needs you:  " } else { "            " };
-            let _ = writeln!(out, "{label} {} {} {}", style.yellow(&u.todo.to_string()), u.priority, u.text);
+    }
+    for (i, n) in needs.iter().enumerate() {
+        let _ = writeln!(out, "{} {n}", if i == 0 { "needs you:  " } else { "            " });
+    }
+    if s.next_by_agent.is_empty() {
+        match &s.next_todo {
+            Some(t) => {
+                let _ = writeln!(out, "next:        {} {} {}", t.id, t.priority, t.text);
+            }
+            None => {
+                let _ =
+                    writeln!(out, "next:        nothing open; add work with: loopx todo add --text \"…\"");
+            }
         }
     }
-    match &s.next_todo {
-        Some(t) => {
-            let _ = writeln!(out, "next:        {} {} {}", t.id, t.priority, t.text);
-        }
-        None => {
-            let _ = writeln!(out, "next:        nothing open; add work with: loopx todo add --text \"…\"");
-        }
+    for n in &s.next_by_agent {
+        let what = n
+            .todo
+            .as_ref()
+            .map_or("nothing to pick up".to_owned(), |t| format!("{} {} {}", t.id, t.priority, t.text));
+        let _ = writeln!(out, "next for {}: {what}", n.agent);
     }
     for c in &s.in_progress {
         let _ = writeln!(out, "in progress: {} {} — {}", c.todo, c.text, c.agent);
@@ -288,6 +307,7 @@ pub fn status(s: &StatusView, style: Style) -> String {
             let _ = writeln!(out, "evidence:    none yet");
         }
     }
+    let _ = writeln!(out, "quota:       {} · {} turn(s) written back", gauge(&s.quota), s.runs);
     let agents: Vec<&str> = s.agents.iter().map(|a| a.as_str()).collect();
     let _ = writeln!(
         out,
@@ -295,6 +315,163 @@ pub fn status(s: &StatusView, style: Style) -> String {
         if agents.is_empty() { "none registered".to_owned() } else { agents.join(", ") }
     );
     out
+}
+
+/// `[#####.....] 12/24 slots in 24 h`.
+pub fn gauge(q: &QuotaView) -> String {
+    const WIDTH: u32 = 20;
+    let filled = if q.allowed_slots == 0 {
+        WIDTH
+    } else {
+        (u64::from(q.used_slots.min(q.allowed_slots)) * u64::from(WIDTH) / u64::from(q.allowed_slots)) as u32
+    };
+    let bar: String = (0..WIDTH).map(|i| if i < filled { '#' } else { '.' }).collect();
+    let mut line = format!("[{bar}] {}/{} slots in {} h", q.used_slots, q.allowed_slots, q.window_hours);
+    if q.compute <= 0.0 {
+        line.push_str(" (paused: compute 0)");
+    }
+    if let Some(t) = q.next_slot_at {
+        let _ = write!(line, ", next slot at {t}");
+    }
+    if let Some(b) = q.budget_tokens {
+        let _ = write!(line, ", {}/{b} tokens", q.tokens_used);
+    }
+    if let Some(b) = q.budget_usd {
+        let _ = write!(line, ", ${:.2}/${b:.2}", q.usd_used);
+    }
+    line
+}
+
+pub fn should_run(a: &ShouldRunAnswer, style: Style) -> String {
+    let mut out = String::new();
+    let word =
+        serde_json::to_value(a.decision).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let head = if a.should_run { style.green(&word) } else { style.yellow(&word) };
+    let what = a
+        .selected_todo
+        .as_ref()
+        .map(|t| format!(" {} ({}): {}", t.id, t.priority, t.text))
+        .unwrap_or_default();
+    let _ = writeln!(out, "{head}{what}");
+    let _ = writeln!(out, "reason:    {}", a.reason);
+    if let Some(t) = &a.selected_todo
+        && t.claim_required
+    {
+        let _ = writeln!(out, "claim it first: it is not yet yours");
+    }
+    for q in &a.user_channel.questions {
+        let _ = writeln!(out, "question:  {} {} ({})", q.gate, q.question, q.blocks);
+    }
+    let _ = writeln!(out, "quota:     {}", gauge(&a.quota));
+    let h = &a.scheduler;
+    let action =
+        serde_json::to_value(h.action).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let cadence = h.cadence_minutes.map(|c| format!(" every {c} min")).unwrap_or_default();
+    let _ = writeln!(out, "scheduler: {action}{cadence} ({})", h.reason_code);
+    if let Some(t) = &a.turn {
+        let replay = if t.replayed { ", replayed" } else { "" };
+        let _ = writeln!(out, "turn:      {} (event {}{replay})", t.id, t.recorded_seq);
+    }
+    let _ = writeln!(out, "next:");
+    for c in &a.next_commands {
+        let _ = writeln!(out, "  {c}");
+    }
+    out
+}
+
+pub fn gate_receipt(verb: &str, r: &Receipt<GateBody>, style: Style) -> String {
+    let g = &r.body.gate;
+    format!(
+        "gate {} {verb}{}\n{} (blocks {})\n",
+        style.bold(&g.id.to_string()),
+        suffix(r.changed, r.replayed),
+        g.question,
+        g.blocks
+    )
+}
+
+pub fn gate_list(l: &GateList) -> String {
+    if l.gates.is_empty() {
+        return "no open gates\n".to_owned();
+    }
+    let mut out = String::new();
+    for g in &l.gates {
+        let _ = writeln!(
+            out,
+            "{:<4} {:<9} {:<14} {}",
+            g.id.to_string(),
+            g.status.as_str(),
+            g.blocks.to_string(),
+            g.question
+        );
+    }
+    out
+}
+
+pub fn run_receipt(r: &Receipt<RunBody>) -> String {
+    let run = &r.body.run;
+    format!(
+        "{} recorded{}: {} on {} ({}, {})\nnext: loopx quota spend-slot --agent-id {} --todo-id {}{}\n",
+        run.id,
+        suffix(r.changed, r.replayed),
+        run.agent,
+        run.todo,
+        run.classification,
+        run.delivery_outcome,
+        run.agent,
+        run.todo,
+        run.turn.as_ref().map(|t| format!(" --turn-instance-id {t}")).unwrap_or_default()
+    )
+}
+
+pub fn spend_receipt(r: &Receipt<SpendBody>) -> String {
+    let s = &r.body.spend;
+    let what = if r.body.dry_run {
+        "would spend"
+    } else if s.voided {
+        "voided"
+    } else {
+        "spent"
+    };
+    format!(
+        "{} {what} {} slot(s) for {} on {}{}\nquota: {}\n",
+        s.id,
+        s.slots,
+        s.agent,
+        s.todo,
+        suffix(r.changed || r.body.dry_run, r.replayed),
+        gauge(&r.body.quota)
+    )
+}
+
+pub fn quota_status(q: &QuotaStatus, _style: Style) -> String {
+    let mut out = format!("goal {}: {}\n", q.goal_id, gauge(&q.quota));
+    let flags: Vec<&str> =
+        [(q.paused, "paused"), (q.throttled, "throttled"), (q.budget_exhausted, "budget exhausted")]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, w)| *w)
+            .collect();
+    if !flags.is_empty() {
+        let _ = writeln!(out, "state: {}", flags.join(", "));
+    }
+    for s in &q.recent_spends {
+        let void = if s.voided { " (voided)" } else { "" };
+        let _ = writeln!(out, "{} {} {} slot(s) by {} on {}{void}", s.id, s.at, s.slots, s.agent, s.todo);
+    }
+    out
+}
+
+pub fn scheduler_receipt(r: &Receipt<SchedulerBody>) -> String {
+    match &r.body.error {
+        Some(e) => format!("recorded for {}: the scheduler could not apply the hint: {e}\n", r.body.agent_id),
+        None => format!(
+            "recorded for {}: cadence {}{}\n",
+            r.body.agent_id,
+            r.body.cadence_minutes.map_or("unchanged".to_owned(), |c| format!("{c} min")),
+            r.body.rrule.as_ref().map(|x| format!(" ({x})")).unwrap_or_default()
+        ),
+    }
 }
 
 pub fn history(h: &HistoryView, style: Style) -> String {

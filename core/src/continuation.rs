@@ -22,7 +22,7 @@ pub enum StopCause {
 }
 
 /// What an agent should do with its next turn.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Continuation {
     /// Work on `todo`; claim it first when `claim_required`.

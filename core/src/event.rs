@@ -5,8 +5,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentType;
-use crate::ids::{AgentId, TodoId};
-use crate::model::{CompletionContinuation, Evidence, NewTodo, Priority, ResumeWhen, TodoStatus};
+use crate::decision::DecisionRecord;
+use crate::ids::{AgentId, GateId, SpendId, TodoId};
+use crate::model::{
+    CompletionContinuation, Evidence, GateBlocks, GateStatus, NewTodo, Priority, QuotaPolicy, ResumeWhen,
+    RunRecord, Spend, TodoStatus,
+};
 
 /// What happened. Serialised adjacently tagged: `"kind":"todo_added","data":{…}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,6 +26,9 @@ pub enum Event {
         objective: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         title: Option<String>,
+        /// The whole new quota policy, when it changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quota: Option<QuotaPolicy>,
     },
     GoalStopped {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,8 +71,9 @@ pub enum Event {
         continuation: CompletionContinuation,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        evidence: Option<Evidence>,
+        /// The validation the kernel ran, then what the agent gave.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        evidence: Vec<Evidence>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         successor: Option<NewTodo>,
     },
@@ -81,9 +89,54 @@ pub enum Event {
     EvidenceAdded {
         evidence: Evidence,
     },
+    GateAsked {
+        gate: GateId,
+        question: String,
+        blocks: GateBlocks,
+    },
+    GateAnswered {
+        gate: GateId,
+        status: GateStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    DecisionRecorded {
+        record: DecisionRecord,
+    },
+    RunRecorded {
+        run: RunRecord,
+    },
+    SlotSpent {
+        spend: Spend,
+    },
+    SlotVoided {
+        spend: SpendId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    SchedulerAcked {
+        agent: AgentId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cadence_minutes: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rrule: Option<String>,
+    },
+    SchedulerFailed {
+        agent: AgentId,
+        error: String,
+    },
 }
 
 impl Event {
+    /// Whether the event changes the goal's work (as opposed to recording a poll or a
+    /// scheduler acknowledgement). Unchanged-poll backoff resets on such events.
+    pub fn changes_work(&self) -> bool {
+        !matches!(
+            self,
+            Event::DecisionRecorded { .. } | Event::SchedulerAcked { .. } | Event::SchedulerFailed { .. }
+        )
+    }
+
     /// The `kind` tag as written in the log.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -99,6 +152,14 @@ impl Event {
             Event::TodoCompleted { .. } => "todo_completed",
             Event::TodoSuperseded { .. } => "todo_superseded",
             Event::EvidenceAdded { .. } => "evidence_added",
+            Event::GateAsked { .. } => "gate_asked",
+            Event::GateAnswered { .. } => "gate_answered",
+            Event::DecisionRecorded { .. } => "decision_recorded",
+            Event::RunRecorded { .. } => "run_recorded",
+            Event::SlotSpent { .. } => "slot_spent",
+            Event::SlotVoided { .. } => "slot_voided",
+            Event::SchedulerAcked { .. } => "scheduler_acked",
+            Event::SchedulerFailed { .. } => "scheduler_failed",
         }
     }
 
@@ -107,6 +168,12 @@ impl Event {
         match self {
             Event::GoalCreated { objective, .. } => format!("goal created: {objective}"),
             Event::GoalUpdated { objective: Some(o), .. } => format!("objective set: {o}"),
+            Event::GoalUpdated { quota: Some(q), .. } => format!(
+                "quota set: compute {}, {} slots per {} h",
+                q.compute,
+                q.effective_allowed_slots(),
+                q.window_hours
+            ),
             Event::GoalUpdated { .. } => "goal updated".to_owned(),
             Event::GoalStopped { reason } => match reason {
                 Some(r) => format!("goal stopped: {r}"),
@@ -135,6 +202,27 @@ impl Event {
             Event::EvidenceAdded { evidence } => {
                 format!("{} on {}: {}", evidence.id, evidence.todo, evidence.summary)
             }
+            Event::GateAsked { gate, question, blocks } => format!("{gate} asked ({blocks}): {question}"),
+            Event::GateAnswered { gate, status, .. } => format!("{gate} {status}"),
+            Event::DecisionRecorded { record } => match record.todo {
+                Some(t) => format!("turn {} for {}: {:?} on {t}", record.turn, record.agent, record.decision),
+                None => format!("turn {} for {}: {:?}", record.turn, record.agent, record.decision),
+            },
+            Event::RunRecorded { run } => {
+                format!(
+                    "{} by {} on {}: {} ({})",
+                    run.id, run.agent, run.todo, run.classification, run.delivery_outcome
+                )
+            }
+            Event::SlotSpent { spend } => {
+                format!("{} spent {} slot(s) for {} on {}", spend.agent, spend.slots, spend.id, spend.todo)
+            }
+            Event::SlotVoided { spend, .. } => format!("{spend} voided"),
+            Event::SchedulerAcked { agent, cadence_minutes, .. } => match cadence_minutes {
+                Some(m) => format!("{agent} applied a cadence of {m} min"),
+                None => format!("{agent} acknowledged the scheduler hint"),
+            },
+            Event::SchedulerFailed { agent, error } => format!("{agent} could not apply the hint: {error}"),
         }
     }
 }

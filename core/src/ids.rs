@@ -177,6 +177,14 @@ seq_id!(
     /// A gate id, `g1`, `g2`, … numbered per goal.
     GateId, "g", "gate"
 );
+seq_id!(
+    /// A run record id, `r1`, `r2`, …: one per `refresh-state` writeback.
+    RunId, "r", "run"
+);
+seq_id!(
+    /// A spend id, `s1`, `s2`, …: one per `quota spend-slot`.
+    SpendId, "s", "spend"
+);
 
 /// A turn id or idempotency key: 1–128 characters of `A-Z a-z 0-9 . _ : -`.
 /// A mutation carrying one is applied at most once; a replay returns the first receipt.

@@ -8,10 +8,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentType;
+use crate::decision::{OpenQuestion, QuotaView, ShouldRunAnswer};
 use crate::error::Result;
-use crate::ids::{AgentId, GoalId, IdempotencyKey, TodoId};
+use crate::ids::{AgentId, GateId, GoalId, IdempotencyKey, SpendId, TodoId};
 use crate::model::{
-    Agent, Evidence, EvidenceKind, Goal, GoalStatus, Priority, ResumeWhen, Role, Todo, TodoClass, TodoStatus,
+    Agent, DeliveryOutcome, Evidence, EvidenceKind, Gate, GateBlocks, GateStatus, Goal, GoalStatus, Priority,
+    ResumeWhen, Role, RunRecord, RuntimeProfile, Spend, Todo, TodoClass, TodoStatus, Validation,
 };
 use crate::time::Timestamp;
 
@@ -55,11 +57,29 @@ pub struct CreateGoal {
     pub make_default: bool,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SetGoal {
     pub objective: Option<String>,
     pub title: Option<String>,
     pub make_default: bool,
+    pub quota: QuotaChange,
+}
+
+/// Changes to a goal's quota policy; `None` keeps the current value.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QuotaChange {
+    pub compute: Option<f64>,
+    pub window_hours: Option<u32>,
+    pub slot_minutes: Option<u32>,
+    pub allowed_slots: Option<u32>,
+    pub budget_tokens: Option<u64>,
+    pub budget_usd: Option<f64>,
+}
+
+impl QuotaChange {
+    pub fn is_empty(&self) -> bool {
+        *self == QuotaChange::default()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -123,6 +143,10 @@ pub struct AddTodo {
     pub role: Role,
     pub class: TodoClass,
     pub scopes: Vec<String>,
+    /// Runnable only once this gate is approved.
+    pub after_gate: Option<GateId>,
+    /// Completion requires the kernel to run this and see exit code 0.
+    pub validation: Option<Validation>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,8 +202,9 @@ pub struct TodoBody {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CompleteBody {
     pub todo: Todo,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<Evidence>,
+    /// Evidence recorded with this completion.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub successor: Option<Todo>,
 }
@@ -289,14 +314,26 @@ pub struct ClaimView {
     pub text: String,
 }
 
+/// The next todo for one agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentNext {
+    pub agent: AgentId,
+    pub todo: Option<TodoSummary>,
+}
+
 /// `loopx status`: the objective, what needs the user, what is next, what proves progress.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusView {
     pub goal_id: GoalId,
     pub objective: String,
     pub goal_status: GoalStatus,
+    /// Open gates: questions only a person can answer.
+    pub gates: Vec<OpenQuestion>,
     pub needs_user: Vec<UserItem>,
     pub next_todo: Option<TodoSummary>,
+    pub next_by_agent: Vec<AgentNext>,
+    pub quota: QuotaView,
+    pub runs: u64,
     pub in_progress: Vec<ClaimView>,
     pub counts: TodoCounts,
     pub agents: Vec<AgentId>,
@@ -403,6 +440,133 @@ pub trait Kernel: Send + Sync {
     async fn history(&self, goal: Option<&GoalId>, limit: usize) -> Result<HistoryView>;
     /// Verifies the chain, the snapshot and GOAL.md of one goal, or of every goal.
     async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport>;
+
+    /// The decision table of DESIGN.md §5 for `ctx.agent`. Without a key it is a pure read;
+    /// with one (the turn id) the decision is recorded once, and a replay returns the same
+    /// decision. `profile` overrides the agent type's runtime profile.
+    async fn should_run(
+        &self,
+        ctx: &CommandContext,
+        profile: Option<RuntimeProfile>,
+    ) -> Result<ShouldRunAnswer>;
+    /// Asks a person a question; the blocking mode is always explicit.
+    async fn ask_gate(&self, ctx: &CommandContext, req: AskGate) -> Result<Receipt<GateBody>>;
+    /// Answers an open gate (approve, reject or cancel). Answering twice is refused.
+    async fn answer_gate(&self, ctx: &CommandContext, req: AnswerGate) -> Result<Receipt<GateBody>>;
+    /// Open gates, or every gate with `all`.
+    async fn list_gates(&self, goal: Option<&GoalId>, all: bool) -> Result<GateList>;
+    /// Records what a turn did: the writeback a spend needs. Replays with a key append nothing.
+    async fn refresh_state(&self, ctx: &CommandContext, req: RefreshState) -> Result<Receipt<RunBody>>;
+    /// Accounts compute for an unspent writeback of the same turn (or todo). Never first.
+    async fn spend_slot(&self, ctx: &CommandContext, req: SpendSlot) -> Result<Receipt<SpendBody>>;
+    /// Compensates a spend; nothing is deleted.
+    async fn void_slot(&self, ctx: &CommandContext, req: VoidSlot) -> Result<Receipt<SpendBody>>;
+    async fn quota_status(&self, goal: Option<&GoalId>) -> Result<QuotaStatus>;
+    /// Records what the host's scheduler applied, or that it failed to. Never spends.
+    async fn scheduler_report(
+        &self,
+        ctx: &CommandContext,
+        req: SchedulerReport,
+    ) -> Result<Receipt<SchedulerBody>>;
+}
+
+// ---- gates --------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AskGate {
+    pub question: String,
+    pub blocks: GateBlocks,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnswerGate {
+    pub gate: GateId,
+    /// `approved`, `rejected` or `cancelled`.
+    pub status: GateStatus,
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateBody {
+    pub gate: Gate,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateList {
+    pub goal_id: GoalId,
+    pub gates: Vec<Gate>,
+}
+
+// ---- the tick -----------------------------------------------------------------------------
+
+/// `loopx refresh-state`: the durable writeback of a turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefreshState {
+    pub todo: TodoId,
+    pub classification: String,
+    pub delivery_outcome: DeliveryOutcome,
+    pub next_action: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunBody {
+    pub run: RunRecord,
+}
+
+/// `loopx quota spend-slot`: account compute after a writeback.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpendSlot {
+    pub todo: TodoId,
+    pub slots: u32,
+    pub tokens: Option<u64>,
+    pub usd: Option<f64>,
+    /// Validate and preview; commit nothing.
+    pub dry_run: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpendBody {
+    pub spend: Spend,
+    pub quota: QuotaView,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VoidSlot {
+    pub spend: SpendId,
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedulerReport {
+    /// What the host applied (`scheduler-ack`), or `None` with `error` for `scheduler-fail`.
+    pub cadence_minutes: Option<u32>,
+    pub rrule: Option<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SchedulerBody {
+    pub agent_id: AgentId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cadence_minutes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rrule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `loopx quota status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuotaStatus {
+    pub goal_id: GoalId,
+    pub quota: QuotaView,
+    pub paused: bool,
+    pub throttled: bool,
+    pub budget_exhausted: bool,
+    /// The latest spends, newest last (at most 10).
+    pub recent_spends: Vec<Spend>,
 }
 
 /// What `loopx init` did.

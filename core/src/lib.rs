@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod continuation;
+pub mod decision;
 pub mod error;
 pub mod event;
 pub mod ids;
@@ -13,5 +14,5 @@ pub mod traits;
 
 pub use agent::AgentType;
 pub use error::{Error, ErrorKind, Result, exit};
-pub use ids::{AgentId, EvidenceId, GateId, GoalId, IdempotencyKey, TodoId};
+pub use ids::{AgentId, EvidenceId, GateId, GoalId, IdempotencyKey, RunId, SpendId, TodoId};
 pub use time::{Clock, FixedClock, Timestamp};

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentType;
 use crate::error::Error;
-use crate::ids::{AgentId, EvidenceId, GateId, GoalId, TodoId, quote_input};
+use crate::ids::{AgentId, EvidenceId, GateId, GoalId, RunId, SpendId, TodoId, quote_input};
 use crate::time::Timestamp;
 
 /// Longest todo text, note or evidence summary, in bytes. Detail belongs in a file or a link.
@@ -95,6 +95,27 @@ word_enum!(
     }
 );
 word_enum!(
+    /// Where a gate stands. `approved` and `cancelled` release what it held; `rejected`
+    /// keeps it held until the work is replanned.
+    GateStatus, "gate status" {
+        Open = "open", Approved = "approved", Rejected = "rejected", Cancelled = "cancelled",
+    }
+);
+word_enum!(
+    /// What a turn delivered, as the agent reports it in `refresh-state`.
+    DeliveryOutcome, "delivery outcome" {
+        SurfaceOnly = "surface_only", OutcomeGap = "outcome_gap",
+        OutcomeProgress = "outcome_progress", GoalOutcome = "goal_outcome",
+    }
+);
+word_enum!(
+    /// How a host drives an agent's turns; decides the scheduler hint's shape.
+    RuntimeProfile, "runtime profile" {
+        ClaudeLoop = "claude_loop", CodexHeartbeat = "codex_heartbeat", CodexGoal = "codex_goal",
+        CursorManual = "cursor_manual", Manual = "manual", Generic = "generic",
+    }
+);
+word_enum!(
     /// Whether completion and claim changes must present the active lease.
     HandoffMode, "handoff mode" { SoftClaim = "soft_claim", HardLease = "hard_lease" }
 );
@@ -133,11 +154,24 @@ pub struct QuotaPolicy {
     /// Explicit slot allowance; when absent it follows from the other three.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_slots: Option<u32>,
+    /// Hard budget in tokens over the goal's life, reported by hosts at spend time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u64>,
+    /// Hard budget in US dollars over the goal's life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
 }
 
 impl Default for QuotaPolicy {
     fn default() -> Self {
-        Self { compute: 1.0, window_hours: 24, slot_minutes: 1, allowed_slots: None }
+        Self {
+            compute: 1.0,
+            window_hours: 24,
+            slot_minutes: 1,
+            allowed_slots: None,
+            budget_tokens: None,
+            budget_usd: None,
+        }
     }
 }
 
@@ -243,6 +277,12 @@ pub struct Todo {
     pub scopes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_when: Option<ResumeWhen>,
+    /// Runnable only once this gate is approved (or cancelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_gate: Option<GateId>,
+    /// A check the kernel itself runs before it accepts completion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Validation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predecessor: Option<TodoId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -272,6 +312,20 @@ pub struct NewTodo {
     pub scopes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predecessor: Option<TodoId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_gate: Option<GateId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Validation>,
+    /// Claimed at creation (a successor stays with the agent that completed its predecessor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<AgentId>,
+}
+
+/// A validation command: argv (no shell), run by the kernel in the project directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Validation {
+    pub argv: Vec<String>,
+    pub timeout_secs: u64,
 }
 
 /// A piece of proof attached to a todo.
@@ -305,9 +359,125 @@ pub enum GateBlocks {
     Todos(Vec<TodoId>),
 }
 
+impl GateBlocks {
+    /// Parses `goal`, `agent:<id>` or `todos:<id>,<id>…`. The mode is always explicit.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        let hint = "use --blocks goal, --blocks agent:<agent-id> or --blocks todos:t1,t2";
+        let bad = || Error::usage(format!("invalid blocking mode {}", quote_input(s))).with_hint(hint);
+        match s.split_once(':') {
+            None if s == "goal" => Ok(GateBlocks::Goal),
+            Some(("agent", id)) => Ok(GateBlocks::Agent(AgentId::new(id)?)),
+            Some(("todos", ids)) if !ids.is_empty() => {
+                let mut out: Vec<TodoId> = Vec::new();
+                for id in ids.split(',') {
+                    let id: TodoId = id.trim().parse()?;
+                    if !out.contains(&id) {
+                        out.push(id);
+                    }
+                }
+                Ok(GateBlocks::Todos(out))
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl fmt::Display for GateBlocks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GateBlocks::Goal => f.write_str("goal"),
+            GateBlocks::Agent(a) => write!(f, "agent:{a}"),
+            GateBlocks::Todos(ids) => {
+                let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+                write!(f, "todos:{}", ids.join(","))
+            }
+        }
+    }
+}
+
+/// A concrete question for a person, with what it holds back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gate {
+    pub id: GateId,
+    pub question: String,
+    pub blocks: GateBlocks,
+    pub status: GateStatus,
+    pub asked_by: String,
+    pub asked_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One `refresh-state` writeback: what a turn did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: RunId,
+    pub agent: AgentId,
+    pub todo: TodoId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<String>,
+    pub classification: String,
+    pub delivery_outcome: DeliveryOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_action: Option<String>,
+    pub at: Timestamp,
+    /// The spend that accounted this writeback, once there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_by: Option<SpendId>,
+}
+
+/// Compute accounted after a writeback.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    pub id: SpendId,
+    pub agent: AgentId,
+    pub todo: TodoId,
+    pub run: RunId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<String>,
+    pub slots: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
+    pub at: Timestamp,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub voided: bool,
+}
+
+impl RuntimeProfile {
+    /// The profile an agent type runs under unless told otherwise.
+    pub fn for_agent_type(t: crate::agent::AgentType) -> Self {
+        use crate::agent::AgentType as T;
+        match t {
+            T::ClaudeCode => RuntimeProfile::ClaudeLoop,
+            T::CodexApp => RuntimeProfile::CodexHeartbeat,
+            T::CodexCli | T::CodexIde => RuntimeProfile::CodexGoal,
+            T::Cursor => RuntimeProfile::CursorManual,
+            T::Manual => RuntimeProfile::Manual,
+            T::Other => RuntimeProfile::Generic,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blocking_modes_are_explicit() {
+        assert_eq!(GateBlocks::parse("goal").unwrap(), GateBlocks::Goal);
+        assert_eq!(GateBlocks::parse("agent:b").unwrap(), GateBlocks::Agent(AgentId::new("b").unwrap()));
+        let t = GateBlocks::parse("todos:t1,t3,t1").unwrap();
+        assert_eq!(t.to_string(), "todos:t1,t3");
+        for bad in ["", "everyone", "agent:", "todos:", "todos:x", "agent:Bad Id"] {
+            assert!(GateBlocks::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn word_enums_parse_and_print() {

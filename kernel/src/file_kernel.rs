@@ -7,14 +7,22 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use std::time::Duration;
+
+use loopx_core::decision::{OpenQuestion, ShouldRunAnswer, TurnRef};
 use loopx_core::event::Event;
 use loopx_core::kernel::*;
+use loopx_core::model::RuntimeProfile;
+use loopx_core::traits::{Capability, EvidenceDraft, TransitionProposal};
 use loopx_core::{Clock, Error, GoalId, Result, TodoId};
 
 use crate::Reporter;
+use crate::decide;
 use crate::doctor;
+use crate::process::{self, CommandPassed, ProcessProvider};
+use crate::quota;
 use crate::rules::{self, Actor, Lane};
-use crate::state::GoalState;
+use crate::state::{GoalState, decision_key};
 use crate::store::{FileStore, InitOutcome, Store, StoreOptions};
 
 /// The kernel over the embedded file store.
@@ -103,6 +111,25 @@ impl FileKernel {
             Ok(())
         })?;
         out.ok_or_else(|| Error::internal("transaction returned no receipt"))
+    }
+
+    /// The receipt stored for this context's key, if the command was committed before.
+    fn stored_receipt<T: DeserializeOwned>(
+        &self,
+        state: &GoalState,
+        ctx: &CommandContext,
+        scope: &str,
+        lane: Lane,
+    ) -> Result<Option<Receipt<T>>> {
+        let Some(key) = &ctx.key else { return Ok(None) };
+        let actor = rules::resolve_actor(state, ctx.agent.as_ref(), lane)?;
+        let Some(stored) = state.receipts.get(&format!("{scope}:{}:{key}", actor.name())) else {
+            return Ok(None);
+        };
+        let mut r: Receipt<T> = serde_json::from_value(stored.receipt.clone())
+            .map_err(|e| Error::integrity(format!("a stored receipt does not decode: {e}")))?;
+        r.replayed = true;
+        Ok(Some(r))
     }
 
     fn now(&self) -> loopx_core::Timestamp {
@@ -292,17 +319,72 @@ impl Kernel for FileKernel {
     }
 
     async fn complete_todo(&self, ctx: &CommandContext, req: CompleteTodo) -> Result<Receipt<CompleteBody>> {
-        let now = self.now();
         let id = req.todo;
+        let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        let state = self.store.read(&goal)?;
+        if let Some(r) = self.stored_receipt(&state, ctx, "todo.complete", todo_lane(id)(&state)?)? {
+            return Ok(r);
+        }
+        // A todo with a validation command completes only on the kernel's own passing run. The
+        // run happens outside the lock (it may take minutes); the commit re-checks the state.
+        let validated = match rules::find_todo(&state, id)?.validation.clone() {
+            Some(v) if !rules::find_todo(&state, id)?.status.is_closed() => {
+                let actor = rules::resolve_actor(&state, ctx.agent.as_ref(), todo_lane(id)(&state)?)?;
+                let placeholder = EvidenceDraft {
+                    kind: loopx_core::model::EvidenceKind::Command,
+                    summary: "pending".to_owned(),
+                    command: None,
+                    exit_code: None,
+                    output_digest: None,
+                };
+                // Every other rule first, so a refused completion never runs the command.
+                rules::complete(&state, &actor, &req, Some(&placeholder), self.now())?;
+                let observation = ProcessProvider.run(
+                    &v.argv,
+                    self.store.layout().root(),
+                    Duration::from_secs(v.timeout_secs),
+                )?;
+                match CommandPassed.validate(id, &observation) {
+                    Ok(TransitionProposal::CompleteTodo { evidence, .. }) => Some(evidence),
+                    Ok(_) => return Err(Error::internal("unexpected validation proposal")),
+                    Err(rejection) => {
+                        let draft = process::command_evidence(&observation)
+                            .ok_or_else(|| Error::internal("validation gave no evidence"))?;
+                        let now = self.now();
+                        let recorded = self.mutate(
+                            &CommandContext { key: None, ..ctx.clone() },
+                            "todo.validate",
+                            todo_lane(id),
+                            |s, _| {
+                                let evidence = rules::evidence_from_draft(s, "loopx", id, &draft, now, 0);
+                                Ok(Some(Event::EvidenceAdded { evidence }))
+                            },
+                            |s| s.evidence.last().cloned().ok_or_else(|| Error::internal("no evidence")),
+                        )?;
+                        return Err(Error::refused(format!(
+                            "{}; completion of {id} refused (recorded as {})",
+                            rejection.reason, recorded.body.id
+                        ))
+                        .with_hint(format!(
+                            "fix what fails, then run loopx todo complete --todo-id {id} again"
+                        )));
+                    }
+                }
+            }
+            _ => None,
+        };
+        let now = self.now();
+        let added = usize::from(validated.is_some()) + usize::from(req.evidence.is_some());
         self.mutate(
             ctx,
             "todo.complete",
             todo_lane(id),
-            |s, a| rules::complete(s, a, &req, now),
+            |s, a| rules::complete(s, a, &req, validated.as_ref(), now),
             move |s| {
                 let todo = rules::find_todo(s, id)?.clone();
                 let successor = todo.successors.last().and_then(|n| s.todo(*n)).cloned();
-                let evidence = todo.evidence.last().and_then(|e| s.evidence(*e)).cloned();
+                let skip = todo.evidence.len().saturating_sub(added);
+                let evidence = todo.evidence[skip..].iter().filter_map(|e| s.evidence(*e)).cloned().collect();
                 Ok(CompleteBody { todo, evidence, successor })
             },
         )
@@ -384,12 +466,25 @@ impl Kernel for FileKernel {
                 })
             })
             .collect();
+        let gates = s
+            .open_gates()
+            .map(|g| OpenQuestion { gate: g.id, question: g.question.clone(), blocks: g.blocks.to_string() })
+            .collect();
+        let next_by_agent = s
+            .agents
+            .iter()
+            .map(|a| AgentNext { agent: a.id.clone(), todo: s.next_for(Some(&a.id), now) })
+            .collect();
         Ok(StatusView {
             goal_id: s.goal.id.clone(),
             objective: s.goal.objective.clone(),
             goal_status: s.goal.status,
+            gates,
             needs_user,
             next_todo: s.next_for(None, now),
+            next_by_agent,
+            quota: quota::view(&s, now),
+            runs: s.runs_total,
             in_progress,
             counts: s.counts(),
             agents: s.agents.iter().map(|a| a.id.clone()).collect(),
@@ -422,4 +517,203 @@ impl Kernel for FileKernel {
     async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport> {
         doctor::run(&self.store, goal)
     }
+
+    async fn should_run(
+        &self,
+        ctx: &CommandContext,
+        profile: Option<RuntimeProfile>,
+    ) -> Result<ShouldRunAnswer> {
+        let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        let now = self.now();
+        let Some(turn) = &ctx.key else {
+            let s = self.store.read(&goal)?;
+            let (agent, d) = decide::decide(&s, ctx.agent.as_ref(), now)?;
+            return Ok(decide::answer(&s, agent.as_ref(), &d, profile, now, None));
+        };
+        let turn = turn.as_str().to_owned();
+        let mut out = None;
+        self.store.transact(&goal, &mut |txn| {
+            let (agent, d) = decide::decide(&txn.state, ctx.agent.as_ref(), now)?;
+            let Some(agent) = agent else {
+                // Paused, and nobody named: there is no turn to record.
+                out = Some(decide::answer(&txn.state, None, &d, profile, now, None));
+                return Ok(());
+            };
+            if let Some(recorded) = txn.state.decisions.get(&decision_key(&agent, &turn)).cloned() {
+                let r = recorded.record;
+                let d = decide::Decision {
+                    decision: r.decision,
+                    state: r.state,
+                    reason: r.reason,
+                    selected: r.todo,
+                    claim_required: matches!(
+                        r.continuation,
+                        loopx_core::continuation::Continuation::Run { claim_required: true, .. }
+                    ),
+                    continuation: r.continuation,
+                };
+                let t = TurnRef { id: turn.clone(), recorded_seq: recorded.seq, replayed: true };
+                out = Some(decide::answer(&txn.state, Some(&agent), &d, profile, now, Some(t)));
+                return Ok(());
+            }
+            let record = loopx_core::decision::DecisionRecord {
+                agent: agent.clone(),
+                turn: turn.clone(),
+                decision: d.decision,
+                state: d.state,
+                todo: d.selected,
+                reason: d.reason.clone(),
+                continuation: d.continuation.clone(),
+            };
+            let receipt =
+                txn.commit(agent.as_str(), Event::DecisionRecorded { record }, None, |_| Ok(Nothing {}))?;
+            let t = TurnRef { id: turn.clone(), recorded_seq: receipt.seq, replayed: false };
+            out = Some(decide::answer(&txn.state, Some(&agent), &d, profile, now, Some(t)));
+            Ok(())
+        })?;
+        out.ok_or_else(|| Error::internal("should-run returned no answer"))
+    }
+
+    async fn ask_gate(&self, ctx: &CommandContext, req: AskGate) -> Result<Receipt<GateBody>> {
+        self.mutate(
+            ctx,
+            "gate.ask",
+            person,
+            |s, _| rules::ask_gate(s, &req).map(Some),
+            |s| {
+                s.gates
+                    .last()
+                    .cloned()
+                    .map(|gate| GateBody { gate })
+                    .ok_or_else(|| Error::internal("no gate"))
+            },
+        )
+    }
+
+    async fn answer_gate(&self, ctx: &CommandContext, req: AnswerGate) -> Result<Receipt<GateBody>> {
+        let id = req.gate;
+        self.mutate(
+            ctx,
+            "gate.answer",
+            person,
+            |s, a| rules::answer_gate(s, a, &req).map(Some),
+            move |s| Ok(GateBody { gate: rules::find_gate(s, id)?.clone() }),
+        )
+    }
+
+    async fn list_gates(&self, goal: Option<&GoalId>, all: bool) -> Result<GateList> {
+        let s = self.read(goal)?;
+        let gates = s
+            .gates
+            .iter()
+            .filter(|g| all || g.status == loopx_core::model::GateStatus::Open)
+            .cloned()
+            .collect();
+        Ok(GateList { goal_id: s.goal.id.clone(), gates })
+    }
+
+    async fn refresh_state(&self, ctx: &CommandContext, req: RefreshState) -> Result<Receipt<RunBody>> {
+        let now = self.now();
+        let turn = ctx.key.as_ref().map(|k| k.as_str().to_owned());
+        self.mutate(
+            ctx,
+            "refresh-state",
+            |_| Ok(Lane::Agent),
+            |s, a| rules::refresh_state(s, a, turn.as_deref(), &req, now).map(Some),
+            |s| s.runs.back().cloned().map(|run| RunBody { run }).ok_or_else(|| Error::internal("no run")),
+        )
+    }
+
+    async fn spend_slot(&self, ctx: &CommandContext, req: SpendSlot) -> Result<Receipt<SpendBody>> {
+        let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        let now = self.now();
+        let turn = ctx.key.as_ref().map(|k| k.as_str().to_owned());
+        let body = |dry_run: bool| {
+            move |s: &GoalState| {
+                let spend = s.spends.back().cloned().ok_or_else(|| Error::internal("no spend"))?;
+                Ok(SpendBody { spend, quota: quota::view(s, now), dry_run })
+            }
+        };
+        if !req.dry_run {
+            return self.mutate(
+                ctx,
+                "quota.spend",
+                |_| Ok(Lane::Agent),
+                |s, a| rules::spend_slot(s, a, turn.as_deref(), &req, now).map(Some),
+                body(false),
+            );
+        }
+        let mut out = None;
+        self.store.transact(&goal, &mut |txn| {
+            let actor = rules::resolve_actor(&txn.state, ctx.agent.as_ref(), Lane::Agent)?;
+            let event = rules::spend_slot(&txn.state, &actor, turn.as_deref(), &req, now)?;
+            out = Some(txn.preview(actor.name(), event, body(true))?);
+            Ok(())
+        })?;
+        out.ok_or_else(|| Error::internal("spend-slot returned no receipt"))
+    }
+
+    async fn void_slot(&self, ctx: &CommandContext, req: VoidSlot) -> Result<Receipt<SpendBody>> {
+        let now = self.now();
+        let id = req.spend;
+        self.mutate(
+            ctx,
+            "quota.void",
+            person,
+            |s, _| rules::void_slot(s, &req),
+            move |s| {
+                let spend = s
+                    .spends
+                    .iter()
+                    .find(|x| x.id == id)
+                    .cloned()
+                    .ok_or_else(|| Error::internal("no spend"))?;
+                Ok(SpendBody { spend, quota: quota::view(s, now), dry_run: false })
+            },
+        )
+    }
+
+    async fn quota_status(&self, goal: Option<&GoalId>) -> Result<QuotaStatus> {
+        let s = self.read(goal)?;
+        let now = self.now();
+        let skip = s.spends.len().saturating_sub(10);
+        Ok(QuotaStatus {
+            goal_id: s.goal.id.clone(),
+            quota: quota::view(&s, now),
+            paused: quota::is_paused(&s) || s.goal.status == loopx_core::model::GoalStatus::Stopped,
+            throttled: quota::is_throttled(&s, now),
+            budget_exhausted: quota::budget_exhausted(&s),
+            recent_spends: s.spends.iter().skip(skip).cloned().collect(),
+        })
+    }
+
+    async fn scheduler_report(
+        &self,
+        ctx: &CommandContext,
+        req: SchedulerReport,
+    ) -> Result<Receipt<SchedulerBody>> {
+        self.mutate(
+            ctx,
+            "quota.scheduler",
+            |_| Ok(Lane::Agent),
+            |s, a| rules::scheduler_report(s, a, &req).map(Some),
+            |s| {
+                let agent = rules::resolve_actor(s, ctx.agent.as_ref(), Lane::Agent)?;
+                let agent_id = match agent {
+                    Actor::Agent(a) => a,
+                    Actor::User => return Err(Error::internal("scheduler report without an agent")),
+                };
+                Ok(SchedulerBody {
+                    agent_id,
+                    cadence_minutes: req.cadence_minutes,
+                    rrule: req.rrule.clone(),
+                    error: req.error.clone(),
+                })
+            },
+        )
+    }
 }
+
+/// A receipt body with nothing in it.
+#[derive(Debug, serde::Serialize)]
+struct Nothing {}

@@ -2,12 +2,15 @@
 //! hash-chained event log, the snapshot, the GOAL.md projection and the locks, and implements
 //! the [`loopx_core::kernel::Kernel`] command surface over them ([`FileKernel`]).
 
+pub mod decide;
 pub mod doctor;
 pub mod file_kernel;
 pub mod fs;
 pub mod lock;
 pub mod log;
+pub mod process;
 pub mod project;
+pub mod quota;
 pub mod render;
 pub mod rules;
 pub mod state;

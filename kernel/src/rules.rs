@@ -3,15 +3,20 @@
 
 use loopx_core::event::Event;
 use loopx_core::kernel::{
-    AddEvidence, AddTodo, CompleteTodo, NewEvidence, RegisterAgent, SetGoal, SupersedeTodo, UpdateTodo,
+    AddEvidence, AddTodo, AnswerGate, AskGate, CompleteTodo, NewEvidence, QuotaChange, RefreshState,
+    RegisterAgent, SchedulerReport, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo, VoidSlot,
 };
 use loopx_core::model::{
-    CompletionContinuation, Evidence, GoalStatus, NewTodo, ResumeWhen, Role, Todo, TodoStatus, check_text,
+    CompletionContinuation, Evidence, GateBlocks, GateStatus, GoalStatus, NewTodo, QuotaPolicy, ResumeWhen,
+    Role, RunRecord, Spend, Todo, TodoStatus, check_text,
 };
-use loopx_core::{AgentId, Error, Result, Timestamp, TodoId};
+use loopx_core::traits::EvidenceDraft;
+use loopx_core::{AgentId, Error, EvidenceId, GateId, Result, Timestamp, TodoId};
 
 use crate::state::GoalState;
 
+/// Longest a validation command may run.
+pub const MAX_VALIDATION_SECS: u64 = 6 * 3600;
 /// Most todos one goal may hold; past this, close or supersede old ones.
 pub const MAX_TODOS: usize = 100_000;
 /// Longest link or argv element in evidence, in bytes.
@@ -145,6 +150,7 @@ pub fn make_evidence(
     todo: TodoId,
     e: &NewEvidence,
     now: Timestamp,
+    offset: u64,
 ) -> Result<Evidence> {
     check_text("evidence summary", &e.summary)?;
     if let Some(link) = &e.link
@@ -159,7 +165,7 @@ pub fn make_evidence(
             .with_hint("give the command that was run, e.g. --command \"cargo test\""));
     }
     Ok(Evidence {
-        id: state.next_evidence_id(),
+        id: EvidenceId::from_number(state.next_evidence_id().number() + offset),
         todo,
         kind: e.kind,
         summary: e.summary.clone(),
@@ -181,12 +187,13 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
     if let Some(t) = &req.title {
         check_text("title", t)?;
     }
+    let quota = new_quota(state, &req.quota)?.filter(|q| *q != state.goal.quota);
     let objective = req.objective.clone().filter(|o| *o != state.goal.objective);
     let title = req.title.clone().filter(|t| Some(t) != state.goal.title.as_ref());
-    if objective.is_none() && title.is_none() {
+    if objective.is_none() && title.is_none() && quota.is_none() {
         return Ok(None);
     }
-    Ok(Some(Event::GoalUpdated { objective, title }))
+    Ok(Some(Event::GoalUpdated { objective, title, quota }))
 }
 
 pub fn stop_goal(state: &GoalState, reason: Option<&String>) -> Result<Option<Event>> {
@@ -224,6 +231,21 @@ pub fn add_todo(state: &GoalState, req: &AddTodo) -> Result<Event> {
     check_text("todo text", &req.text)?;
     check_scopes(&req.scopes)?;
     room_for(state, 1)?;
+    if let Some(g) = req.after_gate {
+        find_gate(state, g)?;
+    }
+    if let Some(v) = &req.validation {
+        if v.argv.is_empty() || v.argv.iter().any(|a| a.is_empty() || a.len() > MAX_REF_LEN) {
+            return Err(Error::usage("invalid validation command")
+                .with_hint("give the check to run, e.g. --validation-command \"cargo test -p parser\""));
+        }
+        if v.timeout_secs == 0 || v.timeout_secs > MAX_VALIDATION_SECS {
+            return Err(Error::usage(format!(
+                "the validation timeout must be between 1 s and {} h",
+                MAX_VALIDATION_SECS / 3600
+            )));
+        }
+    }
     Ok(Event::TodoAdded {
         todo: NewTodo {
             id: state.next_todo_id(0),
@@ -233,6 +255,9 @@ pub fn add_todo(state: &GoalState, req: &AddTodo) -> Result<Event> {
             class: req.class,
             scopes: req.scopes.clone(),
             predecessor: None,
+            after_gate: req.after_gate,
+            validation: req.validation.clone(),
+            claimed_by: None,
         },
     })
 }
@@ -310,7 +335,7 @@ pub fn update(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp
         check_resume(state, req.todo, r)?;
     }
     let evidence =
-        req.evidence.as_ref().map(|e| make_evidence(state, actor, req.todo, e, now)).transpose()?;
+        req.evidence.as_ref().map(|e| make_evidence(state, actor, req.todo, e, now, 0)).transpose()?;
     let text = req.text.clone().filter(|t| *t != todo.text);
     let priority = req.priority.filter(|p| *p != todo.priority);
     let status = req.status.filter(|s| *s != todo.status);
@@ -352,10 +377,13 @@ fn check_resume(state: &GoalState, todo: TodoId, r: &ResumeWhen) -> Result<()> {
     }
 }
 
+/// Completes a todo. `validated` is the kernel's own passing run of the todo's validation
+/// command (never something a caller supplies); a todo with a validation command needs it.
 pub fn complete(
     state: &GoalState,
     actor: &Actor,
     req: &CompleteTodo,
+    validated: Option<&EvidenceDraft>,
     now: Timestamp,
 ) -> Result<Option<Event>> {
     let todo = find_todo(state, req.todo)?;
@@ -379,9 +407,22 @@ pub fn complete(
                 req.todo
             )));
     }
-    let evidence =
-        req.evidence.as_ref().map(|e| make_evidence(state, actor, req.todo, e, now)).transpose()?;
-    let has_proof = evidence.is_some() || !todo.evidence.is_empty();
+    let mut evidence = Vec::new();
+    match (&todo.validation, validated) {
+        (Some(v), None) => {
+            return Err(Error::refused(format!(
+                "todo {} completes only when loopx has run its validation `{}` and it passed",
+                req.todo,
+                v.argv.join(" ")
+            )));
+        }
+        (_, Some(draft)) => evidence.push(evidence_from_draft(state, "loopx", req.todo, draft, now, 0)),
+        (None, None) => {}
+    }
+    if let Some(e) = &req.evidence {
+        evidence.push(make_evidence(state, actor, req.todo, e, now, evidence.len() as u64)?);
+    }
+    let has_proof = !evidence.is_empty() || !todo.evidence.is_empty();
     if todo.role == Role::Agent && !has_proof && !(req.no_follow_up && req.note.is_some()) {
         return Err(Error::refused(format!("todo {} needs evidence to be completed", req.todo)).with_hint(format!(
             "pass --evidence \"what proves it\" (e.g. the test that passed), or --no-follow-up --note \"why nothing is needed\": loopx todo complete --todo-id {} --evidence \"…\"",
@@ -391,7 +432,11 @@ pub fn complete(
     if req.next_todo.is_some() {
         room_for(state, 1)?;
     }
-    let successor = req.next_todo.as_ref().map(|text| follow_up(todo, state.next_todo_id(0), text));
+    // A successor stays with the agent that held its predecessor: it is selected next by them.
+    let successor = req.next_todo.as_ref().map(|text| NewTodo {
+        claimed_by: todo.claimed_by.clone(),
+        ..follow_up(todo, state.next_todo_id(0), text)
+    });
     let continuation = if successor.is_some() {
         CompletionContinuation::Successor
     } else if req.no_follow_up {
@@ -408,6 +453,29 @@ pub fn complete(
     }))
 }
 
+/// Evidence from a capability's draft, authored by `author`.
+pub fn evidence_from_draft(
+    state: &GoalState,
+    author: &str,
+    todo: TodoId,
+    d: &EvidenceDraft,
+    now: Timestamp,
+    offset: u64,
+) -> Evidence {
+    Evidence {
+        id: EvidenceId::from_number(state.next_evidence_id().number() + offset),
+        todo,
+        kind: d.kind,
+        summary: d.summary.clone(),
+        command: d.command.clone(),
+        exit_code: d.exit_code,
+        output_digest: d.output_digest.clone(),
+        link: None,
+        author: author.to_owned(),
+        at: now,
+    }
+}
+
 /// A new todo that carries on from `from`: same priority, role, class and scopes.
 fn follow_up(from: &Todo, id: TodoId, text: &str) -> NewTodo {
     NewTodo {
@@ -418,6 +486,9 @@ fn follow_up(from: &Todo, id: TodoId, text: &str) -> NewTodo {
         class: from.class,
         scopes: from.scopes.clone(),
         predecessor: Some(from.id),
+        after_gate: None,
+        validation: None,
+        claimed_by: None,
     }
 }
 
@@ -455,5 +526,290 @@ pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo) -> Resul
 
 pub fn add_evidence(state: &GoalState, actor: &Actor, req: &AddEvidence, now: Timestamp) -> Result<Event> {
     find_todo(state, req.todo)?;
-    Ok(Event::EvidenceAdded { evidence: make_evidence(state, actor, req.todo, &req.evidence, now)? })
+    Ok(Event::EvidenceAdded { evidence: make_evidence(state, actor, req.todo, &req.evidence, now, 0)? })
+}
+
+// ---- gates ---------------------------------------------------------------------------------
+
+pub fn find_gate(state: &GoalState, id: GateId) -> Result<&loopx_core::model::Gate> {
+    state.gate(id).ok_or_else(|| {
+        Error::not_found(format!("gate {id} not found on goal {}", state.goal.id))
+            .with_hint("list gates with: loopx gate list --all")
+    })
+}
+
+pub fn ask_gate(state: &GoalState, req: &AskGate) -> Result<Event> {
+    check_text("question", &req.question)?;
+    match &req.blocks {
+        GateBlocks::Goal => {}
+        GateBlocks::Agent(a) => {
+            if state.agent(a).is_none() {
+                return Err(Error::not_found(format!(
+                    "agent {a} is not registered on goal {}",
+                    state.goal.id
+                ))
+                .with_hint("a gate can block a registered agent only; see loopx agent list"));
+            }
+        }
+        GateBlocks::Todos(ids) => {
+            for id in ids {
+                not_closed(find_todo(state, *id)?, "gate")?;
+            }
+        }
+    }
+    Ok(Event::GateAsked {
+        gate: state.next_gate_id(),
+        question: req.question.clone(),
+        blocks: req.blocks.clone(),
+    })
+}
+
+/// Gates are answered by people: an agent never decides its own gate.
+pub fn answer_gate(state: &GoalState, actor: &Actor, req: &AnswerGate) -> Result<Event> {
+    check_note(req.note.as_ref())?;
+    if let Actor::Agent(a) = actor {
+        return Err(Error::refused(format!("agent {a} cannot answer a gate; gates are answered by people"))
+            .with_hint(format!("a person runs: loopx gate answer {} --approve", req.gate)));
+    }
+    let gate = find_gate(state, req.gate)?;
+    if gate.status != GateStatus::Open {
+        let by = gate.answered_by.as_deref().unwrap_or("someone");
+        return Err(Error::refused(format!("gate {} was already {} by {by}", gate.id, gate.status))
+            .with_hint("ask a new question with: loopx gate ask --question \"…\" --blocks …"));
+    }
+    if req.status == GateStatus::Open {
+        return Err(Error::usage("an answer is --approve, --reject or --cancel"));
+    }
+    Ok(Event::GateAnswered { gate: req.gate, status: req.status, note: req.note.clone() })
+}
+
+// ---- quota ---------------------------------------------------------------------------------
+
+/// Longest quota window, in hours (a week).
+pub const MAX_WINDOW_HOURS: u32 = 168;
+
+/// The quota policy after `change`, validated; `None` when nothing is asked.
+fn new_quota(state: &GoalState, change: &QuotaChange) -> Result<Option<QuotaPolicy>> {
+    if change.is_empty() {
+        return Ok(None);
+    }
+    let mut q: QuotaPolicy = state.goal.quota.clone();
+    if let Some(c) = change.compute {
+        if !(0.0..=1.0).contains(&c) {
+            return Err(Error::usage(format!("--compute must be between 0 and 1, not {c}"))
+                .with_hint("0 pauses the goal, 1 allows every slot, e.g. --compute 0.5"));
+        }
+        q.compute = c;
+    }
+    if let Some(h) = change.window_hours {
+        if h == 0 || h > MAX_WINDOW_HOURS {
+            return Err(Error::usage(format!(
+                "--window-hours must be between 1 and {MAX_WINDOW_HOURS}, not {h}"
+            )));
+        }
+        q.window_hours = h;
+    }
+    if let Some(m) = change.slot_minutes {
+        if m == 0 || m > 1440 {
+            return Err(Error::usage(format!("--slot-minutes must be between 1 and 1440, not {m}")));
+        }
+        q.slot_minutes = m;
+    }
+    if let Some(n) = change.allowed_slots {
+        q.allowed_slots = Some(n);
+    }
+    if let Some(t) = change.budget_tokens {
+        q.budget_tokens = Some(t);
+    }
+    if let Some(usd) = change.budget_usd {
+        if !usd.is_finite() || usd < 0.0 {
+            return Err(Error::usage(format!("--budget-usd must be a non-negative amount, not {usd}")));
+        }
+        q.budget_usd = Some(usd);
+    }
+    Ok(Some(q))
+}
+
+fn explicit_agent<'a>(actor: &'a Actor, what: &str) -> Result<&'a AgentId> {
+    actor.agent().ok_or_else(|| {
+        Error::identity(format!("{what} needs the registered agent that did the turn"))
+            .with_hint("pass --agent-id <agent> (see loopx agent list)")
+    })
+}
+
+/// Checks a classification word such as `implement`, `review`, `research`.
+fn check_classification(c: &str) -> Result<()> {
+    let ok = !c.is_empty()
+        && c.len() <= 32
+        && c.as_bytes()[0].is_ascii_lowercase()
+        && c.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::usage(format!("invalid classification {}", loopx_core::ids::quote_input(c)))
+            .with_hint("use one lowercase word such as implement, review, research, fix"))
+    }
+}
+
+/// The todo a recorded turn decision bound, if the turn is known and selected one.
+fn bound_todo(state: &GoalState, agent: &AgentId, turn: &str) -> Option<TodoId> {
+    state.decisions.get(&crate::state::decision_key(agent, turn)).and_then(|d| d.record.todo)
+}
+
+fn check_turn_binding(state: &GoalState, agent: &AgentId, turn: Option<&str>, todo: TodoId) -> Result<()> {
+    if let Some(turn) = turn
+        && let Some(bound) = bound_todo(state, agent, turn)
+        && bound != todo
+    {
+        return Err(Error::refused(format!("turn {turn} of {agent} was decided for {bound}, not {todo}"))
+            .with_hint(format!("use --todo-id {bound}, or start a new turn with loopx quota should-run")));
+    }
+    Ok(())
+}
+
+pub fn refresh_state(
+    state: &GoalState,
+    actor: &Actor,
+    turn: Option<&str>,
+    req: &RefreshState,
+    now: Timestamp,
+) -> Result<Event> {
+    let agent = explicit_agent(actor, "refresh-state")?;
+    find_todo(state, req.todo)?;
+    check_classification(&req.classification)?;
+    if let Some(n) = &req.next_action {
+        check_text("next action", n)?;
+    }
+    check_turn_binding(state, agent, turn, req.todo)?;
+    Ok(Event::RunRecorded {
+        run: RunRecord {
+            id: state.next_run_id(),
+            agent: agent.clone(),
+            todo: req.todo,
+            turn: turn.map(str::to_owned),
+            classification: req.classification.clone(),
+            delivery_outcome: req.delivery_outcome,
+            next_action: req.next_action.clone(),
+            at: now,
+            spent_by: None,
+        },
+    })
+}
+
+pub fn spend_slot(
+    state: &GoalState,
+    actor: &Actor,
+    turn: Option<&str>,
+    req: &SpendSlot,
+    now: Timestamp,
+) -> Result<Event> {
+    let agent = explicit_agent(actor, "quota spend-slot")?;
+    find_todo(state, req.todo)?;
+    if req.slots == 0 {
+        return Err(Error::usage("--slots must be at least 1"));
+    }
+    if req.usd.is_some_and(|u| !u.is_finite() || u < 0.0) {
+        return Err(Error::usage("--usd must be a non-negative amount"));
+    }
+    if state.goal.status == GoalStatus::Stopped || crate::quota::is_paused(state) {
+        return Err(Error::refused(format!(
+            "goal {} is paused; nothing is spent while it is",
+            state.goal.id
+        ))
+        .with_hint(format!(
+            "resume it first: loopx goal resume --goal-id {} (or raise --compute)",
+            state.goal.id
+        )));
+    }
+    check_turn_binding(state, agent, turn, req.todo)?;
+    let refresh = |t: &str| {
+        format!(
+            "write the turn back first: loopx refresh-state --agent-id {agent} --todo-id {}{t} --classification implement --delivery-outcome outcome_progress",
+            req.todo
+        )
+    };
+    let run = match turn {
+        Some(t) => {
+            let run = state.runs.iter().rev().find(|r| &r.agent == agent && r.turn.as_deref() == Some(t));
+            let run = run.ok_or_else(|| {
+                Error::refused(format!("turn {t} of {agent} has no writeback to account"))
+                    .with_hint(refresh(&format!(" --turn-instance-id {t}")))
+            })?;
+            if run.todo != req.todo {
+                return Err(Error::refused(format!("turn {t} wrote back {}, not {}", run.todo, req.todo))
+                    .with_hint(format!("spend for --todo-id {}", run.todo)));
+            }
+            if let Some(s) = run.spent_by {
+                return Err(Error::refused(format!("the writeback of turn {t} is already accounted by {s}")));
+            }
+            run
+        }
+        None => state
+            .runs
+            .iter()
+            .rev()
+            .find(|r| &r.agent == agent && r.todo == req.todo && r.spent_by.is_none())
+            .ok_or_else(|| {
+                Error::refused(format!("{agent} has no unspent writeback for {}", req.todo))
+                    .with_hint(refresh(""))
+            })?,
+    };
+    Ok(Event::SlotSpent {
+        spend: Spend {
+            id: state.next_spend_id(),
+            agent: agent.clone(),
+            todo: req.todo,
+            run: run.id,
+            turn: turn.map(str::to_owned),
+            slots: req.slots,
+            tokens: req.tokens,
+            usd: req.usd,
+            at: now,
+            voided: false,
+        },
+    })
+}
+
+pub fn void_slot(state: &GoalState, req: &VoidSlot) -> Result<Option<Event>> {
+    check_note(req.reason.as_ref())?;
+    let spend = state.spends.iter().find(|s| s.id == req.spend).ok_or_else(|| {
+        Error::not_found(format!(
+            "spend {} not found on goal {} (or older than a week)",
+            req.spend, state.goal.id
+        ))
+        .with_hint("see recent spends with: loopx quota status")
+    })?;
+    Ok((!spend.voided).then(|| Event::SlotVoided { spend: req.spend, reason: req.reason.clone() }))
+}
+
+pub fn scheduler_report(state: &GoalState, actor: &Actor, req: &SchedulerReport) -> Result<Event> {
+    let agent = explicit_agent(actor, "a scheduler report")?.clone();
+    let _ = state;
+    if let Some(c) = req.cadence_minutes
+        && (c == 0 || c > 1440)
+    {
+        return Err(Error::usage(format!("--cadence-minutes must be between 1 and 1440, not {c}")));
+    }
+    if let Some(r) = &req.rrule {
+        let ok = r.starts_with("FREQ=")
+            && r.len() <= 200
+            && r.bytes().all(|b| {
+                b.is_ascii_uppercase() || b.is_ascii_digit() || matches!(b, b'=' | b';' | b',' | b'-')
+            });
+        if !ok {
+            return Err(Error::usage(format!("invalid RRULE {}", loopx_core::ids::quote_input(r)))
+                .with_hint("e.g. --rrule 'FREQ=MINUTELY;INTERVAL=3'"));
+        }
+    }
+    match &req.error {
+        Some(e) => {
+            check_text("error", e)?;
+            Ok(Event::SchedulerFailed { agent, error: e.clone() })
+        }
+        None => Ok(Event::SchedulerAcked {
+            agent,
+            cadence_minutes: req.cadence_minutes,
+            rrule: req.rrule.clone(),
+        }),
+    }
 }

@@ -1,16 +1,26 @@
 //! Derived state: what the event log says, folded. Pure; no I/O.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use loopx_core::decision::DecisionRecord;
 use loopx_core::event::Event;
 use loopx_core::kernel::{TodoCounts, TodoSummary};
 use loopx_core::model::{
-    Agent, Completion, Evidence, Goal, GoalStatus, HandoffMode, NewTodo, Note, QuotaPolicy, ResumeWhen, Role,
-    Todo, TodoClass, TodoStatus,
+    Agent, Completion, Evidence, Gate, GateBlocks, GateStatus, Goal, GoalStatus, HandoffMode, NewTodo, Note,
+    QuotaPolicy, ResumeWhen, Role, RunRecord, Spend, Todo, TodoClass, TodoStatus,
 };
-use loopx_core::{AgentId, EvidenceId, GoalId, Timestamp, TodoId};
+use loopx_core::{AgentId, EvidenceId, GateId, GoalId, RunId, SpendId, Timestamp, TodoId};
+
+/// Keyed receipts kept for replays; older keys fall out (a replay is a retry, not an archive).
+pub const RECEIPTS_KEPT: usize = 512;
+/// Recorded turn decisions kept for replays and turn binding.
+pub const DECISIONS_KEPT: usize = 512;
+/// Run records kept in state (the log keeps them all; `loopx history` shows them).
+pub const RUNS_KEPT: usize = 256;
+/// Spends older than this (before the latest event) leave the state: no window is longer.
+pub const SPEND_HORIZON_MS: i64 = 7 * 24 * 3600 * 1000;
 
 use crate::log::EventLine;
 
@@ -33,6 +43,68 @@ pub struct GoalState {
     /// `evidence[n - 1]` is evidence `en`.
     pub evidence: Vec<Evidence>,
     pub receipts: BTreeMap<String, StoredReceipt>,
+    /// Receipt keys, oldest first, for eviction.
+    #[serde(default)]
+    pub receipt_order: VecDeque<String>,
+    #[serde(default)]
+    pub gates: Vec<Gate>,
+    /// Recent run records (`refresh-state`), oldest first.
+    #[serde(default)]
+    pub runs: VecDeque<RunRecord>,
+    #[serde(default)]
+    pub runs_total: u64,
+    /// Spends within the horizon, oldest first.
+    #[serde(default)]
+    pub spends: VecDeque<Spend>,
+    #[serde(default)]
+    pub spends_total: u64,
+    #[serde(default)]
+    pub tokens_used: u64,
+    #[serde(default)]
+    pub usd_used: f64,
+    /// Recorded decisions by `agent:turn`, with the event that recorded each.
+    #[serde(default)]
+    pub decisions: BTreeMap<String, RecordedDecision>,
+    #[serde(default)]
+    pub decision_order: VecDeque<String>,
+    #[serde(default)]
+    pub schedulers: BTreeMap<AgentId, SchedulerState>,
+    /// The latest event that changed the work (not a poll or a scheduler report).
+    #[serde(default)]
+    pub work_seq: u64,
+}
+
+/// A turn's decision and the event that recorded it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedDecision {
+    pub seq: u64,
+    pub record: DecisionRecord,
+}
+
+/// What loopx knows of one agent's host scheduler.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedulerState {
+    /// `work_seq` at the agent's latest recorded poll.
+    pub last_work_seq: u64,
+    /// Recorded polls in a row that found the work unchanged.
+    pub unchanged_polls: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_cadence: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_rrule: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The key of a recorded turn decision.
+pub fn decision_key(agent: &AgentId, turn: &str) -> String {
+    format!("{agent}:{turn}")
 }
 
 impl GoalState {
@@ -60,6 +132,18 @@ impl GoalState {
             todos: Vec::new(),
             evidence: Vec::new(),
             receipts: BTreeMap::new(),
+            receipt_order: VecDeque::new(),
+            gates: Vec::new(),
+            runs: VecDeque::new(),
+            runs_total: 0,
+            spends: VecDeque::new(),
+            spends_total: 0,
+            tokens_used: 0,
+            usd_used: 0.0,
+            decisions: BTreeMap::new(),
+            decision_order: VecDeque::new(),
+            schedulers: BTreeMap::new(),
+            work_seq: first.seq,
         };
         state.keep_receipt(first);
         Ok(state)
@@ -102,7 +186,10 @@ impl GoalState {
         let actor = line.actor.as_str();
         match &line.event {
             Event::GoalCreated { .. } => return Err("a second goal_created event".to_owned()),
-            Event::GoalUpdated { objective, title } => {
+            Event::GoalUpdated { objective, title, quota } => {
+                if let Some(q) = quota {
+                    self.goal.quota = q.clone();
+                }
                 if let Some(o) = objective {
                     self.goal.objective.clone_from(o);
                 }
@@ -167,7 +254,7 @@ impl GoalState {
                 t.updated_at = at;
             }
             Event::TodoCompleted { todo, continuation, note, evidence, successor } => {
-                if let Some(e) = evidence {
+                for e in evidence {
                     self.add_evidence(e.clone())?;
                 }
                 if let Some(s) = successor {
@@ -202,6 +289,106 @@ impl GoalState {
                 t.updated_at = at;
             }
             Event::EvidenceAdded { evidence } => self.add_evidence(evidence.clone())?,
+            Event::GateAsked { gate, question, blocks } => {
+                if *gate != self.next_gate_id() {
+                    return Err(format!("gate {gate} asked where {} was next", self.next_gate_id()));
+                }
+                self.gates.push(Gate {
+                    id: *gate,
+                    question: question.clone(),
+                    blocks: blocks.clone(),
+                    status: GateStatus::Open,
+                    asked_by: actor.to_owned(),
+                    asked_at: at,
+                    answered_by: None,
+                    answered_at: None,
+                    note: None,
+                });
+            }
+            Event::GateAnswered { gate, status, note } => {
+                let g = self.gate_mut(*gate)?;
+                g.status = *status;
+                g.answered_by = Some(actor.to_owned());
+                g.answered_at = Some(at);
+                g.note.clone_from(note);
+            }
+            Event::DecisionRecorded { record } => {
+                let key = decision_key(&record.agent, &record.turn);
+                let recorded = RecordedDecision { seq: line.seq, record: record.clone() };
+                if self.decisions.insert(key.clone(), recorded).is_none() {
+                    self.decision_order.push_back(key);
+                }
+                while self.decision_order.len() > DECISIONS_KEPT {
+                    if let Some(old) = self.decision_order.pop_front() {
+                        self.decisions.remove(&old);
+                    }
+                }
+                let work_seq = self.work_seq;
+                let sched = self.schedulers.entry(record.agent.clone()).or_default();
+                if sched.last_work_seq == work_seq {
+                    sched.unchanged_polls = sched.unchanged_polls.saturating_add(1);
+                } else {
+                    sched.unchanged_polls = 0;
+                    sched.last_work_seq = work_seq;
+                }
+            }
+            Event::RunRecorded { run } => {
+                if run.id != self.next_run_id() {
+                    return Err(format!("run {} recorded where {} was next", run.id, self.next_run_id()));
+                }
+                self.runs.push_back(run.clone());
+                self.runs_total += 1;
+                while self.runs.len() > RUNS_KEPT {
+                    self.runs.pop_front();
+                }
+            }
+            Event::SlotSpent { spend } => {
+                if spend.id != self.next_spend_id() {
+                    return Err(format!(
+                        "spend {} recorded where {} was next",
+                        spend.id,
+                        self.next_spend_id()
+                    ));
+                }
+                if let Some(run) = self.runs.iter_mut().find(|r| r.id == spend.run) {
+                    run.spent_by = Some(spend.id);
+                }
+                self.tokens_used = self.tokens_used.saturating_add(spend.tokens.unwrap_or(0));
+                self.usd_used += spend.usd.unwrap_or(0.0);
+                self.spends.push_back(spend.clone());
+                self.spends_total += 1;
+                let horizon = at.unix_millis().saturating_sub(SPEND_HORIZON_MS);
+                while self.spends.front().is_some_and(|s| s.at.unix_millis() < horizon) {
+                    self.spends.pop_front();
+                }
+            }
+            Event::SlotVoided { spend, .. } => {
+                let s = self
+                    .spends
+                    .iter_mut()
+                    .find(|s| s.id == *spend)
+                    .ok_or_else(|| format!("event voids unknown spend {spend}"))?;
+                if !s.voided {
+                    s.voided = true;
+                    self.tokens_used = self.tokens_used.saturating_sub(s.tokens.unwrap_or(0));
+                    self.usd_used = (self.usd_used - s.usd.unwrap_or(0.0)).max(0.0);
+                }
+            }
+            Event::SchedulerAcked { agent, cadence_minutes, rrule } => {
+                let sched = self.schedulers.entry(agent.clone()).or_default();
+                sched.applied_cadence = *cadence_minutes;
+                sched.applied_rrule.clone_from(rrule);
+                sched.failures = 0;
+                sched.last_error = None;
+            }
+            Event::SchedulerFailed { agent, error } => {
+                let sched = self.schedulers.entry(agent.clone()).or_default();
+                sched.failures = sched.failures.saturating_add(1);
+                sched.last_error = Some(error.clone());
+            }
+        }
+        if line.event.changes_work() {
+            self.work_seq = line.seq;
         }
         self.seq = line.seq;
         self.last_event_at = at;
@@ -211,8 +398,58 @@ impl GoalState {
 
     fn keep_receipt(&mut self, line: &EventLine) {
         if let (Some(key), Some(receipt)) = (&line.turn, &line.receipt) {
-            self.receipts.insert(key.clone(), StoredReceipt { seq: line.seq, receipt: receipt.clone() });
+            let stored = StoredReceipt { seq: line.seq, receipt: receipt.clone() };
+            if self.receipts.insert(key.clone(), stored).is_none() {
+                self.receipt_order.push_back(key.clone());
+            }
+            while self.receipt_order.len() > RECEIPTS_KEPT {
+                if let Some(old) = self.receipt_order.pop_front() {
+                    self.receipts.remove(&old);
+                }
+            }
         }
+    }
+
+    pub fn gate(&self, id: GateId) -> Option<&Gate> {
+        usize::try_from(id.number()).ok().and_then(|n| self.gates.get(n.checked_sub(1)?))
+    }
+
+    fn gate_mut(&mut self, id: GateId) -> Result<&mut Gate, String> {
+        usize::try_from(id.number())
+            .ok()
+            .and_then(|n| self.gates.get_mut(n.checked_sub(1)?))
+            .ok_or_else(|| format!("event names unknown gate {id}"))
+    }
+
+    pub fn next_gate_id(&self) -> GateId {
+        GateId::from_number(self.gates.len() as u64 + 1)
+    }
+
+    pub fn next_run_id(&self) -> RunId {
+        RunId::from_number(self.runs_total + 1)
+    }
+
+    pub fn next_spend_id(&self) -> SpendId {
+        SpendId::from_number(self.spends_total + 1)
+    }
+
+    pub fn open_gates(&self) -> impl Iterator<Item = &Gate> {
+        self.gates.iter().filter(|g| g.status == GateStatus::Open)
+    }
+
+    /// The gate holding `todo` back, if any: an open gate scoped to it, or the gate it waits
+    /// for (`after_gate`) while that gate is open or was rejected.
+    pub fn gate_holding(&self, todo: &Todo) -> Option<GateId> {
+        if let Some(g) = todo.after_gate.and_then(|g| self.gate(g))
+            && matches!(g.status, GateStatus::Open | GateStatus::Rejected)
+        {
+            return Some(g.id);
+        }
+        self.gates
+            .iter()
+            .filter(|g| matches!(g.status, GateStatus::Open | GateStatus::Rejected))
+            .find(|g| matches!(&g.blocks, GateBlocks::Todos(ids) if ids.contains(&todo.id)))
+            .map(|g| g.id)
     }
 
     fn add_todo(&mut self, new: &NewTodo, actor: &str, at: Timestamp) -> Result<(), String> {
@@ -226,9 +463,11 @@ impl GoalState {
             role: new.role,
             class: new.class,
             status: TodoStatus::Open,
-            claimed_by: None,
+            claimed_by: new.claimed_by.clone(),
             scopes: new.scopes.clone(),
             resume_when: None,
+            after_gate: new.after_gate,
+            validation: new.validation.clone(),
             predecessor: new.predecessor,
             successors: Vec::new(),
             superseded_by: Vec::new(),
@@ -275,13 +514,21 @@ impl GoalState {
             Some(ResumeWhen::TodoDone(other)) => {
                 self.todo(*other).is_none_or(|o| o.status != TodoStatus::Done)
             }
-            // Gates arrive with the tick; until one is answered the todo waits.
-            Some(ResumeWhen::GateAnswered(_)) => true,
+            Some(ResumeWhen::GateAnswered(g)) => self.gate(*g).is_none_or(|g| g.status == GateStatus::Open),
         }
     }
 
-    /// The todos an agent may pick, best first: open (or deferred and due) `advance` agent
-    /// todos that nobody else holds, ordered by (held by `agent` first, priority, creation).
+    /// Agent work `agent` could pick up if nothing held it back: open (or deferred with a
+    /// resume condition) `advance` or `monitor` agent todos that nobody else holds.
+    pub fn candidate(&self, t: &Todo, agent: Option<&AgentId>) -> bool {
+        t.role == Role::Agent
+            && t.class != TodoClass::Blocker
+            && (t.status == TodoStatus::Open || (t.status == TodoStatus::Deferred && t.resume_when.is_some()))
+            && t.claimed_by.as_ref().is_none_or(|c| Some(c) == agent)
+    }
+
+    /// The todos an agent may pick, best first: candidates that are due and not held by a
+    /// gate, ordered by (held by `agent` first, priority, creation).
     pub fn selectable<'a>(
         &'a self,
         agent: Option<&'a AgentId>,
@@ -291,12 +538,7 @@ impl GoalState {
             .todos
             .iter()
             .filter(move |t| {
-                t.role == Role::Agent
-                    && t.class == TodoClass::Advance
-                    && (t.status == TodoStatus::Open
-                        || (t.status == TodoStatus::Deferred && t.resume_when.is_some()))
-                    && !self.is_waiting(t, now)
-                    && t.claimed_by.as_ref().is_none_or(|c| Some(c) == agent)
+                self.candidate(t, agent) && !self.is_waiting(t, now) && self.gate_holding(t).is_none()
             })
             .collect();
         picks.sort_by_key(|t| (t.claimed_by.is_none(), t.priority, t.id));

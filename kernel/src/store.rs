@@ -160,6 +160,33 @@ impl Txn<'_> {
         Ok(receipt)
     }
 
+    /// What committing `event` would return, without writing anything (for `--dry-run`).
+    pub fn preview<T>(
+        &self,
+        actor: &str,
+        event: Event,
+        body: impl FnOnce(&GoalState) -> Result<T>,
+    ) -> Result<Receipt<T>> {
+        let line = EventLine {
+            seq: self.state.seq + 1,
+            at: self.store.clock.now(),
+            actor: actor.to_owned(),
+            event,
+            turn: None,
+            receipt: None,
+            prev: self.head.clone(),
+        };
+        let mut next = self.state.clone();
+        next.apply(&line).map_err(|e| Error::internal(format!("cannot apply own event: {e}")))?;
+        Ok(Receipt {
+            goal_id: self.id.clone(),
+            seq: self.state.seq,
+            changed: false,
+            body: body(&next)?,
+            replayed: false,
+        })
+    }
+
     /// The log head before this transaction's commit (or after it).
     pub fn seq(&self) -> u64 {
         self.state.seq

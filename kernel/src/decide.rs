@@ -1,0 +1,474 @@
+//! The decision table of DESIGN.md §5: a pure function of the goal's state and the clock.
+//! Rows are evaluated top to bottom; the first that matches decides.
+//!
+//! | # | situation | decision | state |
+//! |---|---|---|---|
+//! | 1 | goal stopped or compute 0 | stop (paused) | paused |
+//! | 2 | no identity (2+ agents and no id, or an unregistered id) | identity error | — |
+//! | 3 | budget exhausted | stop (budget) | budget_exhausted |
+//! | 4 | every todo closed, one with no follow-up, no open gate | stop (terminal) | terminal |
+//! | 5 | a gate blocks the agent, or holds all its runnable work | ask_user | operator_gate |
+//! | 5b | a gate holds some todos, other work is runnable | (run below, gate in the user channel) | operator_gate |
+//! | 6 | allowed slots spent | wait until a slot frees | throttled |
+//! | 7 | the agent's work waits on a time, a todo, or a person | wait | waiting |
+//! | 8 | a selectable todo | run | eligible |
+//! | 9 | nothing runnable, not terminal | replan | eligible |
+//!
+//! Row 5b does not bypass quota: with a scoped gate open, the agent's remaining work still goes
+//! through rows 6–8, and the gate's question rides along in the user channel.
+
+use loopx_core::continuation::{Continuation, StopCause};
+use loopx_core::decision::{
+    DecisionKind, OpenQuestion, RunState, SchedulerAction, SchedulerHint, SelectedTodo, ShouldRunAnswer,
+    TurnRef, UserChannel,
+};
+use loopx_core::model::{
+    CompletionContinuation, GateBlocks, GateStatus, GoalStatus, ResumeWhen, Role, RuntimeProfile,
+};
+use loopx_core::{AgentId, Error, GateId, Result, Timestamp, TodoId};
+
+use crate::quota;
+use crate::state::GoalState;
+
+/// The decision for one agent at one moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub decision: DecisionKind,
+    pub state: RunState,
+    pub reason: String,
+    pub continuation: Continuation,
+    pub selected: Option<TodoId>,
+    pub claim_required: bool,
+}
+
+impl Decision {
+    pub fn should_run(&self) -> bool {
+        matches!(self.decision, DecisionKind::Run | DecisionKind::Replan)
+    }
+
+    fn stop(cause: StopCause, state: RunState, reason: String) -> Self {
+        Self {
+            decision: DecisionKind::Stop,
+            state,
+            reason,
+            continuation: Continuation::Stop { cause },
+            selected: None,
+            claim_required: false,
+        }
+    }
+
+    fn wait(state: RunState, reason: String, until: Option<Timestamp>, on: Option<String>) -> Self {
+        Self {
+            decision: DecisionKind::Wait,
+            state,
+            reason,
+            continuation: Continuation::Wait { until, on },
+            selected: None,
+            claim_required: false,
+        }
+    }
+}
+
+/// Row 2: who is asking. One registered agent is implied; otherwise the id is required.
+pub fn resolve_agent(state: &GoalState, requested: Option<&AgentId>) -> Result<AgentId> {
+    let register_hint =
+        "register it: loopx agent register --agent-id <agent> --agent-type <type> (see loopx agent types)";
+    match requested {
+        Some(a) if state.agent(a).is_some() => Ok(a.clone()),
+        Some(a) => Err(Error::identity(format!("agent {a} is not registered on goal {}", state.goal.id))
+            .with_hint(format!("register it: loopx agent register --agent-id {a} --agent-type <type>"))),
+        None => match state.agents.as_slice() {
+            [only] => Ok(only.id.clone()),
+            [] => Err(Error::identity(format!("no agent is registered on goal {}", state.goal.id))
+                .with_hint(register_hint)),
+            many => {
+                let ids: Vec<&str> = many.iter().map(|a| a.id.as_str()).collect();
+                Err(Error::identity(format!(
+                    "{} agents are registered on goal {} ({}); say which one is asking",
+                    many.len(),
+                    state.goal.id,
+                    ids.join(", ")
+                ))
+                .with_hint(format!("pass --agent-id, e.g. --agent-id {}", ids[0])))
+            }
+        },
+    }
+}
+
+fn is_terminal(state: &GoalState) -> bool {
+    !state.todos.is_empty()
+        && state.todos.iter().all(|t| t.status.is_closed())
+        && state.todos.iter().any(|t| {
+            t.completion.as_ref().is_some_and(|c| c.continuation == CompletionContinuation::NoFollowup)
+        })
+        && state.open_gates().next().is_none()
+}
+
+fn question_ids(gates: &[GateId]) -> String {
+    gates.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Runs the table for `requested` (or the implied agent). Returns the agent (absent only
+/// when row 1 answers before identity is checked) and the decision.
+pub fn decide(
+    state: &GoalState,
+    requested: Option<&AgentId>,
+    now: Timestamp,
+) -> Result<(Option<AgentId>, Decision)> {
+    // Row 1: paused for everyone, whoever asks.
+    if state.goal.status == GoalStatus::Stopped || quota::is_paused(state) {
+        let reason = match (&state.goal.status, &state.goal.stop_reason) {
+            (GoalStatus::Stopped, Some(r)) => format!("the goal is stopped: {r}"),
+            (GoalStatus::Stopped, None) => "the goal is stopped".to_owned(),
+            _ => "compute is 0: the goal is paused for every agent".to_owned(),
+        };
+        let agent = requested.and_then(|a| state.agent(a).map(|x| x.id.clone()));
+        return Ok((agent, Decision::stop(StopCause::Paused, RunState::Paused, reason)));
+    }
+    // Row 2.
+    let me = resolve_agent(state, requested)?;
+    Ok((Some(me.clone()), decide_for(state, &me, now)))
+}
+
+fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
+    // Row 3.
+    if quota::budget_exhausted(state) {
+        let q = &state.goal.quota;
+        let reason = match (q.budget_tokens, q.budget_usd) {
+            (Some(b), _) if state.tokens_used >= b => {
+                format!("the token budget is spent ({} of {b})", state.tokens_used)
+            }
+            (_, Some(b)) => format!("the money budget is spent (${:.2} of ${b:.2})", state.usd_used),
+            _ => "the budget is spent".to_owned(),
+        };
+        return Decision::stop(StopCause::BudgetExhausted, RunState::BudgetExhausted, reason);
+    }
+    // Row 4.
+    if is_terminal(state) {
+        return Decision::stop(
+            StopCause::Terminal,
+            RunState::Terminal,
+            "every todo is closed and nothing follows".to_owned(),
+        );
+    }
+    // Row 5: a gate on the whole goal, or on this agent.
+    let blocking: Vec<GateId> = state
+        .open_gates()
+        .filter(|g| match &g.blocks {
+            GateBlocks::Goal => true,
+            GateBlocks::Agent(a) => a == me,
+            GateBlocks::Todos(_) => false,
+        })
+        .map(|g| g.id)
+        .collect();
+    if !blocking.is_empty() {
+        return ask_user(state, blocking);
+    }
+    let selectable: Vec<_> = state.selectable(Some(me), now).collect();
+    let held: Vec<GateId> = {
+        let mut ids: Vec<GateId> = state
+            .todos
+            .iter()
+            .filter(|t| state.candidate(t, Some(me)) && !state.is_waiting(t, now))
+            .filter_map(|t| state.gate_holding(t))
+            .filter(|g| state.gate(*g).is_some_and(|g| g.status == GateStatus::Open))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    };
+    if selectable.is_empty() && !held.is_empty() {
+        return ask_user(state, held);
+    }
+    let gated_elsewhere = !held.is_empty(); // row 5b: carried into rows 6–8
+    // Row 6.
+    if quota::is_throttled(state, now) {
+        let q = &state.goal.quota;
+        let next = quota::next_slot_at(state, now);
+        let reason = match next {
+            Some(t) => format!(
+                "all {} slots of the {} h window are spent; the next frees at {t}",
+                q.effective_allowed_slots(),
+                q.window_hours
+            ),
+            None => format!("the quota allows {} slots; none are left", q.effective_allowed_slots()),
+        };
+        return Decision::wait(RunState::Throttled, reason, next, Some("quota".to_owned()));
+    }
+    // Row 7: this agent's work all waits on something.
+    if selectable.is_empty() {
+        let waiting: Vec<_> =
+            state.todos.iter().filter(|t| state.candidate(t, Some(me)) && state.is_waiting(t, now)).collect();
+        if let Some(first) = waiting.iter().min_by_key(|t| (t.priority, t.id)) {
+            let until = waiting
+                .iter()
+                .filter_map(|t| match t.resume_when {
+                    Some(ResumeWhen::At(at)) => Some(at),
+                    _ => None,
+                })
+                .min();
+            let cond = first.resume_when.as_ref().map(ToString::to_string).unwrap_or_default();
+            let reason = format!("{} waits until {cond}", first.id);
+            return Decision::wait(RunState::Waiting, reason, until, Some(cond));
+        }
+        let user_todo = state.todos.iter().find(|t| t.role == Role::User && !t.status.is_closed());
+        let agent_work_left = state.todos.iter().any(|t| t.role == Role::Agent && !t.status.is_closed());
+        if let (Some(u), false) = (user_todo, agent_work_left) {
+            let reason = format!("only a person's work is left: {} {}", u.id, u.text);
+            return Decision::wait(RunState::Waiting, reason, None, Some(format!("user todo {}", u.id)));
+        }
+    }
+    // Row 8.
+    if let Some(t) = selectable.first() {
+        let mine = t.claimed_by.as_ref() == Some(me);
+        let mut reason = if mine {
+            format!("continue {}, which you hold", t.id)
+        } else {
+            format!("{} is the next open todo ({})", t.id, t.priority)
+        };
+        if gated_elsewhere {
+            reason.push_str(&format!("; {} waits for a person", question_ids(&held)));
+        }
+        return Decision {
+            decision: DecisionKind::Run,
+            state: if gated_elsewhere { RunState::OperatorGate } else { RunState::Eligible },
+            reason,
+            continuation: Continuation::Run { todo: t.id, claim_required: !mine },
+            selected: Some(t.id),
+            claim_required: !mine,
+        };
+    }
+    // Row 9.
+    let reason = "nothing is runnable and the goal is not finished: add the next todos, \
+                  or complete the last one with --no-follow-up"
+        .to_owned();
+    Decision {
+        decision: DecisionKind::Replan,
+        state: RunState::Eligible,
+        reason: reason.clone(),
+        continuation: Continuation::Replan { reason },
+        selected: None,
+        claim_required: false,
+    }
+}
+
+fn ask_user(state: &GoalState, gates: Vec<GateId>) -> Decision {
+    let first = gates.first().and_then(|g| state.gate(*g));
+    let reason = match first {
+        Some(g) => format!("waiting for a person to answer {}: {}", g.id, g.question),
+        None => "waiting for a person".to_owned(),
+    };
+    Decision {
+        decision: DecisionKind::AskUser,
+        state: RunState::OperatorGate,
+        reason,
+        continuation: Continuation::AskUser { gates, fallback: None },
+        selected: None,
+        claim_required: false,
+    }
+}
+
+/// Base cadence (minutes) and unchanged-poll limit of a runtime profile.
+fn profile_cadence(profile: RuntimeProfile) -> (Option<u32>, Option<u32>) {
+    match profile {
+        RuntimeProfile::CodexHeartbeat => (Some(3), None),
+        RuntimeProfile::ClaudeLoop | RuntimeProfile::CodexGoal => (Some(3), Some(3)),
+        RuntimeProfile::Generic => (Some(3), None),
+        RuntimeProfile::CursorManual | RuntimeProfile::Manual => (None, None),
+    }
+}
+
+/// The backoff ladder for unchanged polls: 3 → 6 → 10 minutes.
+pub fn backoff_minutes(unchanged_polls: u32) -> u32 {
+    match unchanged_polls {
+        0 => 3,
+        1 => 6,
+        _ => 10,
+    }
+}
+
+fn minutes_until(now: Timestamp, at: Timestamp) -> u32 {
+    let ms = at.unix_millis().saturating_sub(now.unix_millis()).max(0).unsigned_abs();
+    u32::try_from(ms.div_ceil(60_000)).unwrap_or(u32::MAX).max(1)
+}
+
+/// Recorded polls in a row that found the work unchanged, as of now.
+pub fn unchanged_polls(state: &GoalState, agent: &AgentId) -> u32 {
+    state.schedulers.get(agent).filter(|s| s.last_work_seq == state.work_seq).map_or(0, |s| s.unchanged_polls)
+}
+
+/// The scheduler hint for `profile` (DESIGN.md §5). Cadence changes never spend.
+pub fn scheduler_hint(
+    state: &GoalState,
+    agent: Option<&AgentId>,
+    d: &Decision,
+    profile: RuntimeProfile,
+    now: Timestamp,
+) -> SchedulerHint {
+    let (base, limit) = profile_cadence(profile);
+    let unchanged = agent.map_or(0, |a| unchanged_polls(state, a));
+    let ladder = base.map(|_| backoff_minutes(unchanged));
+    let (mut action, mut cadence, mut wait_until, mut reason) = match (&d.decision, &d.continuation) {
+        (DecisionKind::Run, _) if d.state == RunState::OperatorGate => {
+            (SchedulerAction::RunNow, base, None, "fallback_work")
+        }
+        (DecisionKind::Run, _) => (SchedulerAction::RunNow, base, None, "eligible"),
+        (DecisionKind::Replan, _) => (SchedulerAction::RunNow, base, None, "replan"),
+        (DecisionKind::AskUser, _) => (SchedulerAction::WaitForUser, ladder, None, "operator_gate"),
+        (DecisionKind::Wait, Continuation::Wait { until: Some(at), .. }) => {
+            let code = if d.state == RunState::Throttled { "throttled" } else { "waiting" };
+            (SchedulerAction::WaitUntil, base.map(|_| minutes_until(now, *at)), Some(*at), code)
+        }
+        (DecisionKind::Wait, _) if d.state == RunState::Throttled => {
+            (SchedulerAction::StopUntilResume, None, None, "throttled")
+        }
+        (DecisionKind::Wait, _) => (SchedulerAction::Backoff, ladder, None, "waiting"),
+        (DecisionKind::Handoff, _) => (SchedulerAction::StopUntilResume, None, None, "handoff"),
+        (DecisionKind::Stop, Continuation::Stop { cause }) => (
+            SchedulerAction::StopUntilResume,
+            None,
+            None,
+            match cause {
+                StopCause::Paused => "paused",
+                StopCause::Terminal => "terminal",
+                StopCause::Throttled => "throttled",
+                StopCause::BudgetExhausted => "budget_exhausted",
+            },
+        ),
+        (DecisionKind::Stop, _) => (SchedulerAction::StopUntilResume, None, None, "stopped"),
+    };
+    if let Some(limit) = limit
+        && matches!(action, SchedulerAction::Backoff | SchedulerAction::WaitForUser)
+        && unchanged >= limit
+    {
+        (action, cadence, wait_until, reason) =
+            (SchedulerAction::StopUntilResume, None, None, "unchanged_poll_limit");
+    }
+    let rrule = (profile == RuntimeProfile::CodexHeartbeat)
+        .then(|| cadence.map(|c| format!("FREQ=MINUTELY;INTERVAL={c}")))
+        .flatten();
+    let goal = &state.goal.id;
+    let (ack_command, fail_command) = match (agent, cadence) {
+        (Some(a), Some(c)) => {
+            let rr = rrule.as_ref().map(|r| format!(" --rrule '{r}'")).unwrap_or_default();
+            (
+                Some(format!(
+                    "loopx quota scheduler-ack --goal-id {goal} --agent-id {a} --cadence-minutes {c}{rr}"
+                )),
+                Some(format!("loopx quota scheduler-fail --goal-id {goal} --agent-id {a} --error \"…\"")),
+            )
+        }
+        _ => (None, None),
+    };
+    SchedulerHint {
+        profile,
+        action,
+        cadence_minutes: cadence,
+        reason_code: reason.to_owned(),
+        unchanged_polls: unchanged,
+        unchanged_poll_limit: limit,
+        wait_until,
+        rrule,
+        ack_command,
+        fail_command,
+    }
+}
+
+fn short(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        let cut: String = s.chars().take(max - 1).collect();
+        format!("{cut}…")
+    }
+}
+
+/// The whole answer: decision, user channel, quota, scheduler hint and next commands.
+pub fn answer(
+    state: &GoalState,
+    agent: Option<&AgentId>,
+    d: &Decision,
+    profile: Option<RuntimeProfile>,
+    now: Timestamp,
+    turn: Option<TurnRef>,
+) -> ShouldRunAnswer {
+    let profile = profile
+        .or_else(|| agent.and_then(|a| state.agent(a)).map(|a| RuntimeProfile::for_agent_type(a.agent_type)))
+        .unwrap_or(RuntimeProfile::Generic);
+    let quota = quota::view(state, now);
+    let questions: Vec<OpenQuestion> = state
+        .open_gates()
+        .take(5)
+        .map(|g| OpenQuestion { gate: g.id, question: short(&g.question, 240), blocks: g.blocks.to_string() })
+        .collect();
+    let user_todos = state.todos.iter().filter(|t| t.role == Role::User && !t.status.is_closed()).count();
+    let notify = !questions.is_empty()
+        || d.decision == DecisionKind::AskUser
+        || (d.decision == DecisionKind::Wait && d.state == RunState::Waiting && user_todos > 0);
+    let selected_todo = d.selected.and_then(|id| state.todo(id)).map(|t| SelectedTodo {
+        id: t.id,
+        text: short(&t.text, 400),
+        priority: t.priority,
+        claim_required: d.claim_required,
+        validation: t.validation.as_ref().map(|v| v.argv.join(" ")),
+    });
+    let scheduler = scheduler_hint(state, agent, d, profile, now);
+    let next_commands = next_commands(state, agent, d, turn.as_ref().map(|t| t.id.as_str()));
+    ShouldRunAnswer {
+        goal_id: state.goal.id.clone(),
+        agent_id: agent.cloned(),
+        decision: d.decision,
+        should_run: d.should_run(),
+        reason: d.reason.clone(),
+        state: d.state,
+        continuation: d.continuation.clone(),
+        selected_todo,
+        user_channel: UserChannel { notify, questions, user_todos },
+        quota,
+        scheduler,
+        next_commands,
+        turn,
+    }
+}
+
+fn next_commands(
+    state: &GoalState,
+    agent: Option<&AgentId>,
+    d: &Decision,
+    turn: Option<&str>,
+) -> Vec<String> {
+    let g = &state.goal.id;
+    let Some(a) = agent else {
+        return vec![format!("loopx goal resume --goal-id {g}")];
+    };
+    let t = turn.map(|t| format!(" --turn-instance-id {t}")).unwrap_or_default();
+    match (d.decision, d.selected) {
+        (DecisionKind::Run, Some(x)) => {
+            let mut v = Vec::new();
+            if d.claim_required {
+                v.push(format!("loopx todo claim --goal-id {g} --todo-id {x} --agent-id {a}{t}"));
+            }
+            v.push(format!(
+                "loopx todo complete --goal-id {g} --todo-id {x} --agent-id {a}{t} --evidence \"…\""
+            ));
+            v.push(format!(
+                "loopx refresh-state --goal-id {g} --agent-id {a} --todo-id {x}{t} --classification implement --delivery-outcome outcome_progress"
+            ));
+            v.push(format!("loopx quota spend-slot --goal-id {g} --agent-id {a} --todo-id {x}{t}"));
+            v
+        }
+        (DecisionKind::Replan, _) => vec![
+            format!("loopx todo add --goal-id {g} --agent-id {a} --text \"…\""),
+            format!("loopx todo list --goal-id {g} --all"),
+        ],
+        (DecisionKind::AskUser, _) => vec![
+            format!("loopx gate list --goal-id {g}"),
+            format!("loopx quota should-run --goal-id {g} --agent-id {a}"),
+        ],
+        (DecisionKind::Stop, _) if d.state == RunState::Paused => {
+            vec![format!("loopx goal resume --goal-id {g}")]
+        }
+        (DecisionKind::Stop, _) => vec![format!("loopx status --goal-id {g}")],
+        _ => vec![format!("loopx quota should-run --goal-id {g} --agent-id {a}")],
+    }
+}
