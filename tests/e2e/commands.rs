@@ -316,7 +316,7 @@ fn completion_needs_proof_and_records_its_continuation() {
     assert_eq!(r["todo"]["status"], "done");
     assert_eq!(r["todo"]["completion"]["continuation"], "successor");
     assert_eq!(r["todo"]["successors"], serde_json::json!(["t4"]));
-    assert_eq!(r["evidence"]["kind"], "test");
+    assert_eq!(r["evidence"][0]["kind"], "test");
     assert_eq!(r["successor"]["id"], "t4");
     assert_eq!(r["successor"]["predecessor"], "t1");
     assert_eq!(r["successor"]["priority"], "P1");

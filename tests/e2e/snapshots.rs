@@ -88,7 +88,7 @@ fn json_documents() {
             "--todo-id",
             "t4",
             "--agent-id",
-            "codex-1",
+            "claude-1",
             "--status",
             "deferred",
             "--resume-when",
