@@ -95,13 +95,19 @@ pub fn resolve_agent(state: &GoalState, requested: Option<&AgentId>) -> Result<A
     }
 }
 
-fn is_terminal(state: &GoalState) -> bool {
+/// Row 4, for `me`: every todo closed, one with no follow-up, and no open gate that blocks
+/// `me` (a gate scoped to another agent is that agent's matter).
+fn is_terminal(state: &GoalState, me: &AgentId) -> bool {
     !state.todos.is_empty()
         && state.todos.iter().all(|t| t.status.is_closed())
         && state.todos.iter().any(|t| {
             t.completion.as_ref().is_some_and(|c| c.continuation == CompletionContinuation::NoFollowup)
         })
-        && state.open_gates().next().is_none()
+        && !state.open_gates().any(|g| match &g.blocks {
+            GateBlocks::Goal => true,
+            GateBlocks::Agent(a) => a == me,
+            GateBlocks::Todos(_) => false,
+        })
 }
 
 fn question_ids(gates: &[GateId]) -> String {
@@ -144,7 +150,7 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
         return Decision::stop(StopCause::BudgetExhausted, RunState::BudgetExhausted, reason);
     }
     // Row 4.
-    if is_terminal(state) {
+    if is_terminal(state, me) {
         return Decision::stop(
             StopCause::Terminal,
             RunState::Terminal,

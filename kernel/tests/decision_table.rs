@@ -1,0 +1,545 @@
+//! The decision table of DESIGN.md §5, row by row and against its neighbours, plus
+//! metamorphic checks. The table is a pure function of the state and the clock, so these
+//! tests build states from events and call it directly.
+
+use loopx_core::continuation::{Continuation, StopCause};
+use loopx_core::decision::{DecisionKind, RunState, SchedulerAction};
+use loopx_core::event::Event;
+use loopx_core::kernel::{AddTodo, AnswerGate, AskGate, CompleteTodo, NewEvidence, QuotaChange, RefreshState, SpendSlot};
+use loopx_core::model::{
+    DeliveryOutcome, EvidenceKind, GateBlocks, GateStatus, Priority, ResumeWhen, Role, RuntimeProfile, TodoClass,
+};
+use loopx_core::{AgentId, AgentType, ErrorKind, GateId, GoalId, Timestamp, TodoId};
+use loopx_kernel::decide::{self, Decision};
+use loopx_kernel::log::{EventLine, GENESIS};
+use loopx_kernel::rules::{self, Actor};
+use loopx_kernel::state::GoalState;
+
+const T0: i64 = 1_800_000_000_000;
+
+/// A goal built event by event, with a clock that moves one second per event.
+#[derive(Clone)]
+struct Sim {
+    state: GoalState,
+    now: Timestamp,
+}
+
+fn agent(id: &str) -> AgentId {
+    AgentId::new(id).unwrap()
+}
+
+impl Sim {
+    fn new() -> Self {
+        let first = EventLine {
+            seq: 1,
+            at: Timestamp::from_unix_millis(T0),
+            actor: "user".into(),
+            event: Event::GoalCreated { objective: "test".into(), title: None },
+            turn: None,
+            receipt: None,
+            prev: GENESIS.into(),
+        };
+        let state = GoalState::genesis(&GoalId::new("g").unwrap(), &first).unwrap();
+        Sim { state, now: Timestamp::from_unix_millis(T0) }
+    }
+
+    fn apply(&mut self, actor: &str, event: Event) {
+        self.now = Timestamp::from_unix_millis(self.now.unix_millis() + 1000);
+        let line = EventLine {
+            seq: self.state.seq + 1,
+            at: self.now,
+            actor: actor.into(),
+            event,
+            turn: None,
+            receipt: None,
+            prev: String::new(),
+        };
+        self.state.apply(&line).unwrap();
+    }
+
+    fn agents(mut self, ids: &[&str]) -> Self {
+        for id in ids {
+            self.apply("user", Event::AgentRegistered { agent: agent(id), agent_type: AgentType::CodexApp });
+        }
+        self
+    }
+
+    fn todo_with(&mut self, text: &str, priority: Priority, role: Role, class: TodoClass) -> TodoId {
+        let req = AddTodo {
+            text: text.into(),
+            priority,
+            role,
+            class,
+            scopes: vec![],
+            after_gate: None,
+            validation: None,
+        };
+        let e = rules::add_todo(&self.state, &req).unwrap();
+        self.apply("user", e);
+        self.state.todos.last().unwrap().id
+    }
+
+    fn todo(&mut self, text: &str, priority: Priority) -> TodoId {
+        self.todo_with(text, priority, Role::Agent, TodoClass::Advance)
+    }
+
+    fn claim(&mut self, who: &str, t: TodoId) {
+        let e = rules::claim(&self.state, &Actor::Agent(agent(who)), t).unwrap().unwrap();
+        self.apply(who, e);
+    }
+
+    fn complete(&mut self, t: TodoId, no_follow_up: bool) {
+        let req = CompleteTodo {
+            todo: t,
+            evidence: Some(NewEvidence {
+                kind: EvidenceKind::Test,
+                summary: "passes".into(),
+                command: None,
+                exit_code: None,
+                link: None,
+            }),
+            no_follow_up,
+            note: None,
+            next_todo: None,
+        };
+        let e = rules::complete(&self.state, &Actor::User, &req, None, self.now).unwrap().unwrap();
+        self.apply("user", e);
+    }
+
+    fn gate(&mut self, blocks: GateBlocks) -> GateId {
+        let e = rules::ask_gate(&self.state, &AskGate { question: "may I?".into(), blocks }).unwrap();
+        self.apply("user", e);
+        self.state.gates.last().unwrap().id
+    }
+
+    fn answer(&mut self, g: GateId, status: GateStatus) {
+        let e = rules::answer_gate(&self.state, &Actor::User, &AnswerGate { gate: g, status, note: None }).unwrap();
+        self.apply("user", e);
+    }
+
+    fn quota(&mut self, change: QuotaChange) {
+        let req = loopx_core::kernel::SetGoal { quota: change, ..Default::default() };
+        if let Some(e) = rules::set_goal(&self.state, &req).unwrap() {
+            self.apply("user", e);
+        }
+    }
+
+    /// A written-back and spent turn of `who` on `t`.
+    fn spend(&mut self, who: &str, t: TodoId, tokens: Option<u64>) {
+        let a = Actor::Agent(agent(who));
+        let refresh = RefreshState {
+            todo: t,
+            classification: "implement".into(),
+            delivery_outcome: DeliveryOutcome::OutcomeProgress,
+            next_action: None,
+        };
+        let e = rules::refresh_state(&self.state, &a, None, &refresh, self.now).unwrap();
+        self.apply(who, e);
+        let req = SpendSlot { todo: t, slots: 1, tokens, usd: None, dry_run: false };
+        let e = rules::spend_slot(&self.state, &a, None, &req, self.now).unwrap();
+        self.apply(who, e);
+    }
+
+    fn defer(&mut self, t: TodoId, when: ResumeWhen) {
+        let req = loopx_core::kernel::UpdateTodo {
+            todo: t,
+            text: None,
+            priority: None,
+            status: Some(loopx_core::model::TodoStatus::Deferred),
+            resume_when: Some(when),
+            clear_claim: false,
+            note: None,
+            evidence: None,
+        };
+        let e = rules::update(&self.state, &Actor::User, &req, self.now).unwrap().unwrap();
+        self.apply("user", e);
+    }
+
+    fn stop(&mut self) {
+        self.apply("user", Event::GoalStopped { reason: Some("lunch".into()) });
+    }
+
+    fn decide(&self, who: Option<&str>) -> Decision {
+        let a = who.map(agent);
+        decide::decide(&self.state, a.as_ref(), self.now).unwrap().1
+    }
+
+    fn decide_err(&self, who: Option<&str>) -> ErrorKind {
+        let a = who.map(agent);
+        decide::decide(&self.state, a.as_ref(), self.now).unwrap_err().kind
+    }
+}
+
+fn check(d: &Decision, decision: DecisionKind, state: RunState) {
+    assert_eq!((d.decision, d.state), (decision, state), "{d:#?}");
+    assert_eq!(d.should_run(), matches!(decision, DecisionKind::Run | DecisionKind::Replan));
+}
+
+fn t(n: u64) -> TodoId {
+    TodoId::from_number(n)
+}
+
+// ---- one test per row ------------------------------------------------------------------------
+
+#[test]
+fn row_1_stopped_or_zero_compute_pauses_everyone() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    s.todo("work", Priority::P1);
+    s.stop();
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Stop, RunState::Paused);
+    assert_eq!(d.continuation, Continuation::Stop { cause: StopCause::Paused });
+    // Row 1 answers before row 2: even an unidentified caller is told to stop.
+    check(&s.decide(None), DecisionKind::Stop, RunState::Paused);
+
+    let mut s = Sim::new().agents(&["a"]);
+    s.todo("work", Priority::P1);
+    s.quota(QuotaChange { compute: Some(0.0), ..Default::default() });
+    check(&s.decide(Some("a")), DecisionKind::Stop, RunState::Paused);
+}
+
+#[test]
+fn row_2_identity_is_required() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    s.todo("work", Priority::P1);
+    assert_eq!(s.decide_err(None), ErrorKind::Identity);
+    assert_eq!(s.decide_err(Some("ghost")), ErrorKind::Identity);
+    assert_eq!(Sim::new().decide_err(None), ErrorKind::Identity);
+    // One registered agent is implied.
+    let mut one = Sim::new().agents(&["a"]);
+    one.todo("work", Priority::P1);
+    check(&one.decide(None), DecisionKind::Run, RunState::Eligible);
+    // Row 2 before row 3: an exhausted budget does not answer an unidentified caller.
+    s.quota(QuotaChange { budget_tokens: Some(10), ..Default::default() });
+    s.spend("a", t(1), Some(10));
+    assert_eq!(s.decide_err(None), ErrorKind::Identity);
+}
+
+#[test]
+fn row_3_an_exhausted_budget_stops() {
+    let mut s = Sim::new().agents(&["a"]);
+    let x = s.todo("work", Priority::P1);
+    s.quota(QuotaChange { budget_tokens: Some(1000), ..Default::default() });
+    s.spend("a", x, Some(400));
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+    s.spend("a", x, Some(600));
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Stop, RunState::BudgetExhausted);
+    // Row 3 before row 4: a finished goal with a spent budget reports the budget.
+    s.complete(x, true);
+    check(&s.decide(Some("a")), DecisionKind::Stop, RunState::BudgetExhausted);
+    // Money works the same way.
+    let mut m = Sim::new().agents(&["a"]);
+    let y = m.todo("work", Priority::P1);
+    m.quota(QuotaChange { budget_usd: Some(0.0), ..Default::default() });
+    m.spend("a", y, None);
+    check(&m.decide(Some("a")), DecisionKind::Stop, RunState::BudgetExhausted);
+}
+
+#[test]
+fn row_4_terminal_needs_every_todo_closed_and_one_no_follow_up() {
+    let mut s = Sim::new().agents(&["a"]);
+    let x = s.todo("work", Priority::P1);
+    let y = s.todo("more", Priority::P2);
+    s.complete(x, true);
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+    s.complete(y, false);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Stop, RunState::Terminal);
+    assert_eq!(d.continuation, Continuation::Stop { cause: StopCause::Terminal });
+    // Row 4 needs no open gate: with one, row 5 asks the user instead.
+    s.gate(GateBlocks::Goal);
+    check(&s.decide(Some("a")), DecisionKind::AskUser, RunState::OperatorGate);
+}
+
+#[test]
+fn row_5_a_goal_or_agent_gate_asks_the_user() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    s.todo("work", Priority::P1);
+    let g = s.gate(GateBlocks::Goal);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::AskUser, RunState::OperatorGate);
+    assert_eq!(d.continuation, Continuation::AskUser { gates: vec![g], fallback: None });
+    check(&s.decide(Some("b")), DecisionKind::AskUser, RunState::OperatorGate);
+    s.answer(g, GateStatus::Approved);
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+
+    // Scoped to one agent: only that agent waits.
+    s.gate(GateBlocks::Agent(agent("b")));
+    check(&s.decide(Some("b")), DecisionKind::AskUser, RunState::OperatorGate);
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+
+    // Row 5 before row 6: a throttled agent behind a gate is asked about the gate.
+    s.quota(QuotaChange { allowed_slots: Some(1), ..Default::default() });
+    s.spend("a", t(1), None);
+    check(&s.decide(Some("b")), DecisionKind::AskUser, RunState::OperatorGate);
+}
+
+#[test]
+fn row_5b_a_todo_gate_lets_other_work_run_with_the_question_surfaced() {
+    let mut s = Sim::new().agents(&["a"]);
+    let x = s.todo("risky migration", Priority::P0);
+    let y = s.todo("safe refactor", Priority::P2);
+    let g = s.gate(GateBlocks::Todos(vec![x]));
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Run, RunState::OperatorGate);
+    assert_eq!(d.selected, Some(y), "the gated P0 is skipped for the safe fallback");
+    let answer = decide::answer(&s.state, Some(&agent("a")), &d, None, s.now, None);
+    assert!(answer.user_channel.notify);
+    assert_eq!(answer.user_channel.questions[0].gate, g);
+    assert_eq!(answer.scheduler.reason_code, "fallback_work");
+    // When the gate holds all that is runnable, it is row 5 again.
+    s.complete(y, false);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::AskUser, RunState::OperatorGate);
+    assert_eq!(d.continuation, Continuation::AskUser { gates: vec![g], fallback: None });
+    // Approved: the held todo runs. Rejected gates keep their todos held.
+    s.answer(g, GateStatus::Approved);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Run, RunState::Eligible);
+    assert_eq!(d.selected, Some(x));
+    // 5b does not bypass quota (row 6).
+    let mut q = Sim::new().agents(&["a"]);
+    let x = q.todo("gated", Priority::P0);
+    let y = q.todo("free", Priority::P2);
+    q.gate(GateBlocks::Todos(vec![x]));
+    q.quota(QuotaChange { allowed_slots: Some(1), ..Default::default() });
+    q.spend("a", y, None);
+    check(&q.decide(Some("a")), DecisionKind::Wait, RunState::Throttled);
+}
+
+#[test]
+fn row_5_after_gate_and_rejection() {
+    let mut s = Sim::new().agents(&["a"]);
+    let g = s.gate(GateBlocks::Todos(vec![]));
+    let req = AddTodo {
+        text: "ship it".into(),
+        priority: Priority::P1,
+        role: Role::Agent,
+        class: TodoClass::Advance,
+        scopes: vec![],
+        after_gate: Some(g),
+        validation: None,
+    };
+    let e = rules::add_todo(&s.state, &req).unwrap();
+    s.apply("user", e);
+    check(&s.decide(Some("a")), DecisionKind::AskUser, RunState::OperatorGate);
+    let mut rejected = s.clone();
+    rejected.answer(g, GateStatus::Rejected);
+    // Rejected: nothing may run it; the agent must replan.
+    check(&rejected.decide(Some("a")), DecisionKind::Replan, RunState::Eligible);
+    s.answer(g, GateStatus::Approved);
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+}
+
+#[test]
+fn row_6_spent_slots_throttle_until_one_frees() {
+    let mut s = Sim::new().agents(&["a"]);
+    let x = s.todo("work", Priority::P1);
+    s.quota(QuotaChange { allowed_slots: Some(2), window_hours: Some(1), ..Default::default() });
+    s.spend("a", x, None);
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+    let first_spend = s.state.spends[0].at;
+    s.spend("a", x, None);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Wait, RunState::Throttled);
+    let frees = Timestamp::from_unix_millis(first_spend.unix_millis() + 3_600_000);
+    assert_eq!(d.continuation, Continuation::Wait { until: Some(frees), on: Some("quota".into()) });
+    let answer = decide::answer(&s.state, Some(&agent("a")), &d, None, s.now, None);
+    assert_eq!(answer.scheduler.action, SchedulerAction::WaitUntil);
+    assert_eq!(answer.quota.next_slot_at, Some(frees));
+    // Time passes: the window rolls and a slot frees.
+    s.now = Timestamp::from_unix_millis(frees.unix_millis() + 1);
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+}
+
+#[test]
+fn row_7_waiting_work_waits() {
+    let mut s = Sim::new().agents(&["a"]);
+    let x = s.todo("later", Priority::P1);
+    let at = Timestamp::from_unix_millis(T0 + 3_600_000);
+    s.defer(x, ResumeWhen::At(at));
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Wait, RunState::Waiting);
+    assert_eq!(d.continuation, Continuation::Wait { until: Some(at), on: Some(format!("time:{at}")) });
+    // Row 7 before row 9: waiting work is not a reason to replan. Due: it runs.
+    s.now = Timestamp::from_unix_millis(at.unix_millis());
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+
+    // Waiting on another todo.
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let first = s.todo("first", Priority::P1);
+    let second = s.todo("second", Priority::P1);
+    s.claim("b", first);
+    s.defer(second, ResumeWhen::TodoDone(first));
+    check(&s.decide(Some("a")), DecisionKind::Wait, RunState::Waiting);
+    s.complete(first, false);
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+
+    // Only a person's todo left.
+    let mut s = Sim::new().agents(&["a"]);
+    s.todo_with("sign the release", Priority::P1, Role::User, TodoClass::Advance);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Wait, RunState::Waiting);
+    let answer = decide::answer(&s.state, Some(&agent("a")), &d, None, s.now, None);
+    assert!(answer.user_channel.notify);
+}
+
+#[test]
+fn row_8_selection_order_is_mine_then_priority_then_age() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let low = s.todo("low", Priority::P3);
+    let high_old = s.todo("high old", Priority::P1);
+    let high_new = s.todo("high new", Priority::P1);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Run, RunState::Eligible);
+    assert_eq!((d.selected, d.claim_required), (Some(high_old), true));
+    // Claimed by someone else: skipped.
+    s.claim("b", high_old);
+    assert_eq!(s.decide(Some("a")).selected, Some(high_new));
+    // Claimed by me: first, whatever its priority.
+    s.claim("a", low);
+    let d = s.decide(Some("a"));
+    assert_eq!((d.selected, d.claim_required), (Some(low), false));
+    assert_eq!(d.continuation, Continuation::Run { todo: low, claim_required: false });
+    // Blocker-class and user todos are never selected.
+    let mut only = Sim::new().agents(&["a"]);
+    only.todo_with("a blocker", Priority::P0, Role::Agent, TodoClass::Blocker);
+    only.todo_with("a person's", Priority::P0, Role::User, TodoClass::Advance);
+    assert_ne!(only.decide(Some("a")).decision, DecisionKind::Run);
+}
+
+#[test]
+fn row_9_nothing_runnable_and_not_terminal_replans() {
+    let s = Sim::new().agents(&["a"]);
+    check(&s.decide(Some("a")), DecisionKind::Replan, RunState::Eligible);
+    let mut s = Sim::new().agents(&["a"]);
+    let x = s.todo("work", Priority::P1);
+    s.complete(x, false); // active_goal: the frontier decides
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Replan, RunState::Eligible);
+    assert!(matches!(d.continuation, Continuation::Replan { .. }));
+}
+
+#[test]
+fn scheduler_backs_off_over_unchanged_polls_and_resets_on_change() {
+    // a's only work waits for b's todo: no known time, so the heartbeat backs off.
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let first = s.todo("b's part", Priority::P1);
+    s.claim("b", first);
+    let x = s.todo("a's part", Priority::P1);
+    s.defer(x, ResumeWhen::TodoDone(first));
+    let poll = |s: &mut Sim| {
+        let d = s.decide(Some("a"));
+        let record = loopx_core::decision::DecisionRecord {
+            agent: agent("a"),
+            turn: format!("turn-{}", s.state.seq),
+            decision: d.decision,
+            state: d.state,
+            todo: d.selected,
+            reason: d.reason.clone(),
+            continuation: d.continuation.clone(),
+        };
+        s.apply("a", Event::DecisionRecorded { record });
+        decide::answer(&s.state, Some(&agent("a")), &d, Some(RuntimeProfile::CodexHeartbeat), s.now, None).scheduler
+    };
+    let cadences: Vec<Option<u32>> = (0..4).map(|_| poll(&mut s).cadence_minutes).collect();
+    assert_eq!(cadences, [Some(3), Some(6), Some(10), Some(10)]);
+    let h = poll(&mut s);
+    assert_eq!(h.rrule.as_deref(), Some("FREQ=MINUTELY;INTERVAL=10"));
+    s.todo("new work", Priority::P2);
+    let h = poll(&mut s);
+    assert_eq!((h.action, h.cadence_minutes), (SchedulerAction::RunNow, Some(3)));
+    // Claude's /loop profile stops after its unchanged-poll limit instead of backing off forever.
+    let mut c = Sim::new().agents(&["a"]);
+    c.gate(GateBlocks::Goal);
+    let hint = |c: &Sim| {
+        let d = c.decide(Some("a"));
+        decide::answer(&c.state, Some(&agent("a")), &d, Some(RuntimeProfile::ClaudeLoop), c.now, None).scheduler
+    };
+    assert_eq!(hint(&c).action, SchedulerAction::WaitForUser);
+    for _ in 0..4 {
+        poll(&mut c);
+    }
+    let h = hint(&c);
+    assert_eq!((h.action, h.reason_code.as_str()), (SchedulerAction::StopUntilResume, "unchanged_poll_limit"));
+}
+
+// ---- metamorphic checks ----------------------------------------------------------------------
+
+/// Goals in many situations, for agent `a` (with `b` also registered).
+fn scenarios() -> Vec<(&'static str, Sim)> {
+    let base = || Sim::new().agents(&["a", "b"]);
+    let mut out = Vec::new();
+    out.push(("empty", base()));
+    let mut s = base();
+    s.todo("one", Priority::P1);
+    s.todo("two", Priority::P0);
+    out.push(("two open", s.clone()));
+    s.claim("a", t(1));
+    out.push(("one claimed by a", s.clone()));
+    s.claim("b", t(2));
+    out.push(("both claimed", s.clone()));
+    let mut g = base();
+    let x = g.todo("gated", Priority::P0);
+    g.todo("free", Priority::P1);
+    g.gate(GateBlocks::Todos(vec![x]));
+    out.push(("todo gate", g));
+    let mut w = base();
+    let y = w.todo("later", Priority::P1);
+    w.defer(y, ResumeWhen::At(Timestamp::from_unix_millis(T0 + 86_400_000)));
+    out.push(("waiting", w));
+    let mut q = base();
+    let z = q.todo("work", Priority::P1);
+    q.quota(QuotaChange { allowed_slots: Some(1), ..Default::default() });
+    q.spend("a", z, None);
+    out.push(("throttled", q));
+    let mut d = base();
+    let v = d.todo("done", Priority::P1);
+    d.complete(v, true);
+    out.push(("terminal", d));
+    let mut st = base();
+    st.todo("work", Priority::P1);
+    st.stop();
+    out.push(("stopped", st));
+    let mut gg = base();
+    gg.todo("work", Priority::P1);
+    gg.gate(GateBlocks::Goal);
+    out.push(("goal gate", gg));
+    out
+}
+
+#[test]
+fn a_gate_scoped_to_b_never_changes_a_decision() {
+    for (name, s) in scenarios() {
+        let before = s.decide(Some("a"));
+        let mut after = s.clone();
+        after.gate(GateBlocks::Agent(agent("b")));
+        after.now = s.now;
+        let d = after.decide(Some("a"));
+        assert_eq!(
+            (d.decision, d.state, d.selected, &d.continuation),
+            (before.decision, before.state, before.selected, &before.continuation),
+            "scenario {name}"
+        );
+    }
+}
+
+#[test]
+fn unrelated_done_todos_never_change_the_decision() {
+    for (name, s) in scenarios() {
+        let before = s.decide(Some("a"));
+        let mut after = s.clone();
+        for i in 0..3 {
+            let x = after.todo(&format!("old {i}"), Priority::P0);
+            after.complete(x, false);
+        }
+        after.now = s.now;
+        let d = after.decide(Some("a"));
+        assert_eq!(
+            (d.decision, d.state, d.selected, &d.continuation),
+            (before.decision, before.state, before.selected, &before.continuation),
+            "scenario {name}"
+        );
+    }
+}
