@@ -342,7 +342,7 @@ pub struct QuotaArgs {
     #[arg(long)]
     pub allowed_slots: Option<u32>,
     /// Hard budget in tokens; exhausted stops the goal
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub budget_tokens: Option<u64>,
     /// Hard budget in US dollars; exhausted stops the goal
     #[arg(long, allow_negative_numbers = true)]

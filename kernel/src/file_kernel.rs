@@ -82,6 +82,7 @@ impl FileKernel {
         &self,
         ctx: &CommandContext,
         scope: &str,
+        request: &dyn std::fmt::Debug,
         lane: impl Fn(&GoalState) -> Result<Lane>,
         decide: impl Fn(&GoalState, &Actor) -> Result<Option<Event>>,
         body: impl Fn(&GoalState) -> Result<T>,
@@ -90,7 +91,7 @@ impl FileKernel {
         let mut out = None;
         self.store.transact(&goal, &mut |txn| {
             let actor = rules::resolve_actor(&txn.state, ctx.agent.as_ref(), lane(&txn.state)?)?;
-            let key = ctx.key.as_ref().map(|k| format!("{scope}:{}:{k}", actor.name()));
+            let key = ctx.key.as_ref().map(|k| replay_key(scope, &actor, k.as_str(), request));
             if let Some(k) = &key
                 && let Some(r) = txn.replay::<T>(k)?
             {
@@ -119,17 +120,12 @@ impl FileKernel {
         state: &GoalState,
         ctx: &CommandContext,
         scope: &str,
+        request: &dyn std::fmt::Debug,
         lane: Lane,
     ) -> Result<Option<Receipt<T>>> {
         let Some(key) = &ctx.key else { return Ok(None) };
         let actor = rules::resolve_actor(state, ctx.agent.as_ref(), lane)?;
-        let Some(stored) = state.receipts.get(&format!("{scope}:{}:{key}", actor.name())) else {
-            return Ok(None);
-        };
-        let mut r: Receipt<T> = serde_json::from_value(stored.receipt.clone())
-            .map_err(|e| Error::integrity(format!("a stored receipt does not decode: {e}")))?;
-        r.replayed = true;
-        Ok(Some(r))
+        crate::store::stored_receipt(state, &replay_key(scope, &actor, key.as_str(), request))
     }
 
     fn now(&self) -> loopx_core::Timestamp {
@@ -143,6 +139,13 @@ impl FileKernel {
             is_default: project.default_goal.as_ref() == Some(&state.goal.id),
         })
     }
+}
+
+/// The key a replayable command is stored under: `scope:actor:key#fingerprint`, where the
+/// fingerprint is a digest of the request. The same key with another request is refused.
+fn replay_key(scope: &str, actor: &Actor, key: &str, request: &dyn std::fmt::Debug) -> String {
+    let fp = crate::log::line_hash(format!("{request:?}").as_bytes());
+    format!("{scope}:{}:{key}#{}", actor.name(), &fp[..12])
 }
 
 fn todo_body(id: TodoId) -> impl Fn(&GoalState) -> Result<TodoBody> {
@@ -203,8 +206,14 @@ impl Kernel for FileKernel {
     }
 
     async fn set_goal(&self, ctx: &CommandContext, req: SetGoal) -> Result<Receipt<GoalBody>> {
-        let mut receipt =
-            self.mutate(ctx, "goal.set", person, |s, _| rules::set_goal(s, &req), |s| self.goal_body(s))?;
+        let mut receipt = self.mutate(
+            ctx,
+            "goal.set",
+            &req,
+            person,
+            |s, _| rules::set_goal(s, &req),
+            |s| self.goal_body(s),
+        )?;
         if req.make_default {
             let id = receipt.goal_id.clone();
             let mut changed = false;
@@ -223,6 +232,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "goal.stop",
+            &reason,
             person,
             |s, _| rules::stop_goal(s, reason.as_ref()),
             |s| self.goal_body(s),
@@ -230,7 +240,7 @@ impl Kernel for FileKernel {
     }
 
     async fn resume_goal(&self, ctx: &CommandContext) -> Result<Receipt<GoalBody>> {
-        self.mutate(ctx, "goal.resume", person, |s, _| Ok(rules::resume_goal(s)), |s| self.goal_body(s))
+        self.mutate(ctx, "goal.resume", &(), person, |s, _| Ok(rules::resume_goal(s)), |s| self.goal_body(s))
     }
 
     async fn register_agent(&self, ctx: &CommandContext, req: RegisterAgent) -> Result<Receipt<AgentBody>> {
@@ -238,6 +248,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "agent.register",
+            &req,
             person,
             |s, _| rules::register_agent(s, &req),
             move |s| {
@@ -261,6 +272,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "todo.add",
+            &req,
             |_| Ok(lane),
             |s, _| rules::add_todo(s, &req).map(Some),
             // The new todo is the last one.
@@ -304,7 +316,14 @@ impl Kernel for FileKernel {
     }
 
     async fn claim_todo(&self, ctx: &CommandContext, todo: TodoId) -> Result<Receipt<TodoBody>> {
-        self.mutate(ctx, "todo.claim", |_| Ok(Lane::Agent), |s, a| rules::claim(s, a, todo), todo_body(todo))
+        self.mutate(
+            ctx,
+            "todo.claim",
+            &todo,
+            |_| Ok(Lane::Agent),
+            |s, a| rules::claim(s, a, todo),
+            todo_body(todo),
+        )
     }
 
     async fn update_todo(&self, ctx: &CommandContext, req: UpdateTodo) -> Result<Receipt<TodoBody>> {
@@ -312,6 +331,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "todo.update",
+            &req,
             todo_lane(req.todo),
             |s, a| rules::update(s, a, &req, now),
             todo_body(req.todo),
@@ -322,7 +342,7 @@ impl Kernel for FileKernel {
         let id = req.todo;
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
         let state = self.store.read(&goal)?;
-        if let Some(r) = self.stored_receipt(&state, ctx, "todo.complete", todo_lane(id)(&state)?)? {
+        if let Some(r) = self.stored_receipt(&state, ctx, "todo.complete", &req, todo_lane(id)(&state)?)? {
             return Ok(r);
         }
         // A todo with a validation command completes only on the kernel's own passing run. The
@@ -354,6 +374,7 @@ impl Kernel for FileKernel {
                         let recorded = self.mutate(
                             &CommandContext { key: None, ..ctx.clone() },
                             "todo.validate",
+                            &id,
                             todo_lane(id),
                             |s, _| {
                                 let evidence = rules::evidence_from_draft(s, "loopx", id, &draft, now, 0);
@@ -378,6 +399,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "todo.complete",
+            &req,
             todo_lane(id),
             |s, a| rules::complete(s, a, &req, validated.as_ref(), now),
             move |s| {
@@ -399,6 +421,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "todo.supersede",
+            &req,
             todo_lane(id),
             |s, a| rules::supersede(s, a, &req).map(Some),
             move |s| {
@@ -413,6 +436,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "todo.release",
+            &todo,
             |_| Ok(Lane::Agent),
             |s, a| rules::release(s, a, todo),
             todo_body(todo),
@@ -424,6 +448,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "evidence.add",
+            &req,
             todo_lane(req.todo),
             |s, a| rules::add_evidence(s, a, &req, now).map(Some),
             |s| {
@@ -578,6 +603,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "gate.ask",
+            &req,
             person,
             |s, _| rules::ask_gate(s, &req).map(Some),
             |s| {
@@ -595,6 +621,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "gate.answer",
+            &req,
             person,
             |s, a| rules::answer_gate(s, a, &req).map(Some),
             move |s| Ok(GateBody { gate: rules::find_gate(s, id)?.clone() }),
@@ -618,6 +645,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "refresh-state",
+            &req,
             |_| Ok(Lane::Agent),
             |s, a| rules::refresh_state(s, a, turn.as_deref(), &req, now).map(Some),
             |s| s.runs.back().cloned().map(|run| RunBody { run }).ok_or_else(|| Error::internal("no run")),
@@ -638,6 +666,7 @@ impl Kernel for FileKernel {
             return self.mutate(
                 ctx,
                 "quota.spend",
+                &req,
                 |_| Ok(Lane::Agent),
                 |s, a| rules::spend_slot(s, a, turn.as_deref(), &req, now).map(Some),
                 body(false),
@@ -659,6 +688,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "quota.void",
+            &req,
             person,
             |s, _| rules::void_slot(s, &req),
             move |s| {
@@ -695,6 +725,7 @@ impl Kernel for FileKernel {
         self.mutate(
             ctx,
             "quota.scheduler",
+            &req,
             |_| Ok(Lane::Agent),
             |s, a| rules::scheduler_report(s, a, &req).map(Some),
             |s| {

@@ -396,7 +396,8 @@ impl GoalState {
         Ok(())
     }
 
-    fn keep_receipt(&mut self, line: &EventLine) {
+    /// Keeps the receipt a keyed line carries, evicting the oldest past [`RECEIPTS_KEPT`].
+    pub fn keep_receipt(&mut self, line: &EventLine) {
         if let (Some(key), Some(receipt)) = (&line.turn, &line.receipt) {
             let stored = StoredReceipt { seq: line.seq, receipt: receipt.clone() };
             if self.receipts.insert(key.clone(), stored).is_none() {

@@ -94,15 +94,7 @@ pub struct Txn<'a> {
 impl Txn<'_> {
     /// The stored receipt for `key`, if a command with that key was committed before.
     pub fn replay<T: DeserializeOwned>(&self, key: &str) -> Result<Option<Receipt<T>>> {
-        let Some(StoredReceipt { receipt, .. }) = self.state.receipts.get(key) else {
-            return Ok(None);
-        };
-        let mut r: Receipt<T> = serde_json::from_value(receipt.clone()).map_err(|e| {
-            Error::integrity(format!("the stored receipt for {key:?} does not match this command: {e}"))
-                .with_hint("use a new --turn-instance-id or --idempotency-key for a different command")
-        })?;
-        r.replayed = true;
-        Ok(Some(r))
+        stored_receipt(&self.state, key)
     }
 
     /// Commits `event` by `actor`: append, fsync, snapshot, GOAL.md. `body` describes the
@@ -135,11 +127,11 @@ impl Txn<'_> {
             body: body(&next)?,
             replayed: false,
         };
-        if let Some(key) = &line.turn {
+        if line.turn.is_some() {
             let value = serde_json::to_value(&receipt)
                 .map_err(|e| Error::internal(format!("cannot encode receipt: {e}")))?;
-            next.receipts.insert(key.clone(), StoredReceipt { seq: line.seq, receipt: value.clone() });
             line.receipt = Some(value);
+            next.keep_receipt(&line);
         }
         let mut text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
@@ -530,6 +522,25 @@ impl Store for FileStore {
         let bytes = fs::read(&events).map_err(|e| Error::io("read", &events, &e))?;
         log::scan(&bytes).map_err(|(_, b)| chain_error(&events, &b))
     }
+}
+
+/// The receipt stored under `key` (`scope:actor:turn#fingerprint`). The same turn used for a
+/// different request (another fingerprint) is refused rather than silently replayed.
+pub fn stored_receipt<T: DeserializeOwned>(state: &GoalState, key: &str) -> Result<Option<Receipt<T>>> {
+    if let Some(StoredReceipt { receipt, .. }) = state.receipts.get(key) {
+        let mut r: Receipt<T> = serde_json::from_value(receipt.clone())
+            .map_err(|e| Error::integrity(format!("the stored receipt for {key:?} does not decode: {e}")))?;
+        r.replayed = true;
+        return Ok(Some(r));
+    }
+    let base = key.split_once('#').map_or(key, |(b, _)| b);
+    let prefix = format!("{base}#");
+    if state.receipts.range(prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&prefix)) {
+        let turn = base.rsplit(':').next().unwrap_or(base);
+        return Err(Error::refused(format!("turn {turn} was already used for a different request"))
+            .with_hint("a replay must repeat the same command; use a new --turn-instance-id for new work"));
+    }
+    Ok(None)
 }
 
 /// Folds a verified scan into state.

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of a test file
 //! The decision table of DESIGN.md §5, row by row and against its neighbours, plus
 //! metamorphic checks. The table is a pure function of the state and the clock, so these
 //! tests build states from events and call it directly.
@@ -5,9 +6,12 @@
 use loopx_core::continuation::{Continuation, StopCause};
 use loopx_core::decision::{DecisionKind, RunState, SchedulerAction};
 use loopx_core::event::Event;
-use loopx_core::kernel::{AddTodo, AnswerGate, AskGate, CompleteTodo, NewEvidence, QuotaChange, RefreshState, SpendSlot};
+use loopx_core::kernel::{
+    AddTodo, AnswerGate, AskGate, CompleteTodo, NewEvidence, QuotaChange, RefreshState, SpendSlot,
+};
 use loopx_core::model::{
-    DeliveryOutcome, EvidenceKind, GateBlocks, GateStatus, Priority, ResumeWhen, Role, RuntimeProfile, TodoClass,
+    DeliveryOutcome, EvidenceKind, GateBlocks, GateStatus, Priority, ResumeWhen, Role, RuntimeProfile,
+    TodoClass,
 };
 use loopx_core::{AgentId, AgentType, ErrorKind, GateId, GoalId, Timestamp, TodoId};
 use loopx_kernel::decide::{self, Decision};
@@ -113,7 +117,8 @@ impl Sim {
     }
 
     fn answer(&mut self, g: GateId, status: GateStatus) {
-        let e = rules::answer_gate(&self.state, &Actor::User, &AnswerGate { gate: g, status, note: None }).unwrap();
+        let e = rules::answer_gate(&self.state, &Actor::User, &AnswerGate { gate: g, status, note: None })
+            .unwrap();
         self.apply("user", e);
     }
 
@@ -441,7 +446,8 @@ fn scheduler_backs_off_over_unchanged_polls_and_resets_on_change() {
             continuation: d.continuation.clone(),
         };
         s.apply("a", Event::DecisionRecorded { record });
-        decide::answer(&s.state, Some(&agent("a")), &d, Some(RuntimeProfile::CodexHeartbeat), s.now, None).scheduler
+        decide::answer(&s.state, Some(&agent("a")), &d, Some(RuntimeProfile::CodexHeartbeat), s.now, None)
+            .scheduler
     };
     let cadences: Vec<Option<u32>> = (0..4).map(|_| poll(&mut s).cadence_minutes).collect();
     assert_eq!(cadences, [Some(3), Some(6), Some(10), Some(10)]);
@@ -455,14 +461,18 @@ fn scheduler_backs_off_over_unchanged_polls_and_resets_on_change() {
     c.gate(GateBlocks::Goal);
     let hint = |c: &Sim| {
         let d = c.decide(Some("a"));
-        decide::answer(&c.state, Some(&agent("a")), &d, Some(RuntimeProfile::ClaudeLoop), c.now, None).scheduler
+        decide::answer(&c.state, Some(&agent("a")), &d, Some(RuntimeProfile::ClaudeLoop), c.now, None)
+            .scheduler
     };
     assert_eq!(hint(&c).action, SchedulerAction::WaitForUser);
     for _ in 0..4 {
         poll(&mut c);
     }
     let h = hint(&c);
-    assert_eq!((h.action, h.reason_code.as_str()), (SchedulerAction::StopUntilResume, "unchanged_poll_limit"));
+    assert_eq!(
+        (h.action, h.reason_code.as_str()),
+        (SchedulerAction::StopUntilResume, "unchanged_poll_limit")
+    );
 }
 
 // ---- metamorphic checks ----------------------------------------------------------------------

@@ -7,3 +7,4 @@ mod concurrency;
 mod integrity;
 mod layering;
 mod snapshots;
+mod tick;
