@@ -36,10 +36,54 @@ pub fn goal_md(state: &GoalState) -> String {
         let _ = writeln!(out, "Agents: {}", agents.join(", "));
     }
 
+    // As of the last event, so the file is a function of the log alone.
+    let now = state.last_event_at;
+    let q = crate::quota::view(state, now);
+    let _ = writeln!(
+        out,
+        "Quota: {}/{} slots in {} h (compute {}){}",
+        q.used_slots,
+        q.allowed_slots,
+        q.window_hours,
+        q.compute,
+        q.budget_tokens.map(|b| format!(", {}/{b} tokens", q.tokens_used)).unwrap_or_default()
+    );
+
+    let gates: Vec<_> = state.open_gates().collect();
     let open = |t: &&loopx_core::model::Todo| !t.status.is_closed();
-    section(&mut out, "Needs you", state.todos.iter().filter(open).filter(|t| t.role == Role::User));
+    let user_todos: Vec<_> = state.todos.iter().filter(open).filter(|t| t.role == Role::User).collect();
+    if !gates.is_empty() || !user_todos.is_empty() {
+        let _ = writeln!(out, "\n## Needs you\n");
+        for g in gates.iter().take(LISTED) {
+            let _ = writeln!(
+                out,
+                "- {} {} (blocks {}) — `loopx gate answer {} --approve`",
+                g.id,
+                one_line(&g.question),
+                g.blocks,
+                g.id
+            );
+        }
+        for t in user_todos.iter().take(LISTED) {
+            let _ = writeln!(out, "- [ ] {} {} {}", t.id, t.priority, one_line(&t.text));
+        }
+    }
+    if !state.agents.is_empty() {
+        let _ = writeln!(out, "\n## Next per agent\n");
+        for a in &state.agents {
+            match state.selectable(Some(&a.id), now).next() {
+                Some(t) => {
+                    let _ = writeln!(out, "- {}: {} {} {}", a.id, t.id, t.priority, one_line(&t.text));
+                }
+                None => {
+                    let _ = writeln!(out, "- {}: nothing to pick up", a.id);
+                }
+            }
+        }
+    }
     section(
         &mut out,
+        state,
         "In progress",
         state.todos.iter().filter(open).filter(|t| t.role == Role::Agent && t.claimed_by.is_some()),
     );
@@ -49,21 +93,28 @@ pub fn goal_md(state: &GoalState) -> String {
         .filter(|t| t.role == Role::Agent && t.status == TodoStatus::Open && t.claimed_by.is_none())
         .collect();
     next.sort_by_key(|t| (t.priority, t.id));
-    section(&mut out, "Next", next.into_iter());
+    section(&mut out, state, "Next", next.into_iter());
     section(
         &mut out,
+        state,
         "Blocked or deferred",
         state.todos.iter().filter(|t| matches!(t.status, TodoStatus::Blocked | TodoStatus::Deferred)),
     );
     section(
         &mut out,
+        state,
         "Done (latest first)",
         state.todos.iter().rev().filter(|t| t.status == TodoStatus::Done),
     );
     out
 }
 
-fn section<'a>(out: &mut String, title: &str, todos: impl Iterator<Item = &'a loopx_core::model::Todo>) {
+fn section<'a>(
+    out: &mut String,
+    state: &GoalState,
+    title: &str,
+    todos: impl Iterator<Item = &'a loopx_core::model::Todo>,
+) {
     let mut shown = 0usize;
     let mut more = 0usize;
     for t in todos {
@@ -79,6 +130,9 @@ fn section<'a>(out: &mut String, title: &str, todos: impl Iterator<Item = &'a lo
         let mut line = format!("- [{mark}] {} {} {}", t.id, t.priority, one_line(&t.text));
         if let Some(a) = &t.claimed_by {
             let _ = write!(line, " — {a}");
+        }
+        if let Some(g) = state.gate_holding(t) {
+            let _ = write!(line, " (held by {g})");
         }
         if let Some(r) = &t.resume_when {
             let _ = write!(line, " (resumes when {r})");
