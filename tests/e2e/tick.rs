@@ -127,6 +127,10 @@ fn two_agents_with_a_scoped_gate_answered_half_way() {
     assert_eq!(wait["scheduler"]["action"], "wait_for_user");
     let st = s.ok(&["status"]).stdout;
     assert!(st.contains("needs you:   g1 May the migration"), "{st}");
+    let md = std::fs::read_to_string(s.state_dir().join("goals/main/GOAL.md")).unwrap();
+    let (gates_at, next_at) = (md.find("## Needs you").unwrap(), md.find("## Next per agent").unwrap());
+    assert!(gates_at < next_at && md.contains("g1 May the migration"), "{md}");
+    assert!(md.contains("Quota: 2/1440 slots"), "{md}");
 
     // An agent cannot answer; a person can.
     s.fails(1, &["gate", "answer", "g1", "--approve", "--agent-id", "cx"]);
