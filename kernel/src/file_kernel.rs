@@ -93,13 +93,13 @@ impl FileKernel {
             let actor = rules::resolve_actor(&txn.state, ctx.agent.as_ref(), lane(&txn.state)?)?;
             let key = ctx.key.as_ref().map(|k| replay_key(scope, &actor, k.as_str(), request));
             if let Some(k) = &key
-                && let Some(r) = txn.replay::<T>(k)?
+                && let Some(r) = txn.replay::<T>(k, &body)?
             {
                 out = Some(r);
                 return Ok(());
             }
             let receipt = match decide(&txn.state, &actor)? {
-                Some(event) => txn.commit(actor.name(), event, key, &body)?,
+                Some(event) => txn.commit(actor.name(), event, key, replay_verbatim(scope), &body)?,
                 None => Receipt {
                     goal_id: goal.clone(),
                     seq: txn.seq(),
@@ -122,10 +122,11 @@ impl FileKernel {
         scope: &str,
         request: &dyn std::fmt::Debug,
         lane: Lane,
+        body: impl FnOnce(&GoalState) -> Result<T>,
     ) -> Result<Option<Receipt<T>>> {
         let Some(key) = &ctx.key else { return Ok(None) };
         let actor = rules::resolve_actor(state, ctx.agent.as_ref(), lane)?;
-        crate::store::stored_receipt(state, &replay_key(scope, &actor, key.as_str(), request))
+        crate::store::stored_receipt(state, &replay_key(scope, &actor, key.as_str(), request), body)
     }
 
     fn now(&self) -> loopx_core::Timestamp {
@@ -141,11 +142,30 @@ impl FileKernel {
     }
 }
 
+/// Whether a replay of `scope` returns the stored receipt byte for byte. Commands that create
+/// something (and a spend, whose replay must be exact) keep their receipt; the others keep
+/// only the key and answer a replay with the present state of what they changed.
+fn replay_verbatim(scope: &str) -> bool {
+    matches!(scope, "todo.add" | "evidence.add" | "gate.ask" | "refresh-state" | "quota.spend")
+}
+
 /// The key a replayable command is stored under: `scope:actor:key#fingerprint`, where the
 /// fingerprint is a digest of the request. The same key with another request is refused.
 fn replay_key(scope: &str, actor: &Actor, key: &str, request: &dyn std::fmt::Debug) -> String {
     let fp = crate::log::line_hash(format!("{request:?}").as_bytes());
     format!("{scope}:{}:{key}#{}", actor.name(), &fp[..12])
+}
+
+/// The completed todo, its successor, and the evidence the completion added (`added` items;
+/// every piece of the todo's evidence when that is unknown, as on a replay).
+fn complete_body(id: TodoId, added: Option<usize>) -> impl Fn(&GoalState) -> Result<CompleteBody> {
+    move |s| {
+        let todo = rules::find_todo(s, id)?.clone();
+        let successor = todo.successors.last().and_then(|n| s.todo(*n)).cloned();
+        let skip = added.map_or(0, |n| todo.evidence.len().saturating_sub(n));
+        let evidence = todo.evidence[skip..].iter().filter_map(|e| s.evidence(*e)).cloned().collect();
+        Ok(CompleteBody { todo, evidence, successor })
+    }
 }
 
 fn todo_body(id: TodoId) -> impl Fn(&GoalState) -> Result<TodoBody> {
@@ -342,7 +362,10 @@ impl Kernel for FileKernel {
         let id = req.todo;
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
         let state = self.store.read(&goal)?;
-        if let Some(r) = self.stored_receipt(&state, ctx, "todo.complete", &req, todo_lane(id)(&state)?)? {
+        let lane = todo_lane(id)(&state)?;
+        if let Some(r) =
+            self.stored_receipt(&state, ctx, "todo.complete", &req, lane, complete_body(id, None))?
+        {
             return Ok(r);
         }
         // A todo with a validation command completes only on the kernel's own passing run. The
@@ -402,13 +425,7 @@ impl Kernel for FileKernel {
             &req,
             todo_lane(id),
             |s, a| rules::complete(s, a, &req, validated.as_ref(), now),
-            move |s| {
-                let todo = rules::find_todo(s, id)?.clone();
-                let successor = todo.successors.last().and_then(|n| s.todo(*n)).cloned();
-                let skip = todo.evidence.len().saturating_sub(added);
-                let evidence = todo.evidence[skip..].iter().filter_map(|e| s.evidence(*e)).cloned().collect();
-                Ok(CompleteBody { todo, evidence, successor })
-            },
+            complete_body(id, Some(added)),
         )
     }
 
@@ -591,7 +608,9 @@ impl Kernel for FileKernel {
                 continuation: d.continuation.clone(),
             };
             let receipt =
-                txn.commit(agent.as_str(), Event::DecisionRecorded { record }, None, |_| Ok(Nothing {}))?;
+                txn.commit(agent.as_str(), Event::DecisionRecorded { record }, None, false, |_| {
+                    Ok(Nothing {})
+                })?;
             let t = TurnRef { id: turn.clone(), recorded_seq: receipt.seq, replayed: false };
             out = Some(decide::answer(&txn.state, Some(&agent), &d, profile, now, Some(t)));
             Ok(())

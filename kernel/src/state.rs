@@ -24,11 +24,13 @@ pub const SPEND_HORIZON_MS: i64 = 7 * 24 * 3600 * 1000;
 
 use crate::log::EventLine;
 
-/// A stored receipt for an idempotency key.
+/// What is kept for an idempotency key: the event that committed it and, for commands whose
+/// replay must be byte for byte (a spend), the receipt itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredReceipt {
     pub seq: u64,
-    pub receipt: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<serde_json::Value>,
 }
 
 /// The state of one goal after `seq` events.
@@ -396,10 +398,10 @@ impl GoalState {
         Ok(())
     }
 
-    /// Keeps the receipt a keyed line carries, evicting the oldest past [`RECEIPTS_KEPT`].
+    /// Keeps the key (and receipt) a keyed line carries, evicting the oldest past [`RECEIPTS_KEPT`].
     pub fn keep_receipt(&mut self, line: &EventLine) {
-        if let (Some(key), Some(receipt)) = (&line.turn, &line.receipt) {
-            let stored = StoredReceipt { seq: line.seq, receipt: receipt.clone() };
+        if let Some(key) = &line.turn {
+            let stored = StoredReceipt { seq: line.seq, receipt: line.receipt.clone() };
             if self.receipts.insert(key.clone(), stored).is_none() {
                 self.receipt_order.push_back(key.clone());
             }

@@ -93,17 +93,24 @@ pub struct Txn<'a> {
 
 impl Txn<'_> {
     /// The stored receipt for `key`, if a command with that key was committed before.
-    pub fn replay<T: DeserializeOwned>(&self, key: &str) -> Result<Option<Receipt<T>>> {
-        stored_receipt(&self.state, key)
+    pub fn replay<T: DeserializeOwned>(
+        &self,
+        key: &str,
+        body: impl FnOnce(&GoalState) -> Result<T>,
+    ) -> Result<Option<Receipt<T>>> {
+        stored_receipt(&self.state, key, body)
     }
 
     /// Commits `event` by `actor`: append, fsync, snapshot, GOAL.md. `body` describes the
-    /// result from the new state; with a key, the receipt is stored for replays.
+    /// result from the new state. With a key, the key is kept so a replay appends nothing; with
+    /// `verbatim`, the receipt itself is kept too, so a replay returns it byte for byte
+    /// (otherwise a replay describes the current state).
     pub fn commit<T: Serialize>(
         &mut self,
         actor: &str,
         event: Event,
         key: Option<String>,
+        verbatim: bool,
         body: impl FnOnce(&GoalState) -> Result<T>,
     ) -> Result<Receipt<T>> {
         if self.committed {
@@ -128,9 +135,11 @@ impl Txn<'_> {
             replayed: false,
         };
         if line.turn.is_some() {
-            let value = serde_json::to_value(&receipt)
-                .map_err(|e| Error::internal(format!("cannot encode receipt: {e}")))?;
-            line.receipt = Some(value);
+            if verbatim {
+                let value = serde_json::to_value(&receipt)
+                    .map_err(|e| Error::internal(format!("cannot encode receipt: {e}")))?;
+                line.receipt = Some(value);
+            }
             next.keep_receipt(&line);
         }
         let mut text =
@@ -526,12 +535,30 @@ impl Store for FileStore {
 
 /// The receipt stored under `key` (`scope:actor:turn#fingerprint`). The same turn used for a
 /// different request (another fingerprint) is refused rather than silently replayed.
-pub fn stored_receipt<T: DeserializeOwned>(state: &GoalState, key: &str) -> Result<Option<Receipt<T>>> {
-    if let Some(StoredReceipt { receipt, .. }) = state.receipts.get(key) {
-        let mut r: Receipt<T> = serde_json::from_value(receipt.clone())
-            .map_err(|e| Error::integrity(format!("the stored receipt for {key:?} does not decode: {e}")))?;
-        r.replayed = true;
-        return Ok(Some(r));
+pub fn stored_receipt<T: DeserializeOwned>(
+    state: &GoalState,
+    key: &str,
+    body: impl FnOnce(&GoalState) -> Result<T>,
+) -> Result<Option<Receipt<T>>> {
+    match state.receipts.get(key) {
+        Some(StoredReceipt { receipt: Some(receipt), .. }) => {
+            let mut r: Receipt<T> = serde_json::from_value(receipt.clone()).map_err(|e| {
+                Error::integrity(format!("the stored receipt for {key:?} does not decode: {e}"))
+            })?;
+            r.replayed = true;
+            return Ok(Some(r));
+        }
+        Some(StoredReceipt { seq, receipt: None }) => {
+            let body = body(state)?;
+            return Ok(Some(Receipt {
+                goal_id: state.goal.id.clone(),
+                seq: *seq,
+                changed: true,
+                body,
+                replayed: true,
+            }));
+        }
+        None => {}
     }
     let base = key.split_once('#').map_or(key, |(b, _)| b);
     let prefix = format!("{base}#");

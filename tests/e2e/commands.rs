@@ -470,11 +470,24 @@ fn a_turn_id_makes_a_mutation_happen_once() {
     // The same key by another agent, or for another command, is a different turn.
     s.ok(&["todo", "add", "--agent-id", "b", "--text", "retry-safe", "--turn-instance-id", "turn-7"]);
     assert_eq!(s.json(&["todo", "list"])["total"], 5);
+    // A replay after other work still returns the first receipt.
+    assert_eq!(s.run(&[&args[..], &["--json"]].concat()).stdout, first);
+    // A claim replayed after the todo moved on describes the todo as it is now, and appends nothing.
+    let claim =
+        ["todo", "claim", "--todo-id", "t1", "--agent-id", "a", "--turn-instance-id", "turn-8", "--json"];
+    s.ok(&claim);
+    s.ok(&["todo", "update", "--todo-id", "t1", "--agent-id", "a", "--note", "halfway"]);
+    let n = events(&s.events_path("main")).len();
+    let again = s.ok(&claim).json();
+    assert_eq!(again["todo"]["notes"][0]["text"], "halfway");
+    assert_eq!(events(&s.events_path("main")).len(), n);
     let ev = events(&s.events_path("main"));
+    let turns: Vec<&str> = ev.iter().filter_map(|e| e["turn"].as_str()).collect();
+    assert_eq!(turns.len(), 3, "{turns:?}");
+    assert!(turns[1].starts_with("todo.add:b:turn-7#"), "{turns:?}");
     assert!(
-        ev.last().unwrap()["turn"].as_str().unwrap().starts_with("todo.add:b:turn-7#"),
-        "{}",
-        ev.last().unwrap()
+        ev.iter().any(|e| e["kind"] == "todo_claimed" && e.get("receipt").is_none()),
+        "a claim keeps only its key"
     );
 }
 
