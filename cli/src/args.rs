@@ -57,6 +57,9 @@ pub enum Command {
     /// Record and list the proof of progress
     #[command(subcommand)]
     Evidence(EvidenceCommand),
+    /// Time-bounded rights to act on a todo: acquire, renew, transfer, release, show
+    #[command(subcommand)]
+    Lease(LeaseCommand),
     /// The objective, what needs you, what is next, and what proves progress
     Status,
     /// Ask a person, list and answer the questions that hold work back
@@ -69,8 +72,8 @@ pub enum Command {
     RefreshState(RefreshArgs),
     /// The goal's latest events
     History(HistoryArgs),
-    /// Verify the event log, the snapshot and GOAL.md
-    Doctor,
+    /// Verify the event log, the snapshot and GOAL.md (and, with --repair, mend what can be)
+    Doctor(DoctorArgs),
 }
 
 #[derive(Debug, Args)]
@@ -119,6 +122,9 @@ pub enum GoalCommand {
         /// Make it the project's default goal
         #[arg(long)]
         default: bool,
+        /// soft_claim, or hard_lease: completion and claim changes need the active lease
+        #[arg(long, value_name = "MODE")]
+        handoff_mode: Option<String>,
         #[command(flatten)]
         quota: QuotaArgs,
         #[command(flatten)]
@@ -206,6 +212,11 @@ pub enum TodoCommand {
         #[arg(long, value_name = "ID")]
         todo_id: String,
     },
+    /// Select the agent's next todo and claim it, in one step
+    ClaimNext {
+        #[command(flatten)]
+        acting: Acting,
+    },
     /// Claim an open todo for an agent (exactly one claimer wins)
     Claim {
         #[arg(long, value_name = "ID")]
@@ -266,6 +277,12 @@ pub struct UpdateArgs {
     /// The kind of --evidence
     #[arg(long, default_value = "note", value_name = "KIND")]
     pub evidence_kind: String,
+    /// Hand the claim to this agent (with --takeover-reason): by the owner, or once the owner's lease expired
+    #[arg(long, value_name = "AGENT", requires = "takeover_reason")]
+    pub claimed_by: Option<String>,
+    /// Why the claim changes hands (recorded)
+    #[arg(long, requires = "claimed_by")]
+    pub takeover_reason: Option<String>,
     #[command(flatten)]
     pub acting: Acting,
 }
@@ -458,4 +475,66 @@ pub struct RefreshArgs {
     pub next_action: Option<String>,
     #[command(flatten)]
     pub acting: Acting,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Keep each log's valid prefix, move the rest aside into a dated file, rebuild snapshots
+    /// and GOAL.md; nothing is deleted
+    #[arg(long)]
+    pub repair: bool,
+}
+
+/// Who holds the lease, and the key and version it is presented with.
+#[derive(Debug, Args)]
+pub struct LeaseArgs {
+    #[arg(long, value_name = "ID")]
+    pub todo_id: String,
+    #[arg(long, value_name = "AGENT")]
+    pub agent_id: Option<String>,
+    /// The lease key: chosen on acquire, presented on renew, transfer and release
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// Compare-and-set: act only if the lease is at this version
+    #[arg(long, value_name = "N")]
+    pub expected_version: Option<u64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LeaseCommand {
+    /// Take a lease on a todo (and claim it)
+    Acquire {
+        #[command(flatten)]
+        lease: LeaseArgs,
+        /// How long it lasts
+        #[arg(long, default_value = "45m", value_name = "DURATION")]
+        ttl: String,
+        /// A path glob the holder may write (repeatable); active leases never overlap
+        #[arg(long = "write-scope", value_name = "GLOB")]
+        write_scope: Vec<String>,
+    },
+    /// Extend your lease
+    Renew {
+        #[command(flatten)]
+        lease: LeaseArgs,
+        #[arg(long, default_value = "45m", value_name = "DURATION")]
+        ttl: String,
+    },
+    /// Hand your lease (and the claim) to another agent
+    Transfer {
+        #[command(flatten)]
+        lease: LeaseArgs,
+        #[arg(long, value_name = "AGENT")]
+        to_agent: String,
+    },
+    /// Give up your lease
+    Release {
+        #[command(flatten)]
+        lease: LeaseArgs,
+    },
+    /// Show a todo's lease
+    Show {
+        #[arg(long, value_name = "ID")]
+        todo_id: String,
+    },
 }

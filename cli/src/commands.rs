@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use loopx_core::kernel::*;
 use loopx_core::model::{
-    DeliveryOutcome, EvidenceKind, GateBlocks, GateStatus, Priority, ResumeWhen, Role, RuntimeProfile,
-    TodoClass, TodoStatus, Validation,
+    DeliveryOutcome, EvidenceKind, GateBlocks, GateStatus, HandoffMode, Priority, ResumeWhen, Role,
+    RuntimeProfile, TodoClass, TodoStatus, Validation,
 };
 use loopx_core::{AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, TodoId, exit};
 use loopx_kernel::{FileKernel, Reporter, SystemClock, find_root};
@@ -178,7 +178,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let d = k.show_goal(g).await?;
             Rendered::new(&d, text::goal_detail(&d, style))
         }
-        Command::Goal(GoalCommand::Set { objective, title, default, quota, acting }) => {
+        Command::Goal(GoalCommand::Set { objective, title, default, handoff_mode, quota, acting }) => {
             let quota = QuotaChange {
                 compute: quota.compute,
                 window_hours: quota.window_hours,
@@ -187,13 +187,24 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
                 budget_tokens: quota.budget_tokens,
                 budget_usd: quota.budget_usd,
             };
-            if objective.is_none() && title.is_none() && !default && quota.is_empty() {
+            if objective.is_none()
+                && title.is_none()
+                && !default
+                && quota.is_empty()
+                && handoff_mode.is_none()
+            {
                 return Err(Error::usage("nothing to set").with_hint(
                     "pass --objective, --title, --default, or a quota flag such as --compute 0.5",
                 ));
             }
-            let req =
-                SetGoal { objective: objective.clone(), title: title.clone(), make_default: *default, quota };
+            let handoff_mode = handoff_mode.as_deref().map(str::parse::<HandoffMode>).transpose()?;
+            let req = SetGoal {
+                objective: objective.clone(),
+                title: title.clone(),
+                make_default: *default,
+                quota,
+                handoff_mode,
+            };
             let r = k.set_goal(&context(cli, acting)?, req).await?;
             Rendered::new(&r, text::goal_receipt("updated", &r, style))
         }
@@ -250,6 +261,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             Rendered::new(&l, text::evidence_list(&l))
         }
         Command::Gate(g) => gate(cli, k, g, style).await,
+        Command::Lease(l) => lease(cli, k, l).await,
         Command::Quota(q) => quota(cli, k, q, style).await,
         Command::RefreshState(a) => {
             let req = RefreshState {
@@ -269,8 +281,8 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let h = k.history(g, *limit).await?;
             Rendered::new(&h, text::history(&h, style))
         }
-        Command::Doctor => {
-            let d = k.doctor(g).await?;
+        Command::Doctor(DoctorArgs { repair }) => {
+            let d = if *repair { k.repair(g).await? } else { k.doctor(g).await? };
             let code = if d.healthy { exit::SUCCESS } else { exit::INTEGRITY };
             Ok(Rendered::new(&d, text::doctor(&d, style))?.with_exit(code))
         }
@@ -337,6 +349,10 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
             let d = k.show_todo(goal.as_ref(), todo_id(id)?).await?;
             Rendered::new(&d, text::todo_detail(&d, style))
         }
+        TodoCommand::ClaimNext { acting } => {
+            let r = k.claim_next(&context(cli, acting)?).await?;
+            Rendered::new(&r, text::todo_receipt("claimed", &r, style))
+        }
         TodoCommand::Claim { todo_id: id, acting } => {
             let r = k.claim_todo(&context(cli, acting)?, todo_id(id)?).await?;
             Rendered::new(&r, text::todo_receipt("claimed", &r, style))
@@ -355,6 +371,8 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
                 clear_claim: a.clear_claim,
                 note: a.note.clone(),
                 evidence: a.evidence.clone().map(|s| evidence(&a.evidence_kind, s)).transpose()?,
+                claimed_by: a.claimed_by.as_deref().map(AgentId::new).transpose()?,
+                takeover_reason: a.takeover_reason.clone(),
             };
             let r = k.update_todo(&context(cli, &a.acting)?, req).await?;
             Rendered::new(&r, text::todo_receipt("updated", &r, style))
@@ -450,4 +468,41 @@ async fn quota(cli: &Cli, k: &FileKernel, cmd: &QuotaCommand, style: Style) -> R
             Rendered::new(&r, text::scheduler_receipt(&r))
         }
     }
+}
+
+async fn lease(cli: &Cli, k: &FileKernel, cmd: &LeaseCommand) -> Result<Rendered> {
+    let (args, op) = match cmd {
+        LeaseCommand::Show { todo_id: id } => {
+            let b = k.show_lease(goal_arg(cli)?.as_ref(), todo_id(id)?).await?;
+            return Rendered::new(&b, text::lease(&b, None));
+        }
+        LeaseCommand::Acquire { lease, ttl, write_scope } => (
+            lease,
+            LeaseOp::Acquire {
+                ttl_secs: loopx_core::time::parse_duration(ttl)?.as_secs(),
+                write_scope: write_scope.clone(),
+            },
+        ),
+        LeaseCommand::Renew { lease, ttl } => {
+            (lease, LeaseOp::Renew { ttl_secs: loopx_core::time::parse_duration(ttl)?.as_secs() })
+        }
+        LeaseCommand::Transfer { lease, to_agent } => {
+            (lease, LeaseOp::Transfer { to: AgentId::new(to_agent)? })
+        }
+        LeaseCommand::Release { lease } => (lease, LeaseOp::Release),
+    };
+    let key = args.idempotency_key.as_deref().map(IdempotencyKey::new).transpose()?;
+    let req = LeaseRequest {
+        todo: todo_id(&args.todo_id)?,
+        op,
+        key: key.map(|k| k.as_str().to_owned()),
+        expected_version: args.expected_version,
+    };
+    let ctx = CommandContext {
+        goal: goal_arg(cli)?,
+        agent: args.agent_id.as_deref().map(AgentId::new).transpose()?,
+        key: None,
+    };
+    let r = k.lease(&ctx, req).await?;
+    Rendered::new(&r, text::lease(&r.body, Some((r.changed, r.replayed))))
 }

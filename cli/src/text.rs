@@ -506,3 +506,22 @@ pub fn doctor(d: &DoctorReport, style: Style) -> String {
     let _ = writeln!(out, "{}", if d.healthy { "healthy" } else { "problems found; see above" });
     out
 }
+
+pub fn lease(b: &LeaseBody, receipt: Option<(bool, bool)>) -> String {
+    let tail = receipt.map(|(c, r)| suffix(c, r)).unwrap_or_default();
+    match &b.lease {
+        None => format!("{}: no lease (version {}){tail}\n", b.todo, b.version),
+        Some(l) => {
+            let state = if b.active { "active" } else { "expired" };
+            let scope = if l.write_scope.is_empty() {
+                String::new()
+            } else {
+                format!(", writes {}", l.write_scope.join(" "))
+            };
+            format!(
+                "{}: leased by {} until {} ({state}, version {}{scope}){tail}\n",
+                b.todo, l.owner, l.expires_at, b.version
+            )
+        }
+    }
+}

@@ -8,9 +8,10 @@ use crate::agent::AgentType;
 use crate::decision::DecisionRecord;
 use crate::ids::{AgentId, GateId, SpendId, TodoId};
 use crate::model::{
-    CompletionContinuation, Evidence, GateBlocks, GateStatus, NewTodo, Priority, QuotaPolicy, ResumeWhen,
-    RunRecord, Spend, TodoStatus,
+    CompletionContinuation, Evidence, GateBlocks, GateStatus, HandoffMode, NewTodo, Priority, QuotaPolicy,
+    ResumeWhen, RunRecord, Spend, TodoStatus,
 };
+use crate::time::Timestamp;
 
 /// What happened. Serialised adjacently tagged: `"kind":"todo_added","data":{…}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -29,6 +30,8 @@ pub enum Event {
         /// The whole new quota policy, when it changed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         quota: Option<QuotaPolicy>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        handoff_mode: Option<HandoffMode>,
     },
     GoalStopped {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,6 +91,33 @@ pub enum Event {
     },
     EvidenceAdded {
         evidence: Evidence,
+    },
+    LeaseAcquired {
+        todo: TodoId,
+        owner: AgentId,
+        expires_at: Timestamp,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        write_scope: Vec<String>,
+    },
+    LeaseRenewed {
+        todo: TodoId,
+        expires_at: Timestamp,
+    },
+    LeaseTransferred {
+        todo: TodoId,
+        to: AgentId,
+    },
+    LeaseReleased {
+        todo: TodoId,
+    },
+    /// A claim moved from one agent to another, explicitly.
+    TodoTakenOver {
+        todo: TodoId,
+        from: AgentId,
+        to: AgentId,
+        reason: String,
     },
     GateAsked {
         gate: GateId,
@@ -152,6 +182,11 @@ impl Event {
             Event::TodoCompleted { .. } => "todo_completed",
             Event::TodoSuperseded { .. } => "todo_superseded",
             Event::EvidenceAdded { .. } => "evidence_added",
+            Event::LeaseAcquired { .. } => "lease_acquired",
+            Event::LeaseRenewed { .. } => "lease_renewed",
+            Event::LeaseTransferred { .. } => "lease_transferred",
+            Event::LeaseReleased { .. } => "lease_released",
+            Event::TodoTakenOver { .. } => "todo_taken_over",
             Event::GateAsked { .. } => "gate_asked",
             Event::GateAnswered { .. } => "gate_answered",
             Event::DecisionRecorded { .. } => "decision_recorded",
@@ -201,6 +236,15 @@ impl Event {
             }
             Event::EvidenceAdded { evidence } => {
                 format!("{} on {}: {}", evidence.id, evidence.todo, evidence.summary)
+            }
+            Event::LeaseAcquired { todo, owner, expires_at, .. } => {
+                format!("lease on {todo} acquired by {owner} until {expires_at}")
+            }
+            Event::LeaseRenewed { todo, expires_at } => format!("lease on {todo} renewed until {expires_at}"),
+            Event::LeaseTransferred { todo, to } => format!("lease on {todo} transferred to {to}"),
+            Event::LeaseReleased { todo } => format!("lease on {todo} released"),
+            Event::TodoTakenOver { todo, from, to, reason } => {
+                format!("{todo} taken over from {from} by {to}: {reason}")
             }
             Event::GateAsked { gate, question, blocks } => format!("{gate} asked ({blocks}): {question}"),
             Event::GateAnswered { gate, status, .. } => format!("{gate} {status}"),

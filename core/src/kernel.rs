@@ -12,8 +12,9 @@ use crate::decision::{OpenQuestion, QuotaView, ShouldRunAnswer};
 use crate::error::Result;
 use crate::ids::{AgentId, GateId, GoalId, IdempotencyKey, SpendId, TodoId};
 use crate::model::{
-    Agent, DeliveryOutcome, Evidence, EvidenceKind, Gate, GateBlocks, GateStatus, Goal, GoalStatus, Priority,
-    ResumeWhen, Role, RunRecord, RuntimeProfile, Spend, Todo, TodoClass, TodoStatus, Validation,
+    Agent, DeliveryOutcome, Evidence, EvidenceKind, Gate, GateBlocks, GateStatus, Goal, GoalStatus,
+    HandoffMode, Lease, Priority, ResumeWhen, Role, RunRecord, RuntimeProfile, Spend, Todo, TodoClass,
+    TodoStatus, Validation,
 };
 use crate::time::Timestamp;
 
@@ -63,6 +64,7 @@ pub struct SetGoal {
     pub title: Option<String>,
     pub make_default: bool,
     pub quota: QuotaChange,
+    pub handoff_mode: Option<HandoffMode>,
 }
 
 /// Changes to a goal's quota policy; `None` keeps the current value.
@@ -160,6 +162,10 @@ pub struct UpdateTodo {
     pub clear_claim: bool,
     pub note: Option<String>,
     pub evidence: Option<NewEvidence>,
+    /// Hand the claim to this agent (with `takeover_reason`): by the owner, or by anyone once
+    /// the owner's lease has expired.
+    pub claimed_by: Option<AgentId>,
+    pub takeover_reason: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -440,6 +446,9 @@ pub trait Kernel: Send + Sync {
     async fn history(&self, goal: Option<&GoalId>, limit: usize) -> Result<HistoryView>;
     /// Verifies the chain, the snapshot and GOAL.md of one goal, or of every goal.
     async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport>;
+    /// Keeps each log's valid prefix, moves the rest aside into dated files, rebuilds
+    /// snapshots, GOAL.md and an unreadable project.json. Deletes nothing.
+    async fn repair(&self, goal: Option<&GoalId>) -> Result<DoctorReport>;
 
     /// The decision table of DESIGN.md §5 for `ctx.agent`. Without a key it is a pure read;
     /// with one (the turn id) the decision is recorded once, and a replay returns the same
@@ -463,6 +472,11 @@ pub trait Kernel: Send + Sync {
     async fn void_slot(&self, ctx: &CommandContext, req: VoidSlot) -> Result<Receipt<SpendBody>>;
     async fn quota_status(&self, goal: Option<&GoalId>) -> Result<QuotaStatus>;
     /// Records what the host's scheduler applied, or that it failed to. Never spends.
+    /// Acquires, renews, transfers or releases a todo's lease.
+    async fn lease(&self, ctx: &CommandContext, req: LeaseRequest) -> Result<Receipt<LeaseBody>>;
+    async fn show_lease(&self, goal: Option<&GoalId>, todo: TodoId) -> Result<LeaseBody>;
+    /// Selects the agent's next todo (DESIGN.md §5) and claims it, in one step under the lock.
+    async fn claim_next(&self, ctx: &CommandContext) -> Result<Receipt<TodoBody>>;
     async fn scheduler_report(
         &self,
         ctx: &CommandContext,
@@ -567,6 +581,39 @@ pub struct QuotaStatus {
     pub budget_exhausted: bool,
     /// The latest spends, newest last (at most 10).
     pub recent_spends: Vec<Spend>,
+}
+
+// ---- leases -------------------------------------------------------------------------------
+
+/// What to do with a todo's lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseOp {
+    Acquire { ttl_secs: u64, write_scope: Vec<String> },
+    Renew { ttl_secs: u64 },
+    Transfer { to: AgentId },
+    Release,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRequest {
+    pub todo: TodoId,
+    pub op: LeaseOp,
+    /// The lease key: set on acquire, presented on renew, transfer and release.
+    pub key: Option<String>,
+    /// Compare-and-set: refuse unless the todo's lease version is this.
+    pub expected_version: Option<u64>,
+}
+
+/// A todo's lease as it stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LeaseBody {
+    pub todo: TodoId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<AgentId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    pub active: bool,
+    pub version: u64,
 }
 
 /// What `loopx init` did.

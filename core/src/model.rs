@@ -283,6 +283,12 @@ pub struct Todo {
     /// A check the kernel itself runs before it accepts completion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation: Option<Validation>,
+    /// The latest lease; it binds only while `expires_at` is in the future.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// Bumped by every lease change; `--expected-version` compares against it.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub lease_version: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predecessor: Option<TodoId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -319,6 +325,30 @@ pub struct NewTodo {
     /// Claimed at creation (a successor stays with the agent that completed its predecessor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_by: Option<AgentId>,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A time-bounded right to act on a todo. Expired leases are ignored; nothing reaps them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub owner: AgentId,
+    pub acquired_at: Timestamp,
+    pub expires_at: Timestamp,
+    /// The key the owner presented; renew, transfer and release must present it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Paths the owner may write; two active leases never overlap.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write_scope: Vec<String>,
+}
+
+impl Lease {
+    pub fn is_active(&self, now: Timestamp) -> bool {
+        now < self.expires_at
+    }
 }
 
 /// A validation command: argv (no shell), run by the kernel in the project directory.

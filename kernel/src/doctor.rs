@@ -153,3 +153,23 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
     }
     DoctorGoal { goal_id: id.clone(), events, checks }
 }
+
+/// `doctor --repair`: mends what it can, then reports as `doctor` does, with one `repair`
+/// check per action taken.
+pub fn repair(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
+    let mut actions = store.repair_project()?;
+    let goals: Vec<GoalId> = match only {
+        Some(g) => vec![g.clone()],
+        None => store.project()?.goals.into_iter().map(|g| g.id).collect(),
+    };
+    for g in &goals {
+        actions.extend(store.repair_goal(g)?);
+    }
+    let mut report = run(store, only)?;
+    if actions.is_empty() {
+        actions.push("nothing needed repair".to_owned());
+    }
+    let done: Vec<DoctorCheck> = actions.into_iter().map(|a| check("repair", true, a)).collect();
+    report.project.splice(0..0, done);
+    Ok(report)
+}

@@ -168,6 +168,17 @@ fn complete_body(id: TodoId, added: Option<usize>) -> impl Fn(&GoalState) -> Res
     }
 }
 
+fn lease_body(s: &GoalState, id: TodoId, now: loopx_core::Timestamp) -> Result<LeaseBody> {
+    let t = rules::find_todo(s, id)?;
+    Ok(LeaseBody {
+        todo: id,
+        claimed_by: t.claimed_by.clone(),
+        lease: t.lease.clone(),
+        active: t.lease.as_ref().is_some_and(|l| l.is_active(now)),
+        version: t.lease_version,
+    })
+}
+
 fn todo_body(id: TodoId) -> impl Fn(&GoalState) -> Result<TodoBody> {
     move |s| Ok(TodoBody { todo: rules::find_todo(s, id)?.clone() })
 }
@@ -440,7 +451,7 @@ impl Kernel for FileKernel {
             "todo.supersede",
             &req,
             todo_lane(id),
-            |s, a| rules::supersede(s, a, &req).map(Some),
+            |s, a| rules::supersede(s, a, &req, self.now()).map(Some),
             move |s| {
                 let todo = rules::find_todo(s, id)?.clone();
                 let replacements = todo.superseded_by.iter().filter_map(|n| s.todo(*n)).cloned().collect();
@@ -455,7 +466,7 @@ impl Kernel for FileKernel {
             "todo.release",
             &todo,
             |_| Ok(Lane::Agent),
-            |s, a| rules::release(s, a, todo),
+            |s, a| rules::release(s, a, todo, self.now()),
             todo_body(todo),
         )
     }
@@ -558,6 +569,15 @@ impl Kernel for FileKernel {
 
     async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport> {
         doctor::run(&self.store, goal)
+    }
+
+    async fn repair(&self, goal: Option<&GoalId>) -> Result<DoctorReport> {
+        // A named goal must exist; an unreadable project.json is what repair is for.
+        if let Some(g) = goal {
+            self.store.repair_project()?;
+            self.resolve_goal(Some(g))?;
+        }
+        doctor::repair(&self.store, goal)
     }
 
     async fn should_run(
@@ -761,6 +781,52 @@ impl Kernel for FileKernel {
                 })
             },
         )
+    }
+
+    async fn lease(&self, ctx: &CommandContext, req: LeaseRequest) -> Result<Receipt<LeaseBody>> {
+        let id = req.todo;
+        self.mutate(
+            ctx,
+            "lease",
+            &req,
+            |_| Ok(Lane::Agent),
+            |s, a| rules::lease(s, a, &req, self.now()),
+            move |s| lease_body(s, id, self.now()),
+        )
+    }
+
+    async fn show_lease(&self, goal: Option<&GoalId>, todo: TodoId) -> Result<LeaseBody> {
+        lease_body(&self.read(goal)?, todo, self.now())
+    }
+
+    async fn claim_next(&self, ctx: &CommandContext) -> Result<Receipt<TodoBody>> {
+        let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        let now = self.now();
+        let mut out = None;
+        self.store.transact(&goal, &mut |txn| {
+            let actor = rules::resolve_actor(&txn.state, ctx.agent.as_ref(), Lane::Agent)?;
+            // A replay returns the todo the first call picked, even if it is no longer next.
+            let key = ctx.key.as_ref().map(|k| replay_key("todo.claim-next", &actor, k.as_str(), &()));
+            if let Some(k) = &key
+                && let Some(r) = txn.replay(k, |_| Err(Error::internal("claim-next keeps its receipt")))?
+            {
+                out = Some(r);
+                return Ok(());
+            }
+            let (id, event) = rules::claim_next(&txn.state, &actor, now)?;
+            out = Some(match event {
+                Some(e) => txn.commit(actor.name(), e, key, true, todo_body(id))?,
+                None => Receipt {
+                    goal_id: goal.clone(),
+                    seq: txn.seq(),
+                    changed: false,
+                    body: todo_body(id)(&txn.state)?,
+                    replayed: false,
+                },
+            });
+            Ok(())
+        })?;
+        out.ok_or_else(|| Error::internal("claim-next returned no receipt"))
     }
 }
 

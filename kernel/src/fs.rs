@@ -10,6 +10,12 @@ use loopx_core::{Error, Result};
 /// Writes `bytes` to `path` atomically: readers see the old file or the new one, never a mix.
 /// Keeps the existing file's permissions.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    atomic_write_with(path, bytes, &|| {})
+}
+
+/// [`atomic_write`], calling `before_rename` once the new content is durable in its temporary
+/// file (a seam for crash tests).
+pub fn atomic_write_with(path: &Path, bytes: &[u8], before_rename: &dyn Fn()) -> Result<()> {
     let dir = parent(path)?;
     let mut tmp = tempfile_in(dir, path)?;
     let (file, tmp_path) = (&mut tmp.0, tmp.1.clone());
@@ -19,6 +25,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
             let _ = file.set_permissions(meta.permissions());
         }
         file.sync_all().map_err(|e| Error::io("sync", &tmp_path, &e))?;
+        before_rename();
         fs::rename(&tmp_path, path).map_err(|e| Error::io("replace", path, &e))?;
         sync_dir(dir)
     })();

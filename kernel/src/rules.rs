@@ -3,12 +3,12 @@
 
 use loopx_core::event::Event;
 use loopx_core::kernel::{
-    AddEvidence, AddTodo, AnswerGate, AskGate, CompleteTodo, NewEvidence, QuotaChange, RefreshState,
-    RegisterAgent, SchedulerReport, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo, VoidSlot,
+    AddEvidence, AddTodo, AnswerGate, AskGate, CompleteTodo, LeaseOp, LeaseRequest, NewEvidence, QuotaChange,
+    RefreshState, RegisterAgent, SchedulerReport, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo, VoidSlot,
 };
 use loopx_core::model::{
-    CompletionContinuation, Evidence, GateBlocks, GateStatus, GoalStatus, NewTodo, QuotaPolicy, ResumeWhen,
-    Role, RunRecord, Spend, Todo, TodoStatus, check_text,
+    CompletionContinuation, Evidence, GateBlocks, GateStatus, GoalStatus, HandoffMode, NewTodo, QuotaPolicy,
+    ResumeWhen, Role, RunRecord, Spend, Todo, TodoStatus, check_text,
 };
 use loopx_core::traits::EvidenceDraft;
 use loopx_core::{AgentId, Error, EvidenceId, GateId, Result, Timestamp, TodoId};
@@ -190,10 +190,11 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
     let quota = new_quota(state, &req.quota)?.filter(|q| *q != state.goal.quota);
     let objective = req.objective.clone().filter(|o| *o != state.goal.objective);
     let title = req.title.clone().filter(|t| Some(t) != state.goal.title.as_ref());
-    if objective.is_none() && title.is_none() && quota.is_none() {
+    let handoff_mode = req.handoff_mode.filter(|m| *m != state.goal.handoff_mode);
+    if objective.is_none() && title.is_none() && quota.is_none() && handoff_mode.is_none() {
         return Ok(None);
     }
-    Ok(Some(Event::GoalUpdated { objective, title, quota }))
+    Ok(Some(Event::GoalUpdated { objective, title, quota, handoff_mode }))
 }
 
 pub fn stop_goal(state: &GoalState, reason: Option<&String>) -> Result<Option<Event>> {
@@ -278,6 +279,13 @@ pub fn claim(state: &GoalState, actor: &Actor, id: TodoId) -> Result<Option<Even
         return Ok(None);
     }
     not_held_by_other(todo, actor, "claim")?;
+    if state.goal.handoff_mode == HandoffMode::HardLease {
+        return Err(Error::refused(format!(
+            "goal {} is in hard_lease mode: claims come with a lease",
+            state.goal.id
+        ))
+        .with_hint(format!("loopx lease acquire --todo-id {id} --agent-id {me} --ttl 45m")));
+    }
     if todo.status != TodoStatus::Open {
         return Err(Error::refused(format!("todo {id} is {}; only open todos can be claimed", todo.status))
             .with_hint(format!("reopen it first: loopx todo update --todo-id {id} --status open")));
@@ -285,17 +293,21 @@ pub fn claim(state: &GoalState, actor: &Actor, id: TodoId) -> Result<Option<Even
     Ok(Some(Event::TodoClaimed { todo: id, agent: me.clone() }))
 }
 
-pub fn release(state: &GoalState, actor: &Actor, id: TodoId) -> Result<Option<Event>> {
+pub fn release(state: &GoalState, actor: &Actor, id: TodoId, now: Timestamp) -> Result<Option<Event>> {
     let todo = find_todo(state, id)?;
     if todo.claimed_by.is_none() {
         return Ok(None);
     }
     not_held_by_other(todo, actor, "release")?;
+    lease_presented(state, todo, actor, now, "releasing")?;
     Ok(Some(Event::TodoReleased { todo: id }))
 }
 
 pub fn update(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp) -> Result<Option<Event>> {
     let todo = find_todo(state, req.todo)?;
+    if req.claimed_by.is_some() || req.takeover_reason.is_some() {
+        return takeover(state, actor, req, now);
+    }
     if let Some(t) = &req.text {
         check_text("todo text", t)?;
     }
@@ -324,6 +336,9 @@ pub fn update(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp
     }
     not_closed(todo, "update")?;
     not_held_by_other(todo, actor, "update")?;
+    if req.clear_claim {
+        lease_presented(state, todo, actor, now, "clearing the claim of")?;
+    }
     let final_status = req.status.unwrap_or(todo.status);
     if let Some(r) = &req.resume_when {
         if final_status != TodoStatus::Deferred {
@@ -400,6 +415,9 @@ pub fn complete(
     }
     not_closed(todo, "complete")?;
     not_held_by_other(todo, actor, "complete")?;
+    if todo.role == Role::Agent {
+        lease_presented(state, todo, actor, now, "completing")?;
+    }
     if todo.role == Role::User && actor != &Actor::User {
         return Err(Error::refused(format!("todo {} is a user todo; only a person completes it", req.todo))
             .with_hint(format!(
@@ -492,7 +510,7 @@ fn follow_up(from: &Todo, id: TodoId, text: &str) -> NewTodo {
     }
 }
 
-pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo) -> Result<Event> {
+pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo, now: Timestamp) -> Result<Event> {
     let todo = find_todo(state, req.todo)?;
     check_note(req.note.as_ref())?;
     for t in &req.new_texts {
@@ -512,6 +530,7 @@ pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo) -> Resul
     }
     not_closed(todo, "supersede")?;
     not_held_by_other(todo, actor, "supersede")?;
+    lease_presented(state, todo, actor, now, "superseding")?;
     room_for(state, req.new_texts.len())?;
     let new: Vec<NewTodo> = req
         .new_texts
@@ -811,5 +830,236 @@ pub fn scheduler_report(state: &GoalState, actor: &Actor, req: &SchedulerReport)
             cadence_minutes: req.cadence_minutes,
             rrule: req.rrule.clone(),
         }),
+    }
+}
+
+// ---- peers and leases ------------------------------------------------------------------------
+
+/// Longest lease.
+pub const MAX_LEASE_SECS: u64 = 7 * 24 * 3600;
+
+/// In `hard_lease` mode, acting on an agent's todo needs the actor's active lease on it.
+fn lease_presented(state: &GoalState, todo: &Todo, actor: &Actor, now: Timestamp, doing: &str) -> Result<()> {
+    if state.goal.handoff_mode != HandoffMode::HardLease {
+        return Ok(());
+    }
+    match (actor, &todo.lease) {
+        (Actor::User, _) => Ok(()),
+        (Actor::Agent(me), Some(l)) if &l.owner == me && l.is_active(now) => Ok(()),
+        (Actor::Agent(me), _) => Err(Error::refused(format!(
+            "goal {} is in hard_lease mode: {doing} {} needs {me}'s active lease on it",
+            state.goal.id, todo.id
+        ))
+        .with_hint(format!("loopx lease acquire --todo-id {} --agent-id {me} --ttl 45m", todo.id))),
+    }
+}
+
+/// An explicit change of claim: by the owner, by a person, or by the new claimer once the
+/// owner's lease has expired. Never implicit.
+fn takeover(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp) -> Result<Option<Event>> {
+    let todo = find_todo(state, req.todo)?;
+    let (Some(to), Some(reason)) = (&req.claimed_by, &req.takeover_reason) else {
+        return Err(Error::usage("--claimed-by and --takeover-reason go together").with_hint(format!(
+            "loopx todo update --todo-id {} --claimed-by <agent> --takeover-reason \"why\"",
+            req.todo
+        )));
+    };
+    check_text("takeover reason", reason)?;
+    let other = req.text.is_some()
+        || req.priority.is_some()
+        || req.status.is_some()
+        || req.resume_when.is_some()
+        || req.clear_claim
+        || req.note.is_some()
+        || req.evidence.is_some();
+    if other {
+        return Err(Error::usage("a takeover changes only the claim; make other changes in a second update"));
+    }
+    not_closed(todo, "take over")?;
+    if state.agent(to).is_none() {
+        return Err(Error::identity(format!("agent {to} is not registered on goal {}", state.goal.id))
+            .with_hint(format!("loopx agent register --agent-id {to} --agent-type <type>")));
+    }
+    let Some(from) = &todo.claimed_by else {
+        return Err(Error::refused(format!("todo {} is not claimed; nothing to take over", todo.id))
+            .with_hint(format!("claim it: loopx todo claim --todo-id {} --agent-id {to}", todo.id)));
+    };
+    if from == to {
+        return Ok(None);
+    }
+    let expired = todo.lease.as_ref().is_some_and(|l| &l.owner == from && !l.is_active(now));
+    let allowed = match actor {
+        Actor::User => true,
+        Actor::Agent(me) if me == from => {
+            lease_presented(state, todo, actor, now, "handing over")?;
+            true
+        }
+        Actor::Agent(me) => me == to && expired,
+    };
+    if !allowed {
+        let until = todo
+            .lease
+            .as_ref()
+            .filter(|l| l.is_active(now))
+            .map(|l| format!(" (its lease runs until {})", l.expires_at))
+            .unwrap_or_default();
+        return Err(Error::conflict(format!(
+            "todo {} is claimed by {from}{until}; only {from} can hand it over, or {to} once {from}'s lease has expired",
+            todo.id
+        ))
+        .with_hint(format!("ask {from} to run: loopx todo update --todo-id {} --claimed-by {to} --takeover-reason \"…\"", todo.id)));
+    }
+    Ok(Some(Event::TodoTakenOver {
+        todo: todo.id,
+        from: from.clone(),
+        to: to.clone(),
+        reason: reason.clone(),
+    }))
+}
+
+/// Selects the agent's next todo and claims it: `(todo, event)`; no event when the agent
+/// already holds its next todo.
+pub fn claim_next(state: &GoalState, actor: &Actor, now: Timestamp) -> Result<(TodoId, Option<Event>)> {
+    let me = explicit_agent(actor, "claim-next")?;
+    let Some(pick) = state.selectable(Some(me), now).next() else {
+        return Err(Error::refused(format!("nothing on goal {} is free for {me} to claim", state.goal.id))
+            .with_hint(format!("see why: loopx quota should-run --agent-id {me}")));
+    };
+    Ok((pick.id, claim(state, actor, pick.id)?))
+}
+
+/// The literal part of a glob, up to its first wildcard.
+fn glob_prefix(glob: &str) -> &str {
+    glob.find(['*', '?', '[', '{']).map_or(glob, |i| &glob[..i])
+}
+
+/// Whether two write scopes may name the same path. Conservative: globs whose literal
+/// prefixes nest are taken to overlap.
+pub fn scopes_overlap(a: &str, b: &str) -> bool {
+    let (pa, pb) = (glob_prefix(a), glob_prefix(b));
+    let exact = |g: &str| glob_prefix(g).len() == g.len();
+    if exact(a) && exact(b) {
+        return a == b;
+    }
+    pa.starts_with(pb) || pb.starts_with(pa)
+}
+
+pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestamp) -> Result<Option<Event>> {
+    let me = explicit_agent(actor, "a lease")?;
+    let todo = find_todo(state, req.todo)?;
+    let id = todo.id;
+    if todo.role == Role::User {
+        return Err(Error::refused(format!("todo {id} is a user todo; agents never lease it")));
+    }
+    if let Some(v) = req.expected_version
+        && v != todo.lease_version
+    {
+        return Err(Error::conflict(format!(
+            "the lease of {id} is at version {}, not {v}",
+            todo.lease_version
+        ))
+        .with_hint(format!("re-read it: loopx lease show --todo-id {id}")));
+    }
+    let active = todo.lease.as_ref().filter(|l| l.is_active(now));
+    let ttl = |secs: u64| -> Result<Timestamp> {
+        if secs == 0 || secs > MAX_LEASE_SECS {
+            return Err(Error::usage(format!(
+                "a lease lasts between 1 s and {} days",
+                MAX_LEASE_SECS / 86_400
+            )));
+        }
+        Ok(now.saturating_add(std::time::Duration::from_secs(secs)))
+    };
+    let owned = |what: &str| -> Result<&loopx_core::model::Lease> {
+        let l = todo.lease.as_ref().ok_or_else(|| {
+            Error::refused(format!("todo {id} has no lease to {what}"))
+                .with_hint(format!("loopx lease acquire --todo-id {id} --agent-id {me}"))
+        })?;
+        if &l.owner != me || todo.claimed_by.as_ref() != Some(me) {
+            return Err(Error::conflict(format!("the lease on {id} belongs to {}, not {me}", l.owner)));
+        }
+        if l.key.is_some() && l.key != req.key {
+            return Err(Error::refused(format!(
+                "the lease on {id} was taken with a key; present it to {what}"
+            ))
+            .with_hint("pass the same --idempotency-key as on acquire"));
+        }
+        Ok(l)
+    };
+    match &req.op {
+        LeaseOp::Acquire { ttl_secs, write_scope } => {
+            not_closed(todo, "lease")?;
+            check_scopes(write_scope)?;
+            let expires_at = ttl(*ttl_secs)?;
+            if let Some(l) = active {
+                if &l.owner == me && l.key == req.key {
+                    return Ok(None);
+                }
+                let whose =
+                    if &l.owner == me { "you, under another key".to_owned() } else { l.owner.to_string() };
+                return Err(Error::conflict(format!(
+                    "todo {id} is leased by {whose} until {}",
+                    l.expires_at
+                ))
+                .with_hint(format!("wait for it to expire, or ask {} to transfer it", l.owner)));
+            }
+            if let Some(c) = todo.claimed_by.as_ref().filter(|c| *c != me) {
+                return Err(Error::conflict(format!("todo {id} is claimed by {c}; a lease never overrides a peer"))
+                    .with_hint(format!(
+                        "take it over explicitly: loopx todo update --todo-id {id} --agent-id {me} --claimed-by {me} --takeover-reason \"…\" (by {c}, or once {c}'s lease expired)"
+                    )));
+            }
+            for other in state.todos.iter().filter(|t| t.id != id && !t.status.is_closed()) {
+                let Some(l) = other.lease.as_ref().filter(|l| l.is_active(now)) else { continue };
+                for mine in write_scope {
+                    if let Some(theirs) = l.write_scope.iter().find(|s| scopes_overlap(mine, s)) {
+                        return Err(Error::conflict(format!(
+                            "write scope {mine} overlaps {theirs}, leased by {} on {} until {}",
+                            l.owner, other.id, l.expires_at
+                        ))
+                        .with_hint("narrow --write-scope, or wait for that lease to end"));
+                    }
+                }
+            }
+            Ok(Some(Event::LeaseAcquired {
+                todo: id,
+                owner: me.clone(),
+                expires_at,
+                key: req.key.clone(),
+                write_scope: write_scope.clone(),
+            }))
+        }
+        LeaseOp::Renew { ttl_secs } => {
+            not_closed(todo, "renew the lease of")?;
+            owned("renew")?;
+            Ok(Some(Event::LeaseRenewed { todo: id, expires_at: ttl(*ttl_secs)? }))
+        }
+        LeaseOp::Transfer { to } => {
+            not_closed(todo, "transfer the lease of")?;
+            let l = owned("transfer")?;
+            if !l.is_active(now) {
+                return Err(Error::refused(format!(
+                    "the lease on {id} expired at {}; renew it first",
+                    l.expires_at
+                )));
+            }
+            if state.agent(to).is_none() {
+                return Err(Error::identity(format!(
+                    "agent {to} is not registered on goal {}",
+                    state.goal.id
+                )));
+            }
+            if to == me {
+                return Ok(None);
+            }
+            Ok(Some(Event::LeaseTransferred { todo: id, to: to.clone() }))
+        }
+        LeaseOp::Release => {
+            if todo.lease.is_none() {
+                return Ok(None);
+            }
+            owned("release")?;
+            Ok(Some(Event::LeaseReleased { todo: id }))
+        }
     }
 }

@@ -8,8 +8,8 @@ use loopx_core::decision::DecisionRecord;
 use loopx_core::event::Event;
 use loopx_core::kernel::{TodoCounts, TodoSummary};
 use loopx_core::model::{
-    Agent, Completion, Evidence, Gate, GateBlocks, GateStatus, Goal, GoalStatus, HandoffMode, NewTodo, Note,
-    QuotaPolicy, ResumeWhen, Role, RunRecord, Spend, Todo, TodoClass, TodoStatus,
+    Agent, Completion, Evidence, Gate, GateBlocks, GateStatus, Goal, GoalStatus, HandoffMode, Lease, NewTodo,
+    Note, QuotaPolicy, ResumeWhen, Role, RunRecord, Spend, Todo, TodoClass, TodoStatus,
 };
 use loopx_core::{AgentId, EvidenceId, GateId, GoalId, RunId, SpendId, Timestamp, TodoId};
 
@@ -188,7 +188,10 @@ impl GoalState {
         let actor = line.actor.as_str();
         match &line.event {
             Event::GoalCreated { .. } => return Err("a second goal_created event".to_owned()),
-            Event::GoalUpdated { objective, title, quota } => {
+            Event::GoalUpdated { objective, title, quota, handoff_mode } => {
+                if let Some(m) = handoff_mode {
+                    self.goal.handoff_mode = *m;
+                }
                 if let Some(q) = quota {
                     self.goal.quota = q.clone();
                 }
@@ -291,6 +294,54 @@ impl GoalState {
                 t.updated_at = at;
             }
             Event::EvidenceAdded { evidence } => self.add_evidence(evidence.clone())?,
+            Event::LeaseAcquired { todo, owner, expires_at, key, write_scope } => {
+                let t = self.todo_mut(*todo)?;
+                t.lease = Some(Lease {
+                    owner: owner.clone(),
+                    acquired_at: at,
+                    expires_at: *expires_at,
+                    key: key.clone(),
+                    write_scope: write_scope.clone(),
+                });
+                t.claimed_by = Some(owner.clone());
+                t.lease_version += 1;
+                t.updated_at = at;
+            }
+            Event::LeaseRenewed { todo, expires_at } => {
+                let t = self.todo_mut(*todo)?;
+                let lease = t.lease.as_mut().ok_or_else(|| format!("renewal of {todo} without a lease"))?;
+                lease.expires_at = *expires_at;
+                t.lease_version += 1;
+                t.updated_at = at;
+            }
+            Event::LeaseTransferred { todo, to } => {
+                let t = self.todo_mut(*todo)?;
+                let lease = t.lease.as_mut().ok_or_else(|| format!("transfer of {todo} without a lease"))?;
+                lease.owner = to.clone();
+                lease.key = None;
+                t.claimed_by = Some(to.clone());
+                t.lease_version += 1;
+                t.updated_at = at;
+            }
+            Event::LeaseReleased { todo } => {
+                let t = self.todo_mut(*todo)?;
+                t.lease = None;
+                t.lease_version += 1;
+                t.updated_at = at;
+            }
+            Event::TodoTakenOver { todo, to, reason, .. } => {
+                let t = self.todo_mut(*todo)?;
+                if t.lease.take().is_some() {
+                    t.lease_version += 1;
+                }
+                t.claimed_by = Some(to.clone());
+                t.notes.push(Note {
+                    by: actor.to_owned(),
+                    at,
+                    text: format!("taken over by {to}: {reason}"),
+                });
+                t.updated_at = at;
+            }
             Event::GateAsked { gate, question, blocks } => {
                 if *gate != self.next_gate_id() {
                     return Err(format!("gate {gate} asked where {} was next", self.next_gate_id()));
@@ -471,6 +522,8 @@ impl GoalState {
             resume_when: None,
             after_gate: new.after_gate,
             validation: new.validation.clone(),
+            lease: None,
+            lease_version: 0,
             predecessor: new.predecessor,
             successors: Vec::new(),
             superseded_by: Vec::new(),

@@ -155,6 +155,8 @@ impl Sim {
             clear_claim: false,
             note: None,
             evidence: None,
+            claimed_by: None,
+            takeover_reason: None,
         };
         let e = rules::update(&self.state, &Actor::User, &req, self.now).unwrap().unwrap();
         self.apply("user", e);

@@ -8,3 +8,4 @@ mod integrity;
 mod layering;
 mod snapshots;
 mod tick;
+mod trust;
