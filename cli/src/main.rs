@@ -22,6 +22,8 @@ use crate::output::Printer;
 #[derive(Debug)]
 struct StderrReporter {
     printer: Arc<Printer>,
+    /// `LOOPX_TIMINGS=1`: also report lock wait and hold times.
+    timings: bool,
 }
 
 impl Reporter for StderrReporter {
@@ -30,6 +32,15 @@ impl Reporter for StderrReporter {
     }
     fn waiting_for_lock(&self, what: &str, holder: &str) {
         eprintln!("waiting for the lock on {what}, held by {holder}…");
+    }
+    fn lock_released(&self, what: &str, waited: Duration, held: Duration) {
+        if self.timings {
+            eprintln!(
+                "timing: lock on {what} waited {:.3} ms, held {:.3} ms",
+                waited.as_secs_f64() * 1e3,
+                held.as_secs_f64() * 1e3
+            );
+        }
     }
 }
 
@@ -90,7 +101,8 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             .map_err(|e| Error::internal(format!("cannot read the working directory: {e}")))?,
         options: env_options()?,
     };
-    let reporter: Arc<dyn Reporter> = Arc::new(StderrReporter { printer: printer.clone() });
+    let timings = std::env::var_os("LOOPX_TIMINGS").is_some_and(|v| v != "0");
+    let reporter: Arc<dyn Reporter> = Arc::new(StderrReporter { printer: printer.clone(), timings });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;

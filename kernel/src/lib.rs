@@ -29,6 +29,10 @@ pub trait Reporter: Send + Sync + fmt::Debug {
     fn warn(&self, message: &str);
     /// The command is waiting for a lock held by `holder`.
     fn waiting_for_lock(&self, what: &str, holder: &str);
+    /// A lock was released after being waited for and held this long (for timing reports).
+    fn lock_released(&self, what: &str, waited: std::time::Duration, held: std::time::Duration) {
+        let _ = (what, waited, held);
+    }
 }
 
 /// A reporter that drops everything.

@@ -293,7 +293,7 @@ impl FileStore {
             &self.options.holder,
             self.clock.now(),
             self.options.lock_timeout,
-            self.reporter.as_ref(),
+            self.reporter.clone(),
         )
     }
 
@@ -304,7 +304,7 @@ impl FileStore {
             &self.options.holder,
             self.clock.now(),
             self.options.lock_timeout,
-            self.reporter.as_ref(),
+            self.reporter.clone(),
         )
     }
 
@@ -401,15 +401,23 @@ impl FileStore {
     }
 
     /// Writes snapshot.json and GOAL.md for `state`, whose last line hashes to `head`.
-    fn write_projections(
-        &self,
-        id: &GoalId,
-        state: &GoalState,
-        head: &str,
-        prior_md: Option<&str>,
-    ) -> Result<()> {
+    /// Writes GOAL.md, then snapshot.json, for `state`, whose last line hashes to `head`.
+    /// GOAL.md goes first: the snapshot's rename is the last step, so after any crash before
+    /// it the snapshot is stale, and recovery rewrites both.
+    fn write_projections(&self, id: &GoalId, state: &GoalState, head: &str, prior_md: Option<&str>) -> Result<()> {
+        self.fault_point("before-goal-md");
         let md = render::goal_md(state);
-        let md_digest = log::line_hash(md.as_bytes());
+        let md_path = self.layout.goal_md(id);
+        if let Some(prior) = prior_md
+            && let Some(existing) = kfs::read_optional(&md_path)?
+            && log::line_hash(&existing) != prior
+        {
+            self.reporter.warn(&format!(
+                "{} was edited by hand and has been regenerated; change goal state only through loopx commands",
+                md_path.display()
+            ));
+        }
+        kfs::write_if_changed(&md_path, md.as_bytes())?;
         let (log_len, log_mtime_ns) = log_stat(&self.layout.events(id))?;
         let snap = Snapshot {
             schema_version: STORE_SCHEMA_VERSION,
@@ -418,27 +426,12 @@ impl FileStore {
             head: head.to_owned(),
             log_len,
             log_mtime_ns,
-            goal_md_digest: md_digest,
+            goal_md_digest: log::line_hash(md.as_bytes()),
             state: state.clone(),
         };
         let bytes =
             serde_json::to_vec(&snap).map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
-        kfs::atomic_write_with(&self.layout.snapshot(id), &bytes, &|| {
-            self.fault_point("before-snapshot-rename")
-        })?;
-        self.fault_point("before-goal-md");
-        let md_path = self.layout.goal_md(id);
-        if let Some(prior) = prior_md
-            && let Some(existing) = kfs::read_optional(&md_path)?
-            && log::line_hash(&existing) != prior
-        {
-            self.reporter.warn(&format!(
-                        "{} was edited by hand and has been regenerated; change goal state only through loopx commands",
-                        md_path.display()
-                    ));
-        }
-        kfs::write_if_changed(&md_path, md.as_bytes())?;
-        Ok(())
+        kfs::atomic_write_with(&self.layout.snapshot(id), &bytes, &|| self.fault_point("before-snapshot-rename"))
     }
 }
 
