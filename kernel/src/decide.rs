@@ -23,7 +23,7 @@ use loopx_core::decision::{
     TurnRef, UserChannel,
 };
 use loopx_core::model::{
-    CompletionContinuation, GateBlocks, GateStatus, GoalStatus, ResumeWhen, Role, RuntimeProfile,
+    CompletionContinuation, GateBlocks, GateStatus, GoalStatus, HandoffMode, ResumeWhen, Role, RuntimeProfile,
 };
 use loopx_core::{AgentId, Error, GateId, Result, Timestamp, TodoId};
 
@@ -451,7 +451,9 @@ fn next_commands(
     match (d.decision, d.selected) {
         (DecisionKind::Run, Some(x)) => {
             let mut v = Vec::new();
-            if d.claim_required {
+            if d.claim_required && state.goal.handoff_mode == HandoffMode::HardLease {
+                v.push(format!("loopx lease acquire --goal-id {g} --todo-id {x} --agent-id {a} --ttl 45m"));
+            } else if d.claim_required {
                 v.push(format!("loopx todo claim --goal-id {g} --todo-id {x} --agent-id {a}{t}"));
             }
             v.push(format!(

@@ -76,10 +76,23 @@ pub fn acquire(
     let _ = file.rewind();
     let _ = file.write_all(stamp.as_bytes());
     let waited = start.elapsed();
-    Ok(LockGuard { file, path: path.to_path_buf(), what: what.to_owned(), waited, taken: Instant::now(), reporter })
+    Ok(LockGuard {
+        file,
+        path: path.to_path_buf(),
+        what: what.to_owned(),
+        waited,
+        taken: Instant::now(),
+        reporter,
+    })
 }
 
-fn wait_for(file: &mut File, path: &Path, what: &str, timeout: Duration, reporter: &dyn Reporter) -> Result<()> {
+fn wait_for(
+    file: &mut File,
+    path: &Path,
+    what: &str,
+    timeout: Duration,
+    reporter: &dyn Reporter,
+) -> Result<()> {
     let start = Instant::now();
     // A second handle on the same open file: a lock taken through it is this file's lock.
     let blocker = file.try_clone().map_err(|e| Error::io("open lock file", path, &e))?;

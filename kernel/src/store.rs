@@ -404,7 +404,13 @@ impl FileStore {
     /// Writes GOAL.md, then snapshot.json, for `state`, whose last line hashes to `head`.
     /// GOAL.md goes first: the snapshot's rename is the last step, so after any crash before
     /// it the snapshot is stale, and recovery rewrites both.
-    fn write_projections(&self, id: &GoalId, state: &GoalState, head: &str, prior_md: Option<&str>) -> Result<()> {
+    fn write_projections(
+        &self,
+        id: &GoalId,
+        state: &GoalState,
+        head: &str,
+        prior_md: Option<&str>,
+    ) -> Result<()> {
         self.fault_point("before-goal-md");
         let md = render::goal_md(state);
         let md_path = self.layout.goal_md(id);
@@ -431,7 +437,9 @@ impl FileStore {
         };
         let bytes =
             serde_json::to_vec(&snap).map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
-        kfs::atomic_write_with(&self.layout.snapshot(id), &bytes, &|| self.fault_point("before-snapshot-rename"))
+        kfs::atomic_write_with(&self.layout.snapshot(id), &bytes, &|| {
+            self.fault_point("before-snapshot-rename")
+        })
     }
 }
 

@@ -601,6 +601,8 @@ fn hard_lease_mode_requires_the_active_lease() {
     s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "other"]);
     s.ok(&["todo", "add", "--text", "careful work"]);
     s.ok(&["goal", "set", "--handoff-mode", "hard_lease"]);
+    let d = s.json(&["quota", "should-run", "--agent-id", "a"]);
+    assert!(d["next_commands"][0].as_str().unwrap().starts_with("loopx lease acquire"), "{d}");
     let r = s.fails(1, &["todo", "claim", "--todo-id", "t1", "--agent-id", "a"]);
     assert!(r.stderr.contains("loopx lease acquire"), "{}", r.stderr);
     s.ok(&["lease", "acquire", "--todo-id", "t1", "--agent-id", "a", "--ttl", "1s"]);
