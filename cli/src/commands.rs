@@ -445,12 +445,14 @@ async fn quota(cli: &Cli, k: &FileKernel, cmd: &QuotaCommand, style: Style) -> R
                 dry_run: *dry_run,
             };
             let r = k.spend_slot(&context(cli, acting)?, req).await?;
-            Rendered::new(&r, text::spend_receipt(&r))
+            let q = k.quota_status(goal_arg(cli)?.as_ref()).await?;
+            Rendered::new(&r, text::spend_receipt(&r, &q.quota))
         }
         QuotaCommand::VoidSlot { spend_id, reason, acting } => {
             let req = VoidSlot { spend: spend_id.parse::<SpendId>()?, reason: reason.clone() };
             let r = k.void_slot(&context(cli, acting)?, req).await?;
-            Rendered::new(&r, text::spend_receipt(&r))
+            let q = k.quota_status(goal_arg(cli)?.as_ref()).await?;
+            Rendered::new(&r, text::spend_receipt(&r, &q.quota))
         }
         QuotaCommand::Status => {
             let q = k.quota_status(goal_arg(cli)?.as_ref()).await?;

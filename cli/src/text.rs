@@ -424,7 +424,7 @@ pub fn run_receipt(r: &Receipt<RunBody>) -> String {
     )
 }
 
-pub fn spend_receipt(r: &Receipt<SpendBody>) -> String {
+pub fn spend_receipt(r: &Receipt<SpendBody>, quota: &QuotaView) -> String {
     let s = &r.body.spend;
     let what = if r.body.dry_run {
         "would spend"
@@ -440,7 +440,7 @@ pub fn spend_receipt(r: &Receipt<SpendBody>) -> String {
         s.agent,
         s.todo,
         suffix(r.changed || r.body.dry_run, r.replayed),
-        gauge(&r.body.quota)
+        gauge(quota)
     )
 }
 

@@ -541,7 +541,6 @@ pub struct SpendSlot {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SpendBody {
     pub spend: Spend,
-    pub quota: QuotaView,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
 }

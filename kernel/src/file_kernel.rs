@@ -146,7 +146,18 @@ impl FileKernel {
 /// something (and a spend, whose replay must be exact) keep their receipt; the others keep
 /// only the key and answer a replay with the present state of what they changed.
 fn replay_verbatim(scope: &str) -> bool {
-    matches!(scope, "todo.add" | "evidence.add" | "gate.ask" | "refresh-state" | "quota.spend")
+    matches!(scope, "todo.add" | "evidence.add" | "gate.ask")
+}
+
+/// Whether a record written with `turn` by `agent` belongs to the turn in `ctx` (the latest
+/// record when there is no turn: a first commit).
+fn same_turn(
+    turn: Option<&str>,
+    agent: &loopx_core::AgentId,
+    wanted: Option<&str>,
+    ctx: &CommandContext,
+) -> bool {
+    wanted.is_none_or(|w| turn == Some(w) && ctx.agent.as_ref().is_none_or(|a| a == agent))
 }
 
 /// The key a replayable command is stored under: `scope:actor:key#fingerprint`, where the
@@ -687,7 +698,15 @@ impl Kernel for FileKernel {
             &req,
             |_| Ok(Lane::Agent),
             |s, a| rules::refresh_state(s, a, turn.as_deref(), &req, now).map(Some),
-            |s| s.runs.back().cloned().map(|run| RunBody { run }).ok_or_else(|| Error::internal("no run")),
+            |s| {
+                // The run this turn wrote back (on a replay, not necessarily the latest).
+                let run = s
+                    .runs
+                    .iter()
+                    .rev()
+                    .find(|r| same_turn(r.turn.as_deref(), &r.agent, turn.as_deref(), ctx));
+                run.cloned().map(|run| RunBody { run }).ok_or_else(|| Error::internal("no run"))
+            },
         )
     }
 
@@ -695,10 +714,17 @@ impl Kernel for FileKernel {
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
         let now = self.now();
         let turn = ctx.key.as_ref().map(|k| k.as_str().to_owned());
+        // Built only from the spend record, so a replay of the turn gives the same bytes.
         let body = |dry_run: bool| {
+            let turn = turn.clone();
             move |s: &GoalState| {
-                let spend = s.spends.back().cloned().ok_or_else(|| Error::internal("no spend"))?;
-                Ok(SpendBody { spend, quota: quota::view(s, now), dry_run })
+                let spend = s
+                    .spends
+                    .iter()
+                    .rev()
+                    .find(|x| same_turn(x.turn.as_deref(), &x.agent, turn.as_deref(), ctx));
+                let spend = spend.cloned().ok_or_else(|| Error::internal("no spend"))?;
+                Ok(SpendBody { spend, dry_run })
             }
         };
         if !req.dry_run {
@@ -722,7 +748,6 @@ impl Kernel for FileKernel {
     }
 
     async fn void_slot(&self, ctx: &CommandContext, req: VoidSlot) -> Result<Receipt<SpendBody>> {
-        let now = self.now();
         let id = req.spend;
         self.mutate(
             ctx,
@@ -737,7 +762,7 @@ impl Kernel for FileKernel {
                     .find(|x| x.id == id)
                     .cloned()
                     .ok_or_else(|| Error::internal("no spend"))?;
-                Ok(SpendBody { spend, quota: quota::view(s, now), dry_run: false })
+                Ok(SpendBody { spend, dry_run: false })
             },
         )
     }

@@ -443,6 +443,50 @@ impl FileStore {
     }
 }
 
+impl FileStore {
+    /// Appends many events in one locked pass with one fsync, for fixtures and imports.
+    /// `make` is called with the current state and returns the next event (already validated
+    /// by the rules) or `None` to stop; each event is applied before the next is asked for, and
+    /// one that contradicts the state aborts the batch before anything is written.
+    pub fn bulk_append(
+        &self,
+        id: &GoalId,
+        actor: &str,
+        make: &mut dyn FnMut(&GoalState) -> Result<Option<Event>>,
+    ) -> Result<u64> {
+        self.goal_exists_check(id)?;
+        let _guard = self.lock_goal(id)?;
+        let (mut state, mut head, _) = self.load_locked(id)?;
+        let mut text = String::new();
+        let mut n = 0;
+        while let Some(event) = make(&state)? {
+            let line = EventLine {
+                seq: state.seq + 1,
+                at: self.clock.now(),
+                actor: actor.to_owned(),
+                event,
+                turn: None,
+                receipt: None,
+                prev: head,
+            };
+            state
+                .apply(&line)
+                .map_err(|e| Error::refused(format!("event {} does not apply: {e}", line.seq)))?;
+            let encoded = serde_json::to_string(&line)
+                .map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
+            head = log::line_hash(encoded.as_bytes());
+            text.push_str(&encoded);
+            text.push('\n');
+            n += 1;
+        }
+        let events = self.layout.events(id);
+        let mut file = kfs::open_append(&events)?;
+        kfs::append_durable(&mut file, &events, text.as_bytes())?;
+        self.write_projections(id, &state, &head, None)?;
+        Ok(n)
+    }
+}
+
 /// `doctor --repair`: what can be mended without losing committed data is mended, and what
 /// does not check out is moved aside into dated files. Nothing is deleted.
 impl FileStore {

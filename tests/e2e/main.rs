@@ -2,6 +2,7 @@
 //! End-to-end suite: every test runs the real `loopx` binary in a temporary sandbox.
 
 mod bad_input;
+mod bench;
 mod commands;
 mod concurrency;
 mod integrity;

@@ -1,5 +1,8 @@
 //! Project automation. `cargo xtask ci` runs everything CI runs.
 
+mod bench;
+
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -7,18 +10,43 @@ use anyhow::{Context, Result, bail};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  ci      format check, clippy (warnings denied), and the whole test suite";
+  ci                              format check, clippy (warnings denied), and the whole test suite
+  bench [--quick] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md)
+        [--bin PATH]              (measure this binary instead of building the release one)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("bench") => {
+            let mut opts = bench::Options::default();
+            let mut it = args.iter().skip(1);
+            while let Some(a) = it.next() {
+                match a.as_str() {
+                    "--quick" => opts.quick = true,
+                    "--json" => opts.json = Some(PathBuf::from(it.next().context("--json needs a file")?)),
+                    "--bin" => {
+                        let bin = PathBuf::from(it.next().context("--bin needs a path")?);
+                        opts.bin = Some(
+                            bin.canonicalize().with_context(|| format!("no binary at {}", bin.display()))?,
+                        );
+                    }
+                    other => bail!("unknown bench option {other:?}\n\n{USAGE}"),
+                }
+            }
+            bench::run(&opts, &workspace_root()).map(|_| ())
+        }
         Some("-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(())
         }
         Some(other) => bail!("unknown xtask command {other:?}\n\n{USAGE}"),
     }
+}
+
+/// The workspace root: xtask's manifest directory's parent.
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().map_or_else(|| PathBuf::from("."), PathBuf::from)
 }
 
 fn cargo() -> Command {

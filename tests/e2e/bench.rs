@@ -1,0 +1,34 @@
+//! The benchmark harness builds its fixtures and runs end to end (`--quick`), so it cannot rot.
+//! Timings are not asserted here; they live in BENCHMARKS.md.
+
+use std::process::Command;
+
+use loopx_tests::loopx_bin;
+
+#[test]
+fn bench_quick_runs_end_to_end() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("bench.json");
+    let out = Command::new(cargo)
+        .args(["run", "--quiet", "--package", "xtask", "--", "bench", "--quick", "--bin"])
+        .arg(loopx_bin())
+        .arg("--json")
+        .arg(&report)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("| start-up: loopx --version |"), "{stdout}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["claim_race"]["double_winners"], 0);
+    let names: Vec<&str> =
+        r["timings"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for want in ["tick 1000 todos: whole tick", "status, 10000 events", "should-run, 1000 todos"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    assert_eq!(r["throughput"].as_array().unwrap().len(), 3);
+    assert!(r["sizes"]["snapshot bytes, 1000 todos"].as_u64().unwrap() > 0);
+}

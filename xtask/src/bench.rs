@@ -1,0 +1,542 @@
+//! `cargo xtask bench`: fresh-process timings of the `loopx` binary, the way hosts call it.
+//!
+//! Fixtures are built in a temporary directory: goals are created with the real binary, and
+//! large goals are filled through the kernel's `bulk_append` from events the kernel's own rules
+//! produce (one fsync for the batch), so a 100,000-event goal takes seconds, not minutes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+
+use loopx_core::GoalId;
+use loopx_core::kernel::AddTodo;
+use loopx_core::model::{Priority, Role, TodoClass};
+use loopx_kernel::rules::{self, Actor};
+use loopx_kernel::{FileStore, Silent, StoreOptions, SystemClock};
+
+/// What to run.
+#[derive(Debug, Default)]
+pub struct Options {
+    pub quick: bool,
+    pub json: Option<PathBuf>,
+    /// Use this binary instead of building the release one (for the bench's own test).
+    pub bin: Option<PathBuf>,
+}
+
+/// Timings of one measurement, in milliseconds.
+#[derive(Debug, Serialize)]
+pub struct Stat {
+    pub name: String,
+    pub runs: usize,
+    pub min_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub max_ms: f64,
+    /// Peak resident memory of the slowest-memory run, in KiB (Linux).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_rss_kib: Option<u64>,
+}
+
+/// One line of the throughput table.
+#[derive(Debug, Serialize)]
+pub struct Throughput {
+    pub processes: usize,
+    pub mutations: usize,
+    pub per_second: f64,
+    pub lock_wait_p50_ms: f64,
+    pub lock_wait_p99_ms: f64,
+    pub lock_hold_p50_ms: f64,
+    pub lock_hold_p99_ms: f64,
+    pub busy_retries: usize,
+}
+
+/// The whole report (`--json`).
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub commit: String,
+    pub cores: usize,
+    pub quick: bool,
+    pub timings: Vec<Stat>,
+    pub throughput: Vec<Throughput>,
+    pub sizes: BTreeMap<String, u64>,
+    pub claim_race: ClaimRace,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ClaimRace {
+    pub trials: usize,
+    pub processes: Vec<usize>,
+    pub trials_per_second: f64,
+    pub double_winners: usize,
+    pub no_winner: usize,
+}
+
+struct Bench {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    projects: usize,
+}
+
+/// Runs one fresh process; returns its wall time, exit code, stdout and peak RSS.
+fn run_once(
+    bin: &Path,
+    cwd: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<(Duration, i32, String, String, Option<u64>)> {
+    let start = Instant::now();
+    let mut cmd = Command::new(bin);
+    cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().with_context(|| format!("cannot run {}", bin.display()))?;
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let out = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn std::io::Read + Send>));
+    let err = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn std::io::Read + Send>));
+    let (code, rss) = wait_with_rusage(child.id())?;
+    let elapsed = start.elapsed();
+    Ok((elapsed, code, out.join().unwrap_or_default(), err.join().unwrap_or_default(), rss))
+}
+
+/// Reaps `pid` with `wait4`, returning its exit code (-1 for a signal) and peak RSS in KiB.
+#[allow(unsafe_code)]
+fn wait_with_rusage(pid: u32) -> Result<(i32, Option<u64>)> {
+    let pid = libc::pid_t::try_from(pid)?;
+    let mut status: libc::c_int = 0;
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `status` and `usage` point to writable memory of the types wait4 fills; the
+    // child is ours and has not been reaped (std's `Child` is never waited on).
+    let got = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
+    if got != pid {
+        bail!("wait4 failed: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: wait4 returned the pid, so it filled `usage`.
+    let usage = unsafe { usage.assume_init() };
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
+    Ok((code, u64::try_from(usage.ru_maxrss).ok()))
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn stat(name: &str, mut ms: Vec<f64>, rss: Option<u64>) -> Stat {
+    ms.sort_by(f64::total_cmp);
+    Stat {
+        name: name.to_owned(),
+        runs: ms.len(),
+        min_ms: ms.first().copied().unwrap_or(0.0),
+        p50_ms: pct(&ms, 0.5),
+        p95_ms: pct(&ms, 0.95),
+        max_ms: ms.last().copied().unwrap_or(0.0),
+        max_rss_kib: rss,
+    }
+}
+
+impl Bench {
+    fn ok(&self, cwd: &Path, args: &[&str]) -> Result<String> {
+        let (_, code, out, err, _) = run_once(&self.bin, cwd, args, &[])?;
+        if code != 0 {
+            bail!("loopx {args:?} failed ({code}): {err}");
+        }
+        Ok(out)
+    }
+
+    /// A fresh project with goal `main` and agent `a`.
+    fn project(&mut self, name: &str) -> Result<PathBuf> {
+        self.projects += 1;
+        let root = self.dir.path().join(format!("{}-{name}", self.projects));
+        std::fs::create_dir_all(&root)?;
+        self.ok(&root, &["init", "--goal-id", "main", "--objective", "benchmark"])?;
+        self.ok(&root, &["agent", "register", "--agent-id", "a", "--agent-type", "codex-app"])?;
+        Ok(root)
+    }
+
+    /// Measures `args` as fresh processes: `warmup` unrecorded runs, then `runs`.
+    fn measure(&self, name: &str, cwd: &Path, args: &[&str], warmup: usize, runs: usize) -> Result<Stat> {
+        for _ in 0..warmup {
+            run_once(&self.bin, cwd, args, &[])?;
+        }
+        let mut ms = Vec::with_capacity(runs);
+        let mut rss = None;
+        for _ in 0..runs {
+            let (t, code, _, err, r) = run_once(&self.bin, cwd, args, &[])?;
+            if code != 0 {
+                bail!("{name}: loopx {args:?} failed ({code}): {err}");
+            }
+            ms.push(t.as_secs_f64() * 1e3);
+            rss = rss.max(r);
+        }
+        Ok(stat(name, ms, rss))
+    }
+}
+
+fn store(root: &Path) -> Result<FileStore> {
+    Ok(FileStore::open(root, Arc::new(SystemClock), Arc::new(Silent), StoreOptions::default())?)
+}
+
+/// Adds `n` todos to goal `main` in one batch.
+fn add_todos(root: &Path, n: usize) -> Result<()> {
+    let goal = GoalId::new("main")?;
+    let mut left = n;
+    store(root)?.bulk_append(&goal, "user", &mut |state| {
+        if left == 0 {
+            return Ok(None);
+        }
+        left -= 1;
+        let req = AddTodo {
+            text: format!("todo number {} with a realistic line of descriptive text", n - left),
+            priority: [Priority::P0, Priority::P1, Priority::P2, Priority::P3][left % 4],
+            role: Role::Agent,
+            class: TodoClass::Advance,
+            scopes: vec![],
+            after_gate: None,
+            validation: None,
+        };
+        rules::add_todo(state, &req).map(Some)
+    })?;
+    Ok(())
+}
+
+/// Grows goal `main` to `n` events with claim/release pairs on its todos.
+fn grow_history(root: &Path, n: u64) -> Result<()> {
+    let goal = GoalId::new("main")?;
+    let agent = Actor::Agent(loopx_core::AgentId::new("a")?);
+    store(root)?.bulk_append(&goal, "a", &mut |state| {
+        if state.seq >= n {
+            return Ok(None);
+        }
+        let t = state.todos[usize::try_from(state.seq).unwrap_or(0) % state.todos.len()].id;
+        let event = match state.todo(t).and_then(|t| t.claimed_by.clone()) {
+            Some(_) => rules::release(state, &agent, t, loopx_core::Timestamp::from_unix_millis(0))?,
+            None => rules::claim(state, &agent, t)?,
+        };
+        event.map(Some).ok_or_else(|| loopx_core::Error::internal("a claim or release changed nothing"))
+    })?;
+    Ok(())
+}
+
+fn json_field(out: &str, pointer: &str) -> Result<String> {
+    let v: serde_json::Value = serde_json::from_str(out)?;
+    v.pointer(pointer)
+        .and_then(|x| x.as_str())
+        .map(str::to_owned)
+        .with_context(|| format!("no {pointer} in {out}"))
+}
+
+/// The five-command tick, `runs` times, each command timed.
+fn ticks(b: &Bench, root: &Path, label: &str, runs: usize) -> Result<Vec<Stat>> {
+    let names = ["should-run", "claim", "complete", "refresh-state", "spend-slot", "whole tick"];
+    let mut ms: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut rss = None;
+    for i in 0..runs {
+        let turn = format!("bench-{}-{i}", label.replace(' ', "-"));
+        let start = Instant::now();
+        let mut timed = |k: usize, args: Vec<&str>| -> Result<String> {
+            let (t, code, out, err, r) = run_once(&b.bin, root, &args, &[])?;
+            if code != 0 {
+                bail!("tick {i}: loopx {args:?} failed: {err}");
+            }
+            ms[k].push(t.as_secs_f64() * 1e3);
+            rss = rss.max(r);
+            Ok(out)
+        };
+        let out =
+            timed(0, vec!["quota", "should-run", "--agent-id", "a", "--turn-instance-id", &turn, "--json"])?;
+        let todo = json_field(&out, "/selected_todo/id")?;
+        let t = ["--todo-id", todo.as_str(), "--agent-id", "a", "--turn-instance-id", turn.as_str()];
+        timed(1, [&["todo", "claim"][..], &t].concat())?;
+        timed(2, [&["todo", "complete"][..], &t, &["--evidence", "bench"]].concat())?;
+        timed(
+            3,
+            [
+                &["refresh-state"][..],
+                &t,
+                &["--classification", "bench", "--delivery-outcome", "outcome_progress"],
+            ]
+            .concat(),
+        )?;
+        timed(4, [&["quota", "spend-slot"][..], &t].concat())?;
+        ms[5].push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(names.iter().zip(ms).map(|(n, v)| stat(&format!("tick {label}: {n}"), v, rss)).collect())
+}
+
+fn throughput(b: &mut Bench, procs: usize, total: usize) -> Result<Throughput> {
+    let root = b.project(&format!("tput{procs}"))?;
+    let per = total / procs;
+    let waits = Arc::new(Mutex::new((Vec::new(), Vec::new(), 0usize)));
+    let start = Instant::now();
+    std::thread::scope(|scope| -> Result<()> {
+        let mut handles = Vec::new();
+        for w in 0..procs {
+            let (root, waits, bin) = (root.clone(), waits.clone(), b.bin.clone());
+            handles.push(scope.spawn(move || -> Result<()> {
+                for i in 0..per {
+                    loop {
+                        let text = format!("w{w} m{i}");
+                        let (_, code, _, err, _) = run_once(
+                            &bin,
+                            &root,
+                            &["todo", "add", "--text", &text],
+                            &[("LOOPX_TIMINGS", "1")],
+                        )?;
+                        let mut g = waits.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                        if code == 3 {
+                            g.2 += 1;
+                            continue;
+                        }
+                        if code != 0 {
+                            bail!("todo add failed: {err}");
+                        }
+                        if let Some(line) = err.lines().find(|l| l.starts_with("timing: lock on goal")) {
+                            let nums: Vec<f64> =
+                                line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+                            if let [wait, hold] = nums[..] {
+                                g.0.push(wait);
+                                g.1.push(hold);
+                            }
+                        }
+                        break;
+                    }
+                }
+                Ok(())
+            }));
+        }
+        for h in handles {
+            h.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;
+        }
+        Ok(())
+    })?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut g = waits.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+    g.0.sort_by(f64::total_cmp);
+    g.1.sort_by(f64::total_cmp);
+    Ok(Throughput {
+        processes: procs,
+        mutations: per * procs,
+        per_second: (per * procs) as f64 / elapsed,
+        lock_wait_p50_ms: pct(&g.0, 0.5),
+        lock_wait_p99_ms: pct(&g.0, 0.99),
+        lock_hold_p50_ms: pct(&g.1, 0.5),
+        lock_hold_p99_ms: pct(&g.1, 0.99),
+        busy_retries: g.2,
+    })
+}
+
+fn claim_race(b: &mut Bench, trials: usize) -> Result<ClaimRace> {
+    let root = b.project("race")?;
+    let counts = [2usize, 8, 32];
+    for a in 0..32 {
+        b.ok(&root, &["agent", "register", "--agent-id", &format!("p{a}"), "--agent-type", "other"])?;
+    }
+    add_todos(&root, trials)?;
+    let (mut double, mut none) = (0, 0);
+    let start = Instant::now();
+    for trial in 0..trials {
+        let procs = counts[trial % counts.len()];
+        let todo = format!("t{}", trial + 1);
+        let winners = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..procs)
+                .map(|p| {
+                    let (root, bin, todo) = (&root, &b.bin, &todo);
+                    let agent = format!("p{}", (p + trial) % 32);
+                    scope.spawn(move || {
+                        run_once(bin, root, &["todo", "claim", "--todo-id", todo, "--agent-id", &agent], &[])
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()?.ok()).filter(|r| r.1 == 0).count()
+        });
+        match winners {
+            1 => {}
+            0 => none += 1,
+            _ => double += 1,
+        }
+    }
+    Ok(ClaimRace {
+        trials,
+        processes: counts.to_vec(),
+        trials_per_second: trials as f64 / start.elapsed().as_secs_f64(),
+        double_winners: double,
+        no_winner: none,
+    })
+}
+
+fn build_release(root: &Path) -> Result<PathBuf> {
+    eprintln!("xtask: building the release binary");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--package", "loopx-cli", "--bin", "loopx"])
+        .current_dir(root)
+        .status()?;
+    if !status.success() {
+        bail!("release build failed");
+    }
+    Ok(root.join("target/release/loopx"))
+}
+
+/// Runs the benchmarks and prints the table; returns the report.
+pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
+    let bin = match &opts.bin {
+        Some(b) => b.clone(),
+        None => build_release(workspace)?,
+    };
+    let mut b = Bench { bin, dir: tempfile::Builder::new().prefix("loopx-bench-").tempdir()?, projects: 0 };
+    let (runs, warm) = if opts.quick { (10, 2) } else { (50, 5) };
+    let sizes_todos: &[usize] = if opts.quick { &[10, 1_000] } else { &[10, 1_000, 10_000] };
+    let sizes_events: &[u64] = if opts.quick { &[100, 10_000] } else { &[100, 10_000, 100_000] };
+    let mut timings = Vec::new();
+    let mut sizes = BTreeMap::new();
+
+    eprintln!("xtask: start-up");
+    let home = b.dir.path().to_path_buf();
+    timings.push(b.measure("start-up: loopx --version", &home, &["--version"], warm, runs * 2)?);
+
+    for &n in sizes_todos {
+        eprintln!("xtask: the tick on {n} todos");
+        let root = b.project(&format!("todos{n}"))?;
+        add_todos(&root, n + runs + warm)?;
+        timings.push(b.measure(
+            &format!("should-run, {n} todos"),
+            &root,
+            &["quota", "should-run", "--agent-id", "a", "--json"],
+            warm,
+            runs,
+        )?);
+        let out = b.ok(&root, &["quota", "should-run", "--agent-id", "a", "--json"])?;
+        sizes.insert(format!("should-run output bytes, {n} todos"), out.len() as u64);
+        let snap = root.join(".loopx/goals/main/snapshot.json");
+        sizes.insert(format!("snapshot bytes, {n} todos"), std::fs::metadata(&snap)?.len());
+        timings.extend(ticks(&b, &root, &format!("{n} todos"), runs)?);
+        let log = std::fs::read_to_string(root.join(".loopx/goals/main/events.jsonl"))?;
+        let tick_lines: Vec<&str> = log.lines().rev().take(runs * 5).collect();
+        let bytes: usize = tick_lines.iter().map(|l| l.len() + 1).sum();
+        sizes
+            .insert(format!("bytes per event in ticks, {n} todos"), (bytes / tick_lines.len().max(1)) as u64);
+    }
+
+    for &n in sizes_events {
+        eprintln!("xtask: history of {n} events");
+        let root = b.project(&format!("events{n}"))?;
+        add_todos(&root, 50)?;
+        grow_history(&root, n)?;
+        b.ok(&root, &["status"])?; // settles the snapshot
+        timings.push(b.measure(&format!("status, {n} events"), &root, &["status", "--json"], warm, runs)?);
+        timings.push(b.measure(
+            &format!("should-run, {n} events"),
+            &root,
+            &["quota", "should-run", "--agent-id", "a", "--json"],
+            warm,
+            runs,
+        )?);
+        let log = std::fs::metadata(root.join(".loopx/goals/main/events.jsonl"))?.len();
+        sizes.insert(format!("bytes per event, {n}-event history"), log / n.max(1));
+    }
+
+    eprintln!("xtask: throughput");
+    let total = if opts.quick { 64 } else { 640 };
+    let mut tput = Vec::new();
+    for procs in [1, 8, 32] {
+        tput.push(throughput(&mut b, procs, total)?);
+    }
+
+    eprintln!("xtask: claim race");
+    let race = claim_race(&mut b, if opts.quick { 9 } else { 300 })?;
+
+    let report = Report {
+        schema_version: 1,
+        commit: git_head(workspace),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        quick: opts.quick,
+        timings,
+        throughput: tput,
+        sizes,
+        claim_race: race,
+    };
+    print!("{}", table(&report));
+    if let Some(path) = &opts.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+    }
+    if report.claim_race.double_winners > 0 {
+        bail!("{} claim trials had more than one winner", report.claim_race.double_winners);
+    }
+    Ok(report)
+}
+
+fn git_head(root: &Path) -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(|| "unknown".to_owned(), |o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+}
+
+/// The report as Markdown tables.
+pub fn table(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ =
+        writeln!(out, "commit {} · {} cores{}\n", r.commit, r.cores, if r.quick { " · --quick" } else { "" });
+    let _ = writeln!(out, "| measurement | runs | min ms | p50 ms | p95 ms | max ms | peak RSS KiB |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    for s in &r.timings {
+        let rss = s.max_rss_kib.map_or("–".to_owned(), |k| k.to_string());
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {rss} |",
+            s.name, s.runs, s.min_ms, s.p50_ms, s.p95_ms, s.max_ms
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n| processes | mutations | per second | lock wait p50 / p99 ms | lock hold p50 / p99 ms | busy retries |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+    for t in &r.throughput {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {} |",
+            t.processes,
+            t.mutations,
+            t.per_second,
+            t.lock_wait_p50_ms,
+            t.lock_wait_p99_ms,
+            t.lock_hold_p50_ms,
+            t.lock_hold_p99_ms,
+            t.busy_retries
+        );
+    }
+    let _ = writeln!(out, "\n| size | bytes |\n|---|---:|");
+    for (k, v) in &r.sizes {
+        let _ = writeln!(out, "| {k} | {v} |");
+    }
+    let c = &r.claim_race;
+    let _ = writeln!(
+        out,
+        "\nclaim race: {} trials over {:?} processes, {:.1} trials/s, double winners {}, no winner {}",
+        c.trials, c.processes, c.trials_per_second, c.double_winners, c.no_winner
+    );
+    out
+}
