@@ -161,6 +161,5 @@ pub struct DecisionRecord {
     /// The todo the turn is bound to: refresh-state and spend-slot of this turn must name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub todo: Option<TodoId>,
-    pub reason: String,
     pub continuation: Continuation,
 }

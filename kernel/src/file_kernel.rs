@@ -617,7 +617,7 @@ impl Kernel for FileKernel {
                 let d = decide::Decision {
                     decision: r.decision,
                     state: r.state,
-                    reason: r.reason,
+                    reason: format!("the decision recorded for turn {turn} at event {}", recorded.seq),
                     selected: r.todo,
                     claim_required: matches!(
                         r.continuation,
@@ -635,7 +635,6 @@ impl Kernel for FileKernel {
                 decision: d.decision,
                 state: d.state,
                 todo: d.selected,
-                reason: d.reason.clone(),
                 continuation: d.continuation.clone(),
             };
             let receipt =

@@ -444,7 +444,6 @@ fn scheduler_backs_off_over_unchanged_polls_and_resets_on_change() {
             decision: d.decision,
             state: d.state,
             todo: d.selected,
-            reason: d.reason.clone(),
             continuation: d.continuation.clone(),
         };
         s.apply("a", Event::DecisionRecorded { record });

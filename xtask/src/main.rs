@@ -18,6 +18,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("bench-fixture") => bench::build_fixture(&args[1..]),
         Some("bench") => {
             let mut opts = bench::Options::default();
             let mut it = args.iter().skip(1);
