@@ -74,6 +74,8 @@ pub enum Command {
     History(HistoryArgs),
     /// Verify the event log, the snapshot and GOAL.md (and, with --repair, mend what can be)
     Doctor(DoctorArgs),
+    /// Serve the tick to a host over stdio (Model Context Protocol)
+    Mcp(McpArgs),
 }
 
 #[derive(Debug, Args)]
@@ -537,4 +539,11 @@ pub enum LeaseCommand {
         #[arg(long, value_name = "ID")]
         todo_id: String,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Act as this agent in every call (a call naming another agent is refused)
+    #[arg(long, value_name = "AGENT")]
+    pub agent_id: Option<String>,
 }

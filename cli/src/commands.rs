@@ -154,7 +154,9 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
     let goal = goal_arg(cli)?;
     let g = goal.as_ref();
     match cmd {
-        Command::Init(_) | Command::Agent(AgentCommand::Types) => Err(Error::internal("dispatched twice")),
+        Command::Init(_) | Command::Agent(AgentCommand::Types) | Command::Mcp(_) => {
+            Err(Error::internal("dispatched twice"))
+        }
         Command::Goal(GoalCommand::Create { objective, title, default }) => {
             let id = goal.clone().ok_or_else(|| {
                 Error::usage("goal create needs --goal-id")

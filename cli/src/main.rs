@@ -3,6 +3,7 @@
 
 mod args;
 mod commands;
+mod mcp;
 mod output;
 mod text;
 
@@ -106,6 +107,21 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
+    if let args::Command::Mcp(a) = &cli.command {
+        let server = mcp::Server {
+            project: cli.project.as_ref().map(|p| env.cwd.join(p)),
+            start_dir: env.cwd.clone(),
+            goal: cli.goal_id.as_deref().map(loopx_core::GoalId::new).transpose()?,
+            agent: a.agent_id.as_deref().map(loopx_core::AgentId::new).transpose()?,
+            options: env.options.clone(),
+            reporter,
+        };
+        let stdin = std::io::stdin().lock();
+        runtime
+            .block_on(mcp::serve(&server, stdin, std::io::stdout().lock()))
+            .map_err(|e| Error::internal(format!("the MCP stream failed: {e}")))?;
+        return Ok(exit::SUCCESS);
+    }
     let rendered = runtime.block_on(commands::dispatch(cli, &env, reporter, printer.style))?;
     Ok(printer.emit(rendered))
 }

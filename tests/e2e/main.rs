@@ -7,6 +7,7 @@ mod commands;
 mod concurrency;
 mod integrity;
 mod layering;
+mod mcp;
 mod snapshots;
 mod tick;
 mod trust;

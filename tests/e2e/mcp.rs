@@ -1,0 +1,182 @@
+//! `loopx mcp` over its real stdio: the handshake, the tool list, every tool, bad calls.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+use serde_json::{Value, json};
+
+use loopx_tests::{Sandbox, events};
+
+struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Session {
+    fn start(s: &Sandbox, args: &[&str]) -> Self {
+        let mut child = s
+            .command()
+            .arg("mcp")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut me = Self { child, stdin, stdout, next_id: 0 };
+        let init = me.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}));
+        assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+        assert_eq!(init["result"]["serverInfo"]["name"], "loopx");
+        me.send_raw(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        me
+    }
+
+    fn send_raw(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send_raw(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
+        let reply = self.read();
+        assert_eq!(reply["id"], id, "{reply}");
+        reply
+    }
+
+    /// Calls a tool; returns (is_error, parsed JSON or the error text).
+    fn call(&mut self, name: &str, args: Value) -> (bool, Value) {
+        let r = self.request("tools/call", json!({"name": name, "arguments": args}));
+        let result = &r["result"];
+        let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{r}")).to_owned();
+        let is_error = result["isError"].as_bool().unwrap();
+        let body = if is_error { Value::String(text) } else { serde_json::from_str(&text).unwrap() };
+        (is_error, body)
+    }
+
+    fn ok(&mut self, name: &str, args: Value) -> Value {
+        let (err, body) = self.call(name, args.clone());
+        assert!(!err, "{name} {args}: {body}");
+        body
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn project() -> Sandbox {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "cc", "--agent-type", "claude-code"]);
+    s.ok(&["agent", "register", "--agent-id", "cx", "--agent-type", "codex-cli"]);
+    s.ok(&["todo", "add", "--agent-id", "cc", "--text", "write the parser", "--priority", "P1"]);
+    s.ok(&["todo", "add", "--agent-id", "cc", "--text", "write the docs", "--priority", "P2"]);
+    s
+}
+
+#[test]
+fn the_handshake_and_the_tool_list() {
+    let s = project();
+    let mut m = Session::start(&s, &[]);
+    let list = m.request("tools/list", json!({}));
+    let names: Vec<&str> =
+        list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["should_run", "status", "claim_task", "update_task", "complete_task", "ask_user", "add_evidence"]
+    );
+    for t in list["result"]["tools"].as_array().unwrap() {
+        assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+    }
+    assert!(list.to_string().len() < 4096, "small schemas: {} bytes", list.to_string().len());
+    assert_eq!(m.request("ping", json!({}))["result"], json!({}));
+    // An unknown protocol revision gets the newest we speak.
+    let mut other = Session::start(&s, &[]);
+    let r = other.request("initialize", json!({"protocolVersion": "1999-01-01"}));
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
+}
+
+#[test]
+fn every_tool_works_and_completion_is_one_idempotent_settlement() {
+    let s = project();
+    let mut m = Session::start(&s, &[]);
+    let d = m.ok("should_run", json!({"agent_id": "cc", "turn_id": "mcp-1"}));
+    assert_eq!((d["decision"].as_str(), d["selected_todo"]["id"].as_str()), (Some("run"), Some("t1")));
+    let c = m.ok("claim_task", json!({"agent_id": "cc", "todo_id": "t1", "turn_id": "mcp-1"}));
+    assert_eq!(c["todo"]["claimed_by"], "cc");
+    let next = m.ok("claim_task", json!({"agent_id": "cx"}));
+    assert_eq!(next["todo"]["id"], "t2", "without todo_id: claim-next");
+    let u = m.ok("update_task", json!({"agent_id": "cc", "todo_id": "t1", "note": "lexer done"}));
+    assert_eq!(u["todo"]["notes"][0]["text"], "lexer done");
+    let e = m.ok(
+        "add_evidence",
+        json!({"agent_id": "cc", "todo_id": "t1", "kind": "test", "summary": "lexer tests pass"}),
+    );
+    assert_eq!(e["evidence"]["id"], "e1");
+    let args = json!({"agent_id": "cc", "todo_id": "t1", "turn_id": "mcp-1", "evidence": "parser tests pass", "next_todo": "fuzz the parser", "tokens": 1200});
+    let done = m.ok("complete_task", args.clone());
+    assert_eq!((done["todo"]["status"].as_str(), done["successor"].as_str()), (Some("done"), Some("t3")));
+    assert_eq!((done["run"].as_str(), done["spend"].as_str()), (Some("r1"), Some("s1")));
+    // A repeat (a retry after a lost answer) answers the same and spends nothing more.
+    let before = events(&s.events_path("main")).len();
+    assert_eq!(m.ok("complete_task", args), done);
+    assert_eq!(events(&s.events_path("main")).len(), before);
+    let q = s.json(&["quota", "status"]);
+    assert_eq!(
+        (q["quota"]["used_slots"].as_u64(), q["quota"]["tokens_used"].as_u64()),
+        (Some(1), Some(1200))
+    );
+    let g = m.ok("ask_user", json!({"question": "Ship on Friday?", "blocks": "todos:t3"}));
+    assert_eq!(g["gate"]["id"], "g1");
+    let st = m.ok("status", json!({}));
+    assert_eq!(st["gates"][0]["gate"], "g1");
+}
+
+#[test]
+fn bad_calls_are_errors_and_the_server_keeps_going() {
+    let s = project();
+    let mut m = Session::start(&s, &[]);
+    let (err, text) = m.call("no_such_tool", json!({}));
+    assert!(err && text.as_str().unwrap().contains("no tool named"), "{text}");
+    let (err, text) = m.call("claim_task", json!({"agent_id": "cc", "todo_id": "seven"}));
+    assert!(err && text.as_str().unwrap().contains("invalid todo"), "{text}");
+    let (err, text) = m.call("should_run", json!({}));
+    assert!(err && text.as_str().unwrap().contains("2 agents are registered"), "{text}");
+    let (err, text) = m.call("complete_task", json!({"agent_id": "cc", "todo_id": "t1"}));
+    assert!(err && text.as_str().unwrap().contains("turn_id is required"), "{text}");
+    let (err, text) = m.call("update_task", json!({"todo_id": 7}));
+    assert!(err && text.as_str().unwrap().contains("todo_id must be a string"), "{text}");
+    m.send_raw("{not json");
+    assert_eq!(m.read()["error"]["code"], -32700);
+    let r = m.request("resources/list", json!({}));
+    assert_eq!(r["error"]["code"], -32601);
+    let r = m.request("tools/call", json!({"arguments": {}}));
+    assert_eq!(r["error"]["code"], -32602);
+    // Still serving.
+    assert_eq!(m.ok("status", json!({}))["goal_id"], "main");
+}
+
+#[test]
+fn a_server_bound_to_an_agent_refuses_another_identity() {
+    let s = project();
+    let mut m = Session::start(&s, &["--agent-id", "cx"]);
+    let (err, text) = m.call("claim_task", json!({"agent_id": "cc", "todo_id": "t1"}));
+    assert!(err && text.as_str().unwrap().contains("acts as agent cx"), "{text}");
+    let c = m.ok("claim_task", json!({"todo_id": "t1"}));
+    assert_eq!(c["todo"]["claimed_by"], "cx");
+}
