@@ -76,6 +76,8 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Serve the tick to a host over stdio (Model Context Protocol)
     Mcp(McpArgs),
+    /// Answer a host's hook in the host's own protocol (installed hooks call this)
+    Hook(HookArgs),
 }
 
 #[derive(Debug, Args)]
@@ -546,4 +548,12 @@ pub struct McpArgs {
     /// Act as this agent in every call (a call naming another agent is refused)
     #[arg(long, value_name = "AGENT")]
     pub agent_id: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// The host: claude-code
+    pub host: String,
+    /// The event: session-start, user-prompt-submit, pre-tool-use, stop, statusline
+    pub event: String,
 }

@@ -154,7 +154,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
     let goal = goal_arg(cli)?;
     let g = goal.as_ref();
     match cmd {
-        Command::Init(_) | Command::Agent(AgentCommand::Types) | Command::Mcp(_) => {
+        Command::Init(_) | Command::Agent(AgentCommand::Types) | Command::Mcp(_) | Command::Hook(_) => {
             Err(Error::internal("dispatched twice"))
         }
         Command::Goal(GoalCommand::Create { objective, title, default }) => {

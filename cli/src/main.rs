@@ -3,6 +3,7 @@
 
 mod args;
 mod commands;
+mod hook;
 mod mcp;
 mod output;
 mod text;
@@ -107,6 +108,31 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
+    if let args::Command::Hook(a) = &cli.command {
+        let mut stdin = Vec::new();
+        let _ = std::io::Read::read_to_end(
+            &mut std::io::Read::take(std::io::stdin().lock(), loopx_host_claude_code::MAX_STDIN as u64 + 1),
+            &mut stdin,
+        );
+        let env = hook::HookEnv {
+            cwd: env.cwd.clone(),
+            project_dir: std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from),
+            stop_cap: std::env::var("LOOPX_STOP_CAP")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(hook::DEFAULT_STOP_CAP),
+            options: env.options.clone(),
+            reporter,
+        };
+        let answer = runtime.block_on(hook::answer(&a.host, &a.event, &stdin, &env));
+        if !answer.stderr.is_empty() {
+            eprintln!("{}", answer.stderr);
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = std::io::Write::write_all(&mut out, answer.stdout.as_bytes());
+        let _ = std::io::Write::flush(&mut out);
+        return Ok(answer.exit_code);
+    }
     if let args::Command::Mcp(a) = &cli.command {
         let server = mcp::Server {
             project: cli.project.as_ref().map(|p| env.cwd.join(p)),

@@ -155,6 +155,22 @@ pub enum Event {
         agent: AgentId,
         error: String,
     },
+    /// A host session (thread) acts as this agent from now on.
+    ThreadBound {
+        agent: AgentId,
+        host: String,
+        thread: String,
+    },
+    /// The agent's host loop is armed (hooks may keep it going) or disarmed.
+    LoopArmed {
+        agent: AgentId,
+        armed: bool,
+    },
+    /// A host's stop hook kept the agent working once more in this thread.
+    StopBlocked {
+        agent: AgentId,
+        thread: String,
+    },
 }
 
 impl Event {
@@ -163,7 +179,10 @@ impl Event {
     pub fn changes_work(&self) -> bool {
         !matches!(
             self,
-            Event::DecisionRecorded { .. } | Event::SchedulerAcked { .. } | Event::SchedulerFailed { .. }
+            Event::DecisionRecorded { .. }
+                | Event::SchedulerAcked { .. }
+                | Event::SchedulerFailed { .. }
+                | Event::StopBlocked { .. }
         )
     }
 
@@ -195,6 +214,9 @@ impl Event {
             Event::SlotVoided { .. } => "slot_voided",
             Event::SchedulerAcked { .. } => "scheduler_acked",
             Event::SchedulerFailed { .. } => "scheduler_failed",
+            Event::ThreadBound { .. } => "thread_bound",
+            Event::LoopArmed { .. } => "loop_armed",
+            Event::StopBlocked { .. } => "stop_blocked",
         }
     }
 
@@ -267,6 +289,10 @@ impl Event {
                 None => format!("{agent} acknowledged the scheduler hint"),
             },
             Event::SchedulerFailed { agent, error } => format!("{agent} could not apply the hint: {error}"),
+            Event::ThreadBound { agent, host, thread } => format!("{host} session {thread} acts as {agent}"),
+            Event::LoopArmed { agent, armed: true } => format!("{agent}'s loop armed"),
+            Event::LoopArmed { agent, armed: false } => format!("{agent}'s loop disarmed"),
+            Event::StopBlocked { agent, thread } => format!("{agent} kept going in session {thread}"),
         }
     }
 }

@@ -477,6 +477,15 @@ pub trait Kernel: Send + Sync {
     async fn show_lease(&self, goal: Option<&GoalId>, todo: TodoId) -> Result<LeaseBody>;
     /// Selects the agent's next todo (DESIGN.md §5) and claims it, in one step under the lock.
     async fn claim_next(&self, ctx: &CommandContext) -> Result<Receipt<TodoBody>>;
+    /// Binds a host session to the acting agent: one agent per session, one session per agent
+    /// and host. Binding again is a no-op.
+    async fn bind_thread(&self, ctx: &CommandContext, req: BindThread) -> Result<Receipt<SessionView>>;
+    /// Arms or disarms the acting agent's host loop.
+    async fn set_armed(&self, ctx: &CommandContext, armed: bool) -> Result<Receipt<SessionView>>;
+    /// Records that a stop hook kept the session's agent working once more.
+    async fn record_stop_block(&self, ctx: &CommandContext, req: BindThread) -> Result<Receipt<SessionView>>;
+    /// The agent, arming and stop count of a host session.
+    async fn session(&self, goal: Option<&GoalId>, req: &BindThread) -> Result<SessionView>;
     async fn scheduler_report(
         &self,
         ctx: &CommandContext,
@@ -613,6 +622,28 @@ pub struct LeaseBody {
     pub lease: Option<Lease>,
     pub active: bool,
     pub version: u64,
+}
+
+// ---- host sessions ------------------------------------------------------------------------
+
+/// A host session (thread) bound to an agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindThread {
+    pub host: String,
+    pub thread: String,
+}
+
+/// What loopx knows of one host session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionView {
+    pub goal_id: GoalId,
+    pub host: String,
+    pub thread: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentId>,
+    pub armed: bool,
+    /// How often a stop hook has kept this session going.
+    pub stop_blocks: u32,
 }
 
 /// What `loopx init` did.

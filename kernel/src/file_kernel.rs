@@ -179,6 +179,20 @@ fn complete_body(id: TodoId, added: Option<usize>) -> impl Fn(&GoalState) -> Res
     }
 }
 
+fn session_view(req: BindThread) -> impl Fn(&GoalState) -> Result<SessionView> {
+    move |s| {
+        let agent = s.threads.get(&crate::state::thread_key(&req.host, &req.thread)).cloned();
+        Ok(SessionView {
+            goal_id: s.goal.id.clone(),
+            armed: agent.as_ref().is_some_and(|a| s.armed.contains(a)),
+            stop_blocks: s.stop_blocks.get(&req.thread).copied().unwrap_or(0),
+            agent,
+            host: req.host.clone(),
+            thread: req.thread.clone(),
+        })
+    }
+}
+
 fn lease_body(s: &GoalState, id: TodoId, now: loopx_core::Timestamp) -> Result<LeaseBody> {
     let t = rules::find_todo(s, id)?;
     Ok(LeaseBody {
@@ -851,6 +865,55 @@ impl Kernel for FileKernel {
             Ok(())
         })?;
         out.ok_or_else(|| Error::internal("claim-next returned no receipt"))
+    }
+
+    async fn bind_thread(&self, ctx: &CommandContext, req: BindThread) -> Result<Receipt<SessionView>> {
+        let view = session_view(req.clone());
+        self.mutate(
+            ctx,
+            "thread.bind",
+            &req,
+            |_| Ok(Lane::Agent),
+            |s, a| rules::bind_thread(s, a, &req),
+            view,
+        )
+    }
+
+    async fn set_armed(&self, ctx: &CommandContext, armed: bool) -> Result<Receipt<SessionView>> {
+        let agent = ctx.agent.clone();
+        self.mutate(
+            ctx,
+            "loop.arm",
+            &armed,
+            |_| Ok(Lane::Agent),
+            |s, a| rules::set_armed(s, a, armed),
+            move |s| {
+                // The agent's session, if it has one (host and thread empty otherwise).
+                let me = agent.clone().or_else(|| s.agents.first().map(|a| a.id.clone()));
+                let bound = s.threads.iter().find(|(_, a)| Some(*a) == me.as_ref()).map(|(k, _)| k.clone());
+                let (host, thread) = bound.as_deref().and_then(|k| k.split_once(':')).unwrap_or(("", ""));
+                let mut v = session_view(BindThread { host: host.to_owned(), thread: thread.to_owned() })(s)?;
+                v.agent = me.clone();
+                v.armed = me.as_ref().is_some_and(|m| s.armed.contains(m));
+                Ok(v)
+            },
+        )
+    }
+
+    async fn record_stop_block(&self, ctx: &CommandContext, req: BindThread) -> Result<Receipt<SessionView>> {
+        let view = session_view(req.clone());
+        self.mutate(
+            ctx,
+            "stop.block",
+            &req,
+            |_| Ok(Lane::Agent),
+            |s, a| rules::stop_block(s, a, &req).map(Some),
+            view,
+        )
+    }
+
+    async fn session(&self, goal: Option<&GoalId>, req: &BindThread) -> Result<SessionView> {
+        session_view(req.clone())(&self.read(goal)?)
     }
 }
 

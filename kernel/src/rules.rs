@@ -3,8 +3,9 @@
 
 use loopx_core::event::Event;
 use loopx_core::kernel::{
-    AddEvidence, AddTodo, AnswerGate, AskGate, CompleteTodo, LeaseOp, LeaseRequest, NewEvidence, QuotaChange,
-    RefreshState, RegisterAgent, SchedulerReport, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo, VoidSlot,
+    AddEvidence, AddTodo, AnswerGate, AskGate, BindThread, CompleteTodo, LeaseOp, LeaseRequest, NewEvidence,
+    QuotaChange, RefreshState, RegisterAgent, SchedulerReport, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo,
+    VoidSlot,
 };
 use loopx_core::model::{
     CompletionContinuation, Evidence, GateBlocks, GateStatus, GoalStatus, HandoffMode, NewTodo, QuotaPolicy,
@@ -1062,4 +1063,52 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
             Ok(Some(Event::LeaseReleased { todo: id }))
         }
     }
+}
+
+// ---- host sessions ---------------------------------------------------------------------------
+
+fn check_thread(req: &BindThread) -> Result<()> {
+    let ok = |s: &str| !s.is_empty() && s.len() <= 200 && s.bytes().all(|b| b.is_ascii_graphic());
+    if !ok(&req.host) || !ok(&req.thread) {
+        return Err(Error::usage("a host and a session id are short printable words"));
+    }
+    Ok(())
+}
+
+pub fn bind_thread(state: &GoalState, actor: &Actor, req: &BindThread) -> Result<Option<Event>> {
+    let agent = explicit_agent(actor, "binding a session")?;
+    check_thread(req)?;
+    let key = crate::state::thread_key(&req.host, &req.thread);
+    match state.threads.get(&key) {
+        Some(a) if a == agent => return Ok(None),
+        Some(a) => {
+            return Err(Error::conflict(format!("{} session {} already acts as {a}", req.host, req.thread))
+                .with_hint("each session has its own agent; register a new one for this session"));
+        }
+        None => {}
+    }
+    let prefix = format!("{}:", req.host);
+    if let Some((k, _)) = state.threads.iter().find(|(k, a)| *a == agent && k.starts_with(&prefix)) {
+        return Err(Error::conflict(format!(
+            "agent {agent} is already bound to {} session {}; two sessions never share an identity",
+            req.host,
+            &k[prefix.len()..]
+        )));
+    }
+    Ok(Some(Event::ThreadBound { agent: agent.clone(), host: req.host.clone(), thread: req.thread.clone() }))
+}
+
+pub fn set_armed(state: &GoalState, actor: &Actor, armed: bool) -> Result<Option<Event>> {
+    let agent = explicit_agent(actor, "arming a loop")?;
+    let now = state.armed.contains(agent);
+    Ok((now != armed).then(|| Event::LoopArmed { agent: agent.clone(), armed }))
+}
+
+pub fn stop_block(state: &GoalState, actor: &Actor, req: &BindThread) -> Result<Event> {
+    let agent = explicit_agent(actor, "a stop-hook continuation")?;
+    check_thread(req)?;
+    if state.threads.get(&crate::state::thread_key(&req.host, &req.thread)) != Some(agent) {
+        return Err(Error::identity(format!("{} session {} is not bound to {agent}", req.host, req.thread)));
+    }
+    Ok(Event::StopBlocked { agent: agent.clone(), thread: req.thread.clone() })
 }

@@ -71,6 +71,15 @@ pub struct GoalState {
     pub decision_order: VecDeque<String>,
     #[serde(default)]
     pub schedulers: BTreeMap<AgentId, SchedulerState>,
+    /// Host sessions bound to agents, by `host:thread`.
+    #[serde(default)]
+    pub threads: BTreeMap<String, AgentId>,
+    /// Agents whose host loop is armed.
+    #[serde(default)]
+    pub armed: Vec<AgentId>,
+    /// Stop-hook continuations per host session (`thread` → count).
+    #[serde(default)]
+    pub stop_blocks: BTreeMap<String, u32>,
     /// The latest event that changed the work (not a poll or a scheduler report).
     #[serde(default)]
     pub work_seq: u64,
@@ -102,6 +111,11 @@ pub struct SchedulerState {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// The key of a host session binding.
+pub fn thread_key(host: &str, thread: &str) -> String {
+    format!("{host}:{thread}")
 }
 
 /// The key of a recorded turn decision.
@@ -145,6 +159,9 @@ impl GoalState {
             decisions: BTreeMap::new(),
             decision_order: VecDeque::new(),
             schedulers: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            armed: Vec::new(),
+            stop_blocks: BTreeMap::new(),
             work_seq: first.seq,
         };
         state.keep_receipt(first);
@@ -433,6 +450,18 @@ impl GoalState {
                 sched.applied_rrule.clone_from(rrule);
                 sched.failures = 0;
                 sched.last_error = None;
+            }
+            Event::ThreadBound { agent, host, thread } => {
+                self.threads.insert(thread_key(host, thread), agent.clone());
+            }
+            Event::LoopArmed { agent, armed } => {
+                self.armed.retain(|a| a != agent);
+                if *armed {
+                    self.armed.push(agent.clone());
+                }
+            }
+            Event::StopBlocked { thread, .. } => {
+                *self.stop_blocks.entry(thread.clone()).or_default() += 1;
             }
             Event::SchedulerFailed { agent, error } => {
                 let sched = self.schedulers.entry(agent.clone()).or_default();

@@ -5,6 +5,7 @@ mod bad_input;
 mod bench;
 mod commands;
 mod concurrency;
+mod hooks_claude;
 mod integrity;
 mod layering;
 mod mcp;
