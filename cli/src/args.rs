@@ -78,6 +78,9 @@ pub enum Command {
     Mcp(McpArgs),
     /// Answer a host's hook in the host's own protocol (installed hooks call this)
     Hook(HookArgs),
+    /// Install, remove and check loopx's wiring into a host (claude-code)
+    #[command(subcommand)]
+    Host(HostCommand),
 }
 
 #[derive(Debug, Args)]
@@ -556,4 +559,50 @@ pub struct HookArgs {
     pub host: String,
     /// The event: session-start, user-prompt-submit, pre-tool-use, stop, statusline
     pub event: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ScopeArg {
+    Project,
+    User,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HostCommand {
+    /// The hosts loopx can wire into, and whether each is installed here
+    List,
+    /// Whether a host is on this machine, and its version
+    Detect { host: String },
+    /// Install the host's commands, hooks and MCP server (a plan; --dry-run shows it)
+    Install {
+        host: String,
+        #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
+        scope: ScopeArg,
+        /// Keep an armed session working while loopx says run (a Stop hook; fails open)
+        #[arg(long)]
+        stop_driver: bool,
+        /// Deny mutating tools while loopx says not to run (a PreToolUse hook; fails closed)
+        #[arg(long)]
+        harden: bool,
+        /// Show loopx's state in the status line
+        #[arg(long)]
+        statusline: bool,
+        /// Print the plan; change nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Remove exactly what loopx installed, giving the user's bytes back
+    Uninstall {
+        host: String,
+        #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
+        scope: ScopeArg,
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Check the host's wiring
+    Doctor {
+        host: String,
+        #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
+        scope: ScopeArg,
+    },
 }

@@ -73,6 +73,16 @@ fn evidence(kind: &str, summary: String) -> Result<NewEvidence> {
 pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: Style) -> Result<Rendered> {
     match &cli.command {
         Command::Init(a) => init(cli, env, reporter, a, style).await,
+        Command::Host(h) => {
+            let root = match &cli.project {
+                Some(p) => env.cwd.join(p),
+                None => find_root(&env.cwd).unwrap_or_else(|| env.cwd.clone()),
+            };
+            let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| {
+                Error::usage("HOME is not set; loopx needs it to find the host's user files")
+            })?;
+            crate::host::run(h, &root, &home)
+        }
         Command::Agent(AgentCommand::Types) => {
             let types: Vec<_> = AgentType::ALL.iter().map(|t| t.info()).collect();
             Rendered::new(&serde_json::json!({ "agent_types": types }), text::agent_types(&types))
@@ -154,9 +164,11 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
     let goal = goal_arg(cli)?;
     let g = goal.as_ref();
     match cmd {
-        Command::Init(_) | Command::Agent(AgentCommand::Types) | Command::Mcp(_) | Command::Hook(_) => {
-            Err(Error::internal("dispatched twice"))
-        }
+        Command::Init(_)
+        | Command::Agent(AgentCommand::Types)
+        | Command::Mcp(_)
+        | Command::Hook(_)
+        | Command::Host(_) => Err(Error::internal("dispatched twice")),
         Command::Goal(GoalCommand::Create { objective, title, default }) => {
             let id = goal.clone().ok_or_else(|| {
                 Error::usage("goal create needs --goal-id")

@@ -4,6 +4,7 @@
 mod args;
 mod commands;
 mod hook;
+mod host;
 mod mcp;
 mod output;
 mod text;

@@ -6,6 +6,7 @@ pub mod decide;
 pub mod doctor;
 pub mod file_kernel;
 pub mod fs;
+pub mod install;
 pub mod lock;
 pub mod log;
 pub mod process;

@@ -6,6 +6,7 @@ mod bench;
 mod commands;
 mod concurrency;
 mod hooks_claude;
+mod install_claude;
 mod integrity;
 mod layering;
 mod mcp;
