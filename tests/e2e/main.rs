@@ -10,6 +10,7 @@ mod install_claude;
 mod integrity;
 mod layering;
 mod mcp;
+mod real_claude;
 mod snapshots;
 mod tick;
 mod trust;

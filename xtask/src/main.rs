@@ -63,12 +63,34 @@ fn run(what: &str, cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// The Claude Code version the real-host test drives.
+const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.197";
+
+/// Installs the pinned Claude Code under `target/claude-code/` (from the npm registry) unless
+/// it is there, or `LOOPX_CLAUDE_BIN` names another.
+fn ensure_claude() -> Result<()> {
+    let dir = workspace_root().join("target/claude-code");
+    if std::env::var_os("LOOPX_CLAUDE_BIN").is_some() || dir.join("node_modules/.bin/claude").exists() {
+        return Ok(());
+    }
+    run(
+        &format!("npm install {CLAUDE_CODE} (for the real-host test)"),
+        Command::new("npm").args(["install", "--prefix"]).arg(&dir).args([
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            CLAUDE_CODE,
+        ]),
+    )
+}
+
 fn ci() -> Result<()> {
     run("cargo fmt --check", cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(
         "cargo clippy",
         cargo().args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]),
     )?;
+    ensure_claude()?;
     let has_nextest = cargo().args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success());
     if has_nextest {
         run("cargo nextest run", cargo().args(["nextest", "run", "--workspace", "--locked"]))

@@ -384,7 +384,9 @@ mod tests {
     fn templates_render_with_the_marker() {
         let c = render_command(&opts()).unwrap();
         assert!(
-            c.starts_with("---\ndescription:") && c.contains(MARKER) && c.contains("!`loopx status`"),
+            c.starts_with("---\ndescription:")
+                && c.contains(MARKER)
+                && c.contains("!`loopx status 2>&1 || true`"),
             "{c}"
         );
         assert!(c.contains("allowed-tools: Bash"), "a ! line needs Bash allowed");
