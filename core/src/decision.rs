@@ -156,10 +156,20 @@ pub struct ShouldRunAnswer {
 pub struct DecisionRecord {
     pub agent: AgentId,
     pub turn: String,
-    pub decision: DecisionKind,
     pub state: RunState,
-    /// The todo the turn is bound to: refresh-state and spend-slot of this turn must name it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub todo: Option<TodoId>,
     pub continuation: Continuation,
+}
+
+impl DecisionRecord {
+    pub fn decision(&self) -> DecisionKind {
+        self.continuation.kind()
+    }
+
+    /// The todo the turn is bound to: refresh-state and spend-slot of this turn must name it.
+    pub fn todo(&self) -> Option<TodoId> {
+        match self.continuation {
+            Continuation::Run { todo, .. } => Some(todo),
+            _ => None,
+        }
+    }
 }

@@ -270,9 +270,11 @@ impl Event {
             }
             Event::GateAsked { gate, question, blocks } => format!("{gate} asked ({blocks}): {question}"),
             Event::GateAnswered { gate, status, .. } => format!("{gate} {status}"),
-            Event::DecisionRecorded { record } => match record.todo {
-                Some(t) => format!("turn {} for {}: {:?} on {t}", record.turn, record.agent, record.decision),
-                None => format!("turn {} for {}: {:?}", record.turn, record.agent, record.decision),
+            Event::DecisionRecorded { record } => match record.todo() {
+                Some(t) => {
+                    format!("turn {} for {}: {:?} on {t}", record.turn, record.agent, record.decision())
+                }
+                None => format!("turn {} for {}: {:?}", record.turn, record.agent, record.decision()),
             },
             Event::RunRecorded { run } => {
                 format!(

@@ -164,7 +164,7 @@ fn same_turn(
 /// fingerprint is a digest of the request. The same key with another request is refused.
 fn replay_key(scope: &str, actor: &Actor, key: &str, request: &dyn std::fmt::Debug) -> String {
     let fp = crate::log::line_hash(format!("{request:?}").as_bytes());
-    format!("{scope}:{}:{key}#{}", actor.name(), &fp[..12])
+    format!("{scope}:{}:{key}#{}", actor.name(), &fp[..8])
 }
 
 /// The completed todo, its successor, and the evidence the completion added (`added` items;
@@ -629,10 +629,10 @@ impl Kernel for FileKernel {
             if let Some(recorded) = txn.state.decisions.get(&decision_key(&agent, &turn)).cloned() {
                 let r = recorded.record;
                 let d = decide::Decision {
-                    decision: r.decision,
+                    decision: r.decision(),
                     state: r.state,
                     reason: format!("the decision recorded for turn {turn} at event {}", recorded.seq),
-                    selected: r.todo,
+                    selected: r.todo(),
                     claim_required: matches!(
                         r.continuation,
                         loopx_core::continuation::Continuation::Run { claim_required: true, .. }
@@ -646,9 +646,7 @@ impl Kernel for FileKernel {
             let record = loopx_core::decision::DecisionRecord {
                 agent: agent.clone(),
                 turn: turn.clone(),
-                decision: d.decision,
                 state: d.state,
-                todo: d.selected,
                 continuation: d.continuation.clone(),
             };
             let receipt =

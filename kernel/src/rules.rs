@@ -673,7 +673,7 @@ fn check_classification(c: &str) -> Result<()> {
 
 /// The todo a recorded turn decision bound, if the turn is known and selected one.
 fn bound_todo(state: &GoalState, agent: &AgentId, turn: &str) -> Option<TodoId> {
-    state.decisions.get(&crate::state::decision_key(agent, turn)).and_then(|d| d.record.todo)
+    state.decisions.get(&crate::state::decision_key(agent, turn)).and_then(|d| d.record.todo())
 }
 
 fn check_turn_binding(state: &GoalState, agent: &AgentId, turn: Option<&str>, todo: TodoId) -> Result<()> {

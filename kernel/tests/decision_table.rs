@@ -441,9 +441,7 @@ fn scheduler_backs_off_over_unchanged_polls_and_resets_on_change() {
         let record = loopx_core::decision::DecisionRecord {
             agent: agent("a"),
             turn: format!("turn-{}", s.state.seq),
-            decision: d.decision,
             state: d.state,
-            todo: d.selected,
             continuation: d.continuation.clone(),
         };
         s.apply("a", Event::DecisionRecorded { record });
