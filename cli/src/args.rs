@@ -168,6 +168,17 @@ pub enum AgentCommand {
     List,
     /// List the agent types loopx knows
     Types,
+    /// Bind a host session (thread) to an agent: one agent per session
+    BindThread {
+        #[arg(long, value_name = "AGENT")]
+        agent_id: String,
+        /// The host, e.g. claude-code
+        #[arg(long)]
+        host: String,
+        /// The host's session or thread id
+        #[arg(long, value_name = "ID")]
+        thread: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -240,6 +240,18 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let r = k.register_agent(&ctx, req).await?;
             Rendered::new(&r, text::agent_receipt(&r, style))
         }
+        Command::Agent(AgentCommand::BindThread { agent_id, host, thread }) => {
+            let ctx = CommandContext { goal, agent: Some(AgentId::new(agent_id)?), key: None };
+            let r = k.bind_thread(&ctx, BindThread { host: host.clone(), thread: thread.clone() }).await?;
+            let text = format!(
+                "{} session {} acts as {}{}\n",
+                r.body.host,
+                r.body.thread,
+                agent_id,
+                if r.changed { "" } else { " (unchanged)" }
+            );
+            Rendered::new(&r, text)
+        }
         Command::Agent(AgentCommand::List) => {
             let l = k.list_agents(g).await?;
             Rendered::new(&l, text::agent_list(&l))

@@ -520,3 +520,30 @@ fn goal_md_is_regenerated_and_lists_the_work() {
     assert!(md.contains("## Needs you") && md.contains("t3 P0 approve the schema"), "{md}");
     assert!(md.contains("## Next") && md.contains("t1 P1 write the parser"), "{md}");
 }
+
+#[test]
+fn a_host_session_binds_to_one_agent() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "cx-1", "--agent-type", "codex-app"]);
+    s.ok(&["agent", "register", "--agent-id", "cx-2", "--agent-type", "codex-app"]);
+    let r =
+        s.json(&["agent", "bind-thread", "--agent-id", "cx-1", "--host", "codex-app", "--thread", "thr-9"]);
+    assert_eq!((r["agent"].as_str(), r["changed"].as_bool()), (Some("cx-1"), Some(true)));
+    assert_eq!(
+        s.json(&["agent", "bind-thread", "--agent-id", "cx-1", "--host", "codex-app", "--thread", "thr-9"])["changed"],
+        false
+    );
+    let r = s.fails(
+        1,
+        &["agent", "bind-thread", "--agent-id", "cx-2", "--host", "codex-app", "--thread", "thr-9"],
+    );
+    assert!(r.stderr.contains("already acts as cx-1"), "{}", r.stderr);
+    let r = s.fails(
+        1,
+        &["agent", "bind-thread", "--agent-id", "cx-1", "--host", "codex-app", "--thread", "thr-10"],
+    );
+    assert!(r.stderr.contains("never share an identity"), "{}", r.stderr);
+    s.fails(1, &["agent", "bind-thread", "--agent-id", "ghost", "--host", "codex-app", "--thread", "t"]);
+    s.fails(2, &["agent", "bind-thread", "--agent-id", "cx-2", "--host", "codex app", "--thread", "t"]);
+}
