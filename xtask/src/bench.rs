@@ -78,6 +78,11 @@ pub struct ClaimRace {
     pub no_winner: usize,
 }
 
+/// The decision every bench goal is asked for.
+const SHOULD_RUN: &[&str] = &["quota", "should-run", "--agent-id", "a", "--json"];
+/// Where each bench project keeps its goal.
+const GOAL_DIR: &str = ".loopx/goals/main";
+
 struct Bench {
     bin: PathBuf,
     dir: tempfile::TempDir,
@@ -443,19 +448,13 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
         eprintln!("xtask: the tick on {n} todos");
         let root = b.project(&format!("todos{n}"))?;
         fixture("todos", &root, (n + runs + warm) as u64)?;
-        timings.push(b.measure(
-            &format!("should-run, {n} todos"),
-            &root,
-            &["quota", "should-run", "--agent-id", "a", "--json"],
-            warm,
-            runs,
-        )?);
-        let out = b.ok(&root, &["quota", "should-run", "--agent-id", "a", "--json"])?;
+        timings.push(b.measure(&format!("should-run, {n} todos"), &root, SHOULD_RUN, warm, runs)?);
+        let out = b.ok(&root, SHOULD_RUN)?;
         sizes.insert(format!("should-run output bytes, {n} todos"), out.len() as u64);
-        let snap = root.join(".loopx/goals/main/snapshot.json");
+        let snap = root.join(GOAL_DIR).join("snapshot.json");
         sizes.insert(format!("snapshot bytes, {n} todos"), std::fs::metadata(&snap)?.len());
         timings.extend(ticks(&b, &root, &format!("{n} todos"), runs)?);
-        let log = std::fs::read_to_string(root.join(".loopx/goals/main/events.jsonl"))?;
+        let log = std::fs::read_to_string(root.join(GOAL_DIR).join("events.jsonl"))?;
         let tick_lines: Vec<&str> = log.lines().rev().take(runs * 5).collect();
         let bytes: usize = tick_lines.iter().map(|l| l.len() + 1).sum();
         sizes
@@ -469,14 +468,8 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
         fixture("history", &root, n)?;
         b.ok(&root, &["status"])?; // settles the snapshot
         timings.push(b.measure(&format!("status, {n} events"), &root, &["status", "--json"], warm, runs)?);
-        timings.push(b.measure(
-            &format!("should-run, {n} events"),
-            &root,
-            &["quota", "should-run", "--agent-id", "a", "--json"],
-            warm,
-            runs,
-        )?);
-        let log = std::fs::metadata(root.join(".loopx/goals/main/events.jsonl"))?.len();
+        timings.push(b.measure(&format!("should-run, {n} events"), &root, SHOULD_RUN, warm, runs)?);
+        let log = std::fs::metadata(root.join(GOAL_DIR).join("events.jsonl"))?.len();
         sizes.insert(format!("bytes per event, {n}-event history"), log / n.max(1));
     }
 
