@@ -78,7 +78,7 @@ pub enum Command {
     Mcp(McpArgs),
     /// Answer a host's hook in the host's own protocol (installed hooks call this)
     Hook(HookArgs),
-    /// Install, remove and check loopx's wiring into a host (claude-code)
+    /// Install, remove and check loopx's wiring into a host (see loopx host list)
     #[command(subcommand)]
     Host(HostCommand),
 }
@@ -132,6 +132,12 @@ pub enum GoalCommand {
         /// soft_claim, or hard_lease: completion and claim changes need the active lease
         #[arg(long, value_name = "MODE")]
         handoff_mode: Option<String>,
+        /// A path glob agents may edit (repeatable; replaces the goal's scope): src/**, *.md
+        #[arg(long = "write-scope", value_name = "GLOB")]
+        write_scope: Vec<String>,
+        /// Let agents edit anywhere again
+        #[arg(long, conflicts_with = "write_scope")]
+        clear_write_scope: bool,
         #[command(flatten)]
         quota: QuotaArgs,
         #[command(flatten)]
@@ -566,9 +572,10 @@ pub struct McpArgs {
 
 #[derive(Debug, Args)]
 pub struct HookArgs {
-    /// The host: claude-code
+    /// The host (see loopx host list)
     pub host: String,
-    /// The event: session-start, user-prompt-submit, pre-tool-use, stop, statusline
+    /// The hook event, in the host's terms (claude-code: session-start, user-prompt-submit,
+    /// pre-tool-use, stop, statusline)
     pub event: String,
 }
 

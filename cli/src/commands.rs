@@ -81,7 +81,8 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
             let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| {
                 Error::usage("HOME is not set; loopx needs it to find the host's user files")
             })?;
-            crate::host::run(h, &root, &home)
+            let roots = loopx_kernel::install::Roots { project: root, home };
+            crate::host::run(h, &roots, &env.options, goal_arg(cli)?)
         }
         Command::Agent(AgentCommand::Types) => {
             let types: Vec<_> = AgentType::ALL.iter().map(|t| t.info()).collect();
@@ -192,7 +193,16 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let d = k.show_goal(g).await?;
             Rendered::new(&d, text::goal_detail(&d, style))
         }
-        Command::Goal(GoalCommand::Set { objective, title, default, handoff_mode, quota, acting }) => {
+        Command::Goal(GoalCommand::Set {
+            objective,
+            title,
+            default,
+            handoff_mode,
+            write_scope,
+            clear_write_scope,
+            quota,
+            acting,
+        }) => {
             let quota = QuotaChange {
                 compute: quota.compute,
                 window_hours: quota.window_hours,
@@ -206,9 +216,11 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
                 && !default
                 && quota.is_empty()
                 && handoff_mode.is_none()
+                && write_scope.is_empty()
+                && !clear_write_scope
             {
                 return Err(Error::usage("nothing to set").with_hint(
-                    "pass --objective, --title, --default, or a quota flag such as --compute 0.5",
+                    "pass --objective, --title, --default, --write-scope, or a quota flag such as --compute 0.5",
                 ));
             }
             let handoff_mode = handoff_mode.as_deref().map(str::parse::<HandoffMode>).transpose()?;
@@ -218,6 +230,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
                 make_default: *default,
                 quota,
                 handoff_mode,
+                write_scope: (*clear_write_scope || !write_scope.is_empty()).then(|| write_scope.clone()),
             };
             let r = k.set_goal(&context(cli, acting)?, req).await?;
             Rendered::new(&r, text::goal_receipt("updated", &r, style))
@@ -460,7 +473,7 @@ async fn quota(cli: &Cli, k: &FileKernel, cmd: &QuotaCommand, style: Style) -> R
         QuotaCommand::ShouldRun { runtime_profile, acting } => {
             let profile = runtime_profile.as_deref().map(str::parse::<RuntimeProfile>).transpose()?;
             let a = k.should_run(&context(cli, acting)?, profile).await?;
-            Rendered::new(&a, text::should_run(&a, style))
+            Rendered::new(&crate::next::should_run_json(&a)?, text::should_run(&a, style))
         }
         QuotaCommand::SpendSlot { todo_id: id, slots, tokens, usd, dry_run, execute: _, acting } => {
             let req = SpendSlot {

@@ -1,24 +1,18 @@
-//! `loopx host …`: reads the host's files, asks the adapter for a plan, has the kernel apply it.
+//! `loopx host …`: asks the host's adapter what to install, has the kernel's installer plan and
+//! apply it, and reports. Names no host: the adapter comes from the registry.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use loopx_adapter_claude_code_slash as slash;
-use loopx_core::traits::{FileAction, InstallPlan, InstallScope};
-use loopx_core::{Error, Result};
-use loopx_host_claude_code::{self as cc, Paths};
+use loopx_core::host::{Feature, FileOp, HostAdapter, InstallOptions, InstallScope};
+use loopx_core::{GoalId, Result};
+use loopx_kernel::StoreOptions;
+use loopx_kernel::install::{self, Plan, Roots};
 
 use crate::args::{HostCommand, ScopeArg};
 use crate::output::Rendered;
-
-fn check_host(host: &str) -> Result<()> {
-    if host == cc::HOST {
-        Ok(())
-    } else {
-        Err(Error::usage(format!("loopx has no adapter for host {host:?} yet")).with_hint("loopx host list"))
-    }
-}
+use crate::registry;
 
 fn scope(s: ScopeArg) -> InstallScope {
     match s {
@@ -27,144 +21,165 @@ fn scope(s: ScopeArg) -> InstallScope {
     }
 }
 
-fn read_current(files: &[PathBuf]) -> Result<slash::Current> {
-    let mut current = slash::Current::new();
-    for f in files {
-        let text = match std::fs::read(f) {
-            Ok(b) => Some(String::from_utf8(b).map_err(|_| {
-                Error::refused(format!("{} is not UTF-8 text; loopx leaves it alone", f.display()))
-            })?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::io("read", f, &e)),
-        };
-        current.insert(f.clone(), text);
-    }
-    Ok(current)
-}
-
-fn describe(plan: &InstallPlan, root: &Path) -> (Vec<serde_json::Value>, String) {
-    let mut rows = Vec::new();
+fn describe(plan: &Plan) -> (serde_json::Value, String) {
     let mut text = String::new();
-    for a in &plan.actions {
-        let (op, reason) = match a {
-            FileAction::Create { .. } => ("create", None),
-            FileAction::Update { .. } => ("update", None),
-            FileAction::Remove { .. } => ("remove", None),
-            FileAction::Unchanged { .. } => ("unchanged", None),
-            FileAction::Skipped { reason, .. } => ("skipped", Some(reason.clone())),
-        };
-        let path = loopx_kernel::install::path_of(a);
-        let shown = path.strip_prefix(root).unwrap_or(path).display().to_string();
-        text.push_str(&format!(
-            "{op:<9} {shown}{}\n",
-            reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
-        ));
-        rows.push(json!({"op": op, "path": shown, "reason": reason}));
+    for n in &plan.notes {
+        text.push_str(&format!("note: {n}\n"));
     }
-    (rows, text)
+    for f in &plan.files {
+        let reason = f.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default();
+        text.push_str(&format!("{:<9} {}{reason}\n", f.op.as_str(), f.path));
+    }
+    let rows: Vec<_> = plan
+        .files
+        .iter()
+        .map(|f| json!({"op": f.op, "path": f.path.to_string(), "reason": f.reason}))
+        .collect();
+    (json!(rows), text)
 }
 
-pub fn run(cmd: &HostCommand, root: &Path, home: &Path) -> Result<Rendered> {
+/// Finishes an install or uninstall a crash interrupted; says so on stderr.
+fn finish_interrupted(roots: &Roots, adapter: &dyn HostAdapter, s: InstallScope) -> Result<Option<String>> {
+    let note = install::recover(roots, adapter.name(), s)?;
+    if let Some(n) = &note {
+        eprintln!("loopx: {n}");
+    }
+    Ok(note)
+}
+
+pub fn run(cmd: &HostCommand, roots: &Roots, store: &StoreOptions, goal: Option<GoalId>) -> Result<Rendered> {
     match cmd {
         HostCommand::List => {
-            let d = cc::detect();
-            let v = json!({"hosts": [{"host": cc::HOST, "adapter": "claude-code-slash", "installed": d.path.is_some(), "version": d.version}]});
-            let text = format!(
-                "{:<12} adapter claude-code-slash · {}\n",
-                cc::HOST,
-                d.version.as_deref().map_or("not found on PATH".to_owned(), |v| format!("found: {v}"))
-            );
-            Rendered::new(&v, text)
+            let mut rows = Vec::new();
+            let mut text = String::new();
+            for a in registry::adapters() {
+                let d = a.detect();
+                text.push_str(&format!(
+                    "{:<12} adapter {} · {}\n",
+                    a.host(),
+                    a.name(),
+                    d.version.as_deref().map_or("not found on PATH".to_owned(), |v| format!("found: {v}"))
+                ));
+                rows.push(json!({"host": a.host(), "adapter": a.name(), "installed": d.path.is_some(), "version": d.version, "capabilities": a.capabilities()}));
+            }
+            Rendered::new(&json!({ "hosts": rows }), text)
         }
         HostCommand::Detect { host } => {
-            check_host(host)?;
-            let d = cc::detect();
-            let v = json!({"host": host, "path": d.path, "version": d.version});
+            let a = registry::find(host)?;
+            let d = a.detect();
             let text = match (&d.path, &d.version) {
                 (Some(p), v) => {
                     format!("{host}: {} ({})\n", p.display(), v.as_deref().unwrap_or("version unknown"))
                 }
-                (None, _) => {
-                    format!("{host}: not found on PATH (npm install -g @anthropic-ai/claude-code)\n")
-                }
+                (None, _) => format!("{host}: not found on PATH ({})\n", a.install_hint()),
             };
-            Rendered::new(&v, text)
+            Rendered::new(&json!({"host": host, "path": d.path, "version": d.version}), text)
         }
         HostCommand::Install { host, scope: s, stop_driver, harden, statusline, dry_run } => {
-            check_host(host)?;
-            let paths = Paths::new(scope(*s), root, home);
-            let opts = slash::Options {
-                scope: scope(*s),
-                stop_driver: *stop_driver,
-                harden: *harden,
-                statusline: *statusline,
-                loopx: "loopx".to_owned(),
-                goal: "main".to_owned(),
-            };
-            let plan = slash::install_plan(&paths, &opts, &read_current(&slash::files(&paths))?)?;
-            if !dry_run {
-                loopx_kernel::install::apply(&plan)?;
+            let a = registry::find(host)?;
+            let mut features = BTreeSet::new();
+            for (on, f) in [
+                (*stop_driver, Feature::StopDriver),
+                (*harden, Feature::Harden),
+                (*statusline, Feature::Statusline),
+            ] {
+                if on {
+                    features.insert(f);
+                }
             }
-            let (rows, mut text) = describe(&plan, root);
+            let opts = InstallOptions {
+                scope: scope(*s),
+                features,
+                loopx: "loopx".to_owned(),
+                goal: goal.map_or_else(|| GoalId::new("main"), Ok)?,
+            };
+            let spec = a.install_plan(&opts)?;
+            let recovered = if *dry_run { None } else { finish_interrupted(roots, a, opts.scope)? };
+            let plan = install::plan_install(roots, a.name(), &opts, &spec)?;
+            if !dry_run {
+                install::apply(roots, &plan, store.fault.as_deref())?;
+            }
+            let (rows, mut text) = describe(&plan);
             if *dry_run {
                 text.push_str("(dry run: nothing was written)\n");
             } else {
-                text.push_str("next: in Claude Code, /loopx <task> joins the goal; /loop keeps turning\n");
+                text.push_str(&format!("next: {}\n", a.after_install()));
             }
-            Rendered::new(&json!({"host": host, "dry_run": dry_run, "actions": rows}), text)
+            let v = json!({"host": host, "adapter": a.name(), "dry_run": dry_run, "actions": rows, "notes": plan.notes, "recovered": recovered});
+            Rendered::new(&v, text)
         }
         HostCommand::Uninstall { host, scope: s, dry_run } => {
-            check_host(host)?;
-            let paths = Paths::new(scope(*s), root, home);
-            let plan = slash::uninstall_plan(&paths, &read_current(&slash::files(&paths))?)?;
+            let a = registry::find(host)?;
+            let s = scope(*s);
+            let recovered = if *dry_run { None } else { finish_interrupted(roots, a, s)? };
+            let plan = install::plan_uninstall(roots, a.name(), s, &a.uninstall_plan(s, "loopx")?)?;
             if !dry_run {
-                loopx_kernel::install::apply(&plan)?;
+                install::apply(roots, &plan, store.fault.as_deref())?;
             }
-            let (rows, mut text) = describe(&plan, root);
-            if rows.is_empty() {
+            let (rows, mut text) = describe(&plan);
+            if plan.files.is_empty() {
                 text.push_str("nothing of loopx's is installed here\n");
+            } else if *dry_run {
+                text.push_str("(dry run: nothing was written)\n");
             }
-            Rendered::new(&json!({"host": host, "dry_run": dry_run, "actions": rows}), text)
+            let v = json!({"host": host, "adapter": a.name(), "dry_run": dry_run, "actions": rows, "notes": plan.notes, "recovered": recovered});
+            Rendered::new(&v, text)
         }
-        HostCommand::Doctor { host, scope: s } => {
-            check_host(host)?;
-            let paths = Paths::new(scope(*s), root, home);
-            let current = read_current(&slash::files(&paths))?;
-            let d = cc::detect();
-            let mut checks = vec![(
-                "claude on PATH",
-                d.path.is_some(),
-                d.version.clone().unwrap_or_else(|| "npm install -g @anthropic-ai/claude-code".to_owned()),
-            )];
-            let has = |p: &Path| {
-                current
-                    .get(p)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|c| c.contains(slash::MARKER) || c.contains("loopx"))
-            };
+        HostCommand::Doctor { host, scope: s } => doctor(registry::find(host)?, roots, scope(*s)),
+    }
+}
+
+/// The host on PATH, an install manifest, and every file of the install as loopx left it.
+fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendered> {
+    let recovered = finish_interrupted(roots, a, s)?;
+    let d = a.detect();
+    let mut checks = vec![(
+        format!("{} on PATH", a.host()),
+        d.path.is_some(),
+        d.version.clone().unwrap_or_else(|| a.install_hint().to_owned()),
+    )];
+    let manifest = install::load_manifest(roots, a.name(), s)?;
+    match &manifest {
+        None => checks.push((
+            "install manifest".to_owned(),
+            false,
+            format!("{} is missing: loopx is not installed here", install::manifest_path(a.name(), s)?),
+        )),
+        Some(m) => {
+            let features: Vec<&str> = m.options.features.iter().map(|f| f.flag()).collect();
             checks.push((
-                "/loopx command",
-                has(&paths.command("loopx")),
-                paths.command("loopx").display().to_string(),
+                "install manifest".to_owned(),
+                true,
+                format!(
+                    "installed with {}",
+                    if features.is_empty() { "no options".to_owned() } else { features.join(" ") }
+                ),
             ));
-            checks.push(("hooks in settings", has(&paths.settings), paths.settings.display().to_string()));
-            if let Some(m) = &paths.mcp_json {
-                checks.push(("MCP server in .mcp.json", has(m), m.display().to_string()));
+            let plan = install::plan_install(roots, a.name(), &m.options, &a.install_plan(&m.options)?)?;
+            for f in &plan.files {
+                let (ok, detail) = match f.op {
+                    FileOp::Unchanged => (true, "as loopx installed it".to_owned()),
+                    FileOp::Skipped => (false, f.reason.clone().unwrap_or_default()),
+                    FileOp::Create => (false, "missing".to_owned()),
+                    _ => (false, "loopx's entries are missing or changed".to_owned()),
+                };
+                checks.push((f.path.to_string(), ok, detail));
             }
-            let ok = checks.iter().all(|c| c.1);
-            let text: String = checks
-                .iter()
-                .map(|(n, ok, d)| format!("{} {n}: {d}\n", if *ok { "ok  " } else { "FAIL" }))
-                .chain(std::iter::once(match (ok, checks.iter().skip(1).all(|c| c.1)) {
-                    (true, _) => "ready\n".to_owned(),
-                    (false, true) => {
-                        "loopx's wiring is installed; Claude Code itself is not on PATH\n".to_owned()
-                    }
-                    (false, false) => format!("install with: loopx host install {host}\n"),
-                }))
-                .collect();
-            let v = json!({"host": host, "ok": ok, "checks": checks.iter().map(|(n, ok, d)| json!({"name": n, "ok": ok, "detail": d})).collect::<Vec<_>>()});
-            Ok(Rendered::new(&v, text)?.with_exit(if ok { 0 } else { 1 }))
         }
     }
+    let ok = checks.iter().all(|c| c.1);
+    let wiring_ok = checks.iter().skip(1).all(|c| c.1);
+    let mut text: String =
+        checks.iter().map(|(n, ok, d)| format!("{} {n}: {d}\n", if *ok { "ok  " } else { "FAIL" })).collect();
+    text.push_str(&match (ok, wiring_ok) {
+        (true, _) => "ready\n".to_owned(),
+        (false, true) => format!("loopx's wiring is installed; {} itself is not on PATH\n", a.host()),
+        (false, false) => {
+            let flags = manifest
+                .map(|m| m.options.features.iter().map(|f| format!(" {}", f.flag())).collect::<String>());
+            format!("repair with: loopx host install {}{}\n", a.host(), flags.unwrap_or_default())
+        }
+    });
+    let v = json!({"host": a.host(), "ok": ok, "recovered": recovered, "checks": checks.iter().map(|(n, ok, d)| json!({"name": n, "ok": ok, "detail": d})).collect::<Vec<_>>()});
+    Ok(Rendered::new(&v, text)?.with_exit(if ok { 0 } else { 1 }))
 }

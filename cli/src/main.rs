@@ -6,7 +6,9 @@ mod commands;
 mod hook;
 mod host;
 mod mcp;
+mod next;
 mod output;
+mod registry;
 mod text;
 
 use std::path::PathBuf;
@@ -112,20 +114,17 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
     if let args::Command::Hook(a) = &cli.command {
         let mut stdin = Vec::new();
         let _ = std::io::Read::read_to_end(
-            &mut std::io::Read::take(std::io::stdin().lock(), loopx_host_claude_code::MAX_STDIN as u64 + 1),
+            &mut std::io::Read::take(std::io::stdin().lock(), hook::MAX_STDIN + 1),
             &mut stdin,
         );
-        let env = hook::HookEnv {
-            cwd: env.cwd.clone(),
-            project_dir: std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from),
-            stop_cap: std::env::var("LOOPX_STOP_CAP")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(hook::DEFAULT_STOP_CAP),
-            options: env.options.clone(),
+        let answer = runtime.block_on(hook::answer(
+            &a.host,
+            &a.event,
+            &stdin,
+            env.cwd.clone(),
+            env.options.clone(),
             reporter,
-        };
-        let answer = runtime.block_on(hook::answer(&a.host, &a.event, &stdin, &env));
+        ));
         if !answer.stderr.is_empty() {
             eprintln!("{}", answer.stderr);
         }

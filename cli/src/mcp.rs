@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use loopx_core::kernel::*;
 use loopx_core::model::{DeliveryOutcome, EvidenceKind, GateBlocks, TodoStatus};
-use loopx_core::{AgentId, Error, GoalId, IdempotencyKey, Result, TodoId};
+use loopx_core::{AgentId, Error, GoalId, IdempotencyKey, Result};
 use loopx_kernel::{FileKernel, Reporter, StoreOptions, SystemClock, find_root};
 
 /// Protocol revisions this server speaks, newest first.
@@ -51,107 +51,152 @@ fn rpc_error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
-    json!({
-        "name": name,
-        "description": description,
-        "inputSchema": {"type": "object", "properties": properties, "required": required, "additionalProperties": false},
-    })
+/// The arguments of each tool: derived structs, so a misspelt or unknown argument is refused
+/// (the schemas say `additionalProperties: false`, and the server means it), and the schemas
+/// are generated from the same structs.
+mod tool_args {
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct ShouldRun {
+        /// your registered agent id
+        pub agent_id: Option<String>,
+        /// this turn's id; repeats of a call with it change nothing
+        pub turn_id: Option<String>,
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct Status {}
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct ClaimTask {
+        /// your registered agent id
+        pub agent_id: Option<String>,
+        /// todo id, e.g. t3 (without it: your next todo)
+        pub todo_id: Option<String>,
+        /// this turn's id; repeats of a call with it change nothing
+        pub turn_id: Option<String>,
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct UpdateTask {
+        /// your registered agent id
+        pub agent_id: Option<String>,
+        /// todo id, e.g. t3
+        pub todo_id: String,
+        /// what happened
+        pub note: Option<String>,
+        /// open, blocked or deferred
+        pub status: Option<String>,
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct CompleteTask {
+        /// your registered agent id
+        pub agent_id: Option<String>,
+        /// todo id, e.g. t3
+        pub todo_id: String,
+        /// this turn's id; repeats of a call with it change nothing
+        pub turn_id: String,
+        /// what proves it is done (a test that passed, a command's result)
+        pub evidence: Option<String>,
+        /// test, command, link, note or artifact (default test)
+        pub evidence_kind: Option<String>,
+        /// nothing follows from this todo (needs a note)
+        #[serde(default)]
+        pub no_follow_up: bool,
+        /// why, when there is no evidence
+        pub note: Option<String>,
+        /// the successor todo to create
+        pub next_todo: Option<String>,
+        /// surface_only, outcome_gap, outcome_progress (default) or goal_outcome
+        pub delivery_outcome: Option<String>,
+        /// tokens the turn used, as the host reports them
+        pub tokens: Option<u64>,
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct AskUser {
+        /// one concrete question
+        pub question: String,
+        /// what waits for the answer: goal, agent:<id> or todos:<ids>
+        pub blocks: String,
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct AddEvidence {
+        /// your registered agent id
+        pub agent_id: Option<String>,
+        /// todo id, e.g. t3
+        pub todo_id: String,
+        /// test, command, link, note or artifact
+        pub kind: String,
+        /// what it shows
+        pub summary: String,
+    }
+}
+
+use tool_args as ta;
+
+/// A tool's input schema, generated from its argument struct, without the keys a client never
+/// needs (`$schema`, `title`): an agent's context is precious.
+fn input_schema<T: schemars::JsonSchema>() -> Value {
+    let mut v = schemars::schema_for!(T).to_value();
+    if let Some(m) = v.as_object_mut() {
+        m.shift_remove("$schema");
+        m.shift_remove("title");
+        m.entry("properties").or_insert_with(|| json!({}));
+    }
+    v
+}
+
+fn tool<T: schemars::JsonSchema>(name: &str, description: &str) -> Value {
+    json!({"name": name, "description": description, "inputSchema": input_schema::<T>()})
 }
 
 /// The tool list: small schemas, since an agent's context is precious.
 fn tools() -> Vec<Value> {
-    let s = |d: &str| json!({"type": "string", "description": d});
-    let agent = s("your registered agent id");
-    let todo = s("todo id, e.g. t3");
-    let turn = s("this turn's id; repeats of a call with it change nothing");
     vec![
-        tool(
-            "should_run",
-            "Should you run now, and on what? Call first every turn.",
-            json!({"agent_id": agent, "turn_id": turn}),
-            &[],
-        ),
-        tool(
+        tool::<ta::ShouldRun>("should_run", "Should you run now, and on what? Call first every turn."),
+        tool::<ta::Status>(
             "status",
             "The objective, what needs the user, what is next, and the proof so far.",
-            json!({}),
-            &[],
         ),
-        tool(
+        tool::<ta::ClaimTask>(
             "claim_task",
             "Claim a todo (or, without todo_id, your next one). Exactly one claimer wins.",
-            json!({"agent_id": agent, "todo_id": todo, "turn_id": turn}),
-            &[],
         ),
-        tool(
+        tool::<ta::UpdateTask>(
             "update_task",
             "Add a note to a todo, or mark it blocked, deferred or open again.",
-            json!({"agent_id": agent, "todo_id": todo, "note": s("what happened"), "status": s("open, blocked or deferred")}),
-            &["todo_id"],
         ),
-        tool(
+        tool::<ta::CompleteTask>(
             "complete_task",
             "Finish a turn: complete the todo with evidence, write the turn back, account compute. One idempotent call.",
-            json!({
-                "agent_id": agent, "todo_id": todo, "turn_id": turn,
-                "evidence": s("what proves it is done (a test that passed, a command's result)"),
-                "evidence_kind": s("test, command, link, note or artifact (default test)"),
-                "no_follow_up": {"type": "boolean", "description": "nothing follows from this todo (needs a note)"},
-                "note": s("why, when there is no evidence"),
-                "next_todo": s("the successor todo to create"),
-                "delivery_outcome": s("surface_only, outcome_gap, outcome_progress (default) or goal_outcome"),
-                "tokens": {"type": "integer", "minimum": 0},
-            }),
-            &["todo_id", "turn_id"],
         ),
-        tool(
-            "ask_user",
-            "Ask a person a question. blocks: goal, agent:<id> or todos:<ids>.",
-            json!({"question": s("one concrete question"), "blocks": s("what waits for the answer")}),
-            &["question", "blocks"],
-        ),
-        tool(
-            "add_evidence",
-            "Record proof of progress on a todo.",
-            json!({"agent_id": agent, "todo_id": todo, "kind": s("test, command, link, note or artifact"), "summary": s("what it shows")}),
-            &["todo_id", "kind", "summary"],
-        ),
+        tool::<ta::AskUser>("ask_user", "Ask a person a question. blocks: goal, agent:<id> or todos:<ids>."),
+        tool::<ta::AddEvidence>("add_evidence", "Record proof of progress on a todo."),
     ]
 }
 
-/// Arguments of one call, with typed accessors that refuse bad values.
-struct Args<'a>(&'a Map<String, Value>);
+/// Decodes a call's arguments into the tool's struct; anything else is a usage error that
+/// names the tool and what is wrong.
+fn parse<T: serde::de::DeserializeOwned>(tool: &str, args: &Map<String, Value>) -> Result<T> {
+    serde_json::from_value(Value::Object(args.clone())).map_err(|e| {
+        Error::usage(format!("invalid arguments for {tool}: {e}")).with_hint("see tools/list for the schema")
+    })
+}
 
-impl Args<'_> {
-    fn str(&self, key: &str) -> Result<Option<&str>> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(Error::usage(format!("{key} must be a string"))),
-        }
-    }
-    fn need(&self, key: &str) -> Result<&str> {
-        self.str(key)?.ok_or_else(|| Error::usage(format!("{key} is required")))
-    }
-    fn todo(&self) -> Result<TodoId> {
-        self.need("todo_id")?.parse()
-    }
-    fn flag(&self, key: &str) -> Result<bool> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(false),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(_) => Err(Error::usage(format!("{key} must be true or false"))),
-        }
-    }
-    fn count(&self, key: &str) -> Result<Option<u64>> {
-        match self.0.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => {
-                v.as_u64().map(Some).ok_or_else(|| Error::usage(format!("{key} must be a whole number")))
-            }
-        }
-    }
+fn opt_id<T>(s: Option<&str>, f: impl Fn(&str) -> Result<T>) -> Result<Option<T>> {
+    s.map(f).transpose()
 }
 
 fn to_value(v: &impl serde::Serialize) -> Result<Value> {
@@ -172,8 +217,8 @@ impl Server {
 
     /// The acting agent: the server's own when it was started with one (a call naming
     /// another is refused), otherwise the call's `agent_id`.
-    fn agent(&self, args: &Args<'_>) -> Result<Option<AgentId>> {
-        let named = args.str("agent_id")?.map(AgentId::new).transpose()?;
+    fn agent(&self, named: Option<&str>) -> Result<Option<AgentId>> {
+        let named = opt_id(named, AgentId::new)?;
         match (&self.agent, named) {
             (Some(mine), Some(other)) if *mine != other => {
                 Err(Error::identity(format!("this server acts as agent {mine}; it cannot act as {other}"))
@@ -186,105 +231,112 @@ impl Server {
         }
     }
 
-    fn context(&self, args: &Args<'_>) -> Result<CommandContext> {
+    fn context(&self, agent: Option<&str>, turn: Option<&str>) -> Result<CommandContext> {
         Ok(CommandContext {
             goal: self.goal.clone(),
-            agent: self.agent(args)?,
-            key: args.str("turn_id")?.map(IdempotencyKey::new).transpose()?,
+            agent: self.agent(agent)?,
+            key: opt_id(turn, IdempotencyKey::new)?,
         })
     }
 
     async fn call(&self, name: &str, args: &Map<String, Value>) -> Result<Value> {
-        let a = Args(args);
-        let k = self.kernel()?;
         match name {
-            "should_run" => to_value(&k.should_run(&self.context(&a)?, None).await?),
-            "status" => to_value(&k.status(self.goal.as_ref()).await?),
+            "should_run" => {
+                let a: ta::ShouldRun = parse(name, args)?;
+                let ctx = self.context(a.agent_id.as_deref(), a.turn_id.as_deref())?;
+                crate::next::should_run_mcp(&self.kernel()?.should_run(&ctx, None).await?)
+            }
+            "status" => {
+                let _: ta::Status = parse(name, args)?;
+                to_value(&self.kernel()?.status(self.goal.as_ref()).await?)
+            }
             "claim_task" => {
-                let ctx = self.context(&a)?;
-                match a.str("todo_id")? {
+                let a: ta::ClaimTask = parse(name, args)?;
+                let ctx = self.context(a.agent_id.as_deref(), a.turn_id.as_deref())?;
+                let k = self.kernel()?;
+                match a.todo_id {
                     Some(t) => to_value(&k.claim_todo(&ctx, t.parse()?).await?),
                     None => to_value(&k.claim_next(&ctx).await?),
                 }
             }
             "update_task" => {
+                let a: ta::UpdateTask = parse(name, args)?;
                 let req = UpdateTodo {
-                    todo: a.todo()?,
+                    todo: a.todo_id.parse()?,
                     text: None,
                     priority: None,
-                    status: a.str("status")?.map(str::parse::<TodoStatus>).transpose()?,
+                    status: opt_id(a.status.as_deref(), str::parse::<TodoStatus>)?,
                     resume_when: None,
                     clear_claim: false,
-                    note: a.str("note")?.map(str::to_owned),
+                    note: a.note,
                     evidence: None,
                     claimed_by: None,
                     takeover_reason: None,
                 };
-                to_value(&k.update_todo(&self.context(&a)?, req).await?)
+                let ctx = self.context(a.agent_id.as_deref(), None)?;
+                to_value(&self.kernel()?.update_todo(&ctx, req).await?)
             }
-            "complete_task" => self.complete(&k, &a).await,
+            "complete_task" => self.complete(parse(name, args)?).await,
             "ask_user" => {
-                let req = AskGate {
-                    question: a.need("question")?.to_owned(),
-                    blocks: GateBlocks::parse(a.need("blocks")?)?,
-                };
-                to_value(&k.ask_gate(&self.context(&a)?, req).await?)
+                let a: ta::AskUser = parse(name, args)?;
+                let req = AskGate { question: a.question, blocks: GateBlocks::parse(&a.blocks)? };
+                to_value(&self.kernel()?.ask_gate(&self.context(None, None)?, req).await?)
             }
             "add_evidence" => {
+                let a: ta::AddEvidence = parse(name, args)?;
                 let req = AddEvidence {
-                    todo: a.todo()?,
+                    todo: a.todo_id.parse()?,
                     evidence: NewEvidence {
-                        kind: a.need("kind")?.parse::<EvidenceKind>()?,
-                        summary: a.need("summary")?.to_owned(),
+                        kind: a.kind.parse::<EvidenceKind>()?,
+                        summary: a.summary,
                         command: None,
                         exit_code: None,
                         link: None,
                     },
                 };
-                to_value(&k.add_evidence(&self.context(&a)?, req).await?)
+                let ctx = self.context(a.agent_id.as_deref(), None)?;
+                to_value(&self.kernel()?.add_evidence(&ctx, req).await?)
             }
             other => Err(Error::usage(format!("no tool named {other:?}")).with_hint("see tools/list")),
         }
     }
 
-    /// Completion, writeback and spend as one settlement. Each step is keyed by the turn, so a
-    /// repeated call (a retry after a lost answer) changes nothing and answers the same.
-    async fn complete(&self, k: &FileKernel, a: &Args<'_>) -> Result<Value> {
-        let ctx = self.context(a)?;
-        if ctx.key.is_none() {
-            return Err(Error::usage("turn_id is required: it makes the settlement safe to repeat"));
-        }
-        let todo = a.todo()?;
-        let kind = a.str("evidence_kind")?.unwrap_or("test").parse::<EvidenceKind>()?;
-        let outcome = a.str("delivery_outcome")?.unwrap_or("outcome_progress").parse::<DeliveryOutcome>()?;
-        let complete = CompleteTodo {
-            todo,
-            evidence: a.str("evidence")?.map(|s| NewEvidence {
-                kind,
-                summary: s.to_owned(),
-                command: None,
-                exit_code: None,
-                link: None,
-            }),
-            no_follow_up: a.flag("no_follow_up")?,
-            note: a.str("note")?.map(str::to_owned),
-            next_todo: a.str("next_todo")?.map(str::to_owned),
-        };
-        let completed = k.complete_todo(&ctx, complete).await?;
-        let refresh = RefreshState {
-            todo,
+    /// Completion, writeback and spend as one settlement: one kernel command, one commit, keyed
+    /// by the turn, so a repeated call (a retry after a lost answer) changes nothing and gets
+    /// the same answer.
+    async fn complete(&self, a: ta::CompleteTask) -> Result<Value> {
+        let ctx = self.context(a.agent_id.as_deref(), Some(&a.turn_id))?;
+        let kind = a.evidence_kind.as_deref().unwrap_or("test").parse::<EvidenceKind>()?;
+        let outcome =
+            a.delivery_outcome.as_deref().unwrap_or("outcome_progress").parse::<DeliveryOutcome>()?;
+        let req = SettleTurn {
+            complete: CompleteTodo {
+                todo: a.todo_id.parse()?,
+                evidence: a.evidence.map(|summary| NewEvidence {
+                    kind,
+                    summary,
+                    command: None,
+                    exit_code: None,
+                    link: None,
+                }),
+                no_follow_up: a.no_follow_up,
+                note: a.note,
+                next_todo: a.next_todo,
+            },
             classification: "implement".to_owned(),
             delivery_outcome: outcome,
-            next_action: None,
+            slots: 1,
+            tokens: a.tokens,
+            usd: None,
         };
-        let run = k.refresh_state(&ctx, refresh).await?;
-        let spend = SpendSlot { todo, slots: 1, tokens: a.count("tokens")?, usd: None, dry_run: false };
-        let spent = k.spend_slot(&ctx, spend).await?;
+        let r = self.kernel()?.settle_turn(&ctx, req).await?;
+        let b = &r.body;
         Ok(json!({
-            "todo": to_value(&completed.body.todo)?,
-            "successor": completed.body.successor.as_ref().map(|t| t.id),
-            "run": run.body.run.id,
-            "spend": spent.body.spend.id,
+            "todo": to_value(&b.todo)?,
+            "successor": b.successor,
+            "run": b.run,
+            "spend": b.spend,
+            "seq": r.seq,
         }))
     }
 

@@ -17,18 +17,21 @@ fn suffix(changed: bool, replayed: bool) -> &'static str {
     }
 }
 
-fn status_word(s: TodoStatus, style: Style) -> String {
-    match s {
-        TodoStatus::Open => style.green("open"),
-        TodoStatus::Done => style.dim("done"),
-        TodoStatus::Blocked | TodoStatus::Deferred => style.yellow(s.as_str()),
-        TodoStatus::Superseded => style.dim("superseded"),
-    }
+/// The status, coloured, padded to `width` columns. The padding goes outside the colour codes,
+/// which take bytes but no columns: `{:<10}` on a painted word would count them.
+fn status_cell(s: TodoStatus, style: Style, width: usize) -> String {
+    let word = s.as_str();
+    let painted = match s {
+        TodoStatus::Open => style.green(word),
+        TodoStatus::Done | TodoStatus::Superseded => style.dim(word),
+        TodoStatus::Blocked | TodoStatus::Deferred => style.yellow(word),
+    };
+    format!("{painted}{}", " ".repeat(width.saturating_sub(word.chars().count())))
 }
 
 fn todo_line(t: &TodoSummary, style: Style) -> String {
     let mut line =
-        format!("{:<5} {} {:<10} {}", t.id.to_string(), t.priority, status_word(t.status, style), t.text);
+        format!("{:<5} {} {} {}", t.id.to_string(), t.priority, status_cell(t.status, style, 10), t.text);
     if t.role == loopx_core::model::Role::User {
         line.push_str(&style.yellow("  [user]"));
     }
@@ -373,8 +376,9 @@ pub fn should_run(a: &ShouldRunAnswer, style: Style) -> String {
         let _ = writeln!(out, "turn:      {} (event {}{replay})", t.id, t.recorded_seq);
     }
     let _ = writeln!(out, "next:");
-    for c in &a.next_commands {
-        let _ = writeln!(out, "  {c}");
+    let c = crate::next::context(a);
+    for step in &a.next {
+        let _ = writeln!(out, "  {}", crate::next::command(step, &c));
     }
     out
 }

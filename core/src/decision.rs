@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::continuation::Continuation;
 use crate::ids::{AgentId, GateId, GoalId, TodoId};
 use crate::model::{Priority, RuntimeProfile};
+use crate::next::NextStep;
 use crate::time::Timestamp;
 
 /// The decision, as a word.
@@ -111,12 +112,12 @@ pub struct SchedulerHint {
     /// Codex App heartbeat: the automation's RRULE.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rrule: Option<String>,
-    /// Command that records the cadence the host applied.
+    /// The step that records the cadence the host applied (`ack_command` on the CLI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ack_command: Option<String>,
-    /// Command that records a failure to apply it.
+    pub ack: Option<NextStep>,
+    /// The step that records a failure to apply it (`fail_command` on the CLI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fail_command: Option<String>,
+    pub fail: Option<NextStep>,
 }
 
 /// The turn a decision was recorded for.
@@ -146,7 +147,9 @@ pub struct ShouldRunAnswer {
     pub user_channel: UserChannel,
     pub quota: QuotaView,
     pub scheduler: SchedulerHint,
-    pub next_commands: Vec<String>,
+    /// What to do next, typed: the CLI prints these as `next_commands`, the MCP server as
+    /// `next_tools`.
+    pub next: Vec<NextStep>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnRef>,
 }

@@ -32,6 +32,9 @@ pub enum Event {
         quota: Option<QuotaPolicy>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         handoff_mode: Option<HandoffMode>,
+        /// The whole new write scope, when it changed (empty: no limit).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        write_scope: Option<Vec<String>>,
     },
     GoalStopped {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -171,6 +174,11 @@ pub enum Event {
         agent: AgentId,
         thread: String,
     },
+    /// A turn settled in one commit: the todo's completion (absent when it was already
+    /// complete), the writeback, and the spend, applied in order.
+    TurnSettled {
+        steps: Vec<Event>,
+    },
 }
 
 impl Event {
@@ -184,6 +192,11 @@ impl Event {
                 | Event::SchedulerFailed { .. }
                 | Event::StopBlocked { .. }
         )
+    }
+
+    /// Whether the event may be a step of a [`Event::TurnSettled`].
+    pub fn settles_a_turn(&self) -> bool {
+        matches!(self, Event::TodoCompleted { .. } | Event::RunRecorded { .. } | Event::SlotSpent { .. })
     }
 
     /// The `kind` tag as written in the log.
@@ -217,6 +230,7 @@ impl Event {
             Event::ThreadBound { .. } => "thread_bound",
             Event::LoopArmed { .. } => "loop_armed",
             Event::StopBlocked { .. } => "stop_blocked",
+            Event::TurnSettled { .. } => "turn_settled",
         }
     }
 
@@ -231,6 +245,10 @@ impl Event {
                 q.effective_allowed_slots(),
                 q.window_hours
             ),
+            Event::GoalUpdated { write_scope: Some(w), .. } if w.is_empty() => {
+                "write scope cleared".to_owned()
+            }
+            Event::GoalUpdated { write_scope: Some(w), .. } => format!("write scope set: {}", w.join(" ")),
             Event::GoalUpdated { .. } => "goal updated".to_owned(),
             Event::GoalStopped { reason } => match reason {
                 Some(r) => format!("goal stopped: {r}"),
@@ -295,6 +313,10 @@ impl Event {
             Event::LoopArmed { agent, armed: true } => format!("{agent}'s loop armed"),
             Event::LoopArmed { agent, armed: false } => format!("{agent}'s loop disarmed"),
             Event::StopBlocked { agent, thread } => format!("{agent} kept going in session {thread}"),
+            Event::TurnSettled { steps } => {
+                let parts: Vec<String> = steps.iter().map(Event::summary).collect();
+                format!("turn settled: {}", parts.join("; "))
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::AgentType;
 use crate::decision::{OpenQuestion, QuotaView, ShouldRunAnswer};
 use crate::error::Result;
-use crate::ids::{AgentId, GateId, GoalId, IdempotencyKey, SpendId, TodoId};
+use crate::ids::{AgentId, EvidenceId, GateId, GoalId, IdempotencyKey, RunId, SpendId, TodoId};
 use crate::model::{
     Agent, DeliveryOutcome, Evidence, EvidenceKind, Gate, GateBlocks, GateStatus, Goal, GoalStatus,
     HandoffMode, Lease, Priority, ResumeWhen, Role, RunRecord, RuntimeProfile, Spend, Todo, TodoClass,
@@ -49,7 +49,7 @@ pub struct Receipt<T> {
 
 // ---- goals -------------------------------------------------------------------------------
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CreateGoal {
     pub id: GoalId,
     pub objective: String,
@@ -58,17 +58,19 @@ pub struct CreateGoal {
     pub make_default: bool,
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct SetGoal {
     pub objective: Option<String>,
     pub title: Option<String>,
     pub make_default: bool,
     pub quota: QuotaChange,
     pub handoff_mode: Option<HandoffMode>,
+    /// Replace the paths agents may edit (globs under the project root; empty: no limit).
+    pub write_scope: Option<Vec<String>>,
 }
 
 /// Changes to a goal's quota policy; `None` keeps the current value.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct QuotaChange {
     pub compute: Option<f64>,
     pub window_hours: Option<u32>,
@@ -115,7 +117,7 @@ pub struct GoalDetail {
 
 // ---- agents ------------------------------------------------------------------------------
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RegisterAgent {
     pub id: AgentId,
     pub agent_type: AgentType,
@@ -138,7 +140,7 @@ pub struct AgentList {
 
 // ---- todos -------------------------------------------------------------------------------
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AddTodo {
     pub text: String,
     pub priority: Priority,
@@ -151,7 +153,7 @@ pub struct AddTodo {
     pub validation: Option<Validation>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct UpdateTodo {
     pub todo: TodoId,
     pub text: Option<String>,
@@ -168,7 +170,7 @@ pub struct UpdateTodo {
     pub takeover_reason: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CompleteTodo {
     pub todo: TodoId,
     /// New evidence recorded with the completion.
@@ -180,7 +182,7 @@ pub struct CompleteTodo {
     pub next_todo: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SupersedeTodo {
     pub todo: TodoId,
     /// Existing todos that replace it.
@@ -276,7 +278,7 @@ pub struct TodoCounts {
 // ---- evidence ----------------------------------------------------------------------------
 
 /// Evidence as a caller gives it; the kernel assigns the id, author and time.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NewEvidence {
     pub kind: EvidenceKind,
     pub summary: String,
@@ -285,7 +287,7 @@ pub struct NewEvidence {
     pub link: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AddEvidence {
     pub todo: TodoId,
     pub evidence: NewEvidence,
@@ -468,6 +470,9 @@ pub trait Kernel: Send + Sync {
     async fn refresh_state(&self, ctx: &CommandContext, req: RefreshState) -> Result<Receipt<RunBody>>;
     /// Accounts compute for an unspent writeback of the same turn (or todo). Never first.
     async fn spend_slot(&self, ctx: &CommandContext, req: SpendSlot) -> Result<Receipt<SpendBody>>;
+    /// Completes, writes back and spends a turn in one commit. Needs a turn id; a replay
+    /// returns the first receipt.
+    async fn settle_turn(&self, ctx: &CommandContext, req: SettleTurn) -> Result<Receipt<SettleBody>>;
     /// Compensates a spend; nothing is deleted.
     async fn void_slot(&self, ctx: &CommandContext, req: VoidSlot) -> Result<Receipt<SpendBody>>;
     async fn quota_status(&self, goal: Option<&GoalId>) -> Result<QuotaStatus>;
@@ -495,13 +500,13 @@ pub trait Kernel: Send + Sync {
 
 // ---- gates --------------------------------------------------------------------------------
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AskGate {
     pub question: String,
     pub blocks: GateBlocks,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AnswerGate {
     pub gate: GateId,
     /// `approved`, `rejected` or `cancelled`.
@@ -523,12 +528,36 @@ pub struct GateList {
 // ---- the tick -----------------------------------------------------------------------------
 
 /// `loopx refresh-state`: the durable writeback of a turn.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RefreshState {
     pub todo: TodoId,
     pub classification: String,
     pub delivery_outcome: DeliveryOutcome,
     pub next_action: Option<String>,
+}
+
+/// A turn settled at once: the todo's completion, the writeback and the spend, committed as
+/// one event under the turn id (`complete_task`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SettleTurn {
+    pub complete: CompleteTodo,
+    pub classification: String,
+    pub delivery_outcome: DeliveryOutcome,
+    pub slots: u32,
+    pub tokens: Option<u64>,
+    pub usd: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SettleBody {
+    pub todo: Todo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successor: Option<TodoId>,
+    /// Evidence the settlement recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<EvidenceId>,
+    pub run: RunId,
+    pub spend: SpendId,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -537,7 +566,7 @@ pub struct RunBody {
 }
 
 /// `loopx quota spend-slot`: account compute after a writeback.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SpendSlot {
     pub todo: TodoId,
     pub slots: u32,
@@ -554,13 +583,13 @@ pub struct SpendBody {
     pub dry_run: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VoidSlot {
     pub spend: SpendId,
     pub reason: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SchedulerReport {
     /// What the host applied (`scheduler-ack`), or `None` with `error` for `scheduler-fail`.
     pub cadence_minutes: Option<u32>,
@@ -594,7 +623,7 @@ pub struct QuotaStatus {
 // ---- leases -------------------------------------------------------------------------------
 
 /// What to do with a todo's lease.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum LeaseOp {
     Acquire { ttl_secs: u64, write_scope: Vec<String> },
     Renew { ttl_secs: u64 },
@@ -602,7 +631,7 @@ pub enum LeaseOp {
     Release,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LeaseRequest {
     pub todo: TodoId,
     pub op: LeaseOp,
@@ -627,7 +656,7 @@ pub struct LeaseBody {
 // ---- host sessions ------------------------------------------------------------------------
 
 /// A host session (thread) bound to an agent.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BindThread {
     pub host: String,
     pub thread: String,

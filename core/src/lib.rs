@@ -6,9 +6,12 @@ pub mod continuation;
 pub mod decision;
 pub mod error;
 pub mod event;
+pub mod host;
 pub mod ids;
 pub mod kernel;
 pub mod model;
+pub mod next;
+pub mod prose;
 pub mod time;
 pub mod traits;
 

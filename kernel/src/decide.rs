@@ -25,6 +25,7 @@ use loopx_core::decision::{
 use loopx_core::model::{
     CompletionContinuation, GateBlocks, GateStatus, GoalStatus, HandoffMode, ResumeWhen, Role, RuntimeProfile,
 };
+use loopx_core::next::NextStep;
 use loopx_core::{AgentId, Error, GateId, Result, Timestamp, TodoId};
 
 use crate::quota;
@@ -353,17 +354,11 @@ pub fn scheduler_hint(
     let rrule = (profile == RuntimeProfile::CodexHeartbeat)
         .then(|| cadence.map(|c| format!("FREQ=MINUTELY;INTERVAL={c}")))
         .flatten();
-    let goal = &state.goal.id;
-    let (ack_command, fail_command) = match (agent, cadence) {
-        (Some(a), Some(c)) => {
-            let rr = rrule.as_ref().map(|r| format!(" --rrule '{r}'")).unwrap_or_default();
-            (
-                Some(format!(
-                    "loopx quota scheduler-ack --goal-id {goal} --agent-id {a} --cadence-minutes {c}{rr}"
-                )),
-                Some(format!("loopx quota scheduler-fail --goal-id {goal} --agent-id {a} --error \"…\"")),
-            )
-        }
+    let (ack, fail) = match (agent, cadence) {
+        (Some(_), Some(c)) => (
+            Some(NextStep::SchedulerAck { cadence_minutes: c, rrule: rrule.clone() }),
+            Some(NextStep::SchedulerFail),
+        ),
         _ => (None, None),
     };
     SchedulerHint {
@@ -375,8 +370,8 @@ pub fn scheduler_hint(
         unchanged_poll_limit: limit,
         wait_until,
         rrule,
-        ack_command,
-        fail_command,
+        ack,
+        fail,
     }
 }
 
@@ -419,7 +414,7 @@ pub fn answer(
         validation: t.validation.as_ref().map(|v| v.argv.join(" ")),
     });
     let scheduler = scheduler_hint(state, agent, d, profile, now);
-    let next_commands = next_commands(state, agent, d, turn.as_ref().map(|t| t.id.as_str()));
+    let next = next_steps(state, agent, d);
     ShouldRunAnswer {
         goal_id: state.goal.id.clone(),
         agent_id: agent.cloned(),
@@ -432,51 +427,34 @@ pub fn answer(
         user_channel: UserChannel { notify, questions, user_todos },
         quota,
         scheduler,
-        next_commands,
+        next,
         turn,
     }
 }
 
-fn next_commands(
-    state: &GoalState,
-    agent: Option<&AgentId>,
-    d: &Decision,
-    turn: Option<&str>,
-) -> Vec<String> {
-    let g = &state.goal.id;
-    let Some(a) = agent else {
-        return vec![format!("loopx goal resume --goal-id {g}")];
-    };
-    let t = turn.map(|t| format!(" --turn-instance-id {t}")).unwrap_or_default();
+fn next_steps(state: &GoalState, agent: Option<&AgentId>, d: &Decision) -> Vec<NextStep> {
+    if agent.is_none() {
+        return vec![NextStep::ResumeGoal];
+    }
     match (d.decision, d.selected) {
-        (DecisionKind::Run, Some(x)) => {
+        (DecisionKind::Run, Some(todo)) => {
             let mut v = Vec::new();
             if d.claim_required && state.goal.handoff_mode == HandoffMode::HardLease {
-                v.push(format!("loopx lease acquire --goal-id {g} --todo-id {x} --agent-id {a} --ttl 45m"));
+                v.push(NextStep::AcquireLease { todo, ttl: "45m".to_owned() });
             } else if d.claim_required {
-                v.push(format!("loopx todo claim --goal-id {g} --todo-id {x} --agent-id {a}{t}"));
+                v.push(NextStep::Claim { todo });
             }
-            v.push(format!(
-                "loopx todo complete --goal-id {g} --todo-id {x} --agent-id {a}{t} --evidence \"…\""
-            ));
-            v.push(format!(
-                "loopx refresh-state --goal-id {g} --agent-id {a} --todo-id {x}{t} --classification implement --delivery-outcome outcome_progress"
-            ));
-            v.push(format!("loopx quota spend-slot --goal-id {g} --agent-id {a} --todo-id {x}{t}"));
+            v.extend([
+                NextStep::Complete { todo },
+                NextStep::RefreshState { todo },
+                NextStep::SpendSlot { todo },
+            ]);
             v
         }
-        (DecisionKind::Replan, _) => vec![
-            format!("loopx todo add --goal-id {g} --agent-id {a} --text \"…\""),
-            format!("loopx todo list --goal-id {g} --all"),
-        ],
-        (DecisionKind::AskUser, _) => vec![
-            format!("loopx gate list --goal-id {g}"),
-            format!("loopx quota should-run --goal-id {g} --agent-id {a}"),
-        ],
-        (DecisionKind::Stop, _) if d.state == RunState::Paused => {
-            vec![format!("loopx goal resume --goal-id {g}")]
-        }
-        (DecisionKind::Stop, _) => vec![format!("loopx status --goal-id {g}")],
-        _ => vec![format!("loopx quota should-run --goal-id {g} --agent-id {a}")],
+        (DecisionKind::Replan, _) => vec![NextStep::AddTodo, NextStep::ListTodos],
+        (DecisionKind::AskUser, _) => vec![NextStep::ListGates, NextStep::ShouldRun],
+        (DecisionKind::Stop, _) if d.state == RunState::Paused => vec![NextStep::ResumeGoal],
+        (DecisionKind::Stop, _) => vec![NextStep::Status],
+        _ => vec![NextStep::ShouldRun],
     }
 }

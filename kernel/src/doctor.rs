@@ -49,10 +49,36 @@ pub fn run(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
         Some(g) => vec![g.clone()],
         None => listed,
     };
+    let stale = stale_temp_files(store, &goals);
+    if !stale.is_empty() {
+        let names: Vec<String> = stale.iter().map(|p| shown(store, p)).collect();
+        project_checks.push(check(
+            "temporary files",
+            false,
+            format!(
+                "{} left by a process that stopped mid-write (never state; loopx doctor --repair removes them)",
+                names.join(", ")
+            ),
+        ));
+    }
     let reports: Vec<DoctorGoal> = goals.iter().map(|g| goal_report(store, g)).collect();
     let healthy =
         project_checks.iter().all(|c| c.ok) && reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
     Ok(DoctorReport { healthy, project: project_checks, goals: reports })
+}
+
+/// Leftover temporary files in `.loopx/` and the goals' directories.
+fn stale_temp_files(store: &FileStore, goals: &[GoalId]) -> Vec<std::path::PathBuf> {
+    let layout = store.layout();
+    let mut v = crate::fs::stale_temp_files(&layout.state_dir());
+    for g in goals {
+        v.extend(crate::fs::stale_temp_files(&layout.goal_dir(g)));
+    }
+    v
+}
+
+fn shown(store: &FileStore, p: &std::path::Path) -> String {
+    p.strip_prefix(store.layout().state_dir()).unwrap_or(p).display().to_string()
 }
 
 fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
@@ -162,6 +188,10 @@ pub fn repair(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> 
         Some(g) => vec![g.clone()],
         None => store.project()?.goals.into_iter().map(|g| g.id).collect(),
     };
+    for p in stale_temp_files(store, &goals) {
+        crate::fs::remove_file(&p)?;
+        actions.push(format!("removed {}, a temporary file a crashed write left behind", shown(store, &p)));
+    }
     for g in &goals {
         actions.extend(store.repair_goal(g)?);
     }

@@ -72,7 +72,7 @@ impl FileKernel {
         }
     }
 
-    fn read(&self, goal: Option<&GoalId>) -> Result<GoalState> {
+    pub(crate) fn read(&self, goal: Option<&GoalId>) -> Result<GoalState> {
         self.store.read(&self.resolve_goal(goal)?)
     }
 
@@ -82,7 +82,7 @@ impl FileKernel {
         &self,
         ctx: &CommandContext,
         scope: &str,
-        request: &dyn std::fmt::Debug,
+        request: &impl Serialize,
         lane: impl Fn(&GoalState) -> Result<Lane>,
         decide: impl Fn(&GoalState, &Actor) -> Result<Option<Event>>,
         body: impl Fn(&GoalState) -> Result<T>,
@@ -120,13 +120,73 @@ impl FileKernel {
         state: &GoalState,
         ctx: &CommandContext,
         scope: &str,
-        request: &dyn std::fmt::Debug,
+        request: &impl Serialize,
         lane: Lane,
         body: impl FnOnce(&GoalState) -> Result<T>,
     ) -> Result<Option<Receipt<T>>> {
         let Some(key) = &ctx.key else { return Ok(None) };
         let actor = rules::resolve_actor(state, ctx.agent.as_ref(), lane)?;
         crate::store::stored_receipt(state, &replay_key(scope, &actor, key.as_str(), request), body)
+    }
+
+    /// A todo with a validation command completes only on the kernel's own passing run. The
+    /// run happens outside the lock (it may take minutes); the commit re-checks the state. A
+    /// failing run is recorded as evidence and refuses the completion.
+    fn run_validation(
+        &self,
+        state: &GoalState,
+        ctx: &CommandContext,
+        req: &CompleteTodo,
+    ) -> Result<Option<EvidenceDraft>> {
+        let id = req.todo;
+        let validated = match rules::find_todo(state, id)?.validation.clone() {
+            Some(v) if !rules::find_todo(state, id)?.status.is_closed() => {
+                let actor = rules::resolve_actor(state, ctx.agent.as_ref(), todo_lane(id)(state)?)?;
+                let placeholder = EvidenceDraft {
+                    kind: loopx_core::model::EvidenceKind::Command,
+                    summary: "pending".to_owned(),
+                    command: None,
+                    exit_code: None,
+                    output_digest: None,
+                };
+                // Every other rule first, so a refused completion never runs the command.
+                rules::complete(state, &actor, req, Some(&placeholder), self.now())?;
+                let observation = ProcessProvider.run(
+                    &v.argv,
+                    self.store.layout().root(),
+                    Duration::from_secs(v.timeout_secs),
+                )?;
+                match CommandPassed.validate(id, &observation) {
+                    Ok(TransitionProposal::CompleteTodo { evidence, .. }) => Some(evidence),
+                    Ok(_) => return Err(Error::internal("unexpected validation proposal")),
+                    Err(rejection) => {
+                        let draft = process::command_evidence(&observation)
+                            .ok_or_else(|| Error::internal("validation gave no evidence"))?;
+                        let now = self.now();
+                        let recorded = self.mutate(
+                            &CommandContext { key: None, ..ctx.clone() },
+                            "todo.validate",
+                            &id,
+                            todo_lane(id),
+                            |s, _| {
+                                let evidence = rules::evidence_from_draft(s, "loopx", id, &draft, now, 0);
+                                Ok(Some(Event::EvidenceAdded { evidence }))
+                            },
+                            |s| s.evidence.last().cloned().ok_or_else(|| Error::internal("no evidence")),
+                        )?;
+                        return Err(Error::refused(format!(
+                            "{}; completion of {id} refused (recorded as {})",
+                            rejection.reason, recorded.body.id
+                        ))
+                        .with_hint(format!(
+                            "fix what fails, then run loopx todo complete --todo-id {id} again"
+                        )));
+                    }
+                }
+            }
+            _ => None,
+        };
+        Ok(validated)
     }
 
     fn now(&self) -> loopx_core::Timestamp {
@@ -146,7 +206,7 @@ impl FileKernel {
 /// something (and a spend, whose replay must be exact) keep their receipt; the others keep
 /// only the key and answer a replay with the present state of what they changed.
 fn replay_verbatim(scope: &str) -> bool {
-    matches!(scope, "todo.add" | "evidence.add" | "gate.ask")
+    matches!(scope, "todo.add" | "evidence.add" | "gate.ask" | "turn.settle")
 }
 
 /// Whether a record written with `turn` by `agent` belongs to the turn in `ctx` (the latest
@@ -162,8 +222,11 @@ fn same_turn(
 
 /// The key a replayable command is stored under: `scope:actor:key#fingerprint`, where the
 /// fingerprint is a digest of the request. The same key with another request is refused.
-fn replay_key(scope: &str, actor: &Actor, key: &str, request: &dyn std::fmt::Debug) -> String {
-    let fp = crate::log::line_hash(format!("{request:?}").as_bytes());
+fn replay_key(scope: &str, actor: &Actor, key: &str, request: &impl Serialize) -> String {
+    // serde_json writes a struct's fields in declaration order: the same request always gives
+    // the same bytes, whatever `Debug` prints.
+    let bytes = serde_json::to_vec(request).unwrap_or_default();
+    let fp = crate::log::line_hash(&bytes);
     format!("{scope}:{}:{key}#{}", actor.name(), &fp[..8])
 }
 
@@ -404,55 +467,7 @@ impl Kernel for FileKernel {
         {
             return Ok(r);
         }
-        // A todo with a validation command completes only on the kernel's own passing run. The
-        // run happens outside the lock (it may take minutes); the commit re-checks the state.
-        let validated = match rules::find_todo(&state, id)?.validation.clone() {
-            Some(v) if !rules::find_todo(&state, id)?.status.is_closed() => {
-                let actor = rules::resolve_actor(&state, ctx.agent.as_ref(), todo_lane(id)(&state)?)?;
-                let placeholder = EvidenceDraft {
-                    kind: loopx_core::model::EvidenceKind::Command,
-                    summary: "pending".to_owned(),
-                    command: None,
-                    exit_code: None,
-                    output_digest: None,
-                };
-                // Every other rule first, so a refused completion never runs the command.
-                rules::complete(&state, &actor, &req, Some(&placeholder), self.now())?;
-                let observation = ProcessProvider.run(
-                    &v.argv,
-                    self.store.layout().root(),
-                    Duration::from_secs(v.timeout_secs),
-                )?;
-                match CommandPassed.validate(id, &observation) {
-                    Ok(TransitionProposal::CompleteTodo { evidence, .. }) => Some(evidence),
-                    Ok(_) => return Err(Error::internal("unexpected validation proposal")),
-                    Err(rejection) => {
-                        let draft = process::command_evidence(&observation)
-                            .ok_or_else(|| Error::internal("validation gave no evidence"))?;
-                        let now = self.now();
-                        let recorded = self.mutate(
-                            &CommandContext { key: None, ..ctx.clone() },
-                            "todo.validate",
-                            &id,
-                            todo_lane(id),
-                            |s, _| {
-                                let evidence = rules::evidence_from_draft(s, "loopx", id, &draft, now, 0);
-                                Ok(Some(Event::EvidenceAdded { evidence }))
-                            },
-                            |s| s.evidence.last().cloned().ok_or_else(|| Error::internal("no evidence")),
-                        )?;
-                        return Err(Error::refused(format!(
-                            "{}; completion of {id} refused (recorded as {})",
-                            rejection.reason, recorded.body.id
-                        ))
-                        .with_hint(format!(
-                            "fix what fails, then run loopx todo complete --todo-id {id} again"
-                        )));
-                    }
-                }
-            }
-            _ => None,
-        };
+        let validated = self.run_validation(&state, ctx, &req)?;
         let now = self.now();
         let added = usize::from(validated.is_some()) + usize::from(req.evidence.is_some());
         self.mutate(
@@ -758,6 +773,75 @@ impl Kernel for FileKernel {
         out.ok_or_else(|| Error::internal("spend-slot returned no receipt"))
     }
 
+    async fn settle_turn(&self, ctx: &CommandContext, req: SettleTurn) -> Result<Receipt<SettleBody>> {
+        let Some(turn) = ctx.key.as_ref().map(|k| k.as_str().to_owned()) else {
+            return Err(Error::usage("a settlement needs a turn id: it makes the call safe to repeat")
+                .with_hint("pass this turn's id (turn_id, or --turn-instance-id)"));
+        };
+        let id = req.complete.todo;
+        let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        let state = self.store.read(&goal)?;
+        let no_body = |_: &GoalState| Err(Error::internal("a settlement keeps its receipt"));
+        if let Some(r) = self.stored_receipt(&state, ctx, "turn.settle", &req, Lane::Agent, no_body)? {
+            return Ok(r);
+        }
+        let validated = self.run_validation(&state, ctx, &req.complete)?;
+        let now = self.now();
+        let refresh = RefreshState {
+            todo: id,
+            classification: req.classification.clone(),
+            delivery_outcome: req.delivery_outcome,
+            next_action: None,
+        };
+        let spend =
+            SpendSlot { todo: id, slots: req.slots, tokens: req.tokens, usd: req.usd, dry_run: false };
+        let evidence_before = std::cell::Cell::new(0);
+        self.mutate(
+            ctx,
+            "turn.settle",
+            &req,
+            |_| Ok(Lane::Agent),
+            |s, a| {
+                let mut next = s.clone();
+                let mut steps = Vec::new();
+                evidence_before.set(s.evidence.len());
+                let step = |next: &mut GoalState, steps: &mut Vec<Event>, e: Event| {
+                    next.apply_step(&e, now, a.name()).map_err(Error::internal)?;
+                    steps.push(e);
+                    Ok::<_, Error>(())
+                };
+                if let Some(e) = rules::complete(&next, a, &req.complete, validated.as_ref(), now)? {
+                    step(&mut next, &mut steps, e)?;
+                }
+                let e = rules::refresh_state(&next, a, Some(&turn), &refresh, now)?;
+                step(&mut next, &mut steps, e)?;
+                let e = rules::spend_slot(&next, a, Some(&turn), &spend, now)?;
+                step(&mut next, &mut steps, e)?;
+                Ok(Some(Event::TurnSettled { steps }))
+            },
+            |s| {
+                let todo = rules::find_todo(s, id)?.clone();
+                let mine =
+                    |t: Option<&str>, agent: &loopx_core::AgentId| same_turn(t, agent, Some(&turn), ctx);
+                let run = s.runs.iter().rev().find(|r| mine(r.turn.as_deref(), &r.agent));
+                let spent = s.spends.iter().rev().find(|x| mine(x.turn.as_deref(), &x.agent));
+                let (Some(run), Some(spent)) = (run, spent) else {
+                    return Err(Error::internal("a settlement without its run or spend"));
+                };
+                Ok(SettleBody {
+                    successor: todo.successors.last().copied(),
+                    evidence: s.evidence[evidence_before.get().min(s.evidence.len())..]
+                        .iter()
+                        .map(|e| e.id)
+                        .collect(),
+                    run: run.id,
+                    spend: spent.id,
+                    todo,
+                })
+            },
+        )
+    }
+
     async fn void_slot(&self, ctx: &CommandContext, req: VoidSlot) -> Result<Receipt<SpendBody>> {
         let id = req.spend;
         self.mutate(
@@ -918,3 +1002,26 @@ impl Kernel for FileKernel {
 /// A receipt body with nothing in it.
 #[derive(Debug, serde::Serialize)]
 struct Nothing {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_come_from_the_requests_json_not_its_debug_output() {
+        let a = Actor::Agent(loopx_core::AgentId::new("cc").unwrap());
+        let key = replay_key("todo.claim", &a, "turn-1", &TodoId::from_number(1));
+        assert_eq!(key, format!("todo.claim:cc:turn-1#{}", &crate::log::line_hash(b"\"t1\"")[..8]));
+        let req = RefreshState {
+            todo: TodoId::from_number(2),
+            classification: "implement".into(),
+            delivery_outcome: loopx_core::model::DeliveryOutcome::OutcomeProgress,
+            next_action: None,
+        };
+        let json = br#"{"todo":"t2","classification":"implement","delivery_outcome":"outcome_progress","next_action":null}"#;
+        assert_eq!(
+            replay_key("refresh-state", &a, "k", &req),
+            format!("refresh-state:cc:k#{}", &crate::log::line_hash(json)[..8])
+        );
+    }
+}

@@ -66,6 +66,28 @@ pub fn create_dir_all(path: &Path) -> Result<()> {
     fs::create_dir_all(path).map_err(|e| Error::io("create directory", path, &e))
 }
 
+/// Removes a file (a missing one is fine) and makes the removal durable.
+pub fn remove_file(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => sync_dir(parent(path)?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", path, &e)),
+    }
+}
+
+/// Removes a directory if it is empty; leaves it (and says nothing) otherwise.
+pub fn remove_dir_if_empty(path: &Path) -> Result<()> {
+    let empty = fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none());
+    if !empty {
+        return Ok(());
+    }
+    match fs::remove_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove directory", path, &e)),
+    }
+}
+
 /// Makes a rename or a new file in `dir` durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     #[cfg(unix)]
@@ -88,6 +110,41 @@ pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
 
 fn parent(path: &Path) -> Result<&Path> {
     path.parent().ok_or_else(|| Error::internal(format!("{} has no parent directory", path.display())))
+}
+
+/// Temporary files of [`atomic_write`] in `dir` that no running process is writing: what a
+/// crash mid-write leaves behind. They never became state, so they are safe to remove.
+pub fn stale_temp_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<std::path::PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            // `.<name>.<pid>.<attempt>.tmp`
+            let parts: Vec<&str> = name.rsplitn(4, '.').collect();
+            let [ext, attempt, pid, rest] = parts.as_slice() else { return false };
+            *ext == "tmp"
+                && rest.starts_with('.')
+                && attempt.parse::<u32>().is_ok()
+                && pid.parse::<u32>().is_ok_and(|pid| !writer_alive(pid, p))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether process `pid` may still be writing `tmp`. Where processes cannot be looked up,
+/// a temporary file younger than a minute is given the benefit of the doubt.
+fn writer_alive(pid: u32, tmp: &Path) -> bool {
+    if cfg!(target_os = "linux") {
+        return Path::new("/proc").join(pid.to_string()).exists();
+    }
+    fs::metadata(tmp)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_none_or(|age| age.as_secs() < 60)
 }
 
 fn tempfile_in(dir: &Path, target: &Path) -> Result<(File, std::path::PathBuf)> {

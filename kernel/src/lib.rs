@@ -6,9 +6,11 @@ pub mod decide;
 pub mod doctor;
 pub mod file_kernel;
 pub mod fs;
+pub mod hook;
 pub mod install;
 pub mod lock;
 pub mod log;
+pub mod policy;
 pub mod process;
 pub mod project;
 pub mod quota;
@@ -16,6 +18,8 @@ pub mod render;
 pub mod rules;
 pub mod state;
 pub mod store;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 use std::fmt;
 

@@ -137,7 +137,7 @@ fn check_scopes(scopes: &[String]) -> Result<()> {
                 .with_hint("a scope is a path glob such as src/** or docs/*.md"));
         }
     }
-    Ok(())
+    crate::policy::WriteScope::new(scopes).map(|_| ())
 }
 
 pub fn check_note(note: Option<&String>) -> Result<()> {
@@ -192,10 +192,19 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
     let objective = req.objective.clone().filter(|o| *o != state.goal.objective);
     let title = req.title.clone().filter(|t| Some(t) != state.goal.title.as_ref());
     let handoff_mode = req.handoff_mode.filter(|m| *m != state.goal.handoff_mode);
-    if objective.is_none() && title.is_none() && quota.is_none() && handoff_mode.is_none() {
+    if let Some(w) = &req.write_scope {
+        check_scopes(w)?;
+    }
+    let write_scope = req.write_scope.clone().filter(|w| *w != state.goal.write_scope);
+    if objective.is_none()
+        && title.is_none()
+        && quota.is_none()
+        && handoff_mode.is_none()
+        && write_scope.is_none()
+    {
         return Ok(None);
     }
-    Ok(Some(Event::GoalUpdated { objective, title, quota, handoff_mode }))
+    Ok(Some(Event::GoalUpdated { objective, title, quota, handoff_mode, write_scope }))
 }
 
 pub fn stop_goal(state: &GoalState, reason: Option<&String>) -> Result<Option<Event>> {

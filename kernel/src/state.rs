@@ -201,11 +201,37 @@ impl GoalState {
         if line.seq != self.seq + 1 {
             return Err(format!("event {} applied after event {}", line.seq, self.seq));
         }
-        let at = line.at;
-        let actor = line.actor.as_str();
-        match &line.event {
+        self.apply_event(&line.event, line.at, line.actor.as_str(), line.seq)?;
+        if line.event.changes_work() {
+            self.work_seq = line.seq;
+        }
+        self.seq = line.seq;
+        self.last_event_at = line.at;
+        self.keep_receipt(line);
+        Ok(())
+    }
+
+    /// Folds in `event` as the next line would, for a command that decides several steps of
+    /// one commit in turn (a settlement).
+    pub fn apply_step(&mut self, event: &Event, at: Timestamp, actor: &str) -> Result<(), String> {
+        self.apply_event(event, at, actor, self.seq + 1)
+    }
+
+    fn apply_event(&mut self, event: &Event, at: Timestamp, actor: &str, seq: u64) -> Result<(), String> {
+        match event {
+            Event::TurnSettled { steps } => {
+                for step in steps {
+                    if !step.settles_a_turn() {
+                        return Err(format!("a turn settlement holds a {} event", step.kind()));
+                    }
+                    self.apply_event(step, at, actor, seq)?;
+                }
+            }
             Event::GoalCreated { .. } => return Err("a second goal_created event".to_owned()),
-            Event::GoalUpdated { objective, title, quota, handoff_mode } => {
+            Event::GoalUpdated { objective, title, quota, handoff_mode, write_scope } => {
+                if let Some(w) = write_scope {
+                    self.goal.write_scope.clone_from(w);
+                }
                 if let Some(m) = handoff_mode {
                     self.goal.handoff_mode = *m;
                 }
@@ -384,7 +410,7 @@ impl GoalState {
             }
             Event::DecisionRecorded { record } => {
                 let key = decision_key(&record.agent, &record.turn);
-                let recorded = RecordedDecision { seq: line.seq, record: record.clone() };
+                let recorded = RecordedDecision { seq, record: record.clone() };
                 if self.decisions.insert(key.clone(), recorded).is_none() {
                     self.decision_order.push_back(key);
                 }
@@ -469,12 +495,6 @@ impl GoalState {
                 sched.last_error = Some(error.clone());
             }
         }
-        if line.event.changes_work() {
-            self.work_seq = line.seq;
-        }
-        self.seq = line.seq;
-        self.last_event_at = at;
-        self.keep_receipt(line);
         Ok(())
     }
 

@@ -395,6 +395,13 @@ impl FileStore {
                 }
             }
         }
+        // A crash mid-write leaves its temporary file; under the lock no one else is writing.
+        for tmp in kfs::stale_temp_files(&self.layout.goal_dir(id)) {
+            kfs::remove_file(&tmp)?;
+            let name = tmp.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            self.reporter
+                .warn(&format!("recovered goal {id}: removed {name}, left by a write that never finished"));
+        }
         let head = scan.head().to_owned();
         self.write_projections(id, &state, &head, None)?;
         Ok((state, head, None))

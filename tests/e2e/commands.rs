@@ -547,3 +547,42 @@ fn a_host_session_binds_to_one_agent() {
     s.fails(1, &["agent", "bind-thread", "--agent-id", "ghost", "--host", "codex-app", "--thread", "t"]);
     s.fails(2, &["agent", "bind-thread", "--agent-id", "cx-2", "--host", "codex app", "--thread", "t"]);
 }
+
+#[test]
+fn coloured_tables_line_up_like_plain_ones() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["todo", "add", "--text", "open one"]);
+    s.ok(&["todo", "add", "--text", "done one"]);
+    s.ok(&["todo", "add", "--text", "blocked one"]);
+    s.ok(&["todo", "complete", "--todo-id", "t2", "--evidence", "checked"]);
+    s.ok(&["todo", "update", "--todo-id", "t3", "--status", "blocked"]);
+    let plain = s.ok(&["todo", "list", "--all"]).stdout;
+    let coloured = s.ok(&["todo", "list", "--all", "--color", "always"]).stdout;
+    assert!(coloured.contains('\x1b'), "colour is on: {coloured:?}");
+    let visible = strip_ansi(&coloured);
+    assert_eq!(visible, plain, "the same columns with colour on");
+    let text_at: Vec<usize> = plain
+        .lines()
+        .zip(["open one", "done one", "blocked one"])
+        .map(|(l, text)| l.find(text).unwrap())
+        .collect();
+    assert!(text_at.windows(2).all(|w| w[0] == w[1]), "{plain}");
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for d in chars.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

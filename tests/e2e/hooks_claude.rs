@@ -214,3 +214,52 @@ fn the_status_line_is_one_line() {
     s.ok(&["gate", "ask", "--question", "ok?", "--blocks", "goal"]);
     assert!(hook(&s, "statusline", &input(&s, "s1", json!({})), &[]).stdout.starts_with("loopx main ⚠"));
 }
+
+#[test]
+fn the_tool_gate_keeps_edits_inside_the_write_scope() {
+    let s = Sandbox::new();
+    s.init();
+    prompt(&s, "s1", "/loopx write the parser");
+    let edit = |p: &str| tool(&s, "s1", "Edit", json!({"file_path": s.root.join(p)}));
+    // No scope: every path in the project may be edited, but never loopx's own state.
+    assert!(!denied(&edit("README.md")));
+    let r = edit(".loopx/goals/main/snapshot.json");
+    assert!(denied(&r) && r.stdout.contains("loopx's state"), "{}", r.stdout);
+    // A goal scope is a set of real globs: `*.rs` no longer lets README.md through.
+    s.ok(&["goal", "set", "--write-scope", "src/**", "--write-scope", "*.rs"]);
+    assert_eq!(s.json(&["goal", "show"])["goal"]["write_scope"], json!(["src/**", "*.rs"]));
+    assert!(!denied(&edit("src/parser/lexer.rs")));
+    assert!(!denied(&edit("build.rs")));
+    let r = edit("README.md");
+    assert!(denied(&r) && r.stdout.contains("outside the goal's write scope (src/**, *.rs)"), "{}", r.stdout);
+    assert!(denied(&edit("docs/a.rs")), "* stays within one directory");
+    assert!(denied(&tool(&s, "s1", "Write", json!({"file_path": "/etc/passwd", "content": "x"}))));
+    assert!(denied(&tool(&s, "s1", "Edit", json!({"file_path": s.root.join("src/../Cargo.toml")}))));
+    // A claimed todo's scope narrows it further.
+    let agent = s.json(&["agent", "list"])["agents"][0]["id"].as_str().unwrap().to_owned();
+    s.ok(&[
+        "todo",
+        "add",
+        "--agent-id",
+        &agent,
+        "--text",
+        "the lexer",
+        "--scope",
+        "src/lexer/**",
+        "--priority",
+        "P0",
+    ]);
+    s.ok(&["todo", "claim", "--todo-id", "t2", "--agent-id", &agent]);
+    assert!(!denied(&edit("src/lexer/mod.rs")));
+    let r = edit("src/parser/mod.rs");
+    assert!(denied(&r) && r.stdout.contains("outside the scope of t2 (src/lexer/**)"), "{}", r.stdout);
+    // Clearing the goal's scope is a person's decision, and leaves the todo's.
+    s.ok(&["goal", "set", "--clear-write-scope"]);
+    assert!(s.json(&["goal", "show"])["goal"].get("write_scope").is_none());
+    assert!(!denied(&edit("src/lexer/x.rs")));
+    assert!(
+        s.fails(2, &["goal", "set", "--write-scope", "src/[", "--json"])
+            .stdout
+            .contains("invalid scope glob")
+    );
+}

@@ -34,7 +34,7 @@ fn install_reinstall_uninstall_round_trips_the_tree() {
         ".claude/loop.md",
         ".claude/settings.json",
         ".mcp.json",
-        ".claude/loopx-owned.json",
+        ".loopx/installs/claude-code-slash.json",
     ] {
         assert!(after.contains_key(f), "{f} installed");
     }
@@ -62,6 +62,57 @@ fn install_reinstall_uninstall_round_trips_the_tree() {
     let gone = s.json(&["host", "uninstall", "claude-code"]);
     assert!(ops(&gone).iter().any(|(op, _)| op == "remove"));
     assert_eq!(s.tree(), before, "uninstall restores the tree byte for byte");
+    for dir in [".claude/commands", ".claude", ".loopx/installs", ".loopx"] {
+        assert!(!s.root.join(dir).exists(), "uninstall removes the directory {dir} it created");
+    }
+}
+
+#[test]
+fn a_moved_project_uninstalls_cleanly() {
+    let s = Sandbox::new();
+    write(&s, "src/main.rs", "fn main() {}\n");
+    write(&s, ".mcp.json", "{\"mcpServers\": {\"docs\": {\"command\": \"docs-mcp\"}}}\n");
+    let before = s.tree();
+    s.ok(&["host", "install", "claude-code", "--stop-driver", "--harden"]);
+    let manifest = std::fs::read_to_string(s.root.join(".loopx/installs/claude-code-slash.json")).unwrap();
+    assert!(!manifest.contains(s.root.to_str().unwrap()), "the manifest holds no absolute path:\n{manifest}");
+    let moved = s.root.with_file_name("moved");
+    std::fs::rename(&s.root, &moved).unwrap();
+    let r = s.run_in(&moved, &["host", "uninstall", "claude-code", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    std::fs::rename(&moved, &s.root).unwrap();
+    assert_eq!(s.tree(), before, "every hook, permission and server entry is gone after the move");
+    assert!(!s.root.join(".claude").exists());
+}
+
+#[test]
+fn an_install_interrupted_half_way_is_finished_by_the_next_command() {
+    for next in [&["host", "install", "claude-code", "--stop-driver"][..], &["host", "doctor", "claude-code"]]
+    {
+        let s = Sandbox::new();
+        write(&s, ".claude/settings.json", "{\"model\": \"opus\"}\n");
+        let before = s.tree();
+        let whole = Sandbox::new();
+        write(&whole, ".claude/settings.json", "{\"model\": \"opus\"}\n");
+        whole.ok(&["host", "install", "claude-code", "--stop-driver"]);
+        let out = s
+            .command()
+            .env("LOOPX_FAULT", "install-after-first-write")
+            .args(["host", "install", "claude-code", "--stop-driver"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the install must die half-way");
+        let half = s.tree();
+        assert_ne!(half, whole.tree(), "the crash left the install unfinished");
+        assert!(
+            String::from_utf8_lossy(&half[".loopx/installs/claude-code-slash.json"]).contains("\"pending\"")
+        );
+        let r = s.run(next);
+        assert!(r.stderr.contains("finished an interrupted install"), "{next:?}: {}", r.stderr);
+        assert_eq!(s.tree(), whole.tree(), "{next:?} finishes what the crash left");
+        s.ok(&["host", "uninstall", "claude-code"]);
+        assert_eq!(s.tree(), before);
+    }
 }
 
 #[test]
@@ -123,4 +174,34 @@ fn user_scope_writes_under_home_only() {
     assert!(!s.root.join(".claude").exists(), "nothing in the project");
     s.ok(&["host", "uninstall", "claude-code", "--scope", "user"]);
     assert!(!s.home.join(".claude/settings.json").exists());
+    assert!(!s.home.join(".claude").exists() && !s.home.join(".loopx").exists(), "no empty directories left");
+}
+
+#[test]
+fn doctor_checks_the_wiring_against_the_manifest() {
+    let s = Sandbox::new();
+    let r = s.fails(1, &["host", "doctor", "claude-code"]);
+    assert!(r.stdout.contains("loopx is not installed here"), "{}", r.stdout);
+    s.ok(&["host", "install", "claude-code", "--stop-driver"]);
+    let d = s.run(&["host", "doctor", "claude-code", "--json"]).json();
+    let failing: Vec<&str> = d["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(failing.iter().all(|n| n.ends_with("on PATH")), "only the host binary may be missing here: {d}");
+    // Someone takes the stop hook out by hand: doctor names the file and the repair.
+    let p = s.root.join(".claude/settings.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    v["hooks"].as_object_mut().unwrap().remove("Stop");
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let r = s.fails(1, &["host", "doctor", "claude-code"]);
+    assert!(
+        r.stdout.contains("FAIL .claude/settings.json")
+            && r.stdout.contains("loopx host install claude-code --stop-driver"),
+        "{}",
+        r.stdout
+    );
 }

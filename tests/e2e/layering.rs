@@ -1,10 +1,13 @@
-//! The dependency rules of DESIGN.md §2, checked against `cargo metadata`.
+//! The layering rules of DESIGN.md §2 (`loopx_tests::layering`), on the workspace, and on
+//! injected violations to show the check bites.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
+
+use loopx_tests::layering::{Layer, check_deps, check_source, check_workspace};
 
 fn workspace_deps() -> BTreeMap<String, Vec<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -43,36 +46,87 @@ fn crates_depend_only_as_the_design_allows() {
             && deps.contains_key("loopx-kernel")
             && deps.contains_key("loopx-cli")
     );
-    for (name, on) in &deps {
-        let allowed: Vec<String> = match name.as_str() {
-            "loopx-core" => vec![],
-            "loopx-kernel" => vec!["loopx-core".into()],
-            n if n.starts_with("loopx-host-") => vec!["loopx-core".into()],
-            n if n.starts_with("loopx-adapter-") => {
-                let host = on.iter().filter(|d| d.starts_with("loopx-host-")).cloned();
-                std::iter::once("loopx-core".to_owned()).chain(host).collect()
-            }
-            _ => continue, // cli, xtask and tests may depend on anything
-        };
-        for d in on {
-            assert!(allowed.contains(d), "{name} must not depend on {d} (DESIGN.md §2)");
-        }
-        if name.starts_with("loopx-adapter-") {
-            assert!(!on.iter().any(|d| d == "loopx-kernel"), "{name} must not depend on the kernel");
-        }
-    }
+    assert_eq!(check_deps(&deps), Vec::<String>::new());
 }
 
 #[test]
-fn core_does_no_io() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/src");
-    let forbidden =
-        ["std::fs", "std::net", "std::env", "SystemTime::now", "Instant::now", "std::process", "tokio::"];
-    for entry in std::fs::read_dir(&src).unwrap() {
-        let path = entry.unwrap().path();
-        let text = std::fs::read_to_string(&path).unwrap();
-        for f in forbidden {
-            assert!(!text.contains(f), "{} uses {f}: core does no I/O", path.display());
-        }
+fn sources_name_only_what_their_layer_allows() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    assert_eq!(check_workspace(&root), vec![]);
+}
+
+/// The check itself: each violation below must be caught (and the legitimate code beside it
+/// must not be).
+#[test]
+fn the_check_catches_each_kind_of_violation() {
+    let caught = |layer: Layer, src: &str| {
+        let v = check_source(layer, "injected.rs", src);
+        assert!(!v.is_empty(), "{layer:?} let this through:\n{src}");
+        v[0].what.clone()
+    };
+    // Core does no I/O, however the import is spelled.
+    assert!(caught(Layer::Core, "use std::{env, fs};").contains("std::env"));
+    caught(Layer::Core, "use std::fs as f; fn a() { f::read(\"x\").ok(); }");
+    caught(Layer::Core, "fn a() { let _ = std::env::var(\"HOME\"); }");
+    caught(Layer::Core, "use std::time::Instant; fn a() { let _ = Instant::now(); }");
+    caught(Layer::Core, "fn a() -> String { format!(\"{:?}\", std::process::id()) }");
+    caught(Layer::Core, "use std::io::*; fn a() { println!(\"x\"); }");
+    // Hosts and adapters never write.
+    caught(Layer::Host, "fn a() { std::fs::write(\"x\", \"y\").ok(); }");
+    caught(Layer::Host, "use std::fs::File; fn a() { File::create(\"x\").ok(); }");
+    caught(Layer::Host, "use std::fs::{self, OpenOptions};");
+    caught(Layer::Adapter, "fn a() { std::fs::write(\"x\", \"y\").ok(); }");
+    caught(Layer::Adapter, "fn a() { let _ = std::fs::read(\"x\"); }");
+    caught(Layer::Adapter, "fn a() { std::process::Command::new(\"sh\"); }");
+    // The kernel never reads the environment or prints.
+    caught(Layer::Kernel, "fn a() { let _ = std::env::var(\"X\"); }");
+    caught(Layer::Kernel, "fn a() { println!(\"x\"); }");
+    caught(Layer::Kernel, "fn a() { eprintln!(\"{}\", 1); }");
+    // Module directories are read, not tripped over; test modules are exempt.
+    let fine = [
+        (Layer::Core, "mod inner { pub fn a() -> std::path::PathBuf { std::path::PathBuf::new() } }"),
+        (Layer::Core, "#[cfg(test)] mod tests { fn a() { std::fs::read(\"x\").ok(); } }"),
+        (
+            Layer::Host,
+            "fn a() { let _ = std::fs::read_to_string(\"x\"); std::process::Command::new(\"claude\"); }",
+        ),
+        (
+            Layer::Kernel,
+            "fn a() { std::fs::write(\"x\", \"y\").ok(); let _ = std::process::Command::new(\"cargo\"); }",
+        ),
+    ];
+    for (layer, src) in fine {
+        assert_eq!(check_source(layer, "fine.rs", src), vec![], "{layer:?} refused legitimate code:\n{src}");
     }
+    // Dependencies: an adapter on two host crates, or on the kernel; a host on the kernel.
+    let deps = |name: &str, on: &[&str]| {
+        BTreeMap::from([(name.to_owned(), on.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())])
+    };
+    assert!(
+        !check_deps(&deps(
+            "loopx-adapter-codex-heartbeat",
+            &["loopx-core", "loopx-host-codex", "loopx-host-claude-code"]
+        ))
+        .is_empty()
+    );
+    assert!(!check_deps(&deps("loopx-adapter-claude-code-slash", &["loopx-kernel"])).is_empty());
+    assert!(!check_deps(&deps("loopx-host-codex", &["loopx-kernel"])).is_empty());
+    assert!(!check_deps(&deps("loopx-core", &["loopx-kernel"])).is_empty());
+    assert!(
+        check_deps(&deps("loopx-adapter-codex-heartbeat", &["loopx-core", "loopx-host-codex"])).is_empty()
+    );
+}
+
+#[test]
+fn the_check_finds_a_violation_in_a_nested_module_file_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("core/src/deep/er");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(dir.path().join("core/src/lib.rs"), "pub mod deep;\n").unwrap();
+    std::fs::write(src.join("mod.rs"), "use std::{env, fs};\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("kernel/src")).unwrap();
+    std::fs::write(dir.path().join("kernel/src/lib.rs"), "").unwrap();
+    let v = check_workspace(dir.path());
+    assert_eq!(v.len(), 2, "{v:?}");
+    assert!(v.iter().all(|x| x.file == "core/src/deep/er/mod.rs"), "{v:?}");
 }

@@ -5,6 +5,7 @@ mod bad_input;
 mod bench;
 mod commands;
 mod concurrency;
+mod conformance;
 mod hooks_claude;
 mod install_claude;
 mod integrity;

@@ -102,6 +102,7 @@ fn the_handshake_and_the_tool_list() {
     );
     for t in list["result"]["tools"].as_array().unwrap() {
         assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+        assert_eq!(t["inputSchema"]["additionalProperties"], false, "{t}");
     }
     assert!(list.to_string().len() < 4096, "small schemas: {} bytes", list.to_string().len());
     assert_eq!(m.request("ping", json!({}))["result"], json!({}));
@@ -117,6 +118,12 @@ fn every_tool_works_and_completion_is_one_idempotent_settlement() {
     let mut m = Session::start(&s, &[]);
     let d = m.ok("should_run", json!({"agent_id": "cc", "turn_id": "mcp-1"}));
     assert_eq!((d["decision"].as_str(), d["selected_todo"]["id"].as_str()), (Some("run"), Some("t1")));
+    // Next steps come as this server's tool calls, not as command lines.
+    assert_eq!(
+        d["next_tools"],
+        json!([{"tool": "claim_task", "arguments": {"turn_id": "mcp-1", "todo_id": "t1"}},
+               {"tool": "complete_task", "arguments": {"turn_id": "mcp-1", "todo_id": "t1", "evidence": "…"}}])
+    );
     let c = m.ok("claim_task", json!({"agent_id": "cc", "todo_id": "t1", "turn_id": "mcp-1"}));
     assert_eq!(c["todo"]["claimed_by"], "cc");
     let next = m.ok("claim_task", json!({"agent_id": "cx"}));
@@ -129,9 +136,21 @@ fn every_tool_works_and_completion_is_one_idempotent_settlement() {
     );
     assert_eq!(e["evidence"]["id"], "e1");
     let args = json!({"agent_id": "cc", "todo_id": "t1", "turn_id": "mcp-1", "evidence": "parser tests pass", "next_todo": "fuzz the parser", "tokens": 1200});
+    let first = events(&s.events_path("main")).len();
     let done = m.ok("complete_task", args.clone());
     assert_eq!((done["todo"]["status"].as_str(), done["successor"].as_str()), (Some("done"), Some("t3")));
     assert_eq!((done["run"].as_str(), done["spend"].as_str()), (Some("r1"), Some("s1")));
+    // One settlement is one kernel command and one commit: completion, writeback and spend
+    // land together or not at all.
+    let log = events(&s.events_path("main"));
+    assert_eq!(log.len(), first + 1, "one event for the whole settlement");
+    let kinds: Vec<&str> = log.last().unwrap()["data"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["todo_completed", "run_recorded", "slot_spent"]);
     // A repeat (a retry after a lost answer) answers the same and spends nothing more.
     let before = events(&s.events_path("main")).len();
     assert_eq!(m.ok("complete_task", args), done);
@@ -158,9 +177,20 @@ fn bad_calls_are_errors_and_the_server_keeps_going() {
     let (err, text) = m.call("should_run", json!({}));
     assert!(err && text.as_str().unwrap().contains("2 agents are registered"), "{text}");
     let (err, text) = m.call("complete_task", json!({"agent_id": "cc", "todo_id": "t1"}));
-    assert!(err && text.as_str().unwrap().contains("turn_id is required"), "{text}");
+    assert!(err && text.as_str().unwrap().contains("missing field `turn_id`"), "{text}");
     let (err, text) = m.call("update_task", json!({"todo_id": 7}));
-    assert!(err && text.as_str().unwrap().contains("todo_id must be a string"), "{text}");
+    assert!(err && text.as_str().unwrap().contains("invalid type: integer `7`, expected a string"), "{text}");
+    // The schemas say additionalProperties: false, and the server means it: a misspelt or
+    // unknown argument is refused, and nothing is claimed.
+    let before = events(&s.events_path("main")).len();
+    for bad in [
+        json!({"agent_id": "cc", "todoo_id": "t1"}),
+        json!({"agent_id": "cc", "todo_id": "t1", "priority": "P0"}),
+    ] {
+        let (err, text) = m.call("claim_task", bad.clone());
+        assert!(err && text.as_str().unwrap().contains("unknown field"), "{bad}: {text}");
+    }
+    assert_eq!(events(&s.events_path("main")).len(), before);
     m.send_raw("{not json");
     assert_eq!(m.read()["error"]["code"], -32700);
     let r = m.request("resources/list", json!({}));

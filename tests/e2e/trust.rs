@@ -618,3 +618,47 @@ fn hard_lease_mode_requires_the_active_lease() {
     s.ok(&["todo", "complete", "--todo-id", "t1", "--agent-id", "a", "--evidence", "done"]);
     s.fails(2, &["goal", "set", "--handoff-mode", "strict"]);
 }
+
+#[test]
+fn a_temporary_file_left_by_a_crash_is_found_and_cleaned() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["todo", "add", "--text", "before"]);
+    let out = s
+        .command()
+        .env("LOOPX_FAULT", "before-snapshot-rename")
+        .args(["todo", "add", "--text", "interrupted"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let goal_dir = s.state_dir().join("goals/main");
+    let tmp = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    };
+    assert_eq!(tmp(&goal_dir).len(), 1, "the crash left its temporary snapshot");
+    // doctor, before anything else runs, names it.
+    let d = s.fails(4, &["doctor", "--json"]).json();
+    assert_eq!(d["healthy"], false);
+    assert!(d.to_string().contains(".snapshot.json."), "{d}");
+    // The next command recovers the goal and removes it.
+    let r = s.ok(&["todo", "list"]);
+    assert!(r.stderr.contains("left by a write that never finished"), "{}", r.stderr);
+    assert!(tmp(&goal_dir).is_empty());
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
+    // One planted by hand (a dead writer's pid) is removed by --repair, and named.
+    let dead = std::process::Command::new("true").spawn().unwrap();
+    let pid = dead.id();
+    let mut dead = dead;
+    dead.wait().unwrap();
+    std::fs::write(goal_dir.join(format!(".GOAL.md.{pid}.0.tmp")), "half").unwrap();
+    assert!(s.fails(4, &["doctor"]).stdout.contains(".GOAL.md."));
+    let r = s.ok(&["doctor", "--repair"]);
+    assert!(r.stdout.contains("removed") && r.stdout.contains(".GOAL.md."), "{}", r.stdout);
+    assert!(tmp(&goal_dir).is_empty());
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
+}

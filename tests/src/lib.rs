@@ -2,6 +2,8 @@
 //! Helpers for the end-to-end suite: a sandbox with a fake `HOME` and a cleared environment,
 //! the real `loopx` binary, tree snapshots and JSON normalisation.
 
+pub mod layering;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

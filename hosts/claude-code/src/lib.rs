@@ -13,20 +13,33 @@
 //! - `PreToolUse` (with `tool_name`, `tool_input`) may answer
 //!   `hookSpecificOutput.permissionDecision: "deny"` with a reason, which wins even when
 //!   permissions are bypassed;
+//! - exit code 2 blocks (and feeds stderr to the model); any other non-zero code is a
+//!   non-blocking error shown to the user;
 //! - the status line command gets session JSON on stdin and shows its first stdout line.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::str::FromStr;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use loopx_core::traits::{HostAnswer, InstallScope};
+use loopx_core::host::{
+    Detection, HookPoint, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind, InstallScope,
+    ToolEffect,
+};
 use loopx_core::{Error, Result};
 
 /// The host's name in `loopx host …` and `loopx hook …`.
 pub const HOST: &str = "claude-code";
+
+/// The environment variable Claude Code sets to the project directory in hooks.
+pub const PROJECT_DIR_ENV: &str = "CLAUDE_PROJECT_DIR";
+
+/// How the model sees an MCP server's tools: `mcp__<server>__<tool>`.
+pub fn mcp_tool(server: &str, tool: &str) -> String {
+    format!("mcp__{server}__{tool}")
+}
 
 /// The hook events loopx answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +79,26 @@ impl HookEvent {
             HookEvent::PreToolUse => "pre-tool-use",
             HookEvent::Stop => "stop",
             HookEvent::StatusLine => "statusline",
+        }
+    }
+
+    pub fn point(self) -> HookPoint {
+        match self {
+            HookEvent::SessionStart => HookPoint::SessionStart,
+            HookEvent::UserPromptSubmit => HookPoint::PromptSubmit,
+            HookEvent::PreToolUse => HookPoint::ToolGate,
+            HookEvent::Stop => HookPoint::Stop,
+            HookEvent::StatusLine => HookPoint::StatusLine,
+        }
+    }
+
+    pub fn for_point(point: HookPoint) -> Self {
+        match point {
+            HookPoint::SessionStart => HookEvent::SessionStart,
+            HookPoint::PromptSubmit => HookEvent::UserPromptSubmit,
+            HookPoint::ToolGate => HookEvent::PreToolUse,
+            HookPoint::Stop => HookEvent::Stop,
+            HookPoint::StatusLine => HookEvent::StatusLine,
         }
     }
 }
@@ -143,54 +176,52 @@ impl HookInput {
     }
 }
 
-fn answer(stdout: String, exit_code: i32) -> HostAnswer {
-    HostAnswer { stdout, stderr: String::new(), exit_code }
+/// Decodes one hook's stdin into the host-neutral event.
+pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
+    let input = parse_input(stdin)?;
+    let kind = match event {
+        HookEvent::SessionStart => HostEventKind::SessionStart,
+        HookEvent::UserPromptSubmit => {
+            HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
+        }
+        HookEvent::PreToolUse => {
+            let tool = input.tool_name.clone().unwrap_or_default();
+            HostEventKind::ToolCall { effect: tool_effect(&tool, input.tool_input.as_ref()), tool }
+        }
+        HookEvent::Stop => HostEventKind::Stop,
+        HookEvent::StatusLine => HostEventKind::StatusLine,
+    };
+    Ok(HostEvent { session: input.session_id.clone(), cwd: input.dir(), kind })
 }
 
-/// Nothing to say: the host goes on as it would have.
-pub fn pass() -> HostAnswer {
-    answer(String::new(), 0)
+fn answer(stdout: String) -> HostAnswer {
+    HostAnswer { stdout, stderr: String::new(), exit_code: 0 }
 }
 
-/// `Stop`: keep the model working, with `reason` as its next instruction.
-pub fn stop_block(reason: &str) -> HostAnswer {
-    answer(json!({"decision": "block", "reason": reason}).to_string(), 0)
+/// Writes a reply in Claude Code's protocol for `event`. A reply the event cannot carry (a
+/// denial at session start, say) is nothing.
+pub fn encode(event: HookEvent, reply: &HookReply) -> HostAnswer {
+    match (event, reply) {
+        (HookEvent::Stop, HookReply::Continue(reason)) => {
+            answer(json!({"decision": "block", "reason": reason}).to_string())
+        }
+        (HookEvent::SessionStart | HookEvent::UserPromptSubmit, HookReply::Context(text)) => answer(
+            json!({"hookSpecificOutput": {"hookEventName": event.host_name(), "additionalContext": text}}).to_string(),
+        ),
+        (HookEvent::PreToolUse, HookReply::Deny(reason)) => answer(
+            json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}})
+                .to_string(),
+        ),
+        (HookEvent::StatusLine, HookReply::Status(text)) => {
+            answer(format!("{}\n", text.lines().next().unwrap_or("")))
+        }
+        _ => answer(String::new()),
+    }
 }
 
-/// `SessionStart` / `UserPromptSubmit`: context the model sees.
-pub fn additional_context(event: HookEvent, text: &str) -> HostAnswer {
-    answer(
-        json!({"hookSpecificOutput": {"hookEventName": event.host_name(), "additionalContext": text}})
-            .to_string(),
-        0,
-    )
-}
-
-/// `PreToolUse`: refuse the tool call, telling the model why.
-pub fn pre_tool_deny(reason: &str) -> HostAnswer {
-    answer(
-        json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}})
-            .to_string(),
-        0,
-    )
-}
-
-/// The status line: one line of text.
-pub fn status_line(text: &str) -> HostAnswer {
-    answer(format!("{}\n", text.lines().next().unwrap_or("")), 0)
-}
-
-/// What a tool call would do, as far as a gate cares.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ToolEffect {
-    /// Reads only.
-    ReadOnly,
-    /// Writes these paths.
-    Edits(Vec<String>),
-    /// Runs a shell command.
-    Shell(String),
-    /// Anything else that may change the world (an MCP tool, a notebook edit).
-    Other,
+/// A non-blocking error: exit 1 with the message on stderr. Never 2, which blocks.
+pub fn fail_open(message: &str) -> HostAnswer {
+    HostAnswer { stdout: String::new(), stderr: message.to_owned(), exit_code: 1 }
 }
 
 /// Classifies a tool call from `tool_name` and `tool_input`.
@@ -218,68 +249,41 @@ pub fn tool_effect(name: &str, input: Option<&Value>) -> ToolEffect {
     }
 }
 
-/// Whether a shell command is destructive: removes trees, rewrites history, discards work,
-/// publishes, or escalates. Conservative: a match is a reason to ask, not proof of harm.
-pub fn is_destructive(command: &str) -> bool {
-    let c = command.split_whitespace().collect::<Vec<_>>().join(" ");
-    const PATTERNS: [&str; 14] = [
-        "rm -rf",
-        "rm -fr",
-        "rm -r ",
-        "git push",
-        "git reset --hard",
-        "git clean -f",
-        "git checkout -- ",
-        "git branch -D",
-        "git rebase",
-        "dd if=",
-        "mkfs",
-        "chmod -R",
-        "sudo ",
-        "> /dev/",
-    ];
-    PATTERNS.iter().any(|p| c.contains(p)) || (c.starts_with("rm ") && c.contains(" -r"))
-}
+/// The tools the PreToolUse hook is registered for (a `matcher` regex): the mutating ones.
+pub const MUTATING_TOOLS: &str = "Write|Edit|MultiEdit|NotebookEdit|Bash";
 
-/// Where Claude Code keeps the files loopx installs, for a scope.
+/// Where Claude Code keeps the files loopx installs, relative to the scope's base (the
+/// project, or home for user scope).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Paths {
-    pub commands_dir: PathBuf,
-    pub settings: PathBuf,
+    pub commands_dir: &'static str,
+    pub settings: &'static str,
     /// Project scope only: the loop protocol `/loop` runs and the project's MCP servers.
-    pub loop_md: Option<PathBuf>,
-    pub mcp_json: Option<PathBuf>,
+    pub loop_md: Option<&'static str>,
+    pub mcp_json: Option<&'static str>,
 }
 
 impl Paths {
-    /// `project` is the project root; `home` the user's home directory.
-    pub fn new(scope: InstallScope, project: &Path, home: &Path) -> Self {
+    pub fn new(scope: InstallScope) -> Self {
         match scope {
             InstallScope::Project => Self {
-                commands_dir: project.join(".claude/commands"),
-                settings: project.join(".claude/settings.json"),
-                loop_md: Some(project.join(".claude/loop.md")),
-                mcp_json: Some(project.join(".mcp.json")),
+                commands_dir: ".claude/commands",
+                settings: ".claude/settings.json",
+                loop_md: Some(".claude/loop.md"),
+                mcp_json: Some(".mcp.json"),
             },
             InstallScope::User => Self {
-                commands_dir: home.join(".claude/commands"),
-                settings: home.join(".claude/settings.json"),
+                commands_dir: ".claude/commands",
+                settings: ".claude/settings.json",
                 loop_md: None,
                 mcp_json: None,
             },
         }
     }
 
-    pub fn command(&self, name: &str) -> PathBuf {
-        self.commands_dir.join(format!("{name}.md"))
+    pub fn command(&self, name: &str) -> String {
+        format!("{}/{name}.md", self.commands_dir)
     }
-}
-
-/// Whether Claude Code is installed, and which version.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Detection {
-    pub path: Option<PathBuf>,
-    pub version: Option<String>,
 }
 
 /// Looks for `claude` on `PATH` and asks it its version.
@@ -290,6 +294,104 @@ pub fn detect() -> Detection {
         out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
     });
     Detection { path, version }
+}
+
+/// Fixture stdin for every event, as Claude Code 2.1 sends it.
+pub fn samples() -> Vec<HookSample> {
+    let base = |event: &str| {
+        json!({"session_id": "4f1c9a2e-77b0-4d11-9c3e-1a2b3c4d5e6f", "transcript_path": "/home/u/.claude/projects/p/4f1c.jsonl",
+               "cwd": "/home/u/p", "hook_event_name": event, "permission_mode": "default"})
+    };
+    let with = |event: &str, extra: Value| {
+        let mut v = base(event);
+        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        v.to_string()
+    };
+    let ev = |kind: HostEventKind, cwd: Option<&str>| HostEvent {
+        session: "4f1c9a2e-77b0-4d11-9c3e-1a2b3c4d5e6f".to_owned(),
+        cwd: cwd.map(PathBuf::from),
+        kind,
+    };
+    vec![
+        HookSample {
+            event: "session-start",
+            stdin: with("SessionStart", json!({"source": "startup", "model": "claude-sonnet-4-5"})),
+            expected: ev(HostEventKind::SessionStart, Some("/home/u/p")),
+        },
+        HookSample {
+            event: "user-prompt-submit",
+            stdin: with("UserPromptSubmit", json!({"prompt": "/loopx write the parser"})),
+            expected: ev(HostEventKind::PromptSubmitted { prompt: "/loopx write the parser".to_owned() }, Some("/home/u/p")),
+        },
+        HookSample {
+            event: "pre-tool-use",
+            stdin: with(
+                "PreToolUse",
+                json!({"tool_name": "Edit", "tool_input": {"file_path": "/home/u/p/src/a.rs", "old_string": "a", "new_string": "b"}, "tool_use_id": "toolu_01"}),
+            ),
+            expected: ev(
+                HostEventKind::ToolCall { tool: "Edit".to_owned(), effect: ToolEffect::Edits(vec!["/home/u/p/src/a.rs".to_owned()]) },
+                Some("/home/u/p"),
+            ),
+        },
+        HookSample {
+            event: "stop",
+            stdin: with("Stop", json!({"stop_hook_active": true, "last_assistant_message": "Done.", "background_tasks": []})),
+            expected: ev(HostEventKind::Stop, Some("/home/u/p")),
+        },
+        HookSample {
+            event: "statusline",
+            stdin: json!({"session_id": "4f1c9a2e-77b0-4d11-9c3e-1a2b3c4d5e6f", "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet"},
+                          "workspace": {"current_dir": "/home/u/p/src", "project_dir": "/home/u/p"}, "version": "2.1.197"})
+            .to_string(),
+            expected: ev(HostEventKind::StatusLine, Some("/home/u/p")),
+        },
+    ]
+}
+
+/// Whether `a` is an answer Claude Code accepts for `event` (`None`: an answer to an event
+/// loopx could not even name). The exit code must never be 2 unless a reply blocks by
+/// design, and stdout must be empty or the JSON the event reads.
+pub fn check_answer(event: Option<HookEvent>, a: &HostAnswer) -> Result<()> {
+    let bad = |why: String| Err(Error::internal(format!("not a valid Claude Code answer: {why}")));
+    if a.exit_code == 2 {
+        return bad("exit code 2 blocks the session".to_owned());
+    }
+    if a.exit_code != 0 && !a.stdout.is_empty() {
+        return bad("stdout is ignored on a non-zero exit".to_owned());
+    }
+    if a.stdout.is_empty() {
+        return Ok(());
+    }
+    if event == Some(HookEvent::StatusLine) {
+        return if a.stdout.lines().count() == 1 {
+            Ok(())
+        } else {
+            bad("a status line is one line".to_owned())
+        };
+    }
+    let v: Value = match serde_json::from_str(&a.stdout) {
+        Ok(v) => v,
+        Err(e) => return bad(format!("stdout is not JSON ({e})")),
+    };
+    let out = &v["hookSpecificOutput"];
+    let ok = match event {
+        Some(HookEvent::Stop) => {
+            v["decision"] == "block" && v["reason"].as_str().is_some_and(|r| !r.is_empty())
+        }
+        Some(e @ (HookEvent::SessionStart | HookEvent::UserPromptSubmit)) => {
+            out["hookEventName"] == e.host_name() && out["additionalContext"].is_string()
+        }
+        Some(HookEvent::PreToolUse) => {
+            out["hookEventName"] == "PreToolUse"
+                && matches!(out["permissionDecision"].as_str(), Some("allow" | "deny" | "ask"))
+                && out["permissionDecisionReason"].is_string()
+        }
+        _ => false,
+    };
+    if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
 }
 
 #[cfg(test)]
@@ -318,15 +420,30 @@ mod tests {
 
     #[test]
     fn answers_follow_the_protocol() {
-        assert_eq!(stop_block("do t3").stdout, r#"{"decision":"block","reason":"do t3"}"#);
-        let ctx: Value =
-            serde_json::from_str(&additional_context(HookEvent::SessionStart, "goal: x").stdout).unwrap();
+        let stop = encode(HookEvent::Stop, &HookReply::Continue("do t3".into()));
+        assert_eq!(stop.stdout, r#"{"decision":"block","reason":"do t3"}"#);
+        let ctx: Value = serde_json::from_str(
+            &encode(HookEvent::SessionStart, &HookReply::Context("goal: x".into())).stdout,
+        )
+        .unwrap();
         assert_eq!(ctx["hookSpecificOutput"]["hookEventName"], "SessionStart");
         assert_eq!(ctx["hookSpecificOutput"]["additionalContext"], "goal: x");
-        let deny: Value = serde_json::from_str(&pre_tool_deny("paused").stdout).unwrap();
+        let deny: Value =
+            serde_json::from_str(&encode(HookEvent::PreToolUse, &HookReply::Deny("paused".into())).stdout)
+                .unwrap();
         assert_eq!(deny["hookSpecificOutput"]["permissionDecision"], "deny");
-        assert_eq!(status_line("a\nb").stdout, "a\n");
-        assert_eq!(pass().stdout, "");
+        assert_eq!(encode(HookEvent::StatusLine, &HookReply::Status("a\nb".into())).stdout, "a\n");
+        assert_eq!(encode(HookEvent::Stop, &HookReply::Pass).stdout, "");
+        assert_eq!(fail_open("x").exit_code, 1);
+        // The oracle rejects what Claude Code would misread.
+        assert!(check_answer(Some(HookEvent::Stop), &HostAnswer { exit_code: 2, ..fail_open("x") }).is_err());
+        assert!(
+            check_answer(
+                Some(HookEvent::Stop),
+                &encode(HookEvent::SessionStart, &HookReply::Context("x".into()))
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -340,28 +457,15 @@ mod tests {
         assert_eq!(tool_effect("Bash", Some(&v(r#"{"command":"ls"}"#))), ToolEffect::Shell("ls".into()));
         assert_eq!(tool_effect("mcp__other__x", None), ToolEffect::Other);
         assert_eq!(tool_effect("mcp__loopx__status", None), ToolEffect::ReadOnly);
-        assert!(is_destructive("rm  -rf build"));
-        assert!(is_destructive("git push --force origin main"));
-        assert!(!is_destructive("cargo test"));
-        assert!(!is_destructive("grep -r foo ."));
     }
 
     #[test]
-    fn events_have_two_names() {
+    fn events_have_two_names_and_a_point() {
         for e in HookEvent::ALL {
             assert_eq!(e.cli_name().parse::<HookEvent>().unwrap(), e);
             assert_eq!(e.host_name().parse::<HookEvent>().unwrap(), e);
+            assert_eq!(HookEvent::for_point(e.point()), e);
         }
         assert!("Bogus".parse::<HookEvent>().is_err());
-    }
-
-    #[test]
-    fn paths_per_scope() {
-        let p = Paths::new(InstallScope::Project, Path::new("/p"), Path::new("/h"));
-        assert_eq!(p.command("loopx"), PathBuf::from("/p/.claude/commands/loopx.md"));
-        assert_eq!(p.mcp_json, Some(PathBuf::from("/p/.mcp.json")));
-        let u = Paths::new(InstallScope::User, Path::new("/p"), Path::new("/h"));
-        assert_eq!(u.settings, PathBuf::from("/h/.claude/settings.json"));
-        assert_eq!(u.loop_md, None);
     }
 }

@@ -1,0 +1,199 @@
+//! Typed next steps, rendered: as command lines for the CLI (`next_commands`), as tool calls
+//! for the MCP server (`next_tools`). The kernel says what comes next; only this module says
+//! how it is spelled.
+
+use serde_json::{Map, Value, json};
+
+use loopx_core::decision::ShouldRunAnswer;
+use loopx_core::next::{NextStep, StepContext};
+use loopx_core::{Error, Result};
+
+/// The context a should-run answer gives its steps.
+pub fn context(a: &ShouldRunAnswer) -> StepContext<'_> {
+    StepContext { goal: &a.goal_id, agent: a.agent_id.as_ref(), turn: a.turn.as_ref().map(|t| t.id.as_str()) }
+}
+
+fn argv(step: &NextStep, c: &StepContext<'_>) -> Vec<String> {
+    let mut v: Vec<String> = vec!["loopx".into()];
+    let mut words = |w: &[&str]| v.extend(w.iter().map(|s| (*s).to_owned()));
+    let goal = c.goal.as_str();
+    let agent: Vec<&str> = c.agent.map(|a| vec!["--agent-id", a.as_str()]).unwrap_or_default();
+    let turn: Vec<&str> = c.turn.map(|t| vec!["--turn-instance-id", t]).unwrap_or_default();
+    let todo_s;
+    match step {
+        NextStep::ShouldRun => {
+            words(&["quota", "should-run", "--goal-id", goal]);
+            words(&agent);
+        }
+        NextStep::Claim { todo } => {
+            todo_s = todo.to_string();
+            words(&["todo", "claim", "--goal-id", goal, "--todo-id", &todo_s]);
+            words(&agent);
+            words(&turn);
+        }
+        NextStep::AcquireLease { todo, ttl } => {
+            todo_s = todo.to_string();
+            words(&["lease", "acquire", "--goal-id", goal, "--todo-id", &todo_s]);
+            words(&agent);
+            words(&["--ttl", ttl]);
+        }
+        NextStep::Complete { todo } => {
+            todo_s = todo.to_string();
+            words(&["todo", "complete", "--goal-id", goal, "--todo-id", &todo_s]);
+            words(&agent);
+            words(&turn);
+            words(&["--evidence", "…"]);
+        }
+        NextStep::RefreshState { todo } => {
+            todo_s = todo.to_string();
+            words(&["refresh-state", "--goal-id", goal]);
+            words(&agent);
+            words(&["--todo-id", &todo_s]);
+            words(&turn);
+            words(&["--classification", "implement", "--delivery-outcome", "outcome_progress"]);
+        }
+        NextStep::SpendSlot { todo } => {
+            todo_s = todo.to_string();
+            words(&["quota", "spend-slot", "--goal-id", goal]);
+            words(&agent);
+            words(&["--todo-id", &todo_s]);
+            words(&turn);
+        }
+        NextStep::AddTodo => {
+            words(&["todo", "add", "--goal-id", goal]);
+            words(&agent);
+            words(&["--text", "…"]);
+        }
+        NextStep::ListTodos => words(&["todo", "list", "--goal-id", goal, "--all"]),
+        NextStep::ListGates => words(&["gate", "list", "--goal-id", goal]),
+        NextStep::ResumeGoal => words(&["goal", "resume", "--goal-id", goal]),
+        NextStep::Status => words(&["status", "--goal-id", goal]),
+        NextStep::SchedulerAck { cadence_minutes, rrule } => {
+            todo_s = cadence_minutes.to_string();
+            words(&["quota", "scheduler-ack", "--goal-id", goal]);
+            words(&agent);
+            words(&["--cadence-minutes", &todo_s]);
+            if let Some(r) = rrule {
+                words(&["--rrule", r]);
+            }
+        }
+        NextStep::SchedulerFail => {
+            words(&["quota", "scheduler-fail", "--goal-id", goal]);
+            words(&agent);
+            words(&["--error", "…"]);
+        }
+    }
+    v
+}
+
+/// The step as a command line a person or an agent can paste.
+pub fn command(step: &NextStep, c: &StepContext<'_>) -> String {
+    shell_words::join(argv(step, c))
+}
+
+/// The step as an MCP tool call (`{"tool": …, "arguments": …}`), or as a command where loopx's
+/// MCP server has no tool for it. `None` for steps `complete_task` already covers.
+pub fn tool_call(step: &NextStep, c: &StepContext<'_>) -> Option<Value> {
+    let mut args = Map::new();
+    if let Some(t) = c.turn {
+        args.insert("turn_id".to_owned(), json!(t));
+    }
+    let call = |name: &str, args: Map<String, Value>| Some(json!({"tool": name, "arguments": args}));
+    match step {
+        NextStep::ShouldRun => call("should_run", args),
+        NextStep::Claim { todo } => {
+            args.insert("todo_id".to_owned(), json!(todo));
+            call("claim_task", args)
+        }
+        NextStep::Complete { todo } => {
+            args.insert("todo_id".to_owned(), json!(todo));
+            args.insert("evidence".to_owned(), json!("…"));
+            call("complete_task", args)
+        }
+        NextStep::RefreshState { .. } | NextStep::SpendSlot { .. } => None,
+        NextStep::ListTodos | NextStep::ListGates | NextStep::Status => call("status", Map::new()),
+        other => Some(json!({"command": command(other, c)})),
+    }
+}
+
+fn encode(a: &ShouldRunAnswer) -> Result<Map<String, Value>> {
+    match serde_json::to_value(a) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(Error::internal("a should-run answer is not an object")),
+        Err(e) => Err(Error::internal(format!("cannot encode the answer: {e}"))),
+    }
+}
+
+/// Puts `with` where `key` was (keys keep their order).
+fn replace_key(m: Map<String, Value>, key: &str, new_key: &str, with: Value) -> Map<String, Value> {
+    let mut with = Some(with);
+    m.into_iter()
+        .map(
+            |(k, v)| if k == key { (new_key.to_owned(), with.take().unwrap_or(Value::Null)) } else { (k, v) },
+        )
+        .collect()
+}
+
+/// The answer as `loopx quota should-run --json` prints it: steps as command lines.
+pub fn should_run_json(a: &ShouldRunAnswer) -> Result<Value> {
+    let c = context(a);
+    let commands: Vec<String> = a.next.iter().map(|s| command(s, &c)).collect();
+    let mut m = replace_key(encode(a)?, "next", "next_commands", json!(commands));
+    if let Some(Value::Object(h)) = m.get_mut("scheduler") {
+        let mut h2 = std::mem::take(h);
+        if let Some(s) = &a.scheduler.ack {
+            h2 = replace_key(h2, "ack", "ack_command", json!(command(s, &c)));
+        }
+        if let Some(s) = &a.scheduler.fail {
+            h2 = replace_key(h2, "fail", "fail_command", json!(command(s, &c)));
+        }
+        *h = h2;
+    }
+    Ok(Value::Object(m))
+}
+
+/// The answer as the MCP server's `should_run` gives it: steps as tool calls.
+pub fn should_run_mcp(a: &ShouldRunAnswer) -> Result<Value> {
+    let c = context(a);
+    let tools: Vec<Value> = a.next.iter().filter_map(|s| tool_call(s, &c)).collect();
+    let mut m = replace_key(encode(a)?, "next", "next_tools", json!(tools));
+    if let Some(Value::Object(h)) = m.get_mut("scheduler") {
+        h.shift_remove("ack");
+        h.shift_remove("fail");
+    }
+    Ok(Value::Object(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use loopx_core::{AgentId, GoalId};
+
+    use super::*;
+    use crate::args::Cli;
+
+    #[test]
+    fn every_step_renders_a_command_that_parses() {
+        let goal = GoalId::new("main").unwrap();
+        let agent = AgentId::new("claude-1").unwrap();
+        let contexts = [
+            StepContext { goal: &goal, agent: Some(&agent), turn: Some("turn 8") },
+            StepContext { goal: &goal, agent: None, turn: None },
+        ];
+        for c in &contexts {
+            for step in NextStep::examples() {
+                let line = command(&step, c);
+                let words = shell_words::split(&line).unwrap();
+                assert_eq!(words, argv(&step, c), "{line} quotes what needs quoting");
+                if let Err(e) = Cli::try_parse_from(&words) {
+                    panic!("{step:?} renders {line:?}, which loopx does not parse:\n{e}");
+                }
+                assert!(
+                    tool_call(&step, c).is_some()
+                        || matches!(step, NextStep::RefreshState { .. } | NextStep::SpendSlot { .. })
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! Every host adapter this build knows, registered here and nowhere else. A new host is one
+//! more line in [`ADAPTERS`]; `loopx host …` and `loopx hook …` find it by its host name.
+
+use loopx_adapter_claude_code_slash::ClaudeCodeSlash;
+use loopx_core::host::HostAdapter;
+use loopx_core::{Error, Result};
+
+static ADAPTERS: &[&dyn HostAdapter] = &[&ClaudeCodeSlash];
+
+/// Every registered adapter, in the order `loopx host list` shows them.
+pub fn adapters() -> &'static [&'static dyn HostAdapter] {
+    ADAPTERS
+}
+
+/// The adapter for `host`, or a usage error listing the hosts there are.
+pub fn find(host: &str) -> Result<&'static dyn HostAdapter> {
+    ADAPTERS.iter().copied().find(|a| a.host() == host).ok_or_else(|| {
+        let names: Vec<&str> = ADAPTERS.iter().map(|a| a.host()).collect();
+        Error::usage(format!("loopx has no adapter for host {host:?}"))
+            .with_hint(format!("one of: {} (see loopx host list)", names.join(", ")))
+    })
+}

@@ -1,0 +1,498 @@
+//! Host adapters: the host-neutral vocabulary every adapter speaks, and the [`HostAdapter`]
+//! trait each one implements.
+//!
+//! An adapter binds one host product (Claude Code, Codex, Cursor) to the kernel. It is mostly
+//! declarations: which files to install (an [`InstallSpec`]: whole text files with a managed
+//! marker, or our entries in the host's JSON or TOML), how the host's hook stdin reads as a
+//! [`HostEvent`], and how a [`HookReply`] is written back in the host's protocol. The kernel
+//! owns everything else: applying install specs (with a manifest, so uninstall gives the user's
+//! bytes back), and the hook driver (session → agent binding, arming, the stop cap, fail-open
+//! and fail-closed answers, the tool gate's policy).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::agent::AgentType;
+use crate::decision::ShouldRunAnswer;
+use crate::error::{Error, Result};
+use crate::ids::GoalId;
+
+/// The marker every whole file loopx installs carries. A file of the same name without it
+/// belongs to the user and is never written over.
+pub const MARKER: &str = "loopx:managed v1";
+
+/// Where an adapter installs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstallScope {
+    /// Files in the project (the default).
+    Project,
+    /// Files in the user's home; explicit only.
+    User,
+}
+
+impl InstallScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstallScope::Project => "project",
+            InstallScope::User => "user",
+        }
+    }
+}
+
+/// The directory a managed path is relative to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Base {
+    /// The project root (the directory holding `.loopx/`).
+    Project,
+    /// The user's home directory.
+    Home,
+}
+
+/// A path an adapter manages: relative to the project or the home directory, so a moved
+/// project still uninstalls cleanly. Always `/`-separated, never absolute, never `..`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "RawHostPath")]
+pub struct HostPath {
+    pub base: Base,
+    pub rel: String,
+}
+
+#[derive(Deserialize)]
+struct RawHostPath {
+    base: Base,
+    rel: String,
+}
+
+impl TryFrom<RawHostPath> for HostPath {
+    type Error = Error;
+    fn try_from(r: RawHostPath) -> Result<Self> {
+        HostPath::new(r.base, &r.rel)
+    }
+}
+
+impl HostPath {
+    /// Validates `rel`: non-empty, relative, `/`-separated, with no `.` or `..` component.
+    pub fn new(base: Base, rel: &str) -> Result<Self> {
+        let bad = rel.is_empty()
+            || rel.starts_with('/')
+            || rel.contains('\\')
+            || rel.contains(':')
+            || rel.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+        if bad {
+            return Err(Error::internal(format!("managed path {rel:?} is not a plain relative path")));
+        }
+        Ok(Self { base, rel: rel.to_owned() })
+    }
+    pub fn project(rel: &str) -> Result<Self> {
+        Self::new(Base::Project, rel)
+    }
+    pub fn home(rel: &str) -> Result<Self> {
+        Self::new(Base::Home, rel)
+    }
+    /// The path under `scope`'s base: the project for project scope, home for user scope.
+    pub fn in_scope(scope: InstallScope, rel: &str) -> Result<Self> {
+        match scope {
+            InstallScope::Project => Self::project(rel),
+            InstallScope::User => Self::home(rel),
+        }
+    }
+    /// The parent directories, nearest last (`a/b/c.json` → `a`, `a/b`).
+    pub fn ancestors(&self) -> Vec<HostPath> {
+        let parts: Vec<&str> = self.rel.split('/').collect();
+        (1..parts.len()).map(|n| HostPath { base: self.base, rel: parts[..n].join("/") }).collect()
+    }
+}
+
+impl fmt::Display for HostPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.base {
+            Base::Project => f.write_str(&self.rel),
+            Base::Home => write!(f, "~/{}", self.rel),
+        }
+    }
+}
+
+/// An optional part of an install, asked for on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Feature {
+    /// A stop hook that keeps an armed session working while loopx says run (fails open).
+    StopDriver,
+    /// A tool gate that denies mutating tools while loopx says not to run (fails closed).
+    Harden,
+    /// loopx's state in the host's status line.
+    Statusline,
+}
+
+impl Feature {
+    pub const ALL: [Feature; 3] = [Feature::StopDriver, Feature::Harden, Feature::Statusline];
+    /// The flag that asks for it (`--stop-driver`).
+    pub fn flag(self) -> &'static str {
+        match self {
+            Feature::StopDriver => "--stop-driver",
+            Feature::Harden => "--harden",
+            Feature::Statusline => "--statusline",
+        }
+    }
+}
+
+/// What to install.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstallOptions {
+    pub scope: InstallScope,
+    pub features: BTreeSet<Feature>,
+    /// How installed hooks and templates call loopx (`loopx`, or an absolute path).
+    pub loopx: String,
+    /// The goal named in templates that name one.
+    pub goal: GoalId,
+}
+
+impl InstallOptions {
+    pub fn has(&self, f: Feature) -> bool {
+        self.features.contains(&f)
+    }
+}
+
+/// One entry of ours in a host's structured file, at a key path from the document root.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub at: Vec<String>,
+    #[serde(flatten)]
+    pub op: EntryOp,
+}
+
+/// How an entry sits in its container.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", content = "value", rename_all = "snake_case")]
+pub enum EntryOp {
+    /// The key at `at` is ours and holds this value. A key the user holds with another value
+    /// is refused, never replaced.
+    Set(Value),
+    /// This value is one element of the array at `at`; the element is ours.
+    Push(Value),
+    /// The array at `at` contains this value; it is ours only if loopx added it.
+    Ensure(Value),
+}
+
+impl Entry {
+    pub fn set(at: &[&str], value: Value) -> Self {
+        Self { at: at.iter().map(|s| (*s).to_owned()).collect(), op: EntryOp::Set(value) }
+    }
+    pub fn push(at: &[&str], value: Value) -> Self {
+        Self { at: at.iter().map(|s| (*s).to_owned()).collect(), op: EntryOp::Push(value) }
+    }
+    pub fn ensure(at: &[&str], value: Value) -> Self {
+        Self { at: at.iter().map(|s| (*s).to_owned()).collect(), op: EntryOp::Ensure(value) }
+    }
+}
+
+/// The format of a host file loopx keeps entries in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    Json,
+    Toml,
+}
+
+/// One file an adapter manages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ManagedFile {
+    /// A whole text file of ours (Markdown, or YAML front matter); `content` carries
+    /// [`MARKER`]. A file of that name without the marker is the user's and is skipped.
+    Text { path: HostPath, content: String },
+    /// Our entries in a host's JSON or TOML file; the user's entries are never touched.
+    Entries { path: HostPath, format: Format, entries: Vec<Entry> },
+}
+
+impl ManagedFile {
+    pub fn path(&self) -> &HostPath {
+        match self {
+            ManagedFile::Text { path, .. } | ManagedFile::Entries { path, .. } => path,
+        }
+    }
+}
+
+/// What an adapter wants installed for some options. Declarative: the kernel compares it with
+/// the files on disk and its manifest, and works out the plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstallSpec {
+    pub files: Vec<ManagedFile>,
+}
+
+/// What happens to one file in a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileOp {
+    Create,
+    Update,
+    Remove,
+    Unchanged,
+    /// Left alone, with the reason (for example: the user owns a file of that name).
+    Skipped,
+}
+
+impl FileOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileOp::Create => "create",
+            FileOp::Update => "update",
+            FileOp::Remove => "remove",
+            FileOp::Unchanged => "unchanged",
+            FileOp::Skipped => "skipped",
+        }
+    }
+}
+
+/// One line of a plan, as `--dry-run` and `--json` show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedFile {
+    pub op: FileOp,
+    pub path: HostPath,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The moments a host lets loopx speak, host-neutral.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookPoint {
+    /// A session starts or resumes: loopx may add context.
+    SessionStart,
+    /// The person submitted a prompt: loopx handles its entry command, or passes.
+    PromptSubmit,
+    /// A tool is about to run: loopx may deny it. Fails closed.
+    ToolGate,
+    /// The model is about to stop: loopx may give it its next instruction. Fails open.
+    Stop,
+    /// The host asks for a status line.
+    StatusLine,
+}
+
+impl HookPoint {
+    pub const ALL: [HookPoint; 5] = [
+        HookPoint::SessionStart,
+        HookPoint::PromptSubmit,
+        HookPoint::ToolGate,
+        HookPoint::Stop,
+        HookPoint::StatusLine,
+    ];
+}
+
+/// What a tool call would do, as far as a gate cares.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "effect", content = "detail", rename_all = "snake_case")]
+pub enum ToolEffect {
+    /// Reads only. Never gated.
+    ReadOnly,
+    /// Writes these paths (as the host gave them: absolute, or relative to the session's cwd).
+    Edits(Vec<String>),
+    /// Runs a shell command.
+    Shell(String),
+    /// Anything else that may change the world (an MCP tool of another server, a notebook).
+    Other,
+}
+
+/// What happened in the host, host-neutral.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum HostEventKind {
+    SessionStart,
+    PromptSubmitted { prompt: String },
+    ToolCall { tool: String, effect: ToolEffect },
+    Stop,
+    StatusLine,
+}
+
+/// A hook invocation, decoded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostEvent {
+    /// The host's session (thread) id; empty when the host gave none.
+    pub session: String,
+    /// The directory the session works in, when the host says.
+    pub cwd: Option<PathBuf>,
+    #[serde(flatten)]
+    pub kind: HostEventKind,
+}
+
+/// What loopx answers a hook, host-neutral; the adapter writes it in the host's protocol.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reply", content = "text", rename_all = "snake_case")]
+pub enum HookReply {
+    /// Nothing to say: the host goes on as it would have.
+    Pass,
+    /// Context for the model (session start, prompt submit).
+    Context(String),
+    /// Keep working, with this as the next instruction (stop).
+    Continue(String),
+    /// Refuse the tool call, telling the model why (tool gate).
+    Deny(String),
+    /// One line for the status line.
+    Status(String),
+}
+
+/// The host-protocol answer to print: stdout, stderr and an exit code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostAnswer {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: i32,
+}
+
+/// Whether a host is installed on this machine, and which version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Detection {
+    pub path: Option<PathBuf>,
+    pub version: Option<String>,
+}
+
+/// What an adapter can do: data, not guesses.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdapterCapabilities {
+    /// The hook points the host calls loopx at.
+    pub hook_points: Vec<HookPoint>,
+    /// The optional parts `install` accepts.
+    pub features: Vec<Feature>,
+    /// Scopes it installs into.
+    pub scopes: Vec<InstallScope>,
+    /// The host talks to loopx's MCP server.
+    pub mcp: bool,
+    /// The host's scheduler takes an RRULE.
+    pub scheduler_rrule: bool,
+    /// Longest prompt body the host accepts, if it has a limit.
+    pub max_prompt_chars: Option<usize>,
+}
+
+/// One sample of a hook's stdin, for the conformance suite: the event name on loopx's
+/// command line, the stdin bytes, and the event it must decode to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookSample {
+    pub event: &'static str,
+    pub stdin: String,
+    pub expected: HostEvent,
+}
+
+/// One way of binding a host to the kernel. Implementations are registered in one place (the
+/// CLI's adapter registry) and pass the adapter conformance suite (`loopx-kernel`'s `testkit`).
+///
+/// Every method but [`HostAdapter::detect`] is pure and cheap; the hook methods run on every
+/// hook invocation, so they must not touch the disk or the network.
+pub trait HostAdapter: Send + Sync + fmt::Debug {
+    /// The host's name in `loopx host …` and `loopx hook <host> …` (`claude-code`).
+    fn host(&self) -> &'static str;
+    /// The adapter's own name (`claude-code-slash`); names its install manifest.
+    fn name(&self) -> &'static str;
+    /// What this adapter supports; constant for an adapter.
+    fn capabilities(&self) -> AdapterCapabilities;
+    /// The agent type a session of this host registers as.
+    fn agent_type(&self) -> AgentType;
+    /// The prefix of the agent ids the hook driver gives this host's sessions (`claude`).
+    fn agent_prefix(&self) -> &'static str;
+    /// The prompt that joins the goal from inside the host (`/loopx`), if the host has one.
+    fn entry_command(&self) -> Option<&'static str>;
+    /// The environment variable a host sets to the project directory in hooks, if any.
+    fn project_dir_env(&self) -> Option<&'static str>;
+    /// Looks for the host on this machine. May run the host's binary (`--version`); called
+    /// only by `loopx host list|detect|doctor`.
+    fn detect(&self) -> Detection;
+    /// How a person installs the host itself.
+    fn install_hint(&self) -> &'static str;
+    /// One line telling the person what to do in the host after an install.
+    fn after_install(&self) -> &'static str;
+    /// How this host keeps turning once a session has joined (`Run /loop to keep turning.`).
+    fn keep_turning(&self) -> &'static str;
+
+    /// The files and entries to install for `opts`. Pure. A feature the adapter does not
+    /// support is refused with a usage error naming it.
+    fn install_plan(&self, opts: &InstallOptions) -> Result<InstallSpec>;
+    /// Everything this adapter may have installed in `scope`, used to clean up when the
+    /// install manifest is gone. Pure.
+    fn uninstall_plan(&self, scope: InstallScope, loopx: &str) -> Result<InstallSpec> {
+        let caps = self.capabilities();
+        let opts = InstallOptions {
+            scope,
+            features: caps.features.into_iter().collect(),
+            loopx: loopx.to_owned(),
+            goal: GoalId::new("main")?,
+        };
+        self.install_plan(&opts)
+    }
+
+    /// The hook point a `loopx hook <host> <event>` name stands for. Unknown names are a
+    /// usage error.
+    fn hook_point(&self, event: &str) -> Result<HookPoint>;
+    /// Parses a hook's stdin. Tolerates unknown fields; empty, oversized, non-object or
+    /// wrong-typed input is an error the driver answers in the point's safe way.
+    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent>;
+    /// Writes `reply` in the host's protocol for `point`.
+    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer;
+    /// Reports a failure of loopx itself without blocking the host (never an exit code the
+    /// host treats as blocking).
+    fn fail_open(&self, message: &str) -> HostAnswer;
+    /// How the model sees one of loopx's MCP tools (`mcp__loopx__should_run`).
+    fn tool_name(&self, tool: &str) -> String;
+    /// The instruction that continues a session for a `run` or `replan` answer.
+    fn continuation_text(&self, answer: &ShouldRunAnswer) -> String {
+        crate::prose::continuation(answer, &|t| self.tool_name(t))
+    }
+
+    /// Fixture stdin for every hook point the adapter answers.
+    fn samples(&self) -> Vec<HookSample>;
+    /// Checks an answer against what the host accepts for `point`: the conformance suite's
+    /// oracle for [`HostAdapter::encode`] and [`HostAdapter::fail_open`].
+    fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()>;
+}
+
+/// The parts `install` may be asked for that `adapter` does not support.
+pub fn unsupported_features(adapter: &dyn HostAdapter, opts: &InstallOptions) -> Result<()> {
+    let caps = adapter.capabilities();
+    if !caps.scopes.contains(&opts.scope) {
+        return Err(Error::usage(format!(
+            "{} does not install in {} scope",
+            adapter.host(),
+            opts.scope.as_str()
+        )));
+    }
+    if let Some(f) = opts.features.iter().find(|f| !caps.features.contains(f)) {
+        return Err(Error::usage(format!("{} has no {} to install", adapter.host(), f.flag()))
+            .with_hint(format!("loopx host install {} without {}", adapter.host(), f.flag())));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_paths_are_plain_relative_paths() {
+        assert!(HostPath::project(".claude/settings.json").is_ok());
+        for bad in ["", "/etc/passwd", "../x", "a/../b", "a//b", "./a", "a\\b", "C:x"] {
+            assert!(HostPath::project(bad).is_err(), "{bad:?}");
+        }
+        let p = HostPath::home(".codex/skills/loopx/SKILL.md").unwrap();
+        assert_eq!(p.to_string(), "~/.codex/skills/loopx/SKILL.md");
+        let up: Vec<String> = p.ancestors().iter().map(|a| a.rel.clone()).collect();
+        assert_eq!(up, [".codex", ".codex/skills", ".codex/skills/loopx"]);
+        let bad: std::result::Result<HostPath, _> =
+            serde_json::from_str(r#"{"base":"project","rel":"../../etc/passwd"}"#);
+        assert!(bad.is_err(), "a manifest cannot smuggle a path out");
+    }
+
+    #[test]
+    fn entries_serialise_compactly() {
+        let e = Entry::push(&["hooks", "Stop"], serde_json::json!({"x": 1}));
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"at":["hooks","Stop"],"op":"push","value":{"x":1}}"#
+        );
+        let back: Entry = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+    }
+}

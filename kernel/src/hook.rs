@@ -1,0 +1,352 @@
+//! The hook driver: one host-neutral answer to every host's hooks. An adapter decodes the
+//! host's stdin into a [`HostEvent`] and encodes the [`HookReply`]; everything between is
+//! here, the same for every host:
+//!
+//! - a session is bound to its own agent (`<prefix>-<session>`) by the host's entry command
+//!   (`/loopx`), which also creates the goal when there is none and arms the loop;
+//! - `SessionStart` tells the model the objective, what waits on a person, and its next todo;
+//! - `Stop` keeps an armed session working only while should-run says run, up to its own
+//!   per-session cap, and **fails open**: any error lets the session stop;
+//! - the tool gate never gates read-only tools; for an armed session it denies mutating tools
+//!   while should-run says no, destructive shell commands, edits under `.loopx/`, and edits
+//!   outside the goal's or the claimed todos' write scope; it **fails closed**;
+//! - the status line is one line.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use loopx_core::decision::DecisionKind;
+use loopx_core::host::{HookPoint, HookReply, HostAdapter, HostAnswer, HostEvent, HostEventKind, ToolEffect};
+use loopx_core::kernel::{AddTodo, BindThread, CommandContext, CreateGoal, Kernel, RegisterAgent};
+use loopx_core::model::{GoalStatus, Priority, Role, TodoClass};
+use loopx_core::{AgentId, Error, GoalId, Result};
+
+use crate::policy::{WriteScope, is_destructive};
+use crate::project::STATE_DIR;
+use crate::{FileKernel, Reporter, StoreOptions, SystemClock, find_root};
+
+/// How many times the stop driver keeps one session going, unless configured otherwise.
+pub const DEFAULT_STOP_CAP: u32 = 25;
+
+/// What a hook runs with (the CLI reads it from the environment).
+#[derive(Debug)]
+pub struct HookEnv {
+    pub cwd: PathBuf,
+    /// The project directory the host names in its environment, if it does.
+    pub project_dir: Option<PathBuf>,
+    pub stop_cap: u32,
+    pub options: StoreOptions,
+    pub reporter: Arc<dyn Reporter>,
+}
+
+/// Answers one hook invocation in the adapter's host protocol. Never fails: an error becomes
+/// the point's safe answer, with the reason on stderr.
+pub async fn answer(adapter: &dyn HostAdapter, event: &str, stdin: &[u8], env: &HookEnv) -> HostAnswer {
+    let point = match adapter.hook_point(event) {
+        Ok(p) => p,
+        Err(e) => return failed(adapter, None, &e),
+    };
+    let ev = match adapter.decode(point, stdin) {
+        Ok(ev) => ev,
+        Err(e) => return failed(adapter, Some(point), &e),
+    };
+    // Read-only tools are never gated, whatever the state of loopx.
+    if matches!(ev.kind, HostEventKind::ToolCall { effect: ToolEffect::ReadOnly, .. }) {
+        return adapter.encode(point, &HookReply::Pass);
+    }
+    match run(adapter, point, &ev, env).await {
+        Ok(Said { reply, note }) => {
+            let mut a = adapter.encode(point, &reply);
+            if let Some(n) = note {
+                a.stderr = n;
+            }
+            a
+        }
+        Err(e) => failed(adapter, Some(point), &e),
+    }
+}
+
+/// A reply, and a note for the person's terminal.
+struct Said {
+    reply: HookReply,
+    note: Option<String>,
+}
+
+impl From<HookReply> for Said {
+    fn from(reply: HookReply) -> Self {
+        Self { reply, note: None }
+    }
+}
+
+/// The safe answer to a failure: the host goes on, except that the tool gate denies.
+fn failed(adapter: &dyn HostAdapter, point: Option<HookPoint>, e: &Error) -> HostAnswer {
+    let mut note = format!("loopx: {}", e.message);
+    if let Some(h) = &e.hint {
+        note.push_str(&format!("\nhint: {h}"));
+    }
+    match point {
+        Some(HookPoint::ToolGate) => {
+            let reason = format!(
+                "loopx could not check this tool call ({}); a mutating tool is refused until it can",
+                e.message
+            );
+            HostAnswer { stderr: note, ..adapter.encode(HookPoint::ToolGate, &HookReply::Deny(reason)) }
+        }
+        _ => adapter.fail_open(&note),
+    }
+}
+
+fn start_dir(ev: &HostEvent, env: &HookEnv) -> PathBuf {
+    ev.cwd.clone().or_else(|| env.project_dir.clone()).unwrap_or_else(|| env.cwd.clone())
+}
+
+fn open(root: &Path, env: &HookEnv) -> Result<FileKernel> {
+    FileKernel::open(root, Arc::new(SystemClock), env.reporter.clone(), env.options.clone())
+}
+
+fn thread(adapter: &dyn HostAdapter, ev: &HostEvent) -> BindThread {
+    BindThread { host: adapter.host().to_owned(), thread: ev.session.clone() }
+}
+
+async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &HookEnv) -> Result<Said> {
+    if let (HostEventKind::PromptSubmitted { prompt }, Some(cmd)) = (&ev.kind, adapter.entry_command())
+        && let Some(rest) = prompt.trim_start().strip_prefix(cmd)
+        && (rest.is_empty() || rest.starts_with(char::is_whitespace))
+    {
+        return entry(adapter, rest.trim(), ev, env).await.map(Said::from);
+    }
+    let Some(root) = find_root(&start_dir(ev, env)) else {
+        return Ok(match point {
+            HookPoint::StatusLine => HookReply::Status("loopx: no project here".to_owned()),
+            _ => HookReply::Pass,
+        }
+        .into());
+    };
+    let k = open(&root, env)?;
+    let s = k.session(None, &thread(adapter, ev)).await?;
+    let ctx = CommandContext { goal: None, agent: s.agent.clone(), key: None };
+    let armed = s.agent.clone().filter(|_| s.armed);
+    match (point, &ev.kind) {
+        (HookPoint::SessionStart, _) => {
+            Ok(HookReply::Context(context_text(adapter, &k, s.agent.as_ref()).await?).into())
+        }
+        (HookPoint::Stop, _) => {
+            if armed.is_none() {
+                return Ok(HookReply::Pass.into());
+            }
+            if s.stop_blocks >= env.stop_cap {
+                let note = format!(
+                    "loopx: this session reached its cap of {} continuations; stopping",
+                    env.stop_cap
+                );
+                return Ok(Said { reply: HookReply::Pass, note: Some(note) });
+            }
+            let d = k.should_run(&ctx, None).await?;
+            if !d.should_run {
+                return Ok(HookReply::Pass.into());
+            }
+            k.record_stop_block(&ctx, thread(adapter, ev)).await?;
+            Ok(HookReply::Continue(adapter.continuation_text(&d)).into())
+        }
+        (HookPoint::ToolGate, HostEventKind::ToolCall { effect, .. }) => {
+            let Some(agent) = armed else { return Ok(HookReply::Pass.into()) };
+            tool_gate(&k, &root, &agent, effect, ev.cwd.as_deref().unwrap_or(&root), &ctx)
+                .await
+                .map(Said::from)
+        }
+        (HookPoint::StatusLine, _) => {
+            let st = k.status(None).await?;
+            let mark = if st.goal_status != GoalStatus::Active {
+                "⏸"
+            } else if !st.gates.is_empty() {
+                "⚠"
+            } else {
+                "▶"
+            };
+            let next =
+                st.next_todo.as_ref().map(|t| format!(" · next {} {}", t.id, t.text)).unwrap_or_default();
+            Ok(HookReply::Status(format!(
+                "loopx {} {mark} {} open · {} done{next}",
+                st.goal_id, st.counts.open, st.counts.done
+            ))
+            .into())
+        }
+        _ => Ok(HookReply::Pass.into()),
+    }
+}
+
+async fn tool_gate(
+    k: &FileKernel,
+    root: &Path,
+    agent: &AgentId,
+    effect: &ToolEffect,
+    cwd: &Path,
+    ctx: &CommandContext,
+) -> Result<HookReply> {
+    let d = k.should_run(ctx, None).await?;
+    if !d.should_run {
+        let word = serde_json::to_value(d.decision).ok().and_then(|v| v.as_str().map(str::to_owned));
+        return Ok(HookReply::Deny(format!(
+            "loopx says {}: {}. Mutating tools wait until it says run.",
+            word.unwrap_or_default(),
+            d.reason
+        )));
+    }
+    match effect {
+        ToolEffect::Shell(c) if is_destructive(c) => Ok(HookReply::Deny(format!(
+            "loopx: `{c}` is destructive; ask the user first (loopx gate ask --question \"…\" --blocks goal)"
+        ))),
+        ToolEffect::Edits(paths) => {
+            let state = k.read(None)?;
+            let goal_scope = WriteScope::new(&state.goal.write_scope)?;
+            let mine: Vec<_> = state
+                .todos
+                .iter()
+                .filter(|t| {
+                    t.claimed_by.as_ref() == Some(agent) && !t.status.is_closed() && !t.scopes.is_empty()
+                })
+                .collect();
+            let todo_globs: Vec<String> = mine.iter().flat_map(|t| t.scopes.iter().cloned()).collect();
+            let todo_scope = WriteScope::new(&todo_globs)?;
+            let state_dir = WriteScope::new(&[format!("{STATE_DIR}/**")])?;
+            for p in paths {
+                if state_dir.allows(root, cwd, p) {
+                    return Ok(HookReply::Deny(format!(
+                        "loopx: {p} is loopx's state; it changes only through loopx commands"
+                    )));
+                }
+                if !goal_scope.allows(root, cwd, p) {
+                    return Ok(HookReply::Deny(format!(
+                        "loopx: {p} is outside the goal's write scope ({})",
+                        goal_scope.globs().join(", ")
+                    )));
+                }
+                if !todo_scope.allows(root, cwd, p) {
+                    let ids: Vec<String> = mine.iter().map(|t| t.id.to_string()).collect();
+                    return Ok(HookReply::Deny(format!(
+                        "loopx: {p} is outside the scope of {} ({})",
+                        ids.join(", "),
+                        todo_globs.join(", ")
+                    )));
+                }
+            }
+            Ok(HookReply::Pass)
+        }
+        _ => Ok(HookReply::Pass),
+    }
+}
+
+/// What a session is told when it starts: the objective, what waits on a person, its next todo.
+async fn context_text(adapter: &dyn HostAdapter, k: &FileKernel, agent: Option<&AgentId>) -> Result<String> {
+    let st = k.status(None).await?;
+    let mut out = format!("loopx governs this project. Goal {}: {}\n", st.goal_id, st.objective);
+    for g in &st.gates {
+        out.push_str(&format!("Waiting on the user: {} {} (blocks {})\n", g.gate, g.question, g.blocks));
+    }
+    match agent {
+        Some(a) => {
+            let next = st.next_by_agent.iter().find(|n| &n.agent == a).and_then(|n| n.todo.as_ref());
+            match next {
+                Some(t) => out.push_str(&format!(
+                    "You are agent {a}. Your next todo: {} ({}) {}\n",
+                    t.id, t.priority, t.text
+                )),
+                None => out.push_str(&format!("You are agent {a}. Nothing is free for you right now.\n")),
+            }
+            out.push_str(&format!(
+                "Each turn: {}, then claim, one bounded verified slice, {} with evidence.\n",
+                adapter.tool_name("should_run"),
+                adapter.tool_name("complete_task")
+            ));
+        }
+        None => match adapter.entry_command() {
+            Some(cmd) => {
+                out.push_str(&format!("This session has no loopx agent yet: {cmd} <task> joins the goal.\n"))
+            }
+            None => out.push_str("This session has no loopx agent yet.\n"),
+        },
+    }
+    Ok(out)
+}
+
+/// The host's entry command (`/loopx [task | status | off]`): joins the goal as this session's
+/// own agent, adds the task, arms the loop. Creates the project and goal when there is none.
+async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &HookEnv) -> Result<HookReply> {
+    let start = start_dir(ev, env);
+    let root = find_root(&start).unwrap_or(start);
+    let (k, _) = FileKernel::init(&root, Arc::new(SystemClock), env.reporter.clone(), env.options.clone())?;
+    let cmd = adapter.entry_command().unwrap_or("loopx");
+    if k.list_goals().await?.goals.is_empty() {
+        if args.is_empty() || args == "off" || args == "status" {
+            return Ok(HookReply::Context(format!(
+                "loopx: there is no goal yet. Tell the user to run {cmd} <the task>, which creates it."
+            )));
+        }
+        let goal = CreateGoal {
+            id: GoalId::new("main")?,
+            objective: args.to_owned(),
+            title: None,
+            make_default: true,
+        };
+        k.create_goal(goal).await?;
+    }
+    let session = thread(adapter, ev);
+    let mut s = k.session(None, &session).await?;
+    let agent = match s.agent.clone() {
+        Some(a) => a,
+        None => {
+            let id = agent_id_for(adapter.agent_prefix(), &ev.session)?;
+            let reg = RegisterAgent { id: id.clone(), agent_type: adapter.agent_type(), require_new: false };
+            k.register_agent(&CommandContext::default(), reg).await?;
+            let ctx = CommandContext { agent: Some(id.clone()), ..CommandContext::default() };
+            k.bind_thread(&ctx, session.clone()).await?;
+            id
+        }
+    };
+    let ctx = CommandContext { agent: Some(agent.clone()), ..CommandContext::default() };
+    let note = match args {
+        "off" => {
+            k.set_armed(&ctx, false).await?;
+            format!("loopx: {agent}'s loop is disarmed; the goal's state is untouched.")
+        }
+        "status" => context_text(adapter, &k, Some(&agent)).await?,
+        task => {
+            let mut added = String::new();
+            if !task.is_empty() {
+                let req = AddTodo {
+                    text: task.to_owned(),
+                    priority: Priority::P1,
+                    role: Role::Agent,
+                    class: TodoClass::Advance,
+                    scopes: vec![],
+                    after_gate: None,
+                    validation: None,
+                };
+                let t = k.add_todo(&ctx, req).await?;
+                added = format!(" Added {} (P1): {task}.", t.body.todo.id);
+            }
+            k.set_armed(&ctx, true).await?;
+            s = k.session(None, &session).await?;
+            format!(
+                "loopx: this session is agent {agent} on goal {}, loop armed.{added} {} Each turn starts with {}.",
+                s.goal_id,
+                adapter.keep_turning(),
+                adapter.tool_name("should_run")
+            )
+        }
+    };
+    let d = k.should_run(&ctx, None).await.ok().filter(|d| d.decision != DecisionKind::Stop);
+    let next =
+        d.and_then(|d| d.selected_todo).map(|t| format!(" Next: {} {}.", t.id, t.text)).unwrap_or_default();
+    Ok(HookReply::Context(format!("{note}{next}")))
+}
+
+/// `<prefix>-` and the session id's first letters and digits: one agent per session.
+fn agent_id_for(prefix: &str, session: &str) -> Result<AgentId> {
+    let tail: String =
+        session.chars().filter(char::is_ascii_alphanumeric).take(12).collect::<String>().to_ascii_lowercase();
+    if tail.is_empty() {
+        return Err(Error::usage("the hook input has no session id"));
+    }
+    AgentId::new(&format!("{prefix}-{tail}"))
+}

@@ -1,0 +1,747 @@
+//! The installer: applies an adapter's [`InstallSpec`] to a host's files, and takes it away
+//! again. Adapters declare what they want; this module alone reads the host's files, works out
+//! the plan, and writes.
+//!
+//! Three kinds of managed file: whole text files carrying [`MARKER`] (a file of that name
+//! without it is the user's and is skipped), and our entries in a host's JSON or TOML file
+//! (the user's entries, order and — for TOML — comments are kept).
+//!
+//! Every install keeps a manifest, `<base>/.loopx/installs/<adapter>.json` (the project for
+//! project scope, home for user scope), with paths relative to the project or home, each
+//! file's original bytes, a hash of what loopx wrote, and the entries that are ours. Uninstall
+//! gives a file's original bytes back when nobody touched it since, or takes out only our
+//! entries when someone did, and removes the directories the install created once they are
+//! empty. A moved project uninstalls the same way.
+//!
+//! Crash safety: the manifest, with the whole plan as `pending` (each write's before-hash and
+//! after-content), is written before the first host file changes, and rewritten without it
+//! after the last. A plan interrupted half-way is finished by the next install, uninstall or
+//! `host doctor` ([`recover`]).
+
+pub mod doc;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use loopx_core::host::{
+    Base, Entry, EntryOp, FileOp, Format, HostPath, InstallOptions, InstallScope, InstallSpec, MARKER,
+    ManagedFile, PlannedFile,
+};
+use loopx_core::{Error, Result};
+
+use crate::fs as kfs;
+use crate::log::line_hash;
+use doc::Doc;
+
+/// The manifests' directory, under the scope's base.
+pub const MANIFEST_DIR: &str = ".loopx/installs";
+const MANIFEST_SCHEMA: u32 = 1;
+
+/// The two directories managed paths are relative to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Roots {
+    pub project: PathBuf,
+    pub home: PathBuf,
+}
+
+impl Roots {
+    pub fn abs(&self, p: &HostPath) -> PathBuf {
+        let base = match p.base {
+            Base::Project => &self.project,
+            Base::Home => &self.home,
+        };
+        p.rel.split('/').fold(base.clone(), |acc, c| acc.join(c))
+    }
+}
+
+/// Where an adapter's manifest lives for a scope.
+pub fn manifest_path(adapter: &str, scope: InstallScope) -> Result<HostPath> {
+    HostPath::in_scope(scope, &format!("{MANIFEST_DIR}/{adapter}.json"))
+}
+
+/// An install's record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub adapter: String,
+    /// What was asked for (so `host doctor` can check the wiring is still all there).
+    pub options: InstallOptions,
+    /// Directories the install created, removed again by uninstall once empty.
+    #[serde(default)]
+    pub created_dirs: Vec<HostPath>,
+    pub files: Vec<OwnedFile>,
+    /// A plan being applied; present only between its first and last write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Pending>,
+}
+
+/// One file loopx wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnedFile {
+    pub path: HostPath,
+    /// `None` for a whole text file; the format for a file loopx keeps entries in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<Format>,
+    /// The entries loopx keeps in it (`ours: false`: the user had it already).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entries: Vec<OwnedEntry>,
+    /// Its bytes before loopx first changed it; `None` when loopx created it.
+    pub original: Option<String>,
+    /// Hash of what loopx last wrote.
+    pub written: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnedEntry {
+    pub entry: Entry,
+    pub ours: bool,
+}
+
+/// A plan in flight: enough to finish it after a crash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    pub writes: Vec<PendingWrite>,
+    /// The manifest once the writes are done; `None` after an uninstall.
+    pub then: Option<Box<Manifest>>,
+    /// Directories to remove, if empty, once done (deepest first).
+    #[serde(default)]
+    pub prune_dirs: Vec<HostPath>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingWrite {
+    pub path: HostPath,
+    /// Hash of the file before the plan; `None` when it did not exist.
+    pub before: Option<String>,
+    /// The content after the plan; `None` to remove the file.
+    pub after: Option<String>,
+}
+
+/// What an install or uninstall will do.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub adapter: String,
+    pub scope: InstallScope,
+    /// One line per file, the manifest last.
+    pub files: Vec<PlannedFile>,
+    /// Things worth telling the person (a missing manifest, say).
+    pub notes: Vec<String>,
+    manifest: HostPath,
+    writes: Vec<PendingWrite>,
+    then: Option<Manifest>,
+    prune_dirs: Vec<HostPath>,
+    manifest_changes: bool,
+}
+
+impl Plan {
+    /// Whether applying it changes anything on disk.
+    pub fn changes(&self) -> bool {
+        !self.writes.is_empty() || self.manifest_changes
+    }
+}
+
+fn hash(text: &str) -> String {
+    line_hash(text.as_bytes())
+}
+
+fn read_text(path: &Path, shown: &HostPath) -> Result<Option<String>> {
+    match kfs::read_optional(path)? {
+        None => Ok(None),
+        Some(b) => String::from_utf8(b).map(Some).map_err(|_| {
+            Error::refused(format!("{shown} is not UTF-8 text; loopx leaves it alone"))
+                .with_hint("fix or move the file, then run the command again")
+        }),
+    }
+}
+
+/// The manifest, if there is one. An unreadable manifest is refused (nothing is guessed).
+pub fn load_manifest(roots: &Roots, adapter: &str, scope: InstallScope) -> Result<Option<Manifest>> {
+    let at = manifest_path(adapter, scope)?;
+    let Some(text) = read_text(&roots.abs(&at), &at)? else { return Ok(None) };
+    let m: Manifest = serde_json::from_str(&text).map_err(|e| {
+        Error::integrity(format!("{at} is not a loopx install manifest ({e})"))
+            .with_hint("restore it from a backup, or move it aside and remove loopx's entries by hand")
+    })?;
+    if m.schema_version != MANIFEST_SCHEMA || m.adapter != adapter {
+        return Err(Error::integrity(format!(
+            "{at} is a manifest of schema {} for {}; this loopx reads schema {MANIFEST_SCHEMA} for {adapter}",
+            m.schema_version, m.adapter
+        )));
+    }
+    Ok(Some(m))
+}
+
+fn op_for(current: Option<&String>, content: &str) -> FileOp {
+    match current {
+        Some(c) if c == content => FileOp::Unchanged,
+        Some(_) => FileOp::Update,
+        None => FileOp::Create,
+    }
+}
+
+fn planned(op: FileOp, path: &HostPath, reason: Option<&str>) -> PlannedFile {
+    PlannedFile { op, path: path.clone(), reason: reason.map(str::to_owned) }
+}
+
+fn is_empty_container(v: &Value) -> bool {
+    matches!(v, Value::Object(m) if m.is_empty()) || matches!(v, Value::Array(a) if a.is_empty())
+}
+
+/// Takes `entry` out of `doc`, then every container on its path that is left empty and was not
+/// in the user's original.
+fn strip(doc: &mut Doc, entry: &Entry, original: Option<&Doc>) {
+    match &entry.op {
+        EntryOp::Set(_) => doc.remove(&entry.at),
+        EntryOp::Push(v) | EntryOp::Ensure(v) => {
+            doc.remove_element(&entry.at, v);
+        }
+    }
+    for k in (1..=entry.at.len()).rev() {
+        let p = &entry.at[..k];
+        match doc.get(p) {
+            None => continue,
+            Some(v) if is_empty_container(&v) && original.and_then(|o| o.get(p)).is_none() => doc.remove(p),
+            Some(_) => break,
+        }
+    }
+}
+
+fn contains(doc: &Doc, at: &[String], v: &Value) -> bool {
+    doc.get(at).and_then(|a| a.as_array().map(|a| a.contains(v))).unwrap_or(false)
+}
+
+/// Our entries on top of the user's. `prior` is what the last install recorded for the file.
+fn merge(
+    doc: &mut Doc,
+    entries: &[Entry],
+    prior: &[OwnedEntry],
+    original: Option<&Doc>,
+    shown: &HostPath,
+) -> Result<Vec<OwnedEntry>> {
+    for p in prior.iter().filter(|p| p.ours && !entries.contains(&p.entry)) {
+        // Keep a key we own in place when it is only getting a new value.
+        let same_key = matches!(p.entry.op, EntryOp::Set(_))
+            && entries.iter().any(|e| e.at == p.entry.at && matches!(e.op, EntryOp::Set(_)));
+        if !same_key {
+            strip(doc, &p.entry, original);
+        }
+    }
+    let mut out = Vec::new();
+    for e in entries {
+        let was_ours = |pred: &dyn Fn(&Entry) -> bool| prior.iter().any(|p| p.ours && pred(&p.entry));
+        let ours = match &e.op {
+            EntryOp::Set(v) => {
+                let existing = doc.get(&e.at);
+                let key_ours = was_ours(&|p| p.at == e.at && matches!(p.op, EntryOp::Set(_)));
+                if existing.as_ref().is_some_and(|x| x != v) && !key_ours {
+                    return Err(Error::refused(format!(
+                        "{shown}: {} already holds a value loopx did not write; loopx will not replace it",
+                        e.at.join(".")
+                    ))
+                    .with_hint("remove that entry yourself, or install without the option that needs it"));
+                }
+                doc.set(&e.at, v)?;
+                existing.is_none() || key_ours
+            }
+            EntryOp::Push(v) | EntryOp::Ensure(v) => {
+                if contains(doc, &e.at, v) {
+                    was_ours(&|p| p == e)
+                } else {
+                    doc.push(&e.at, v)?;
+                    true
+                }
+            }
+        };
+        out.push(OwnedEntry { entry: e.clone(), ours });
+    }
+    Ok(out)
+}
+
+/// What undoing one owned file means now.
+fn undo(roots: &Roots, f: &OwnedFile) -> Result<(PlannedFile, Option<PendingWrite>)> {
+    let current = read_text(&roots.abs(&f.path), &f.path)?;
+    let Some(now) = current else {
+        return Ok((planned(FileOp::Skipped, &f.path, Some("no longer there")), None));
+    };
+    let write =
+        |after: Option<String>| PendingWrite { path: f.path.clone(), before: Some(hash(&now)), after };
+    let untouched = hash(&now) == f.written;
+    let Some(format) = f.format else {
+        return Ok(if untouched {
+            (planned(FileOp::Remove, &f.path, None), Some(write(None)))
+        } else if now.contains(MARKER) {
+            let why = "changed since loopx wrote it; left in place (delete it if you do not need it)";
+            (planned(FileOp::Skipped, &f.path, Some(why)), None)
+        } else {
+            (planned(FileOp::Skipped, &f.path, Some("not loopx's; left as it is")), None)
+        });
+    };
+    if untouched {
+        // Nobody touched it since: the original bytes come back exactly.
+        return Ok(match &f.original {
+            Some(o) if *o == now => (planned(FileOp::Unchanged, &f.path, None), None),
+            Some(o) => (planned(FileOp::Update, &f.path, None), Some(write(Some(o.clone())))),
+            None => (planned(FileOp::Remove, &f.path, None), Some(write(None))),
+        });
+    }
+    // Changed since: take out only loopx's entries.
+    let mut doc = Doc::parse(format, Some(&now), &f.path.to_string())?;
+    let original = f.original.as_deref().map(|o| Doc::parse(format, Some(o), "")).transpose().ok().flatten();
+    for e in f.entries.iter().filter(|e| e.ours) {
+        strip(&mut doc, &e.entry, original.as_ref());
+    }
+    if doc.is_empty() && f.original.is_none() {
+        return Ok((planned(FileOp::Remove, &f.path, None), Some(write(None))));
+    }
+    let after = doc.render()?;
+    let op = op_for(Some(&now), &after);
+    let w = (op != FileOp::Unchanged).then(|| write(Some(after)));
+    Ok((planned(op, &f.path, None), w))
+}
+
+/// Directories on the way to `path` that do not exist yet, outermost first.
+fn missing_dirs(roots: &Roots, path: &HostPath) -> Vec<HostPath> {
+    path.ancestors().into_iter().filter(|d| !roots.abs(d).exists()).collect()
+}
+
+fn by_depth(dirs: BTreeSet<HostPath>) -> Vec<HostPath> {
+    let mut v: Vec<HostPath> = dirs.into_iter().collect();
+    v.sort_by_key(|d| (d.base, d.rel.matches('/').count(), d.rel.clone()));
+    v
+}
+
+fn refuse_pending(m: &Manifest, at: &HostPath) -> Result<()> {
+    if m.pending.is_some() {
+        return Err(Error::refused(format!(
+            "an earlier install or uninstall of {} did not finish ({at} records it)",
+            m.adapter
+        ))
+        .with_hint(
+            "run the command without --dry-run, or loopx host doctor <host>: either finishes it first",
+        ));
+    }
+    Ok(())
+}
+
+/// The plan that makes the host's files match `spec`, for `opts`.
+pub fn plan_install(roots: &Roots, adapter: &str, opts: &InstallOptions, spec: &InstallSpec) -> Result<Plan> {
+    let at = manifest_path(adapter, opts.scope)?;
+    let prior = load_manifest(roots, adapter, opts.scope)?;
+    if let Some(m) = &prior {
+        refuse_pending(m, &at)?;
+    }
+    let prior_files = prior.as_ref().map(|m| m.files.clone()).unwrap_or_default();
+    let mut files = Vec::new();
+    let mut writes = Vec::new();
+    let mut owned = Vec::new();
+    for f in &spec.files {
+        let path = f.path();
+        let current = read_text(&roots.abs(path), path)?;
+        let before = current.as_deref().map(hash);
+        let prior_f = prior_files.iter().find(|p| &p.path == path);
+        match f {
+            ManagedFile::Text { content, .. } => {
+                if !content.contains(MARKER) {
+                    return Err(Error::internal(format!(
+                        "{path}: an adapter's text file without the marker"
+                    )));
+                }
+                if current.as_ref().is_some_and(|c| !c.contains(MARKER)) {
+                    let why = "a file of this name exists and is not loopx's; it was left as it is";
+                    files.push(planned(FileOp::Skipped, path, Some(why)));
+                    continue;
+                }
+                let op = op_for(current.as_ref(), content);
+                if op != FileOp::Unchanged {
+                    writes.push(PendingWrite { path: path.clone(), before, after: Some(content.clone()) });
+                }
+                files.push(planned(op, path, None));
+                owned.push(OwnedFile {
+                    path: path.clone(),
+                    format: None,
+                    entries: vec![],
+                    original: None,
+                    written: hash(content),
+                });
+            }
+            ManagedFile::Entries { format, entries, .. } => {
+                let prior_f = prior_f.filter(|p| p.format == Some(*format));
+                let original = prior_f.map_or_else(|| current.clone(), |p| p.original.clone());
+                let shown = path.to_string();
+                let mut doc = Doc::parse(*format, current.as_deref(), &shown)?;
+                let original_doc = original
+                    .as_deref()
+                    .map(|o| Doc::parse(*format, Some(o), &shown))
+                    .transpose()
+                    .ok()
+                    .flatten();
+                let prior_entries = prior_f.map(|p| p.entries.as_slice()).unwrap_or_default();
+                let recorded = merge(&mut doc, entries, prior_entries, original_doc.as_ref(), path)?;
+                let content = doc.render()?;
+                let op = op_for(current.as_ref(), &content);
+                if op != FileOp::Unchanged {
+                    writes.push(PendingWrite { path: path.clone(), before, after: Some(content.clone()) });
+                }
+                files.push(planned(op, path, None));
+                owned.push(OwnedFile {
+                    path: path.clone(),
+                    format: Some(*format),
+                    entries: recorded,
+                    original,
+                    written: hash(&content),
+                });
+            }
+        }
+    }
+    // Files the last install wrote that these options no longer want.
+    for p in prior_files.iter().filter(|p| !spec.files.iter().any(|f| f.path() == &p.path)) {
+        let (line, write) = undo(roots, p)?;
+        files.push(line);
+        writes.extend(write);
+    }
+    let mut dirs: BTreeSet<HostPath> =
+        prior.as_ref().map(|m| m.created_dirs.iter().cloned().collect()).unwrap_or_default();
+    for w in writes.iter().filter(|w| w.after.is_some()) {
+        dirs.extend(missing_dirs(roots, &w.path));
+    }
+    dirs.extend(missing_dirs(roots, &at));
+    let then = Manifest {
+        schema_version: MANIFEST_SCHEMA,
+        adapter: adapter.to_owned(),
+        options: opts.clone(),
+        created_dirs: by_depth(dirs),
+        files: owned,
+        pending: None,
+    };
+    let manifest_changes = prior.as_ref() != Some(&then);
+    files.push(planned(
+        match (&prior, manifest_changes) {
+            (None, _) => FileOp::Create,
+            (Some(_), true) => FileOp::Update,
+            (Some(_), false) => FileOp::Unchanged,
+        },
+        &at,
+        None,
+    ));
+    Ok(Plan {
+        adapter: adapter.to_owned(),
+        scope: opts.scope,
+        files,
+        notes: vec![],
+        manifest: at,
+        writes,
+        then: Some(then),
+        prune_dirs: vec![],
+        manifest_changes,
+    })
+}
+
+/// The plan that removes what loopx installed. Without a manifest, `fallback` (everything the
+/// adapter could have installed) is taken out where it matches exactly.
+pub fn plan_uninstall(
+    roots: &Roots,
+    adapter: &str,
+    scope: InstallScope,
+    fallback: &InstallSpec,
+) -> Result<Plan> {
+    let at = manifest_path(adapter, scope)?;
+    let manifest = load_manifest(roots, adapter, scope)?;
+    let mut files = Vec::new();
+    let mut writes = Vec::new();
+    let mut notes = Vec::new();
+    let owned: Vec<OwnedFile> = match &manifest {
+        Some(m) => {
+            refuse_pending(m, &at)?;
+            m.files.clone()
+        }
+        None => {
+            // No record: treat every file the adapter could have written as loopx's where it
+            // carries loopx's marker or entries, and take out only those.
+            let mut v = Vec::new();
+            for f in &fallback.files {
+                let path = f.path();
+                let Some(now) = read_text(&roots.abs(path), path)? else { continue };
+                match f {
+                    ManagedFile::Text { .. } if now.contains(MARKER) => v.push(OwnedFile {
+                        path: path.clone(),
+                        format: None,
+                        entries: vec![],
+                        original: None,
+                        written: hash(&now),
+                    }),
+                    ManagedFile::Text { .. } => {}
+                    ManagedFile::Entries { format, entries, .. } => v.push(OwnedFile {
+                        path: path.clone(),
+                        format: Some(*format),
+                        entries: entries
+                            .iter()
+                            .map(|e| OwnedEntry { entry: e.clone(), ours: true })
+                            .collect(),
+                        original: Some(now.clone()),
+                        written: String::new(),
+                    }),
+                }
+            }
+            if !v.is_empty() {
+                notes.push(format!(
+                    "no install manifest ({at}); removed what matches loopx's files and entries exactly"
+                ));
+            }
+            v
+        }
+    };
+    for f in &owned {
+        let (line, write) = undo(roots, f)?;
+        if manifest.is_none() && line.op == FileOp::Unchanged {
+            continue;
+        }
+        files.push(line);
+        writes.extend(write);
+    }
+    if manifest.is_some() {
+        files.push(planned(FileOp::Remove, &at, None));
+    }
+    let mut prune: Vec<HostPath> = manifest.as_ref().map(|m| m.created_dirs.clone()).unwrap_or_default();
+    prune.reverse(); // deepest first
+    Ok(Plan {
+        adapter: adapter.to_owned(),
+        scope,
+        files,
+        notes,
+        manifest_changes: manifest.is_some(),
+        manifest: at,
+        writes,
+        then: None,
+        prune_dirs: prune,
+    })
+}
+
+fn write_manifest(roots: &Roots, at: &HostPath, m: &Manifest) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(m)
+        .map_err(|e| Error::internal(format!("cannot encode the manifest: {e}")))?;
+    text.push('\n');
+    let path = roots.abs(at);
+    if let Some(dir) = path.parent() {
+        kfs::create_dir_all(dir)?;
+    }
+    kfs::atomic_write(&path, text.as_bytes())
+}
+
+fn do_write(roots: &Roots, w: &PendingWrite) -> Result<()> {
+    let path = roots.abs(&w.path);
+    match &w.after {
+        Some(content) => {
+            if let Some(dir) = path.parent() {
+                kfs::create_dir_all(dir)?;
+            }
+            kfs::atomic_write(&path, content.as_bytes())
+        }
+        None => kfs::remove_file(&path),
+    }
+}
+
+fn finish(roots: &Roots, at: &HostPath, then: Option<&Manifest>, prune: &[HostPath]) -> Result<()> {
+    match then {
+        Some(m) => write_manifest(roots, at, m)?,
+        None => kfs::remove_file(&roots.abs(at))?,
+    }
+    for d in prune {
+        kfs::remove_dir_if_empty(&roots.abs(d))?;
+    }
+    Ok(())
+}
+
+/// Applies `plan`: the manifest with the plan as pending first, then each host file
+/// atomically, then the manifest as it ends up. `fault` names a test-only crash point
+/// (`install-after-first-write`).
+pub fn apply(roots: &Roots, plan: &Plan, fault: Option<&str>) -> Result<()> {
+    apply_until(roots, plan, fault, None)
+}
+
+/// [`apply`], stopping after `stop_after` host file writes as a crash would (for the
+/// conformance suite's half-applied plans).
+pub(crate) fn apply_until(
+    roots: &Roots,
+    plan: &Plan,
+    fault: Option<&str>,
+    stop_after: Option<usize>,
+) -> Result<()> {
+    if !plan.changes() {
+        return Ok(());
+    }
+    let pending = Pending {
+        writes: plan.writes.clone(),
+        then: plan.then.clone().map(Box::new),
+        prune_dirs: plan.prune_dirs.clone(),
+    };
+    // The journal: a manifest that says what is about to change, written before anything does.
+    let journal = match &plan.then {
+        Some(m) => Manifest { pending: Some(pending), ..m.clone() },
+        None => match load_manifest(roots, &plan.adapter, plan.scope)? {
+            Some(m) => Manifest { pending: Some(pending), ..m },
+            None if plan.writes.is_empty() => return Ok(()),
+            None => Manifest {
+                schema_version: MANIFEST_SCHEMA,
+                adapter: plan.adapter.clone(),
+                options: placeholder_options(plan.scope)?,
+                created_dirs: missing_dirs(roots, &plan.manifest),
+                files: vec![],
+                pending: Some(Pending {
+                    prune_dirs: missing_dirs(roots, &plan.manifest).into_iter().rev().collect(),
+                    ..pending
+                }),
+            },
+        },
+    };
+    write_manifest(roots, &plan.manifest, &journal)?;
+    for (i, w) in plan.writes.iter().enumerate() {
+        if stop_after == Some(i) {
+            return Ok(());
+        }
+        do_write(roots, w)?;
+        if i == 0 && fault == Some("install-after-first-write") {
+            std::process::abort();
+        }
+    }
+    let prune = journal.pending.as_ref().map(|p| p.prune_dirs.clone()).unwrap_or_default();
+    finish(roots, &plan.manifest, plan.then.as_ref(), &prune)
+}
+
+fn placeholder_options(scope: InstallScope) -> Result<InstallOptions> {
+    Ok(InstallOptions {
+        scope,
+        features: BTreeSet::new(),
+        loopx: "loopx".to_owned(),
+        goal: loopx_core::GoalId::new("main")?,
+    })
+}
+
+/// Finishes a plan a crash interrupted. Returns what it did, or `None` when nothing was
+/// pending. A file changed by someone else in the meantime is refused, not overwritten.
+pub fn recover(roots: &Roots, adapter: &str, scope: InstallScope) -> Result<Option<String>> {
+    let at = manifest_path(adapter, scope)?;
+    let Some(m) = load_manifest(roots, adapter, scope)? else { return Ok(None) };
+    let Some(p) = m.pending else { return Ok(None) };
+    let mut done = 0;
+    for w in &p.writes {
+        let now = read_text(&roots.abs(&w.path), &w.path)?;
+        if now.as_ref() == w.after.as_ref() {
+            continue;
+        }
+        if now.as_deref().map(hash) != w.before {
+            return Err(Error::refused(format!(
+                "{} changed while an install of {adapter} was interrupted; loopx will not overwrite it",
+                w.path
+            ))
+            .with_hint(format!("compare it with the plan in {at}, fix it by hand, then remove {at}")));
+        }
+        do_write(roots, w)?;
+        done += 1;
+    }
+    finish(roots, &at, p.then.as_deref(), &p.prune_dirs)?;
+    Ok(Some(format!(
+        "finished an interrupted {} of {adapter} ({done} file(s) written)",
+        match p.then {
+            Some(_) => "install",
+            None => "uninstall",
+        }
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn roots() -> (tempfile::TempDir, Roots) {
+        let d = tempfile::tempdir().unwrap();
+        let r = Roots { project: d.path().join("p"), home: d.path().join("h") };
+        std::fs::create_dir_all(&r.project).unwrap();
+        std::fs::create_dir_all(&r.home).unwrap();
+        (d, r)
+    }
+
+    fn opts() -> InstallOptions {
+        placeholder_options(InstallScope::Project).unwrap()
+    }
+
+    fn spec(hook: &str) -> InstallSpec {
+        InstallSpec {
+            files: vec![
+                ManagedFile::Text {
+                    path: HostPath::project("a/cmd.md").unwrap(),
+                    content: format!("<!-- {MARKER} -->\nhi\n"),
+                },
+                ManagedFile::Entries {
+                    path: HostPath::project("a/settings.json").unwrap(),
+                    format: Format::Json,
+                    entries: vec![
+                        Entry::push(&["hooks", "Stop"], json!({"command": hook})),
+                        Entry::ensure(&["allow"], json!("mcp__loopx")),
+                        Entry::set(&["servers", "loopx"], json!({"command": "loopx"})),
+                    ],
+                },
+            ],
+        }
+    }
+
+    fn tree(r: &Roots) -> Vec<(String, String)> {
+        fn walk(dir: &Path, base: &Path, out: &mut Vec<(String, String)>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+                if p.is_dir() {
+                    out.push((rel.clone() + "/", String::new()));
+                    walk(&p, base, out);
+                } else {
+                    out.push((rel, std::fs::read_to_string(&p).unwrap()));
+                }
+            }
+        }
+        let mut v = Vec::new();
+        walk(&r.project, &r.project, &mut v);
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn round_trip_with_a_users_entries_and_an_option_change() {
+        let (_d, r) = roots();
+        std::fs::create_dir_all(r.project.join("a")).unwrap();
+        std::fs::write(
+            r.project.join("a/settings.json"),
+            "{\"allow\": [\"mcp__loopx\", \"Bash\"], \"x\": 1}\n",
+        )
+        .unwrap();
+        let before = tree(&r);
+        let plan = plan_install(&r, "t", &opts(), &spec("loopx hook t stop")).unwrap();
+        apply(&r, &plan, None).unwrap();
+        let again = plan_install(&r, "t", &opts(), &spec("loopx hook t stop")).unwrap();
+        assert!(!again.changes(), "{:?}", again.files);
+        // Another hook command replaces ours, in place; the user's allow entry stays theirs.
+        apply(&r, &plan_install(&r, "t", &opts(), &spec("/bin/loopx hook t stop")).unwrap(), None).unwrap();
+        let s: Value =
+            serde_json::from_str(&std::fs::read_to_string(r.project.join("a/settings.json")).unwrap())
+                .unwrap();
+        assert_eq!(s["hooks"]["Stop"], json!([{"command": "/bin/loopx hook t stop"}]));
+        let un = plan_uninstall(&r, "t", InstallScope::Project, &spec("x")).unwrap();
+        apply(&r, &un, None).unwrap();
+        assert_eq!(tree(&r), before, "bytes and directories as they were");
+    }
+
+    #[test]
+    fn a_users_value_under_our_key_is_refused() {
+        let (_d, r) = roots();
+        std::fs::create_dir_all(r.project.join("a")).unwrap();
+        std::fs::write(
+            r.project.join("a/settings.json"),
+            "{\"servers\": {\"loopx\": {\"command\": \"mine\"}}}",
+        )
+        .unwrap();
+        let e = plan_install(&r, "t", &opts(), &spec("h")).unwrap_err();
+        assert!(e.message.contains("servers.loopx already holds"), "{}", e.message);
+    }
+}

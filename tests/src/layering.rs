@@ -1,0 +1,291 @@
+//! The layering rules of DESIGN.md §2, checked on the code itself: which workspace crates each
+//! crate may depend on (from `cargo metadata`), and which parts of `std` and which macros its
+//! source may name. Sources are parsed with `syn`, every `use` is followed (grouped imports,
+//! renames, globs), every path and macro is resolved through them, macro arguments are parsed
+//! too, and every module file is read, however deep. Test modules (`#[cfg(test)]`) are exempt.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use syn::punctuated::Punctuated;
+use syn::visit::{self, Visit};
+
+/// The kind of crate a source file belongs to, which decides its rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer {
+    /// `core/`: no file, network, environment, process or clock I/O, no printing.
+    Core,
+    /// `kernel/`: never reads the environment, prints or exits.
+    /// (Every layer here is also forbidden to print: stdout and stderr belong to the CLI.)
+    Kernel,
+    /// `hosts/*`: reads and parses, never writes a file, reads the environment or prints.
+    Host,
+    /// `adapters/*`: pure plans and answers: no file, process, network or environment access.
+    Adapter,
+}
+
+const PRINTING: [&str; 5] = ["println", "eprintln", "print", "eprint", "dbg"];
+
+const FS_WRITES: [&str; 12] = [
+    "std::fs::write",
+    "std::fs::remove_file",
+    "std::fs::remove_dir",
+    "std::fs::remove_dir_all",
+    "std::fs::create_dir",
+    "std::fs::create_dir_all",
+    "std::fs::rename",
+    "std::fs::copy",
+    "std::fs::hard_link",
+    "std::fs::set_permissions",
+    "std::fs::OpenOptions",
+    "std::fs::File::create",
+];
+
+impl Layer {
+    /// Path prefixes the layer may not name.
+    fn forbidden_paths(self) -> Vec<&'static str> {
+        match self {
+            Layer::Core => vec![
+                "std::fs",
+                "std::net",
+                "std::env",
+                "std::process",
+                "std::thread::sleep",
+                "std::time::SystemTime::now",
+                "std::time::Instant::now",
+                "tokio",
+            ],
+            Layer::Kernel => vec!["std::env", "std::process::exit"],
+            Layer::Host => {
+                let mut v = FS_WRITES.to_vec();
+                v.extend(["std::env", "std::net", "std::process::exit"]);
+                v
+            }
+            Layer::Adapter => vec!["std::fs", "std::env", "std::net", "std::process", "tokio"],
+        }
+    }
+
+    pub fn of(dir: &str) -> Option<Layer> {
+        match dir {
+            "core" => Some(Layer::Core),
+            "kernel" => Some(Layer::Kernel),
+            d if d.starts_with("hosts/") => Some(Layer::Host),
+            d if d.starts_with("adapters/") => Some(Layer::Adapter),
+            _ => None,
+        }
+    }
+}
+
+/// One broken rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub file: String,
+    pub what: String,
+}
+
+struct Checker<'a> {
+    layer: Layer,
+    file: &'a str,
+    /// Local name → the full path it was imported as.
+    imports: BTreeMap<String, Vec<String>>,
+    found: Vec<Violation>,
+}
+
+fn flatten(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            flatten(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => {
+            let name = n.ident.to_string();
+            let mut full = prefix.clone();
+            if name != "self" {
+                full.push(name.clone());
+            }
+            let local = if name == "self" { prefix.last().cloned().unwrap_or_default() } else { name };
+            out.push((local, full));
+        }
+        syn::UseTree::Rename(r) => {
+            let mut full = prefix.clone();
+            full.push(r.ident.to_string());
+            out.push((r.rename.to_string(), full));
+        }
+        syn::UseTree::Glob(_) => {
+            let mut full = prefix.clone();
+            full.push("*".to_owned());
+            out.push(("*".to_owned(), full));
+        }
+        syn::UseTree::Group(g) => {
+            for t in &g.items {
+                flatten(t, prefix, out);
+            }
+        }
+    }
+}
+
+fn is_test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg") && a.parse_args::<syn::Meta>().is_ok_and(|m| m.path().is_ident("test"))
+    })
+}
+
+impl Checker<'_> {
+    fn resolve(&self, segments: &[String]) -> Vec<String> {
+        let Some(first) = segments.first() else { return vec![] };
+        match self.imports.get(first) {
+            Some(full) => full.iter().cloned().chain(segments[1..].iter().cloned()).collect(),
+            None => segments.to_vec(),
+        }
+    }
+
+    fn check(&mut self, full: &[String]) {
+        let joined = full.join("::");
+        for f in self.layer.forbidden_paths() {
+            let prefix: Vec<&str> = f.split("::").collect();
+            if full.len() >= prefix.len() && full.iter().zip(&prefix).all(|(a, b)| a == b) {
+                self.found
+                    .push(Violation { file: self.file.to_owned(), what: format!("names {joined} ({f})") });
+                return;
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Checker<'_> {
+    fn visit_item_use(&mut self, i: &'ast syn::ItemUse) {
+        if is_test_only(&i.attrs) {
+            return;
+        }
+        let mut out = Vec::new();
+        flatten(&i.tree, &mut Vec::new(), &mut out);
+        for (local, full) in out {
+            self.check(&full);
+            if local != "*" {
+                self.imports.insert(local, full);
+            }
+        }
+    }
+
+    fn visit_item_mod(&mut self, i: &'ast syn::ItemMod) {
+        if !is_test_only(&i.attrs) {
+            visit::visit_item_mod(self, i);
+        }
+    }
+
+    fn visit_item_fn(&mut self, i: &'ast syn::ItemFn) {
+        if !is_test_only(&i.attrs) {
+            visit::visit_item_fn(self, i);
+        }
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        let full = self.resolve(&segments);
+        self.check(&full);
+        visit::visit_path(self, p);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        let name = m.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        if PRINTING.contains(&name.as_str()) {
+            self.found.push(Violation { file: self.file.to_owned(), what: format!("prints with {name}!") });
+        }
+        // Paths inside macro arguments count too.
+        if let Ok(args) = m.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
+            for e in &args {
+                self.visit_expr(e);
+            }
+        }
+        visit::visit_macro(self, m);
+    }
+}
+
+/// The violations in one source file of a crate of `layer`. A file that does not parse is
+/// itself a violation (the checker cannot vouch for it).
+pub fn check_source(layer: Layer, file: &str, src: &str) -> Vec<Violation> {
+    let ast = match syn::parse_file(src) {
+        Ok(a) => a,
+        Err(e) => return vec![Violation { file: file.to_owned(), what: format!("does not parse: {e}") }],
+    };
+    let mut c = Checker { layer, file, imports: BTreeMap::new(), found: Vec::new() };
+    // Imports first (they may come after their use in the file).
+    for item in &ast.items {
+        if let syn::Item::Use(u) = item
+            && !is_test_only(&u.attrs)
+        {
+            let mut out = Vec::new();
+            flatten(&u.tree, &mut Vec::new(), &mut out);
+            c.imports.extend(out.into_iter().filter(|(l, _)| l != "*"));
+        }
+    }
+    c.visit_file(&ast);
+    c.found.sort_by(|a, b| a.what.cmp(&b.what));
+    c.found.dedup();
+    c.found
+}
+
+/// Every violation under `root` (the workspace), crate by crate, file by file.
+pub fn check_workspace(root: &Path) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut dirs = vec!["core".to_owned(), "kernel".to_owned()];
+    for family in ["hosts", "adapters"] {
+        if let Ok(entries) = std::fs::read_dir(root.join(family)) {
+            for e in entries.flatten().filter(|e| e.path().join("Cargo.toml").is_file()) {
+                dirs.push(format!("{family}/{}", e.file_name().to_string_lossy()));
+            }
+        }
+    }
+    for dir in dirs {
+        let Some(layer) = Layer::of(&dir) else { continue };
+        let mut files = Vec::new();
+        rust_files(&root.join(&dir).join("src"), &mut files);
+        assert!(!files.is_empty(), "{dir}/src holds no Rust files");
+        for f in files {
+            let src = std::fs::read_to_string(&f).unwrap_or_default();
+            let shown = f.strip_prefix(root).unwrap_or(&f).display().to_string();
+            out.extend(check_source(layer, &shown, &src));
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The dependency rules over `deps` (workspace crate → the workspace crates it depends on).
+pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, on) in deps {
+        let allowed = |d: &str| match name.as_str() {
+            "loopx-core" => false,
+            "loopx-kernel" => d == "loopx-core",
+            n if n.starts_with("loopx-host-") => d == "loopx-core",
+            n if n.starts_with("loopx-adapter-") => {
+                // Core, and the one host crate whose host the adapter is named after.
+                let host = n.trim_start_matches("loopx-adapter-");
+                d == "loopx-core" || d.strip_prefix("loopx-host-").is_some_and(|h| host.starts_with(h))
+            }
+            _ => true, // cli, xtask and tests may depend on anything
+        };
+        for d in on.iter().filter(|d| !allowed(d)) {
+            out.push(format!("{name} must not depend on {d} (DESIGN.md §2)"));
+        }
+        if name.starts_with("loopx-adapter-")
+            && on.iter().filter(|d| d.starts_with("loopx-host-")).count() > 1
+        {
+            out.push(format!("{name} depends on more than one host crate"));
+        }
+    }
+    out
+}
