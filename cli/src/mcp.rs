@@ -153,7 +153,20 @@ fn input_schema<T: schemars::JsonSchema>() -> Value {
     if let Some(m) = v.as_object_mut() {
         m.shift_remove("$schema");
         m.shift_remove("title");
-        m.entry("properties").or_insert_with(|| json!({}));
+        let props = m.entry("properties").or_insert_with(|| json!({}));
+        // An optional argument is one not `required`; `["string", "null"]` says it twice.
+        for p in props.as_object_mut().into_iter().flat_map(|p| p.values_mut()) {
+            if let Some(p) = p.as_object_mut() {
+                p.shift_remove("format");
+                let single = p.get("type").and_then(Value::as_array).and_then(|t| {
+                    let rest: Vec<&Value> = t.iter().filter(|x| *x != "null").collect();
+                    (rest.len() == 1).then(|| rest[0].clone())
+                });
+                if let Some(t) = single {
+                    p.insert("type".to_owned(), t);
+                }
+            }
+        }
     }
     v
 }
@@ -379,8 +392,10 @@ impl Server {
                     Ok(v) => json!({"content": [{"type": "text", "text": v.to_string()}], "isError": false}),
                     Err(e) => {
                         let mut text = format!("error: {}", e.message);
-                        if let Some(h) = &e.hint {
-                            text.push_str(&format!("\nhint: {h}"));
+                        let calls: Vec<String> =
+                            crate::next::error_tool_calls(&e).iter().map(Value::to_string).collect();
+                        for line in crate::next::hint_lines(e.hint.as_deref(), &calls) {
+                            text.push_str(&format!("\nhint: {line}"));
                         }
                         json!({"content": [{"type": "text", "text": text}], "isError": true})
                     }

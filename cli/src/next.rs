@@ -10,43 +10,81 @@ use loopx_core::{Error, Result};
 
 /// The context a should-run answer gives its steps.
 pub fn context(a: &ShouldRunAnswer) -> StepContext<'_> {
-    StepContext { goal: &a.goal_id, agent: a.agent_id.as_ref(), turn: a.turn.as_ref().map(|t| t.id.as_str()) }
+    StepContext {
+        goal: Some(&a.goal_id),
+        agent: a.agent_id.as_ref(),
+        turn: a.turn.as_ref().map(|t| t.id.as_str()),
+    }
+}
+
+/// An error's next steps as command lines.
+pub fn error_commands(e: &Error) -> Vec<String> {
+    e.next.as_ref().map(|n| n.steps.iter().map(|s| command(s, &n.context())).collect()).unwrap_or_default()
+}
+
+/// An error's next steps as tool calls (or commands, where there is no tool).
+pub fn error_tool_calls(e: &Error) -> Vec<Value> {
+    e.next
+        .as_ref()
+        .map(|n| n.steps.iter().filter_map(|s| tool_call(s, &n.context())).collect())
+        .unwrap_or_default()
+}
+
+/// The hint and the ways out, one per line, for a person (`how` renders each step).
+pub fn hint_lines(hint: Option<&str>, steps: &[String]) -> Vec<String> {
+    match (hint, steps) {
+        (None, []) => vec![],
+        (Some(h), []) => vec![h.to_owned()],
+        (Some(h), [one]) => vec![format!("{h}: {one}")],
+        (None, steps) => steps.to_vec(),
+        (Some(h), steps) => {
+            std::iter::once(format!("{h}:")).chain(steps.iter().map(|s| format!("  {s}"))).collect()
+        }
+    }
 }
 
 fn argv(step: &NextStep, c: &StepContext<'_>) -> Vec<String> {
     let mut v: Vec<String> = vec!["loopx".into()];
     let mut words = |w: &[&str]| v.extend(w.iter().map(|s| (*s).to_owned()));
-    let goal = c.goal.as_str();
+    let goal: Vec<&str> = c.goal.map(|g| vec!["--goal-id", g.as_str()]).unwrap_or_default();
     let agent: Vec<&str> = c.agent.map(|a| vec!["--agent-id", a.as_str()]).unwrap_or_default();
     let turn: Vec<&str> = c.turn.map(|t| vec!["--turn-instance-id", t]).unwrap_or_default();
     let todo_s;
     match step {
         NextStep::ShouldRun => {
-            words(&["quota", "should-run", "--goal-id", goal]);
+            words(&["quota", "should-run"]);
+            words(&goal);
             words(&agent);
         }
         NextStep::Claim { todo } => {
             todo_s = todo.to_string();
-            words(&["todo", "claim", "--goal-id", goal, "--todo-id", &todo_s]);
+            words(&["todo", "claim"]);
+            words(&goal);
+            words(&["--todo-id", &todo_s]);
             words(&agent);
             words(&turn);
         }
         NextStep::AcquireLease { todo, ttl } => {
             todo_s = todo.to_string();
-            words(&["lease", "acquire", "--goal-id", goal, "--todo-id", &todo_s]);
+            words(&["lease", "acquire"]);
+            words(&goal);
+            words(&["--todo-id", &todo_s]);
             words(&agent);
             words(&["--ttl", ttl]);
         }
         NextStep::Complete { todo } => {
             todo_s = todo.to_string();
-            words(&["todo", "complete", "--goal-id", goal, "--todo-id", &todo_s]);
+            words(&["todo", "complete"]);
+            words(&goal);
+            words(&["--todo-id", &todo_s]);
             words(&agent);
             words(&turn);
             words(&["--evidence", "…"]);
         }
         NextStep::RefreshState { todo } => {
             todo_s = todo.to_string();
-            words(&["refresh-state", "--goal-id", goal]);
+            words(&["refresh-state"]);
+            words(&goal);
             words(&agent);
             words(&["--todo-id", &todo_s]);
             words(&turn);
@@ -54,23 +92,39 @@ fn argv(step: &NextStep, c: &StepContext<'_>) -> Vec<String> {
         }
         NextStep::SpendSlot { todo } => {
             todo_s = todo.to_string();
-            words(&["quota", "spend-slot", "--goal-id", goal]);
+            words(&["quota", "spend-slot"]);
+            words(&goal);
             words(&agent);
             words(&["--todo-id", &todo_s]);
             words(&turn);
         }
         NextStep::AddTodo => {
-            words(&["todo", "add", "--goal-id", goal]);
+            words(&["todo", "add"]);
+            words(&goal);
             words(&agent);
             words(&["--text", "…"]);
         }
-        NextStep::ListTodos => words(&["todo", "list", "--goal-id", goal, "--all"]),
-        NextStep::ListGates => words(&["gate", "list", "--goal-id", goal]),
-        NextStep::ResumeGoal => words(&["goal", "resume", "--goal-id", goal]),
-        NextStep::Status => words(&["status", "--goal-id", goal]),
+        NextStep::ListTodos => {
+            words(&["todo", "list"]);
+            words(&goal);
+            words(&["--all"]);
+        }
+        NextStep::ListGates => {
+            words(&["gate", "list"]);
+            words(&goal);
+        }
+        NextStep::ResumeGoal => {
+            words(&["goal", "resume"]);
+            words(&goal);
+        }
+        NextStep::Status => {
+            words(&["status"]);
+            words(&goal);
+        }
         NextStep::SchedulerAck { cadence_minutes, rrule } => {
             todo_s = cadence_minutes.to_string();
-            words(&["quota", "scheduler-ack", "--goal-id", goal]);
+            words(&["quota", "scheduler-ack"]);
+            words(&goal);
             words(&agent);
             words(&["--cadence-minutes", &todo_s]);
             if let Some(r) = rrule {
@@ -78,7 +132,8 @@ fn argv(step: &NextStep, c: &StepContext<'_>) -> Vec<String> {
             }
         }
         NextStep::SchedulerFail => {
-            words(&["quota", "scheduler-fail", "--goal-id", goal]);
+            words(&["quota", "scheduler-fail"]);
+            words(&goal);
             words(&agent);
             words(&["--error", "…"]);
         }
@@ -178,8 +233,8 @@ mod tests {
         let goal = GoalId::new("main").unwrap();
         let agent = AgentId::new("claude-1").unwrap();
         let contexts = [
-            StepContext { goal: &goal, agent: Some(&agent), turn: Some("turn 8") },
-            StepContext { goal: &goal, agent: None, turn: None },
+            StepContext { goal: Some(&goal), agent: Some(&agent), turn: Some("turn 8") },
+            StepContext { goal: None, agent: None, turn: None },
         ];
         for c in &contexts {
             for step in NextStep::examples() {

@@ -91,8 +91,8 @@ impl Printer {
     /// Prints an error (and, with `--json`, an error document); returns its exit code.
     pub fn error(&self, e: &Error) -> i32 {
         let mut msg = format!("{} {}", self.err_style.red("error:"), e.message);
-        if let Some(h) = &e.hint {
-            msg.push_str(&format!("\n{} {h}", self.err_style.dim("hint:")));
+        for line in crate::next::hint_lines(e.hint.as_deref(), &crate::next::error_commands(e)) {
+            msg.push_str(&format!("\n{} {line}", self.err_style.dim("hint:")));
         }
         eprintln!("{msg}");
         if self.json {
@@ -104,7 +104,12 @@ impl Printer {
     /// `{"schema_version":1,"error":{"kind":…,"message":…,"hint":…}}` on stdout.
     pub fn error_document(&self, e: &Error) {
         let mut m = Map::new();
-        m.insert("error".to_owned(), serde_json::to_value(e).unwrap_or(Value::Null));
+        let mut err = serde_json::to_value(e).unwrap_or(Value::Null);
+        let commands = crate::next::error_commands(e);
+        if let (Some(o), false) = (err.as_object_mut(), commands.is_empty()) {
+            o.insert("next_commands".to_owned(), Value::from(commands));
+        }
+        m.insert("error".to_owned(), err);
         write_stdout(&document(Value::Object(m)));
     }
 

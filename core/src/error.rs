@@ -9,6 +9,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::ids::{AgentId, GoalId};
+use crate::next::{Next, NextStep};
+
 /// Process exit codes, in one place. Documented in the README.
 pub mod exit {
     /// Success, including a decision of "skip" or a no-op.
@@ -63,18 +66,21 @@ impl ErrorKind {
     }
 }
 
-/// A typed error with a message for people and an optional hint (the next command to run).
+/// A typed error with a message for people, an optional hint in words, and optionally the
+/// typed next steps out of it (each front end renders them: commands, or tool calls).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    #[serde(skip)]
+    pub next: Option<Box<Next>>,
 }
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), hint: None }
+        Self { kind, message: message.into(), hint: None, next: None }
     }
     pub fn usage(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Usage, message)
@@ -106,6 +112,21 @@ impl Error {
     }
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
+        self
+    }
+    /// The typed step out of this error, taken by `agent` on `goal`.
+    pub fn with_next(mut self, goal: &GoalId, agent: Option<&AgentId>, step: NextStep) -> Self {
+        let next = self.next.get_or_insert_with(|| {
+            Box::new(Next { goal: Some(goal.clone()), agent: agent.cloned(), turn: None, steps: vec![] })
+        });
+        next.steps.push(step);
+        self
+    }
+    /// The turn the error's next steps belong to.
+    pub fn in_turn(mut self, turn: Option<&str>) -> Self {
+        if let Some(n) = &mut self.next {
+            n.turn = turn.map(str::to_owned);
+        }
         self
     }
     pub fn exit_code(&self) -> i32 {

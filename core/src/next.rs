@@ -46,9 +46,24 @@ pub enum NextStep {
 /// Who takes the steps, on which goal, in which turn.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepContext<'a> {
-    pub goal: &'a GoalId,
+    pub goal: Option<&'a GoalId>,
     pub agent: Option<&'a AgentId>,
     pub turn: Option<&'a str>,
+}
+
+/// Steps with their context, as an error carries them (the way out of a refusal).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Next {
+    pub goal: Option<GoalId>,
+    pub agent: Option<AgentId>,
+    pub turn: Option<String>,
+    pub steps: Vec<NextStep>,
+}
+
+impl Next {
+    pub fn context(&self) -> StepContext<'_> {
+        StepContext { goal: self.goal.as_ref(), agent: self.agent.as_ref(), turn: self.turn.as_deref() }
+    }
 }
 
 impl NextStep {

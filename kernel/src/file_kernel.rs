@@ -178,9 +178,12 @@ impl FileKernel {
                             "{}; completion of {id} refused (recorded as {})",
                             rejection.reason, recorded.body.id
                         ))
-                        .with_hint(format!(
-                            "fix what fails, then run loopx todo complete --todo-id {id} again"
-                        )));
+                        .with_hint("fix what fails, then complete it again")
+                        .with_next(
+                            &state.goal.id,
+                            actor.agent(),
+                            loopx_core::next::NextStep::Complete { todo: id },
+                        ));
                     }
                 }
             }

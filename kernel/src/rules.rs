@@ -14,6 +14,8 @@ use loopx_core::model::{
 use loopx_core::traits::EvidenceDraft;
 use loopx_core::{AgentId, Error, EvidenceId, GateId, Result, Timestamp, TodoId};
 
+use loopx_core::next::NextStep;
+
 use crate::state::GoalState;
 
 /// Longest a validation command may run.
@@ -39,7 +41,7 @@ impl Actor {
             Actor::Agent(a) => a.as_str(),
         }
     }
-    fn agent(&self) -> Option<&AgentId> {
+    pub fn agent(&self) -> Option<&AgentId> {
         match self {
             Actor::User => None,
             Actor::Agent(a) => Some(a),
@@ -98,27 +100,27 @@ pub fn lane_of(todo: &Todo) -> Lane {
 pub fn find_todo(state: &GoalState, id: TodoId) -> Result<&Todo> {
     state.todo(id).ok_or_else(|| {
         Error::not_found(format!("todo {id} not found on goal {}", state.goal.id))
-            .with_hint("list todos with: loopx todo list --all")
+            .with_hint("see the goal's todos")
+            .with_next(&state.goal.id, None, NextStep::ListTodos)
     })
 }
 
-fn not_held_by_other(todo: &Todo, actor: &Actor, doing: &str) -> Result<()> {
+fn not_held_by_other(state: &GoalState, todo: &Todo, actor: &Actor, doing: &str) -> Result<()> {
     match (&todo.claimed_by, actor) {
         (Some(owner), Actor::Agent(me)) if owner != me => {
             Err(Error::conflict(format!("todo {} is claimed by {owner}; {me} cannot {doing} it", todo.id))
-                .with_hint(format!(
-                    "pick another todo (loopx todo list --status open), or ask {owner} to release {}",
-                    todo.id
-                )))
+                .with_hint(format!("pick another todo, or ask {owner} to release {}", todo.id))
+                .with_next(&state.goal.id, Some(me), NextStep::ShouldRun))
         }
         _ => Ok(()),
     }
 }
 
-fn not_closed(todo: &Todo, doing: &str) -> Result<()> {
+fn not_closed(state: &GoalState, todo: &Todo, doing: &str) -> Result<()> {
     if todo.status.is_closed() {
         return Err(Error::refused(format!("todo {} is {}; cannot {doing} it", todo.id, todo.status))
-            .with_hint("add a new todo instead: loopx todo add --text \"…\""));
+            .with_hint("add a new todo instead")
+            .with_next(&state.goal.id, None, NextStep::AddTodo));
     }
     Ok(())
 }
@@ -288,13 +290,18 @@ pub fn claim(state: &GoalState, actor: &Actor, id: TodoId) -> Result<Option<Even
     if todo.claimed_by.as_ref() == Some(me) {
         return Ok(None);
     }
-    not_held_by_other(todo, actor, "claim")?;
+    not_held_by_other(state, todo, actor, "claim")?;
     if state.goal.handoff_mode == HandoffMode::HardLease {
         return Err(Error::refused(format!(
             "goal {} is in hard_lease mode: claims come with a lease",
             state.goal.id
         ))
-        .with_hint(format!("loopx lease acquire --todo-id {id} --agent-id {me} --ttl 45m")));
+        .with_hint("take a lease on it instead")
+        .with_next(
+            &state.goal.id,
+            Some(me),
+            NextStep::AcquireLease { todo: id, ttl: "45m".to_owned() },
+        ));
     }
     if todo.status != TodoStatus::Open {
         return Err(Error::refused(format!("todo {id} is {}; only open todos can be claimed", todo.status))
@@ -308,7 +315,7 @@ pub fn release(state: &GoalState, actor: &Actor, id: TodoId, now: Timestamp) -> 
     if todo.claimed_by.is_none() {
         return Ok(None);
     }
-    not_held_by_other(todo, actor, "release")?;
+    not_held_by_other(state, todo, actor, "release")?;
     lease_presented(state, todo, actor, now, "releasing")?;
     Ok(Some(Event::TodoReleased { todo: id }))
 }
@@ -327,10 +334,8 @@ pub fn update(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp
             "todo update cannot mark a todo {}",
             req.status.map_or("", |s| s.as_str())
         ))
-        .with_hint(format!(
-            "complete it with evidence: loopx todo complete --todo-id {} --evidence \"…\" (or supersede it)",
-            req.todo
-        )));
+        .with_hint("complete it with evidence (or supersede it)")
+        .with_next(&state.goal.id, actor.agent(), NextStep::Complete { todo: req.todo }));
     }
     let nothing = req.text.is_none()
         && req.priority.is_none()
@@ -344,8 +349,8 @@ pub fn update(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp
             "pass one of --text, --priority, --status, --resume-when, --clear-claim, --note, --evidence",
         ));
     }
-    not_closed(todo, "update")?;
-    not_held_by_other(todo, actor, "update")?;
+    not_closed(state, todo, "update")?;
+    not_held_by_other(state, todo, actor, "update")?;
     if req.clear_claim {
         lease_presented(state, todo, actor, now, "clearing the claim of")?;
     }
@@ -397,7 +402,8 @@ fn check_resume(state: &GoalState, todo: TodoId, r: &ResumeWhen) -> Result<()> {
         ResumeWhen::At(_) => Ok(()),
         ResumeWhen::GateAnswered(g) => {
             Err(Error::not_found(format!("gate {g} not found on goal {}", state.goal.id))
-                .with_hint("list gates with: loopx gate list"))
+                .with_hint("see the goal's gates")
+                .with_next(&state.goal.id, None, NextStep::ListGates))
         }
     }
 }
@@ -423,8 +429,8 @@ pub fn complete(
     if todo.status == TodoStatus::Done {
         return Ok(None);
     }
-    not_closed(todo, "complete")?;
-    not_held_by_other(todo, actor, "complete")?;
+    not_closed(state, todo, "complete")?;
+    not_held_by_other(state, todo, actor, "complete")?;
     if todo.role == Role::Agent {
         lease_presented(state, todo, actor, now, "completing")?;
     }
@@ -538,8 +544,8 @@ pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo, now: Tim
         }
         find_todo(state, *b)?;
     }
-    not_closed(todo, "supersede")?;
-    not_held_by_other(todo, actor, "supersede")?;
+    not_closed(state, todo, "supersede")?;
+    not_held_by_other(state, todo, actor, "supersede")?;
     lease_presented(state, todo, actor, now, "superseding")?;
     room_for(state, req.new_texts.len())?;
     let new: Vec<NewTodo> = req
@@ -582,7 +588,7 @@ pub fn ask_gate(state: &GoalState, req: &AskGate) -> Result<Event> {
         }
         GateBlocks::Todos(ids) => {
             for id in ids {
-                not_closed(find_todo(state, *id)?, "gate")?;
+                not_closed(state, find_todo(state, *id)?, "gate")?;
             }
         }
     }
@@ -691,7 +697,8 @@ fn check_turn_binding(state: &GoalState, agent: &AgentId, turn: Option<&str>, to
         && bound != todo
     {
         return Err(Error::refused(format!("turn {turn} of {agent} was decided for {bound}, not {todo}"))
-            .with_hint(format!("use --todo-id {bound}, or start a new turn with loopx quota should-run")));
+            .with_hint(format!("use --todo-id {bound}, or start a new turn"))
+            .with_next(&state.goal.id, Some(agent), NextStep::ShouldRun));
     }
     Ok(())
 }
@@ -745,24 +752,20 @@ pub fn spend_slot(
             "goal {} is paused; nothing is spent while it is",
             state.goal.id
         ))
-        .with_hint(format!(
-            "resume it first: loopx goal resume --goal-id {} (or raise --compute)",
-            state.goal.id
-        )));
+        .with_hint("a person resumes it first (or raises --compute)")
+        .with_next(&state.goal.id, None, NextStep::ResumeGoal));
     }
     check_turn_binding(state, agent, turn, req.todo)?;
-    let refresh = |t: &str| {
-        format!(
-            "write the turn back first: loopx refresh-state --agent-id {agent} --todo-id {}{t} --classification implement --delivery-outcome outcome_progress",
-            req.todo
-        )
+    let refresh = |e: Error, t: Option<&str>| {
+        e.with_hint("write the turn back first")
+            .with_next(&state.goal.id, Some(agent), NextStep::RefreshState { todo: req.todo })
+            .in_turn(t)
     };
     let run = match turn {
         Some(t) => {
             let run = state.runs.iter().rev().find(|r| &r.agent == agent && r.turn.as_deref() == Some(t));
             let run = run.ok_or_else(|| {
-                Error::refused(format!("turn {t} of {agent} has no writeback to account"))
-                    .with_hint(refresh(&format!(" --turn-instance-id {t}")))
+                refresh(Error::refused(format!("turn {t} of {agent} has no writeback to account")), Some(t))
             })?;
             if run.todo != req.todo {
                 return Err(Error::refused(format!("turn {t} wrote back {}, not {}", run.todo, req.todo))
@@ -779,8 +782,7 @@ pub fn spend_slot(
             .rev()
             .find(|r| &r.agent == agent && r.todo == req.todo && r.spent_by.is_none())
             .ok_or_else(|| {
-                Error::refused(format!("{agent} has no unspent writeback for {}", req.todo))
-                    .with_hint(refresh(""))
+                refresh(Error::refused(format!("{agent} has no unspent writeback for {}", req.todo)), None)
             })?,
     };
     Ok(Event::SlotSpent {
@@ -860,7 +862,12 @@ fn lease_presented(state: &GoalState, todo: &Todo, actor: &Actor, now: Timestamp
             "goal {} is in hard_lease mode: {doing} {} needs {me}'s active lease on it",
             state.goal.id, todo.id
         ))
-        .with_hint(format!("loopx lease acquire --todo-id {} --agent-id {me} --ttl 45m", todo.id))),
+        .with_hint("take a lease on it first")
+        .with_next(
+            &state.goal.id,
+            Some(me),
+            NextStep::AcquireLease { todo: todo.id, ttl: "45m".to_owned() },
+        )),
     }
 }
 
@@ -885,14 +892,15 @@ fn takeover(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp) 
     if other {
         return Err(Error::usage("a takeover changes only the claim; make other changes in a second update"));
     }
-    not_closed(todo, "take over")?;
+    not_closed(state, todo, "take over")?;
     if state.agent(to).is_none() {
         return Err(Error::identity(format!("agent {to} is not registered on goal {}", state.goal.id))
             .with_hint(format!("loopx agent register --agent-id {to} --agent-type <type>")));
     }
     let Some(from) = &todo.claimed_by else {
         return Err(Error::refused(format!("todo {} is not claimed; nothing to take over", todo.id))
-            .with_hint(format!("claim it: loopx todo claim --todo-id {} --agent-id {to}", todo.id)));
+            .with_hint("claim it instead")
+            .with_next(&state.goal.id, Some(to), NextStep::Claim { todo: todo.id }));
     };
     if from == to {
         return Ok(None);
@@ -933,7 +941,8 @@ pub fn claim_next(state: &GoalState, actor: &Actor, now: Timestamp) -> Result<(T
     let me = explicit_agent(actor, "claim-next")?;
     let Some(pick) = state.selectable(Some(me), now).next() else {
         return Err(Error::refused(format!("nothing on goal {} is free for {me} to claim", state.goal.id))
-            .with_hint(format!("see why: loopx quota should-run --agent-id {me}")));
+            .with_hint("see why")
+            .with_next(&state.goal.id, Some(me), NextStep::ShouldRun));
     };
     Ok((pick.id, claim(state, actor, pick.id)?))
 }
@@ -982,8 +991,11 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
     };
     let owned = |what: &str| -> Result<&loopx_core::model::Lease> {
         let l = todo.lease.as_ref().ok_or_else(|| {
-            Error::refused(format!("todo {id} has no lease to {what}"))
-                .with_hint(format!("loopx lease acquire --todo-id {id} --agent-id {me}"))
+            Error::refused(format!("todo {id} has no lease to {what}")).with_hint("take one first").with_next(
+                &state.goal.id,
+                Some(me),
+                NextStep::AcquireLease { todo: id, ttl: "45m".to_owned() },
+            )
         })?;
         if &l.owner != me || todo.claimed_by.as_ref() != Some(me) {
             return Err(Error::conflict(format!("the lease on {id} belongs to {}, not {me}", l.owner)));
@@ -998,7 +1010,7 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
     };
     match &req.op {
         LeaseOp::Acquire { ttl_secs, write_scope } => {
-            not_closed(todo, "lease")?;
+            not_closed(state, todo, "lease")?;
             check_scopes(write_scope)?;
             let expires_at = ttl(*ttl_secs)?;
             if let Some(l) = active {
@@ -1040,12 +1052,12 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
             }))
         }
         LeaseOp::Renew { ttl_secs } => {
-            not_closed(todo, "renew the lease of")?;
+            not_closed(state, todo, "renew the lease of")?;
             owned("renew")?;
             Ok(Some(Event::LeaseRenewed { todo: id, expires_at: ttl(*ttl_secs)? }))
         }
         LeaseOp::Transfer { to } => {
-            not_closed(todo, "transfer the lease of")?;
+            not_closed(state, todo, "transfer the lease of")?;
             let l = owned("transfer")?;
             if !l.is_active(now) {
                 return Err(Error::refused(format!(

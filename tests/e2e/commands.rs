@@ -586,3 +586,17 @@ fn strip_ansi(s: &str) -> String {
     }
     out
 }
+
+#[test]
+fn a_refusal_names_the_command_out_of_it() {
+    let s = two_agents();
+    s.ok(&["goal", "set", "--handoff-mode", "hard_lease"]);
+    let r = s.fails(1, &["todo", "claim", "--todo-id", "t1", "--agent-id", "a"]);
+    let want = "loopx lease acquire --goal-id main --todo-id t1 --agent-id a --ttl 45m";
+    assert!(r.stderr.contains(&format!("hint: take a lease on it instead: {want}")), "{}", r.stderr);
+    let j = s.fails(1, &["todo", "claim", "--todo-id", "t1", "--agent-id", "a", "--json"]).json();
+    assert_eq!(j["error"]["next_commands"], serde_json::json!([want]));
+    // The command it names works.
+    let words: Vec<&str> = want.split(' ').skip(1).collect();
+    s.ok(&words);
+}

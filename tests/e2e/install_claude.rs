@@ -38,6 +38,8 @@ fn install_reinstall_uninstall_round_trips_the_tree() {
     ] {
         assert!(after.contains_key(f), "{f} installed");
     }
+    let manifest = String::from_utf8_lossy(&after[".loopx/installs/claude-code-slash.json"]).into_owned();
+    assert!(!manifest.contains(s.root.to_str().unwrap()), "the manifest holds no absolute path:\n{manifest}");
     let settings: serde_json::Value = serde_json::from_slice(&after[".claude/settings.json"]).unwrap();
     for (event, cmd) in [
         ("SessionStart", "session-start"),
@@ -74,8 +76,6 @@ fn a_moved_project_uninstalls_cleanly() {
     write(&s, ".mcp.json", "{\"mcpServers\": {\"docs\": {\"command\": \"docs-mcp\"}}}\n");
     let before = s.tree();
     s.ok(&["host", "install", "claude-code", "--stop-driver", "--harden"]);
-    let manifest = std::fs::read_to_string(s.root.join(".loopx/installs/claude-code-slash.json")).unwrap();
-    assert!(!manifest.contains(s.root.to_str().unwrap()), "the manifest holds no absolute path:\n{manifest}");
     let moved = s.root.with_file_name("moved");
     std::fs::rename(&s.root, &moved).unwrap();
     let r = s.run_in(&moved, &["host", "uninstall", "claude-code", "--json"]);

@@ -155,6 +155,14 @@ fn every_tool_works_and_completion_is_one_idempotent_settlement() {
     let before = events(&s.events_path("main")).len();
     assert_eq!(m.ok("complete_task", args), done);
     assert_eq!(events(&s.events_path("main")).len(), before);
+    // A refusal's way out comes as this server's tool call, not as a command line.
+    m.ok("claim_task", json!({"agent_id": "cc", "todo_id": "t1"}));
+    let (err, text) = m.call("claim_task", json!({"agent_id": "cx", "todo_id": "t1"}));
+    let text = text.as_str().unwrap();
+    assert!(
+        err && text.contains("hint: pick another todo, or ask cc to release t1: {\"tool\":\"should_run\""),
+        "{text}"
+    );
     let q = s.json(&["quota", "status"]);
     assert_eq!(
         (q["quota"]["used_slots"].as_u64(), q["quota"]["tokens_used"].as_u64()),
