@@ -31,6 +31,9 @@ pub struct Cli {
     pub color: ColorChoice,
     #[command(subcommand)]
     pub command: Command,
+    /// The host session whose tool environment this runs in (from the environment, not argv).
+    #[arg(skip)]
+    pub session: Option<loopx_core::kernel::BindThread>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

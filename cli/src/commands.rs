@@ -25,6 +25,7 @@ fn context(cli: &Cli, acting: &Acting) -> Result<CommandContext> {
         goal: goal_arg(cli)?,
         agent: acting.agent_id.as_deref().map(AgentId::new).transpose()?,
         key: acting.turn_instance_id.as_deref().map(IdempotencyKey::new).transpose()?,
+        session: cli.session.clone(),
     })
 }
 
@@ -33,10 +34,20 @@ fn text_arg(s: &str) -> Result<String> {
     if s != "-" {
         return Ok(s.to_owned());
     }
-    let mut buf = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf)
+    // Never more than the limit and one byte: a huge stdin is refused, not held in memory.
+    let limit = loopx_core::model::MAX_TEXT_LEN as u64 + 2;
+    let mut buf = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(std::io::stdin().lock(), limit), &mut buf)
         .map_err(|e| Error::usage(format!("cannot read the text from stdin: {e}")))?;
-    Ok(buf.trim_end_matches('\n').to_owned())
+    if buf.len() as u64 >= limit {
+        return Err(Error::usage(format!(
+            "the text on stdin is longer than the limit of {} bytes",
+            loopx_core::model::MAX_TEXT_LEN
+        ))
+        .with_hint("keep it short; put detail in a file and reference it"));
+    }
+    let text = String::from_utf8(buf).map_err(|_| Error::usage("the text on stdin is not UTF-8"))?;
+    Ok(text.trim_end_matches('\n').to_owned())
 }
 
 fn todo_id(s: &str) -> Result<TodoId> {
@@ -249,12 +260,17 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
                 agent_type: agent_type.parse()?,
                 require_new: *require_new,
             };
-            let ctx = CommandContext { goal, ..CommandContext::default() };
+            let ctx = CommandContext { goal, session: cli.session.clone(), ..CommandContext::default() };
             let r = k.register_agent(&ctx, req).await?;
             Rendered::new(&r, text::agent_receipt(&r, style))
         }
         Command::Agent(AgentCommand::BindThread { agent_id, host, thread }) => {
-            let ctx = CommandContext { goal, agent: Some(AgentId::new(agent_id)?), key: None };
+            let ctx = CommandContext {
+                goal,
+                agent: Some(AgentId::new(agent_id)?),
+                key: None,
+                session: cli.session.clone(),
+            };
             let r = k.bind_thread(&ctx, BindThread { host: host.clone(), thread: thread.clone() }).await?;
             let text = format!(
                 "{} session {} acts as {}{}\n",
@@ -543,6 +559,7 @@ async fn lease(cli: &Cli, k: &FileKernel, cmd: &LeaseCommand) -> Result<Rendered
         goal: goal_arg(cli)?,
         agent: args.agent_id.as_deref().map(AgentId::new).transpose()?,
         key: None,
+        session: cli.session.clone(),
     };
     let r = k.lease(&ctx, req).await?;
     Rendered::new(&r, text::lease(&r.body, Some((r.changed, r.replayed))))

@@ -64,7 +64,7 @@ fn env_options() -> Result<StoreOptions, Error> {
         })?;
         options.lock_timeout = Duration::from_millis(ms);
     }
-    let words: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).take(2).collect();
+    let words: Vec<String> = raw_args().into_iter().filter(|a| !a.starts_with('-')).take(2).collect();
     options.holder = format!("loopx {}", words.join(" "));
     // Test-only fault injection; compiled out of release builds.
     #[cfg(debug_assertions)]
@@ -74,15 +74,74 @@ fn env_options() -> Result<StoreOptions, Error> {
     Ok(options)
 }
 
+/// The arguments after the program name, as text (never a panic on bytes that are not UTF-8).
+fn raw_args() -> Vec<String> {
+    std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect()
+}
+
+/// `loopx [global options] hook [<host> [<event>]] …`, however it was spelled: the host and
+/// event words, if this is a hook. A hook must answer in its host's protocol whatever goes
+/// wrong, so it is recognised before (and without) the full parse.
+fn hook_words(args: &[String]) -> Option<(Option<String>, Option<String>)> {
+    let mut positional = Vec::new();
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        if matches!(a.as_str(), "--project" | "--goal-id" | "--color") {
+            i += 2;
+            continue;
+        }
+        if !a.starts_with('-') {
+            positional.push(a.clone());
+        }
+        i += 1;
+    }
+    (positional.first().map(String::as_str) == Some("hook"))
+        .then(|| (positional.get(1).cloned(), positional.get(2).cloned()))
+}
+
+/// Prints a hook's answer and ends the process with its exit code.
+fn answer_hook(answer: &loopx_core::host::HostAnswer) -> ! {
+    if !answer.stderr.is_empty() {
+        eprintln!("{}", loopx_core::untrusted::printable(&answer.stderr));
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = std::io::Write::write_all(&mut out, answer.stdout.as_bytes());
+    let _ = std::io::Write::flush(&mut out);
+    std::process::exit(answer.exit_code);
+}
+
+/// A hook that cannot even start (a usage error, a bad environment value): the event's safe
+/// answer in the host's protocol, never an exit code the host reads as blocking.
+fn hook_failed(host: Option<&str>, event: Option<&str>, e: &Error) -> ! {
+    let answer = match host.map(registry::find) {
+        Some(Ok(a)) => loopx_kernel::hook::refuse(a, event, e),
+        _ => loopx_core::host::HostAnswer {
+            stdout: String::new(),
+            stderr: format!("loopx: {}", e.message),
+            exit_code: exit::REFUSED,
+        },
+    };
+    answer_hook(&answer)
+}
+
 fn main() {
+    let hook = hook_words(&raw_args());
     let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+        Ok(mut cli) => {
+            cli.session = registry::tool_session(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+            cli
+        }
+        Err(e) if e.use_stderr() && hook.is_some() => {
+            let (host, event) = hook.unwrap_or_default();
+            let first = e.render().to_string().lines().next().unwrap_or("usage error").to_owned();
+            hook_failed(host.as_deref(), event.as_deref(), &Error::usage(first.trim_start_matches("error: ")))
+        }
         Err(e) => {
             let _ = e.print();
             if !e.use_stderr() {
                 std::process::exit(exit::SUCCESS); // --help, --version
             }
-            if std::env::args().any(|a| a == "--json") {
+            if raw_args().iter().any(|a| a == "--json") {
                 // Keep the --json promise: one document on stdout, even for a usage error.
                 let rendered = e.render().to_string();
                 let first = rendered.lines().next().unwrap_or("usage error");
@@ -92,12 +151,40 @@ fn main() {
             std::process::exit(exit::USAGE);
         }
     };
+    if let args::Command::Hook(a) = &cli.command {
+        run_hook(a)
+    }
     let printer = Arc::new(Printer::new(cli.json, cli.color, std::env::var_os("NO_COLOR").is_some()));
     let code = match run(&cli, &printer) {
         Ok(code) => code,
         Err(e) => printer.error(&e),
     };
     std::process::exit(code);
+}
+
+/// `loopx hook <host> <event>`: every failure, of the environment too, becomes the event's
+/// safe answer.
+fn run_hook(a: &args::HookArgs) -> ! {
+    let setup = || -> Result<_, Error> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| Error::internal(format!("cannot read the working directory: {e}")))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
+        Ok((cwd, env_options()?, runtime))
+    };
+    let (cwd, options, runtime) = match setup() {
+        Ok(s) => s,
+        Err(e) => hook_failed(Some(&a.host), Some(&a.event), &e),
+    };
+    let printer = Arc::new(Printer::new(false, args::ColorChoice::Never, true));
+    let reporter: Arc<dyn Reporter> = Arc::new(StderrReporter { printer, timings: false });
+    let mut stdin = Vec::new();
+    let _ = std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::io::stdin().lock(), hook::MAX_STDIN + 1),
+        &mut stdin,
+    );
+    answer_hook(&runtime.block_on(hook::answer(&a.host, &a.event, &stdin, cwd, options, reporter)))
 }
 
 fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
@@ -111,34 +198,13 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
-    if let args::Command::Hook(a) = &cli.command {
-        let mut stdin = Vec::new();
-        let _ = std::io::Read::read_to_end(
-            &mut std::io::Read::take(std::io::stdin().lock(), hook::MAX_STDIN + 1),
-            &mut stdin,
-        );
-        let answer = runtime.block_on(hook::answer(
-            &a.host,
-            &a.event,
-            &stdin,
-            env.cwd.clone(),
-            env.options.clone(),
-            reporter,
-        ));
-        if !answer.stderr.is_empty() {
-            eprintln!("{}", answer.stderr);
-        }
-        let mut out = std::io::stdout().lock();
-        let _ = std::io::Write::write_all(&mut out, answer.stdout.as_bytes());
-        let _ = std::io::Write::flush(&mut out);
-        return Ok(answer.exit_code);
-    }
     if let args::Command::Mcp(a) = &cli.command {
         let server = mcp::Server {
             project: cli.project.as_ref().map(|p| env.cwd.join(p)),
             start_dir: env.cwd.clone(),
             goal: cli.goal_id.as_deref().map(loopx_core::GoalId::new).transpose()?,
             agent: a.agent_id.as_deref().map(loopx_core::AgentId::new).transpose()?,
+            session: cli.session.clone(),
             options: env.options.clone(),
             reporter,
         };

@@ -28,18 +28,66 @@ pub struct Server {
     pub goal: Option<GoalId>,
     /// When set, every call acts as this agent, and a call naming another is refused.
     pub agent: Option<AgentId>,
+    /// The host session that started the server, if a host marked its environment: calls
+    /// without an agent act as the agent bound to it.
+    pub session: Option<BindThread>,
     pub options: StoreOptions,
     pub reporter: Arc<dyn Reporter>,
 }
 
 /// Reads requests from `input` and answers on `output` until the input ends.
-pub async fn serve(server: &Server, input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
-    for line in input.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
+/// Longest message line read; a longer one is answered with an error and skipped.
+pub const MAX_LINE: usize = 4 << 20;
+
+/// Reads one line of at most [`MAX_LINE`] bytes: `Ok(None)` at the end of the input,
+/// `Err(n)` for a line of `n` bytes that was too long (and was read past, not kept).
+fn read_line(input: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Option<Result<(), usize>>> {
+    buf.clear();
+    let mut total = 0usize;
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(if total == 0 {
+                None
+            } else if total > MAX_LINE {
+                Some(Err(total))
+            } else {
+                Some(Ok(()))
+            });
         }
-        if let Some(reply) = server.handle_line(&line).await {
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if total + take <= MAX_LINE + 1 {
+            buf.extend_from_slice(&chunk[..take]);
+        }
+        total += take;
+        input.consume(take);
+        if done {
+            return Ok(Some(if total > MAX_LINE + 1 { Err(total) } else { Ok(()) }));
+        }
+    }
+}
+
+/// Reads requests from `input` and answers on `output` until the input ends. A line that is
+/// too long, not UTF-8 or not JSON gets a JSON-RPC error; the server keeps serving.
+pub async fn serve(server: &Server, mut input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while let Some(read) = read_line(&mut input, &mut buf)? {
+        let reply = match read {
+            Err(n) => Some(rpc_error(
+                Value::Null,
+                -32600,
+                &format!("message of {n} bytes is longer than {MAX_LINE}"),
+            )),
+            Ok(()) => match std::str::from_utf8(&buf) {
+                Err(e) => Some(rpc_error(Value::Null, -32700, &format!("parse error: not UTF-8 ({e})"))),
+                Ok(line) if line.trim().is_empty() => None,
+                Ok(line) => server.handle_text(line).await,
+            },
+        };
+        if let Some(reply) = reply {
             writeln!(output, "{reply}")?;
             output.flush()?;
         }
@@ -249,6 +297,7 @@ impl Server {
             goal: self.goal.clone(),
             agent: self.agent(agent)?,
             key: opt_id(turn, IdempotencyKey::new)?,
+            session: self.session.clone(),
         })
     }
 
@@ -353,12 +402,33 @@ impl Server {
         }))
     }
 
-    /// Answers one line, or nothing for a notification.
-    pub async fn handle_line(&self, line: &str) -> Option<Value> {
+    /// Answers one line: a message, or a JSON-RPC batch (an array of them, answered with an
+    /// array of the replies); nothing when only notifications came.
+    pub async fn handle_text(&self, line: &str) -> Option<Value> {
         let msg: Value = match serde_json::from_str(line) {
             Ok(v) => v,
             Err(e) => return Some(rpc_error(Value::Null, -32700, &format!("parse error: {e}"))),
         };
+        match msg {
+            Value::Array(batch) if batch.is_empty() => {
+                Some(rpc_error(Value::Null, -32600, "invalid request: an empty batch"))
+            }
+            Value::Array(batch) => {
+                let mut replies = Vec::new();
+                for m in batch {
+                    replies.extend(self.handle(m).await);
+                }
+                (!replies.is_empty()).then_some(Value::Array(replies))
+            }
+            m => self.handle(m).await,
+        }
+    }
+
+    /// Answers one message, or nothing for a notification.
+    async fn handle(&self, msg: Value) -> Option<Value> {
+        if !msg.is_object() {
+            return Some(rpc_error(Value::Null, -32600, "invalid request: not an object"));
+        }
         let id = msg.get("id").cloned();
         let Some(method) = msg.get("method").and_then(Value::as_str) else {
             return id.map(|id| rpc_error(id, -32600, "invalid request: no method"));

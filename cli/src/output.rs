@@ -90,7 +90,8 @@ impl Printer {
 
     /// Prints an error (and, with `--json`, an error document); returns its exit code.
     pub fn error(&self, e: &Error) -> i32 {
-        let mut msg = format!("{} {}", self.err_style.red("error:"), e.message);
+        let mut msg =
+            format!("{} {}", self.err_style.red("error:"), loopx_core::untrusted::printable(&e.message));
         for line in crate::next::hint_lines(e.hint.as_deref(), &crate::next::error_commands(e)) {
             msg.push_str(&format!("\n{} {line}", self.err_style.dim("hint:")));
         }

@@ -20,3 +20,15 @@ pub fn find(host: &str) -> Result<&'static dyn HostAdapter> {
             .with_hint(format!("one of: {} (see loopx host list)", names.join(", ")))
     })
 }
+
+/// The host session this process runs inside, if a host marked its environment (`get` reads a
+/// variable). A marked environment without a session id is still an agent's: its session is
+/// the empty id, which is never bound.
+pub fn tool_session(get: impl Fn(&str) -> Option<String>) -> Option<loopx_core::kernel::BindThread> {
+    ADAPTERS.iter().find_map(|a| {
+        let env = a.tool_env()?;
+        get(env.marker)?;
+        let thread = env.session.and_then(&get).unwrap_or_default();
+        Some(loopx_core::kernel::BindThread { host: a.host().to_owned(), thread })
+    })
+}

@@ -19,6 +19,11 @@ fn suffix(changed: bool, replayed: bool) -> &'static str {
 
 /// The status, coloured, padded to `width` columns. The padding goes outside the colour codes,
 /// which take bytes but no columns: `{:<10}` on a painted word would count them.
+/// Free text on one line of output: never a second line, never an escape sequence.
+fn one(s: &str) -> String {
+    loopx_core::untrusted::flatten(s, 100_000)
+}
+
 fn status_cell(s: TodoStatus, style: Style, width: usize) -> String {
     let word = s.as_str();
     let painted = match s {
@@ -30,8 +35,13 @@ fn status_cell(s: TodoStatus, style: Style, width: usize) -> String {
 }
 
 fn todo_line(t: &TodoSummary, style: Style) -> String {
-    let mut line =
-        format!("{:<5} {} {} {}", t.id.to_string(), t.priority, status_cell(t.status, style, 10), t.text);
+    let mut line = format!(
+        "{:<5} {} {} {}",
+        t.id.to_string(),
+        t.priority,
+        status_cell(t.status, style, 10),
+        one(&t.text)
+    );
     if t.role == loopx_core::model::Role::User {
         line.push_str(&style.yellow("  [user]"));
     }
@@ -47,7 +57,7 @@ pub fn init(r: &InitReport, style: Style) -> String {
     let _ = writeln!(out, "{what} {}/.loopx", r.project_root);
     if let Some(g) = &r.goal {
         let verb = if r.created_goal { "created goal" } else { "goal" };
-        let _ = writeln!(out, "{verb} {}: {}", style.bold(g.goal.id.as_str()), g.goal.objective);
+        let _ = writeln!(out, "{verb} {}: {}", style.bold(g.goal.id.as_str()), one(&g.goal.objective));
     }
     let _ = writeln!(out, "next:");
     for n in &r.next {
@@ -59,7 +69,7 @@ pub fn init(r: &InitReport, style: Style) -> String {
 pub fn goal_receipt(verb: &str, r: &Receipt<GoalBody>, style: Style) -> String {
     let g = &r.body.goal;
     let mut out = format!("goal {} {verb}{}\n", style.bold(g.id.as_str()), suffix(r.changed, r.replayed));
-    let _ = writeln!(out, "objective: {}", g.objective);
+    let _ = writeln!(out, "objective: {}", one(&g.objective));
     let _ = writeln!(out, "status: {}{}", g.status, if r.body.is_default { " (default goal)" } else { "" });
     out
 }
@@ -85,7 +95,7 @@ pub fn goal_detail(d: &GoalDetail, style: Style) -> String {
     if let Some(t) = &g.title {
         let _ = writeln!(out, "title: {t}");
     }
-    let _ = writeln!(out, "objective: {}", g.objective);
+    let _ = writeln!(out, "objective: {}", one(&g.objective));
     let status = match &g.stop_reason {
         Some(r) => format!("{} ({r})", g.status),
         None => g.status.to_string(),
@@ -155,7 +165,7 @@ pub fn complete_receipt(r: &Receipt<CompleteBody>, style: Style) -> String {
     let t = &r.body.todo;
     let mut out = format!("{} completed{}\n", t.id, suffix(r.changed, r.replayed));
     for e in &r.body.evidence {
-        let _ = writeln!(out, "evidence {}: {}", e.id, e.summary);
+        let _ = writeln!(out, "evidence {}: {}", e.id, one(&e.summary));
     }
     if let Some(s) = &r.body.successor {
         let _ = writeln!(out, "next: {}", todo_line(&TodoSummary::from(s), style));
@@ -186,7 +196,7 @@ pub fn todo_list(l: &TodoList, style: Style) -> String {
 }
 
 fn evidence_line(e: &Evidence) -> String {
-    let mut line = format!("{} {} on {} by {}: {}", e.id, e.kind, e.todo, e.author, e.summary);
+    let mut line = format!("{} {} on {} by {}: {}", e.id, e.kind, e.todo, e.author, one(&e.summary));
     if let Some(c) = &e.command {
         let _ = write!(line, " [$ {}]", c.join(" "));
     }
@@ -224,7 +234,7 @@ pub fn todo_detail(d: &TodoDetail, style: Style) -> String {
         let _ = writeln!(out, "superseded by: {}", ids(&t.superseded_by));
     }
     if let Some(c) = &t.completion {
-        let note = c.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default();
+        let note = c.note.as_deref().map(|n| format!(": {}", one(n))).unwrap_or_default();
         let cont = serde_json::to_value(c.continuation)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
@@ -232,7 +242,7 @@ pub fn todo_detail(d: &TodoDetail, style: Style) -> String {
         let _ = writeln!(out, "completed by {} at {} ({cont}){note}", c.by, c.at);
     }
     for n in &t.notes {
-        let _ = writeln!(out, "note by {} at {}: {}", n.by, n.at, n.text);
+        let _ = writeln!(out, "note by {} at {}: {}", n.by, n.at, one(&n.text));
     }
     for e in &d.evidence {
         let _ = writeln!(out, "{}", evidence_line(e));
@@ -259,16 +269,16 @@ pub fn status(s: &StatusView, style: Style) -> String {
         GoalStatus::Done => style.dim("done"),
     };
     let _ = writeln!(out, "goal {} — {state}", style.bold(s.goal_id.as_str()));
-    let _ = writeln!(out, "objective:   {}", s.objective);
+    let _ = writeln!(out, "objective:   {}", one(&s.objective));
     let mut needs: Vec<String> = s
         .gates
         .iter()
-        .map(|g| format!("{} {} ({})", style.yellow(&g.gate.to_string()), g.question, g.blocks))
+        .map(|g| format!("{} {} ({})", style.yellow(&g.gate.to_string()), one(&g.question), g.blocks))
         .collect();
     needs.extend(
         s.needs_user
             .iter()
-            .map(|u| format!("{} {} {}", style.yellow(&u.todo.to_string()), u.priority, u.text)),
+            .map(|u| format!("{} {} {}", style.yellow(&u.todo.to_string()), u.priority, one(&u.text))),
     );
     if needs.is_empty() {
         let _ = writeln!(out, "needs you:   nothing");
@@ -279,7 +289,7 @@ pub fn status(s: &StatusView, style: Style) -> String {
     if s.next_by_agent.is_empty() {
         match &s.next_todo {
             Some(t) => {
-                let _ = writeln!(out, "next:        {} {} {}", t.id, t.priority, t.text);
+                let _ = writeln!(out, "next:        {} {} {}", t.id, t.priority, one(&t.text));
             }
             None => {
                 let _ =
@@ -291,11 +301,11 @@ pub fn status(s: &StatusView, style: Style) -> String {
         let what = n
             .todo
             .as_ref()
-            .map_or("nothing to pick up".to_owned(), |t| format!("{} {} {}", t.id, t.priority, t.text));
+            .map_or("nothing to pick up".to_owned(), |t| format!("{} {} {}", t.id, t.priority, one(&t.text)));
         let _ = writeln!(out, "next for {}: {what}", n.agent);
     }
     for c in &s.in_progress {
-        let _ = writeln!(out, "in progress: {} {} — {}", c.todo, c.text, c.agent);
+        let _ = writeln!(out, "in progress: {} {} — {}", c.todo, one(&c.text), c.agent);
     }
     let _ = writeln!(out, "todos:       {}", counts(&s.counts));
     match &s.latest_evidence {
@@ -303,7 +313,10 @@ pub fn status(s: &StatusView, style: Style) -> String {
             let _ = writeln!(
                 out,
                 "evidence:    {} in all; latest {} on {}: {}",
-                s.evidence, e.id, e.todo, e.summary
+                s.evidence,
+                e.id,
+                e.todo,
+                one(&e.summary)
             );
         }
         None => {
@@ -353,17 +366,17 @@ pub fn should_run(a: &ShouldRunAnswer, style: Style) -> String {
     let what = a
         .selected_todo
         .as_ref()
-        .map(|t| format!(" {} ({}): {}", t.id, t.priority, t.text))
+        .map(|t| format!(" {} ({}): {}", t.id, t.priority, one(&t.text)))
         .unwrap_or_default();
     let _ = writeln!(out, "{head}{what}");
-    let _ = writeln!(out, "reason:    {}", a.reason);
+    let _ = writeln!(out, "reason:    {}", one(&a.reason));
     if let Some(t) = &a.selected_todo
         && t.claim_required
     {
         let _ = writeln!(out, "claim it first: it is not yet yours");
     }
     for q in &a.user_channel.questions {
-        let _ = writeln!(out, "question:  {} {} ({})", q.gate, q.question, q.blocks);
+        let _ = writeln!(out, "question:  {} {} ({})", q.gate, one(&q.question), q.blocks);
     }
     let _ = writeln!(out, "quota:     {}", gauge(&a.quota));
     let h = &a.scheduler;
@@ -389,7 +402,7 @@ pub fn gate_receipt(verb: &str, r: &Receipt<GateBody>, style: Style) -> String {
         "gate {} {verb}{}\n{} (blocks {})\n",
         style.bold(&g.id.to_string()),
         suffix(r.changed, r.replayed),
-        g.question,
+        one(&g.question),
         g.blocks
     )
 }
@@ -406,7 +419,7 @@ pub fn gate_list(l: &GateList) -> String {
             g.id.to_string(),
             g.status.as_str(),
             g.blocks.to_string(),
-            g.question
+            one(&g.question)
         );
     }
     out
@@ -488,7 +501,14 @@ pub fn history(h: &HistoryView, style: Style) -> String {
         );
     }
     for e in &h.events {
-        let _ = writeln!(out, "{:>5} {} {:<12} {}", e.seq, style.dim(&e.at.to_string()), e.actor, e.summary);
+        let _ = writeln!(
+            out,
+            "{:>5} {} {:<12} {}",
+            e.seq,
+            style.dim(&e.at.to_string()),
+            e.actor,
+            one(&e.summary)
+        );
     }
     out
 }

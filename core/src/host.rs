@@ -369,6 +369,14 @@ pub struct AdapterCapabilities {
     pub max_prompt_chars: Option<usize>,
 }
 
+/// How a host marks the environment of the commands its agent runs (its shell tool, the MCP
+/// servers it starts): a variable set there, and the variable naming the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ToolEnv {
+    pub marker: &'static str,
+    pub session: Option<&'static str>,
+}
+
 /// One sample of a hook's stdin, for the conformance suite: the event name on loopx's
 /// command line, the stdin bytes, and the event it must decode to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -398,6 +406,9 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     fn entry_command(&self) -> Option<&'static str>;
     /// The environment variable a host sets to the project directory in hooks, if any.
     fn project_dir_env(&self) -> Option<&'static str>;
+    /// How the host marks its agent's tool environment, if it does. A loopx command run there
+    /// is that session's agent's, never a person's.
+    fn tool_env(&self) -> Option<ToolEnv>;
     /// Looks for the host on this machine. May run the host's binary (`--version`); called
     /// only by `loopx host list|detect|doctor`.
     fn detect(&self) -> Detection;

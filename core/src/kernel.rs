@@ -30,6 +30,10 @@ pub struct CommandContext {
     pub agent: Option<AgentId>,
     /// With a key, the mutation is applied at most once.
     pub key: Option<IdempotencyKey>,
+    /// The host session whose tool environment the command runs in (the host marks it, e.g.
+    /// `CLAUDE_CODE_SESSION_ID`): an agent's command. Without an agent id it acts as the
+    /// session's bound agent; it never acts as a person, and never governs.
+    pub session: Option<BindThread>,
 }
 
 /// The answer to a mutation.

@@ -14,6 +14,7 @@ pub mod next;
 pub mod prose;
 pub mod time;
 pub mod traits;
+pub mod untrusted;
 
 pub use agent::AgentType;
 pub use error::{Error, ErrorKind, Result, exit};

@@ -2,6 +2,7 @@
 //! Host-neutral; a host's vocabulary (how it names loopx's MCP tools) comes in as `tool`.
 
 use crate::decision::{DecisionKind, ShouldRunAnswer};
+use crate::untrusted::{flatten, quoted};
 
 /// The next instruction for a `run` or `replan` answer (for anything else, its reason).
 pub fn continuation(answer: &ShouldRunAnswer, tool: &dyn Fn(&str) -> String) -> String {
@@ -17,7 +18,7 @@ pub fn continuation(answer: &ShouldRunAnswer, tool: &dyn Fn(&str) -> String) -> 
                 "{who}: continue with {} ({}): {}. {claim}Do one bounded, verified slice, then call {} (todo_id {}, a new turn_id, evidence).",
                 t.id,
                 t.priority,
-                t.text,
+                quoted(&t.text, 400),
                 tool("complete_task"),
                 t.id
             )
@@ -26,9 +27,9 @@ pub fn continuation(answer: &ShouldRunAnswer, tool: &dyn Fn(&str) -> String) -> 
             let agent = answer.agent_id.as_ref().map_or("<you>", |a| a.as_str());
             format!(
                 "{who}: {}. Add the next todos (loopx todo add --agent-id {agent} --text \"…\") or close the goal's last todo with --no-follow-up.",
-                answer.reason
+                flatten(&answer.reason, 600)
             )
         }
-        _ => format!("{who}: {}", answer.reason),
+        _ => format!("{who}: {}", flatten(&answer.reason, 600)),
     }
 }

@@ -10,7 +10,7 @@
 //! | 5 | a gate blocks the agent, or holds all its runnable work | ask_user | operator_gate |
 //! | 5b | a gate holds some todos, other work is runnable | (run below, gate in the user channel) | operator_gate |
 //! | 6 | allowed slots spent | wait until a slot frees | throttled |
-//! | 7 | the agent's work waits on a time, a todo, or a person | wait | waiting |
+//! | 7 | the agent's work waits on a time, a todo, a person, or a peer holding it | wait | waiting |
 //! | 8 | a selectable todo | run | eligible |
 //! | 9 | nothing runnable, not terminal | replan | eligible |
 //!
@@ -26,6 +26,7 @@ use loopx_core::model::{
     CompletionContinuation, GateBlocks, GateStatus, GoalStatus, HandoffMode, ResumeWhen, Role, RuntimeProfile,
 };
 use loopx_core::next::NextStep;
+use loopx_core::untrusted::quoted;
 use loopx_core::{AgentId, Error, GateId, Result, Timestamp, TodoId};
 
 use crate::quota;
@@ -125,7 +126,7 @@ pub fn decide(
     // Row 1: paused for everyone, whoever asks.
     if state.goal.status == GoalStatus::Stopped || quota::is_paused(state) {
         let reason = match (&state.goal.status, &state.goal.stop_reason) {
-            (GoalStatus::Stopped, Some(r)) => format!("the goal is stopped: {r}"),
+            (GoalStatus::Stopped, Some(r)) => format!("the goal is stopped: {}", quoted(r, 200)),
             (GoalStatus::Stopped, None) => "the goal is stopped".to_owned(),
             _ => "compute is 0: the goal is paused for every agent".to_owned(),
         };
@@ -218,10 +219,37 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
             let reason = format!("{} waits until {cond}", first.id);
             return Decision::wait(RunState::Waiting, reason, until, Some(cond));
         }
+        // Peers wait for peers: the agent work left is held by other agents. Look again when
+        // the first of their leases runs out; never invent work or close theirs.
+        let held: Vec<_> = state
+            .todos
+            .iter()
+            .filter(|t| t.role == Role::Agent && !t.status.is_closed())
+            .filter(|t| t.claimed_by.as_ref().is_some_and(|c| c != me))
+            .collect();
+        if let Some(first) = held.iter().min_by_key(|t| (t.priority, t.id)) {
+            let owner = first.claimed_by.as_ref().map_or("", |a| a.as_str());
+            let until = held
+                .iter()
+                .filter_map(|t| t.lease.as_ref().filter(|l| l.is_active(now)))
+                .map(|l| l.expires_at)
+                .min();
+            let reason = format!(
+                "the agent work left is held by other agents ({} by {owner}{}); wait for them",
+                first.id,
+                if held.len() > 1 { format!(", and {} more", held.len() - 1) } else { String::new() }
+            );
+            return Decision::wait(
+                RunState::Waiting,
+                reason,
+                until,
+                Some(format!("{} claimed by {owner}", first.id)),
+            );
+        }
         let user_todo = state.todos.iter().find(|t| t.role == Role::User && !t.status.is_closed());
         let agent_work_left = state.todos.iter().any(|t| t.role == Role::Agent && !t.status.is_closed());
         if let (Some(u), false) = (user_todo, agent_work_left) {
-            let reason = format!("only a person's work is left: {} {}", u.id, u.text);
+            let reason = format!("only a person's work is left: {} {}", u.id, quoted(&u.text, 200));
             return Decision::wait(RunState::Waiting, reason, None, Some(format!("user todo {}", u.id)));
         }
     }
@@ -262,7 +290,7 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
 fn ask_user(state: &GoalState, gates: Vec<GateId>) -> Decision {
     let first = gates.first().and_then(|g| state.gate(*g));
     let reason = match first {
-        Some(g) => format!("waiting for a person to answer {}: {}", g.id, g.question),
+        Some(g) => format!("waiting for a person to answer {}: {}", g.id, quoted(&g.question, 240)),
         None => "waiting for a person".to_owned(),
     };
     Decision {

@@ -61,7 +61,18 @@ pub fn run(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
             ),
         ));
     }
-    let reports: Vec<DoctorGoal> = goals.iter().map(|g| goal_report(store, g)).collect();
+    // Each goal is read under its lock: a commit in flight is never mistaken for damage.
+    let mut reports = Vec::new();
+    for g in &goals {
+        let _guard = match store.lock_goal(g) {
+            Ok(guard) => Some(guard),
+            // A lock that cannot even be opened (a link, a missing directory) is what the
+            // report is about.
+            Err(e) if matches!(e.kind, loopx_core::ErrorKind::Integrity | loopx_core::ErrorKind::Io) => None,
+            Err(e) => return Err(e),
+        };
+        reports.push(goal_report(store, g));
+    }
     let healthy =
         project_checks.iter().all(|c| c.ok) && reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
     Ok(DoctorReport { healthy, project: project_checks, goals: reports })
@@ -84,6 +95,16 @@ fn shown(store: &FileStore, p: &std::path::Path) -> String {
 fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
     let layout = store.layout();
     let mut checks = Vec::new();
+    let links: Vec<String> = store
+        .state_paths(Some(id))
+        .iter()
+        .filter_map(|p| crate::fs::check_state_file(p).err())
+        .map(|e| e.message)
+        .collect();
+    if !links.is_empty() {
+        checks.push(check("state files", false, links.join("; ")));
+        return DoctorGoal { goal_id: id.clone(), events: 0, checks };
+    }
     let events_path = layout.events(id);
     let bytes = match fs::read(&events_path) {
         Ok(b) => b,

@@ -90,7 +90,7 @@ impl FileKernel {
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
         let mut out = None;
         self.store.transact(&goal, &mut |txn| {
-            let actor = rules::resolve_actor(&txn.state, ctx.agent.as_ref(), lane(&txn.state)?)?;
+            let actor = rules::resolve_actor(&txn.state, ctx, lane(&txn.state)?)?;
             let key = ctx.key.as_ref().map(|k| replay_key(scope, &actor, k.as_str(), request));
             if let Some(k) = &key
                 && let Some(r) = txn.replay::<T>(k, &body)?
@@ -125,7 +125,7 @@ impl FileKernel {
         body: impl FnOnce(&GoalState) -> Result<T>,
     ) -> Result<Option<Receipt<T>>> {
         let Some(key) = &ctx.key else { return Ok(None) };
-        let actor = rules::resolve_actor(state, ctx.agent.as_ref(), lane)?;
+        let actor = rules::resolve_actor(state, ctx, lane)?;
         crate::store::stored_receipt(state, &replay_key(scope, &actor, key.as_str(), request), body)
     }
 
@@ -141,7 +141,7 @@ impl FileKernel {
         let id = req.todo;
         let validated = match rules::find_todo(state, id)?.validation.clone() {
             Some(v) if !rules::find_todo(state, id)?.status.is_closed() => {
-                let actor = rules::resolve_actor(state, ctx.agent.as_ref(), todo_lane(id)(state)?)?;
+                let actor = rules::resolve_actor(state, ctx, todo_lane(id)(state)?)?;
                 let placeholder = EvidenceDraft {
                     kind: loopx_core::model::EvidenceKind::Command,
                     summary: "pending".to_owned(),
@@ -282,6 +282,11 @@ fn person(_: &GoalState) -> Result<Lane> {
     Ok(Lane::Person)
 }
 
+/// The lane of a person-only decision, with its words.
+fn governs(what: &'static str) -> impl Fn(&GoalState) -> Result<Lane> {
+    move |_| Ok(Lane::Governance(what))
+}
+
 #[async_trait]
 impl Kernel for FileKernel {
     async fn create_goal(&self, req: CreateGoal) -> Result<Receipt<GoalBody>> {
@@ -332,7 +337,7 @@ impl Kernel for FileKernel {
             ctx,
             "goal.set",
             &req,
-            person,
+            governs("changing the goal (objective, quota, budgets, scope)"),
             |s, _| rules::set_goal(s, &req),
             |s| self.goal_body(s),
         )?;
@@ -355,23 +360,34 @@ impl Kernel for FileKernel {
             ctx,
             "goal.stop",
             &reason,
-            person,
+            governs("stopping the goal"),
             |s, _| rules::stop_goal(s, reason.as_ref()),
             |s| self.goal_body(s),
         )
     }
 
     async fn resume_goal(&self, ctx: &CommandContext) -> Result<Receipt<GoalBody>> {
-        self.mutate(ctx, "goal.resume", &(), person, |s, _| Ok(rules::resume_goal(s)), |s| self.goal_body(s))
+        self.mutate(
+            ctx,
+            "goal.resume",
+            &(),
+            governs("resuming the goal"),
+            |s, _| Ok(rules::resume_goal(s)),
+            |s| self.goal_body(s),
+        )
     }
 
     async fn register_agent(&self, ctx: &CommandContext, req: RegisterAgent) -> Result<Receipt<AgentBody>> {
         let id = req.id.clone();
+        // An agent that names itself (a host session joining, or a command inside a session)
+        // registers itself and is the actor; otherwise a person registers it.
+        let joining = ctx.agent.as_ref() == Some(&id) || ctx.session.is_some();
+        let ctx = &CommandContext { agent: joining.then(|| id.clone()), ..ctx.clone() };
         self.mutate(
             ctx,
             "agent.register",
             &req,
-            person,
+            |_| Ok(if joining { Lane::Joining } else { Lane::Person }),
             |s, _| rules::register_agent(s, &req),
             move |s| {
                 let agent =
@@ -632,13 +648,14 @@ impl Kernel for FileKernel {
         let now = self.now();
         let Some(turn) = &ctx.key else {
             let s = self.store.read(&goal)?;
-            let (agent, d) = decide::decide(&s, ctx.agent.as_ref(), now)?;
+            let (agent, d) = decide::decide(&s, rules::session_agent(&s, ctx)?.as_ref(), now)?;
             return Ok(decide::answer(&s, agent.as_ref(), &d, profile, now, None));
         };
         let turn = turn.as_str().to_owned();
         let mut out = None;
         self.store.transact(&goal, &mut |txn| {
-            let (agent, d) = decide::decide(&txn.state, ctx.agent.as_ref(), now)?;
+            let (agent, d) =
+                decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
             let Some(agent) = agent else {
                 // Paused, and nobody named: there is no turn to record.
                 out = Some(decide::answer(&txn.state, None, &d, profile, now, None));
@@ -701,7 +718,7 @@ impl Kernel for FileKernel {
             ctx,
             "gate.answer",
             &req,
-            person,
+            governs("answering a gate"),
             |s, a| rules::answer_gate(s, a, &req).map(Some),
             move |s| Ok(GateBody { gate: rules::find_gate(s, id)?.clone() }),
         )
@@ -768,7 +785,7 @@ impl Kernel for FileKernel {
         }
         let mut out = None;
         self.store.transact(&goal, &mut |txn| {
-            let actor = rules::resolve_actor(&txn.state, ctx.agent.as_ref(), Lane::Agent)?;
+            let actor = rules::resolve_actor(&txn.state, ctx, Lane::Agent)?;
             let event = rules::spend_slot(&txn.state, &actor, turn.as_deref(), &req, now)?;
             out = Some(txn.preview(actor.name(), event, body(true))?);
             Ok(())
@@ -851,7 +868,7 @@ impl Kernel for FileKernel {
             ctx,
             "quota.void",
             &req,
-            person,
+            governs("voiding a spend"),
             |s, _| rules::void_slot(s, &req),
             move |s| {
                 let spend = s
@@ -891,7 +908,7 @@ impl Kernel for FileKernel {
             |_| Ok(Lane::Agent),
             |s, a| rules::scheduler_report(s, a, &req).map(Some),
             |s| {
-                let agent = rules::resolve_actor(s, ctx.agent.as_ref(), Lane::Agent)?;
+                let agent = rules::resolve_actor(s, ctx, Lane::Agent)?;
                 let agent_id = match agent {
                     Actor::Agent(a) => a,
                     Actor::User => return Err(Error::internal("scheduler report without an agent")),
@@ -927,7 +944,7 @@ impl Kernel for FileKernel {
         let now = self.now();
         let mut out = None;
         self.store.transact(&goal, &mut |txn| {
-            let actor = rules::resolve_actor(&txn.state, ctx.agent.as_ref(), Lane::Agent)?;
+            let actor = rules::resolve_actor(&txn.state, ctx, Lane::Agent)?;
             // A replay returns the todo the first call picked, even if it is no longer next.
             let key = ctx.key.as_ref().map(|k| replay_key("todo.claim-next", &actor, k.as_str(), &()));
             if let Some(k) = &key

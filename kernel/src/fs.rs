@@ -44,6 +44,34 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
     }
 }
 
+/// Opening without following a symbolic link: a state file that is a link is refused (the
+/// open fails with `ELOOP`) instead of writing through it to wherever it points.
+pub fn no_follow(o: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
+    }
+    o
+}
+
+/// Refuses a state path that is a symbolic link or not a regular file (a missing one is fine):
+/// loopx keeps its state only in regular files inside `.loopx/`, and writes nowhere else.
+pub fn check_state_file(path: &Path) -> Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(Error::integrity(format!(
+            "{} is a symbolic link; loopx keeps its state only in regular files inside .loopx/ and will not follow it",
+            path.display()
+        ))
+        .with_hint("replace the link with the file it points to (or remove it), then run `loopx doctor`")),
+        Ok(m) if !m.is_file() && !m.is_dir() => Err(Error::integrity(format!(
+            "{} is not a regular file; loopx will not read or write it",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Appends one line and makes it durable before returning.
 pub fn append_durable(file: &mut File, path: &Path, line: &[u8]) -> Result<()> {
     file.write_all(line).map_err(|e| Error::io("append to", path, &e))?;
@@ -52,12 +80,17 @@ pub fn append_durable(file: &mut File, path: &Path, line: &[u8]) -> Result<()> {
 
 /// Opens a file for appending, creating it.
 pub fn open_append(path: &Path) -> Result<File> {
-    OpenOptions::new().create(true).append(true).open(path).map_err(|e| Error::io("open", path, &e))
+    check_state_file(path)?;
+    no_follow(OpenOptions::new().create(true).append(true))
+        .open(path)
+        .map_err(|e| Error::io("open", path, &e))
 }
 
 /// Cuts `path` to `len` bytes durably (used to drop a torn final line).
 pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
-    let file = OpenOptions::new().write(true).open(path).map_err(|e| Error::io("open", path, &e))?;
+    check_state_file(path)?;
+    let file =
+        no_follow(OpenOptions::new().write(true)).open(path).map_err(|e| Error::io("open", path, &e))?;
     file.set_len(len).map_err(|e| Error::io("truncate", path, &e))?;
     file.sync_all().map_err(|e| Error::io("sync", path, &e))
 }

@@ -7,9 +7,11 @@
 //! - `SessionStart` tells the model the objective, what waits on a person, and its next todo;
 //! - `Stop` keeps an armed session working only while should-run says run, up to its own
 //!   per-session cap, and **fails open**: any error lets the session stop;
-//! - the tool gate never gates read-only tools; for an armed session it denies mutating tools
-//!   while should-run says no, destructive shell commands, edits under `.loopx/`, and edits
-//!   outside the goal's or the claimed todos' write scope; it **fails closed**;
+//! - the tool gate never gates read-only tools or read-only shell commands; in every session
+//!   it denies a person's governance commands (however the shell reaches loopx) and writes to
+//!   `.loopx/`; for an armed session it also denies mutating tools while should-run says no,
+//!   destructive shell commands, and edits outside the goal's or the claimed todos' write
+//!   scope; it **fails closed**;
 //! - the status line is one line.
 
 use std::path::{Path, PathBuf};
@@ -19,9 +21,10 @@ use loopx_core::decision::DecisionKind;
 use loopx_core::host::{HookPoint, HookReply, HostAdapter, HostAnswer, HostEvent, HostEventKind, ToolEffect};
 use loopx_core::kernel::{AddTodo, BindThread, CommandContext, CreateGoal, Kernel, RegisterAgent};
 use loopx_core::model::{GoalStatus, Priority, Role, TodoClass};
+use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, Error, GoalId, Result};
 
-use crate::policy::{WriteScope, is_destructive};
+use crate::policy::{WriteScope, check_shell, is_destructive};
 use crate::project::STATE_DIR;
 use crate::{FileKernel, Reporter, StoreOptions, SystemClock, find_root};
 
@@ -78,6 +81,12 @@ impl From<HookReply> for Said {
     }
 }
 
+/// The safe answer for a hook that failed before it could run (a usage error, a bad
+/// environment value), for `event` if it names one of the adapter's hook points.
+pub fn refuse(adapter: &dyn HostAdapter, event: Option<&str>, e: &Error) -> HostAnswer {
+    failed(adapter, event.and_then(|ev| adapter.hook_point(ev).ok()), e)
+}
+
 /// The safe answer to a failure: the host goes on, except that the tool gate denies.
 fn failed(adapter: &dyn HostAdapter, point: Option<HookPoint>, e: &Error) -> HostAnswer {
     let mut note = format!("loopx: {}", e.message);
@@ -124,7 +133,7 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
     };
     let k = open(&root, env)?;
     let s = k.session(None, &thread(adapter, ev)).await?;
-    let ctx = CommandContext { goal: None, agent: s.agent.clone(), key: None };
+    let ctx = CommandContext { agent: s.agent.clone(), ..CommandContext::default() };
     let armed = s.agent.clone().filter(|_| s.armed);
     match (point, &ev.kind) {
         (HookPoint::SessionStart, _) => {
@@ -149,10 +158,12 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
             Ok(HookReply::Continue(adapter.continuation_text(&d)).into())
         }
         (HookPoint::ToolGate, HostEventKind::ToolCall { effect, .. }) => {
+            let cwd = ev.cwd.as_deref().unwrap_or(&root);
+            if let Some(deny) = never_an_agents(&root, cwd, effect) {
+                return Ok(deny.into());
+            }
             let Some(agent) = armed else { return Ok(HookReply::Pass.into()) };
-            tool_gate(&k, &root, &agent, effect, ev.cwd.as_deref().unwrap_or(&root), &ctx)
-                .await
-                .map(Said::from)
+            tool_gate(&k, &root, &agent, effect, cwd, &ctx).await.map(Said::from)
         }
         (HookPoint::StatusLine, _) => {
             let st = k.status(None).await?;
@@ -163,8 +174,11 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
             } else {
                 "▶"
             };
-            let next =
-                st.next_todo.as_ref().map(|t| format!(" · next {} {}", t.id, t.text)).unwrap_or_default();
+            let next = st
+                .next_todo
+                .as_ref()
+                .map(|t| format!(" · next {} {}", t.id, flatten(&t.text, 80)))
+                .unwrap_or_default();
             Ok(HookReply::Status(format!(
                 "loopx {} {mark} {} open · {} done{next}",
                 st.goal_id, st.counts.open, st.counts.done
@@ -175,6 +189,36 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
     }
 }
 
+/// What no agent may do in any session: run a person's governance command, or write loopx's
+/// state behind its back. `None` when the call is none of that.
+fn never_an_agents(root: &Path, cwd: &Path, effect: &ToolEffect) -> Option<HookReply> {
+    match effect {
+        ToolEffect::Shell(c) => {
+            let v = check_shell(c, root, cwd);
+            if let Some(g) = v.governs {
+                return Some(HookReply::Deny(format!(
+                    "loopx: `{g}` is a person's decision, not an agent's; ask the user (loopx gate ask --question \"…\" --blocks goal)"
+                )));
+            }
+            v.writes_state.map(|p| {
+                HookReply::Deny(format!("loopx: this command would change {p}, which is loopx's state; it changes only through loopx commands"))
+            })
+        }
+        ToolEffect::Edits(paths) => {
+            let state = WriteScope::new(&[format!("{STATE_DIR}/**")]).ok()?;
+            paths.iter().find(|p| state.allows(root, cwd, p)).map(|p| {
+                HookReply::Deny(format!(
+                    "loopx: {p} is loopx's state; it changes only through loopx commands"
+                ))
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The gate for an armed session's agent: read-only shell commands always pass; anything else
+/// waits while should-run says not to run; destructive commands and edits outside the write
+/// scope are refused.
 async fn tool_gate(
     k: &FileKernel,
     root: &Path,
@@ -183,11 +227,16 @@ async fn tool_gate(
     cwd: &Path,
     ctx: &CommandContext,
 ) -> Result<HookReply> {
+    if let ToolEffect::Shell(c) = effect
+        && check_shell(c, root, cwd).read_only
+    {
+        return Ok(HookReply::Pass);
+    }
     let d = k.should_run(ctx, None).await?;
     if !d.should_run {
         let word = serde_json::to_value(d.decision).ok().and_then(|v| v.as_str().map(str::to_owned));
         return Ok(HookReply::Deny(format!(
-            "loopx says {}: {}. Mutating tools wait until it says run.",
+            "loopx says {}: {}. Mutating tools wait until it says run; reading is fine.",
             word.unwrap_or_default(),
             d.reason
         )));
@@ -208,13 +257,7 @@ async fn tool_gate(
                 .collect();
             let todo_globs: Vec<String> = mine.iter().flat_map(|t| t.scopes.iter().cloned()).collect();
             let todo_scope = WriteScope::new(&todo_globs)?;
-            let state_dir = WriteScope::new(&[format!("{STATE_DIR}/**")])?;
             for p in paths {
-                if state_dir.allows(root, cwd, p) {
-                    return Ok(HookReply::Deny(format!(
-                        "loopx: {p} is loopx's state; it changes only through loopx commands"
-                    )));
-                }
                 if !goal_scope.allows(root, cwd, p) {
                     return Ok(HookReply::Deny(format!(
                         "loopx: {p} is outside the goal's write scope ({})",
@@ -239,9 +282,15 @@ async fn tool_gate(
 /// What a session is told when it starts: the objective, what waits on a person, its next todo.
 async fn context_text(adapter: &dyn HostAdapter, k: &FileKernel, agent: Option<&AgentId>) -> Result<String> {
     let st = k.status(None).await?;
-    let mut out = format!("loopx governs this project. Goal {}: {}\n", st.goal_id, st.objective);
+    let mut out =
+        format!("loopx governs this project. Goal {}: {}\n", st.goal_id, quoted(&st.objective, 1000));
     for g in &st.gates {
-        out.push_str(&format!("Waiting on the user: {} {} (blocks {})\n", g.gate, g.question, g.blocks));
+        out.push_str(&format!(
+            "Waiting on the user: {} {} (blocks {})\n",
+            g.gate,
+            quoted(&g.question, 300),
+            g.blocks
+        ));
     }
     match agent {
         Some(a) => {
@@ -249,7 +298,9 @@ async fn context_text(adapter: &dyn HostAdapter, k: &FileKernel, agent: Option<&
             match next {
                 Some(t) => out.push_str(&format!(
                     "You are agent {a}. Your next todo: {} ({}) {}\n",
-                    t.id, t.priority, t.text
+                    t.id,
+                    t.priority,
+                    quoted(&t.text, 400)
                 )),
                 None => out.push_str(&format!("You are agent {a}. Nothing is free for you right now.\n")),
             }
@@ -296,9 +347,10 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
         Some(a) => a,
         None => {
             let id = agent_id_for(adapter.agent_prefix(), &ev.session)?;
-            let reg = RegisterAgent { id: id.clone(), agent_type: adapter.agent_type(), require_new: false };
-            k.register_agent(&CommandContext::default(), reg).await?;
+            // The session joins: its agent registers itself and binds the session to it.
             let ctx = CommandContext { agent: Some(id.clone()), ..CommandContext::default() };
+            let reg = RegisterAgent { id: id.clone(), agent_type: adapter.agent_type(), require_new: false };
+            k.register_agent(&ctx, reg).await?;
             k.bind_thread(&ctx, session.clone()).await?;
             id
         }
@@ -323,7 +375,7 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
                     validation: None,
                 };
                 let t = k.add_todo(&ctx, req).await?;
-                added = format!(" Added {} (P1): {task}.", t.body.todo.id);
+                added = format!(" Added {} (P1): {}.", t.body.todo.id, quoted(task, 400));
             }
             k.set_armed(&ctx, true).await?;
             s = k.session(None, &session).await?;

@@ -58,13 +58,11 @@ pub fn acquire(
     reporter: Arc<dyn Reporter>,
 ) -> Result<LockGuard> {
     let start = Instant::now();
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| Error::io("open lock file", path, &e))?;
+    crate::fs::check_state_file(path)?;
+    let mut file =
+        crate::fs::no_follow(OpenOptions::new().read(true).write(true).create(true).truncate(false))
+            .open(path)
+            .map_err(|e| Error::io("open lock file", path, &e))?;
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::Error(e)) => return Err(Error::io("lock", path, &e)),

@@ -32,8 +32,49 @@ pub struct EventLine {
     /// returns it unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<serde_json::Value>,
+    /// The state root: the hash of the goal's state after this line ([`state_root`]). A
+    /// snapshot is trusted only when its state hashes to the last line's root. Absent on lines
+    /// written by an older loopx, and on all but the last line of a bulk append.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
     /// Hash of the previous line.
     pub prev: String,
+}
+
+/// The hash of a state's canonical JSON (what the snapshot holds, byte for byte).
+pub fn state_root(state_json: &[u8]) -> String {
+    line_hash(state_json)
+}
+
+/// The last committed line of a log of `len` bytes, read from its end. `None` for an empty
+/// log, or one whose last line does not parse (the full scan will say why).
+pub fn last_line(path: &std::path::Path, len: u64) -> std::io::Result<Option<EventLine>> {
+    use std::io::{Read, Seek, SeekFrom};
+    if len == 0 {
+        return Ok(None);
+    }
+    let mut f = std::fs::File::open(path)?;
+    let mut tail: Vec<u8> = Vec::new();
+    let mut pos = len;
+    let mut chunk = 8192u64;
+    loop {
+        let start = pos.saturating_sub(chunk);
+        let mut buf = vec![0u8; usize::try_from(pos - start).unwrap_or(0)];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut buf)?;
+        buf.extend_from_slice(&tail);
+        tail = buf;
+        pos = start;
+        // The line's own newline ends the tail; the one before it (or the file's start) begins it.
+        let body = tail.strip_suffix(b"\n").unwrap_or(&tail);
+        if let Some(nl) = body.iter().rposition(|&b| b == b'\n') {
+            return Ok(serde_json::from_slice(&body[nl + 1..]).ok());
+        }
+        if pos == 0 {
+            return Ok(serde_json::from_slice(body).ok());
+        }
+        chunk = chunk.saturating_mul(2);
+    }
 }
 
 /// The chain hash of one line (without its newline): the first 128 bits of SHA-256, in hex.
@@ -119,6 +160,7 @@ mod tests {
             event: Event::GoalResumed {},
             turn: None,
             receipt: None,
+            root: None,
             prev: prev.into(),
         };
         serde_json::to_string(&l).unwrap()

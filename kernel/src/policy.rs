@@ -127,6 +127,92 @@ mod tests {
         assert!(WriteScope::new(&["src/[".to_owned()]).is_err());
     }
 
+    fn shell(c: &str) -> ShellCheck {
+        check_shell(c, Path::new("/p"), Path::new("/p/src"))
+    }
+
+    #[test]
+    fn governance_is_found_however_loopx_is_reached() {
+        for c in [
+            "loopx goal set --compute 1",
+            "/home/u/.cargo/bin/loopx goal resume",
+            "./target/release/loopx --project . --goal-id main goal stop",
+            "env LOOPX_PROJECT=/p loopx gate answer g1 --approve",
+            "env -u CLAUDE_CODE_SESSION_ID loopx quota void-slot --spend-id s1",
+            "FOO=1 nohup loopx goal set --budget-tokens 99999999",
+            "sh -c \"loopx goal set --compute 1\"",
+            "bash -lc 'cd /p && loopx gate answer g1 --approve'",
+            "echo hi; loopx doctor --repair",
+            "true && $(echo loopx) goal set --objective x",
+            "echo $(loopx gate answer g1 --approve)",
+            "eval loopx goal resume",
+            "loopx hook claude-code stop < /tmp/forged.json",
+            "loopx host uninstall claude-code",
+            "sudo -u me timeout 5 loopx goal stop",
+        ] {
+            assert!(shell(c).governs.is_some(), "{c}");
+        }
+        for c in [
+            "loopx status",
+            "loopx todo complete --todo-id t1 --evidence ok",
+            "loopx doctor",
+            "echo loopx goal set",
+        ] {
+            let v = shell(c);
+            assert!(v.governs.is_none(), "{c}");
+        }
+    }
+
+    #[test]
+    fn writes_under_the_state_directory_are_found() {
+        for c in [
+            "echo x > ../.loopx/goals/main/snapshot.json",
+            "echo x >> /p/.loopx/project.json",
+            "rm -rf /p/.loopx",
+            "mv ../.loopx/goals/main/events.jsonl /tmp",
+            "sed -i s/0/1/ ../.loopx/goals/main/snapshot.json",
+            "cp /tmp/forged.json /p/.loopx/goals/main/snapshot.json",
+            "python3 -c 'x' > /p/.loopx/x",
+            "cat a | tee ../.loopx/goals/main/GOAL.md",
+            "dd if=/tmp/x of=/p/.loopx/goals/main/events.jsonl",
+        ] {
+            assert!(shell(c).writes_state.is_some(), "{c}");
+        }
+        for c in ["cat ../.loopx/goals/main/GOAL.md", "ls /p/.loopx", "grep -r todo ../.loopx", "echo .loopx"]
+        {
+            assert_eq!(shell(c).writes_state, None, "{c}");
+        }
+    }
+
+    #[test]
+    fn read_only_commands_are_told_apart() {
+        for c in [
+            "ls -la",
+            "cat src/a.rs | grep fn | wc -l",
+            "git status",
+            "git diff HEAD~1",
+            "loopx status",
+            "find . -name '*.rs'",
+            "echo hi > /dev/null",
+            "head -n 3 a 2>&1",
+        ] {
+            assert!(shell(c).read_only, "{c}");
+        }
+        for c in [
+            "cargo build",
+            "echo x > a.txt",
+            "git commit -m x",
+            "find . -delete",
+            "sed -i s/a/b/ x",
+            "rm a",
+            "ls; touch b",
+            "python3 x.py",
+            "$CMD",
+        ] {
+            assert!(!shell(c).read_only, "{c}");
+        }
+    }
+
     #[test]
     fn destructive_commands() {
         for c in [
@@ -144,4 +230,395 @@ mod tests {
             assert!(!is_destructive(c), "{c}");
         }
     }
+}
+
+/// What a shell command line would do, as far as the tool gate cares.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShellCheck {
+    /// A loopx command that governs the goal (a person's decision), as it was found.
+    pub governs: Option<String>,
+    /// A path under `.loopx/` that the command may write, remove or move.
+    pub writes_state: Option<String>,
+    /// Every part only reads, or is loopx's own non-governance command (which the kernel
+    /// governs): the gate lets it through even while loopx says not to run.
+    pub read_only: bool,
+}
+
+/// loopx subcommands that only a person runs: they change the goal's governance, the wiring of
+/// the gate itself, or forge a host's hook.
+const GOVERNANCE: [&[&str]; 9] = [
+    &["goal", "set"],
+    &["goal", "stop"],
+    &["goal", "resume"],
+    &["quota", "void-slot"],
+    &["gate", "answer"],
+    &["host", "install"],
+    &["host", "uninstall"],
+    &["hook"],
+    &["doctor", "--repair"],
+];
+
+/// Programs that only read what they are given (with no output redirection).
+const READERS: [&str; 33] = [
+    "ls", "cat", "head", "tail", "less", "more", "grep", "egrep", "fgrep", "rg", "wc", "pwd", "echo",
+    "printf", "which", "stat", "file", "tree", "du", "df", "date", "printenv", "true", "false", "sort",
+    "uniq", "cut", "diff", "cmp", "basename", "dirname", "realpath", "test",
+];
+
+/// `git` subcommands that only read.
+const GIT_READS: [&str; 10] =
+    ["status", "log", "diff", "show", "rev-parse", "ls-files", "blame", "grep", "describe", "shortlog"];
+
+/// Wrappers that run the rest of their words as a command.
+const WRAPPERS: [&str; 7] = ["env", "sudo", "nohup", "time", "command", "exec", "nice"];
+
+#[derive(Debug, PartialEq)]
+enum Tok {
+    Word(String),
+    /// `;`, `&&`, `||`, `|`, `&`, newline, `(`, `)`.
+    Sep,
+    /// An output redirection (`>`, `>>`, `2>`, `&>`, `>|`); its target is the next word.
+    RedirOut,
+    /// An input redirection or here-document; its operand is the next word.
+    RedirIn,
+}
+
+/// Splits a command line into words and operators, honouring quotes. Command substitutions
+/// (`$(…)`, backquotes) are returned separately, to be checked as command lines of their own.
+fn lex(s: &str, subs: &mut Vec<String>) -> Vec<Tok> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut toks = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut i = 0;
+    let flush = |toks: &mut Vec<Tok>, word: &mut String, in_word: &mut bool| {
+        if *in_word {
+            toks.push(Tok::Word(std::mem::take(word)));
+            *in_word = false;
+        }
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '\'' => {
+                in_word = true;
+                i += 1;
+                while i < chars.len() && chars[i] != '\'' {
+                    word.push(chars[i]);
+                    i += 1;
+                }
+            }
+            '"' => {
+                in_word = true;
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    if chars[i] == '\\' && i + 1 < chars.len() {
+                        i += 1;
+                    } else if chars[i] == '$' && chars.get(i + 1) == Some(&'(') {
+                        let (inner, end) = balanced(&chars, i + 2);
+                        subs.push(inner);
+                        i = end;
+                        continue;
+                    } else if chars[i] == '`' {
+                        let end =
+                            chars[i + 1..].iter().position(|c| *c == '`').map_or(chars.len(), |p| i + 1 + p);
+                        subs.push(chars[i + 1..end.min(chars.len())].iter().collect());
+                        i = end + 1;
+                        continue;
+                    }
+                    word.push(chars[i]);
+                    i += 1;
+                }
+            }
+            '\\' if i + 1 < chars.len() => {
+                in_word = true;
+                word.push(chars[i + 1]);
+                i += 1;
+            }
+            '$' if chars.get(i + 1) == Some(&'(') => {
+                let (inner, end) = balanced(&chars, i + 2);
+                subs.push(inner);
+                in_word = true;
+                word.push_str("$(…)");
+                i = end;
+                continue;
+            }
+            '`' => {
+                let end = chars[i + 1..].iter().position(|c| *c == '`').map_or(chars.len(), |p| i + 1 + p);
+                subs.push(chars[i + 1..end.min(chars.len())].iter().collect());
+                in_word = true;
+                word.push_str("$(…)");
+                i = end + 1;
+                continue;
+            }
+            ' ' | '\t' => flush(&mut toks, &mut word, &mut in_word),
+            ';' | '\n' | '(' | ')' | '{' | '}' if !in_word || matches!(c, ';' | '\n') => {
+                flush(&mut toks, &mut word, &mut in_word);
+                toks.push(Tok::Sep);
+            }
+            '|' | '&' => {
+                // `&>` is a redirection; `&&`, `||`, `|&`, `|`, `&` separate commands.
+                if c == '&' && chars.get(i + 1) == Some(&'>') {
+                    flush(&mut toks, &mut word, &mut in_word);
+                    toks.push(Tok::RedirOut);
+                    i += 2;
+                    if chars.get(i) == Some(&'>') {
+                        i += 1;
+                    }
+                    continue;
+                }
+                flush(&mut toks, &mut word, &mut in_word);
+                toks.push(Tok::Sep);
+                if matches!(chars.get(i + 1), Some('|' | '&')) {
+                    i += 1;
+                }
+            }
+            '>' => {
+                // `2>` and `1>` are redirections of a descriptor: the digit is not a word.
+                if in_word && (word == "1" || word == "2") {
+                    word.clear();
+                    in_word = false;
+                }
+                flush(&mut toks, &mut word, &mut in_word);
+                let mut j = i + 1;
+                while matches!(chars.get(j), Some('>' | '|')) {
+                    j += 1;
+                }
+                if chars.get(j) == Some(&'&') {
+                    // `>&2`: a descriptor, not a file.
+                    j += 1;
+                    while chars.get(j).is_some_and(char::is_ascii_digit) {
+                        j += 1;
+                    }
+                    i = j;
+                    continue;
+                }
+                toks.push(Tok::RedirOut);
+                i = j;
+                continue;
+            }
+            '<' => {
+                flush(&mut toks, &mut word, &mut in_word);
+                while chars.get(i + 1) == Some(&'<') {
+                    i += 1;
+                }
+                toks.push(Tok::RedirIn);
+            }
+            _ => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+        i += 1;
+    }
+    flush(&mut toks, &mut word, &mut in_word);
+    toks
+}
+
+/// The text up to the `)` that closes a `$(` opened before `start`, and the index after it.
+fn balanced(chars: &[char], start: usize) -> (String, usize) {
+    let mut depth = 1;
+    let mut i = start;
+    while i < chars.len() {
+        match chars[i] {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return (chars[start..i].iter().collect(), i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    (chars[start..].iter().collect(), chars.len())
+}
+
+fn basename(w: &str) -> &str {
+    w.rsplit('/').next().unwrap_or(w)
+}
+
+/// Whether `path` (absolute, or relative to `cwd`) lies under the project's `.loopx/`, or
+/// names a `.loopx` directory anywhere.
+fn in_state(root: &Path, cwd: &Path, path: &str) -> bool {
+    let p = Path::new(path.trim_start_matches('~'));
+    if p.components().any(|c| c.as_os_str() == crate::project::STATE_DIR) {
+        return true;
+    }
+    normalize(&cwd.join(path)).starts_with(normalize(&root.join(crate::project::STATE_DIR)))
+}
+
+/// Checks a shell command line as an agent's shell tool would run it in `cwd`.
+pub fn check_shell(command: &str, root: &Path, cwd: &Path) -> ShellCheck {
+    check_shell_depth(command, root, cwd, 0)
+}
+
+fn check_shell_depth(command: &str, root: &Path, cwd: &Path, depth: usize) -> ShellCheck {
+    let mut out = ShellCheck { read_only: true, ..ShellCheck::default() };
+    if depth > 8 {
+        out.read_only = false;
+        return out;
+    }
+    let mut subs = Vec::new();
+    let toks = lex(command, &mut subs);
+    let merge = |out: &mut ShellCheck, inner: ShellCheck| {
+        out.governs = out.governs.take().or(inner.governs);
+        out.writes_state = out.writes_state.take().or(inner.writes_state);
+        out.read_only &= inner.read_only;
+    };
+    for sub in &subs {
+        let inner = check_shell_depth(sub, root, cwd, depth + 1);
+        merge(&mut out, inner);
+    }
+    for part in toks.split(|t| *t == Tok::Sep) {
+        let mut words = Vec::new();
+        let mut targets = Vec::new();
+        let mut it = part.iter();
+        while let Some(t) = it.next() {
+            match t {
+                Tok::Word(w) => words.push(w.clone()),
+                Tok::RedirOut => {
+                    if let Some(Tok::Word(target)) = it.next() {
+                        targets.push(target.clone());
+                    }
+                }
+                Tok::RedirIn => {
+                    it.next();
+                }
+                Tok::Sep => {}
+            }
+        }
+        for t in &targets {
+            if in_state(root, cwd, t) {
+                out.writes_state.get_or_insert_with(|| t.clone());
+            }
+            if !matches!(t.as_str(), "/dev/null" | "/dev/stdout" | "/dev/stderr") {
+                out.read_only = false;
+            }
+        }
+        let inner = check_simple(&words, root, cwd, depth);
+        merge(&mut out, inner);
+    }
+    out
+}
+
+/// One simple command: its words, after redirections were taken out.
+fn check_simple(words: &[String], root: &Path, cwd: &Path, depth: usize) -> ShellCheck {
+    let mut out = ShellCheck { read_only: true, ..ShellCheck::default() };
+    // Variable assignments and wrappers (with their options) come before the program.
+    let mut i = 0;
+    while let Some(w) = words.get(i) {
+        let name = basename(w);
+        if is_assignment(w) {
+            i += 1;
+        } else if WRAPPERS.contains(&name) || name == "timeout" || name == "xargs" {
+            i += 1;
+            while let Some(o) = words.get(i).filter(|o| o.starts_with('-')) {
+                let takes_value = matches!(o.as_str(), "-u" | "-n" | "-C" | "-s" | "-k" | "-g" | "-S");
+                i += if takes_value { 2 } else { 1 };
+            }
+            if name == "timeout" {
+                i += 1; // the duration
+            }
+        } else {
+            break;
+        }
+    }
+    let Some(program) = words.get(i) else { return out };
+    let args = &words[i + 1..];
+    let name = basename(program);
+    if matches!(name, "sh" | "bash" | "zsh" | "dash" | "ksh") {
+        if let Some(p) = args.iter().position(|a| a.starts_with('-') && a.contains('c'))
+            && let Some(script) = args.get(p + 1)
+        {
+            return check_shell_depth(script, root, cwd, depth + 1);
+        }
+        out.read_only = false;
+        return out;
+    }
+    if name == "eval" {
+        return check_shell_depth(&args.join(" "), root, cwd, depth + 1);
+    }
+    if name == "loopx" || name == "loopx.exe" {
+        return check_loopx(args);
+    }
+    if program.starts_with('$') || program.contains("$(…)") {
+        // A program loopx cannot see: judge the words it was given.
+        out.read_only = false;
+        if let Some(g) = governance_in(args) {
+            out.governs = Some(g);
+        }
+        return out;
+    }
+    let reads = READERS.contains(&name)
+        || (name == "git"
+            && args.iter().find(|a| !a.starts_with('-')).is_some_and(|s| GIT_READS.contains(&s.as_str())))
+        || (name == "find"
+            && !args.iter().any(|a| {
+                matches!(
+                    a.as_str(),
+                    "-delete" | "-exec" | "-execdir" | "-ok" | "-fprint" | "-fprintf" | "-fls"
+                )
+            }))
+        || (name == "sed" && !args.iter().any(|a| a.starts_with("-i") || a == "--in-place"));
+    out.read_only = reads;
+    if !reads
+        && let Some(p) =
+            args.iter().find(|a| in_state(root, cwd, a.split_once('=').map_or(a.as_str(), |(_, v)| v)))
+    {
+        out.writes_state = Some(p.clone());
+    }
+    out
+}
+
+/// `NAME=value`, as a shell reads it before a command.
+fn is_assignment(w: &str) -> bool {
+    w.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// The governance subcommand in loopx's words, if any (global options skipped; `doctor
+/// --repair` wherever the flag stands).
+fn governance_in(words: &[String]) -> Option<String> {
+    let sub = loopx_subcommand(words);
+    let found = GOVERNANCE.iter().find(|g| match g {
+        ["doctor", "--repair"] => {
+            sub.first().is_some_and(|s| s == "doctor") && sub.iter().any(|s| s == "--repair")
+        }
+        g => g.iter().enumerate().all(|(k, w)| sub.get(k).is_some_and(|s| s == w)),
+    });
+    found.map(|g| format!("loopx {}", g.join(" ")))
+}
+
+/// loopx's words after its global options.
+fn loopx_subcommand(words: &[String]) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i].as_str();
+        if matches!(w, "--project" | "--goal-id" | "--color") {
+            i += 2;
+        } else if w.starts_with("--project=")
+            || w.starts_with("--goal-id=")
+            || w.starts_with("--color=")
+            || w == "--json"
+        {
+            i += 1;
+        } else {
+            v.push(w.to_owned());
+            i += 1;
+        }
+    }
+    v
+}
+
+/// loopx itself: governance is a person's; everything else is governed by the kernel (as
+/// loopx's MCP tools are), so the gate lets it through like a read.
+fn check_loopx(args: &[String]) -> ShellCheck {
+    let governs = governance_in(args);
+    ShellCheck { read_only: governs.is_none(), governs, writes_state: None }
 }

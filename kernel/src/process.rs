@@ -3,6 +3,7 @@
 
 use std::io::Read;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -21,7 +22,12 @@ pub struct ProcessProvider;
 /// Output kept for the digest and the failure message, per stream.
 const OUTPUT_CAP: usize = 1 << 20;
 
-fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+/// How long the readers may take to finish once the command and its group are gone. A process
+/// that left the group and holds the pipe open is not waited for.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+fn drain(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut out = Vec::new();
         let mut buf = [0u8; 8192];
@@ -33,46 +39,63 @@ fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> 
                 out.extend_from_slice(&buf[..n.min(OUTPUT_CAP - out.len())]);
             }
         }
-        out
-    })
+        let _ = tx.send(out);
+    });
+    rx
+}
+
+/// Kills every process of the command's group: what it left running in the background dies
+/// with it, whether it finished or ran out of time.
+fn kill_group(child: &std::process::Child) {
+    #[cfg(unix)]
+    if let Some(pid) = i32::try_from(child.id()).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    #[cfg(not(unix))]
+    let _ = child;
 }
 
 impl ProcessProvider {
-    /// Runs `argv` in `cwd`, killing it after `timeout`.
+    /// Runs `argv` in `cwd` in a process group of its own, and kills the whole group when the
+    /// command ends or after `timeout`, whichever comes first. Never waits on output longer
+    /// than a short grace after that.
     pub fn run(&self, argv: &[String], cwd: &std::path::Path, timeout: Duration) -> Result<Observation> {
         let (program, args) =
             argv.split_first().ok_or_else(|| Error::usage("the validation command is empty"))?;
         let start = Instant::now();
-        let mut child = Command::new(program)
-            .args(args)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                Error::refused(format!("cannot run the validation command `{}`: {e}", argv.join(" ")))
-                    .with_hint("check that the program exists and is on PATH")
-            })?;
+        let mut cmd = Command::new(program);
+        cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd.spawn().map_err(|e| {
+            Error::refused(format!("cannot run the validation command `{}`: {e}", argv.join(" ")))
+                .with_hint("check that the program exists and is on PATH")
+        })?;
         let out = child.stdout.take().map(drain);
         let err = child.stderr.take().map(drain);
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break Some(status),
                 Ok(None) if start.elapsed() >= timeout => {
+                    kill_group(&child);
                     let _ = child.kill();
                     let _ = child.wait();
                     break None;
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(5)),
                 Err(e) => {
+                    kill_group(&child);
                     return Err(Error::internal(format!("cannot wait for the validation command: {e}")));
                 }
             }
         };
+        kill_group(&child);
+        let duration = start.elapsed();
+        let deadline = Instant::now() + DRAIN_GRACE;
         let mut hasher = Sha256::new();
-        for h in [out, err].into_iter().flatten() {
-            hasher.update(h.join().unwrap_or_default());
+        for rx in [out, err].into_iter().flatten() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            hasher.update(rx.recv_timeout(left).unwrap_or_default());
         }
         let digest = hasher.finalize();
         Ok(Observation::CommandExited {
@@ -82,7 +105,7 @@ impl ProcessProvider {
                 "sha256:{}",
                 digest.iter().map(|b| format!("{b:02x}")).collect::<String>()
             ),
-            duration_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
         })
     }
 }
@@ -143,5 +166,49 @@ impl Capability for CommandPassed {
             }
             _ => Err(Rejection { reason: evidence.summary }),
         }
+    }
+}
+
+#[cfg(test)]
+#[cfg(unix)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script.into()]
+    }
+
+    /// Whether a process whose command line contains `pattern` runs (from `/proc`).
+    fn alive(pattern: &str) -> bool {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(pattern))
+        })
+    }
+
+    #[test]
+    fn a_grandchild_holding_the_pipe_never_stretches_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = Instant::now();
+        let o = ProcessProvider
+            .run(&sh("sleep 30.25 & exec sleep 1000"), dir.path(), Duration::from_secs(1))
+            .unwrap();
+        assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
+        let Observation::CommandExited { exit_code, duration_ms, .. } = o else { panic!() };
+        assert_eq!(exit_code, None, "killed at the deadline");
+        assert!((1000..10_000).contains(&duration_ms), "{duration_ms}");
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!alive("sleep 30.25"), "the background child dies with its group");
+    }
+
+    #[test]
+    fn what_a_passing_command_leaves_behind_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = ProcessProvider
+            .run(&sh("sleep 613.25 >/dev/null 2>&1 & exit 0"), dir.path(), Duration::from_secs(30))
+            .unwrap();
+        assert!(matches!(o, Observation::CommandExited { exit_code: Some(0), .. }));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!alive("sleep 613.25"), "no orphan outlives the validation");
     }
 }

@@ -3,9 +3,9 @@
 
 use loopx_core::event::Event;
 use loopx_core::kernel::{
-    AddEvidence, AddTodo, AnswerGate, AskGate, BindThread, CompleteTodo, LeaseOp, LeaseRequest, NewEvidence,
-    QuotaChange, RefreshState, RegisterAgent, SchedulerReport, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo,
-    VoidSlot,
+    AddEvidence, AddTodo, AnswerGate, AskGate, BindThread, CommandContext, CompleteTodo, LeaseOp,
+    LeaseRequest, NewEvidence, QuotaChange, RefreshState, RegisterAgent, SchedulerReport, SetGoal, SpendSlot,
+    SupersedeTodo, UpdateTodo, VoidSlot,
 };
 use loopx_core::model::{
     CompletionContinuation, Evidence, GateBlocks, GateStatus, GoalStatus, HandoffMode, NewTodo, QuotaPolicy,
@@ -50,20 +50,73 @@ impl Actor {
 }
 
 /// Whose work a command touches: an agent's (identity required once two agents are
-/// registered) or a person's (goal settings, registration, user todos).
+/// registered), a person's (registration, user todos, questions), or the goal's governance
+/// (objective, quota and budgets, pause, stop and resume, voiding spends, answering gates),
+/// which only a person may change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lane {
     Person,
     Agent,
+    /// Person-only, with the words for what it decides (`changing the goal's quota`).
+    Governance(&'static str),
+    /// An agent registering itself: the named agent acts before it is registered.
+    Joining,
+}
+
+fn is_user(a: &AgentId) -> bool {
+    a.as_str() == "user"
+}
+
+/// The agent a command inside a host session acts as: the one named, or the session's bound
+/// agent. Refuses a person's identity and another agent's.
+pub fn session_agent(state: &GoalState, ctx: &CommandContext) -> Result<Option<AgentId>> {
+    let Some(session) = &ctx.session else { return Ok(ctx.agent.clone()) };
+    let host = &session.host;
+    let bound = state.threads.get(&crate::state::thread_key(host, &session.thread));
+    match (&ctx.agent, bound) {
+        (Some(a), _) if is_user(a) => Err(Error::identity(format!(
+            "this command runs inside a {host} session, an agent's tool environment: it cannot act as a person"
+        ))
+        .with_hint("leave out --agent-id to act as this session's agent; a person runs person commands in their own terminal")),
+        (Some(a), Some(b)) if a != b => {
+            Err(Error::identity(format!("this {host} session acts as agent {b}; it cannot act as {a}"))
+                .with_hint(format!("leave out --agent-id, or pass --agent-id {b}")))
+        }
+        (Some(a), _) => Ok(Some(a.clone())),
+        (None, b) => Ok(b.cloned()),
+    }
 }
 
 /// Resolves the acting identity. `--agent-id user` names a person explicitly. Without an
-/// agent id, a person acts — except in the agent lane, where the only registered agent is
-/// implied and two or more make the id required.
-pub fn resolve_actor(state: &GoalState, requested: Option<&AgentId>, lane: Lane) -> Result<Actor> {
+/// agent id, a person acts, except in the agent lane, where the only registered agent is
+/// implied and two or more make the id required. Inside a host session the session's agent
+/// acts, and governance is refused; a registered agent never governs.
+pub fn resolve_actor(state: &GoalState, ctx: &CommandContext, lane: Lane) -> Result<Actor> {
+    if let (Some(session), Lane::Governance(what)) = (&ctx.session, lane) {
+        return Err(Error::refused(format!(
+            "{what} is a person's decision, and this command runs inside a {} session, an agent's tool environment",
+            session.host
+        ))
+        .with_hint("ask the person to run it in their own terminal"));
+    }
+    let requested = session_agent(state, ctx)?;
+    if let (Some(session), None, Lane::Person) = (&ctx.session, &requested, lane) {
+        return Err(Error::identity(format!(
+            "this command runs inside a {} session that has not joined goal {}: loopx cannot tell which agent is acting",
+            session.host, state.goal.id
+        ))
+        .with_hint("join the goal from the session first, or pass --agent-id"));
+    }
     match requested {
-        Some(a) if a.as_str() == "user" => Ok(Actor::User),
-        Some(a) if state.agent(a).is_some() => Ok(Actor::Agent(a.clone())),
+        Some(a) if is_user(&a) => Ok(Actor::User),
+        Some(a) if lane == Lane::Joining => Ok(Actor::Agent(a)),
+        Some(a) if state.agent(&a).is_some() => match lane {
+            Lane::Governance(what) => Err(Error::refused(format!(
+                "{what} is a person's decision; agent {a} cannot make it"
+            ))
+            .with_hint("ask the person to run it (a person leaves out --agent-id)")),
+            _ => Ok(Actor::Agent(a)),
+        },
         Some(a) => Err(Error::identity(format!(
             "agent {a} is not registered on goal {}",
             state.goal.id
@@ -71,7 +124,7 @@ pub fn resolve_actor(state: &GoalState, requested: Option<&AgentId>, lane: Lane)
         .with_hint(format!(
             "register it first: loopx agent register --agent-id {a} --agent-type <type> (see loopx agent types)"
         ))),
-        None if lane == Lane::Person => Ok(Actor::User),
+        None if lane != Lane::Agent => Ok(Actor::User),
         None => match state.agents.as_slice() {
             [] => Ok(Actor::User),
             [only] => Ok(Actor::Agent(only.id.clone())),
@@ -162,7 +215,7 @@ pub fn make_evidence(
         return Err(Error::usage("invalid evidence link").with_hint("give a URL or a path"));
     }
     if let Some(argv) = &e.command
-        && (argv.is_empty() || argv.iter().any(|a| a.len() > MAX_REF_LEN))
+        && (argv.is_empty() || argv.iter().any(|a| a.len() > MAX_REF_LEN || a.chars().any(char::is_control)))
     {
         return Err(Error::usage("invalid evidence command")
             .with_hint("give the command that was run, e.g. --command \"cargo test\""));
@@ -248,7 +301,9 @@ pub fn add_todo(state: &GoalState, req: &AddTodo) -> Result<Event> {
         find_gate(state, g)?;
     }
     if let Some(v) = &req.validation {
-        if v.argv.is_empty() || v.argv.iter().any(|a| a.is_empty() || a.len() > MAX_REF_LEN) {
+        if v.argv.is_empty()
+            || v.argv.iter().any(|a| a.is_empty() || a.len() > MAX_REF_LEN || a.chars().any(char::is_control))
+        {
             return Err(Error::usage("invalid validation command")
                 .with_hint("give the check to run, e.g. --validation-command \"cargo test -p parser\""));
         }

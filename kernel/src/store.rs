@@ -63,6 +63,31 @@ impl Default for StoreOptions {
     }
 }
 
+/// `snapshot.json` as the fast path reads and writes it: the state kept as raw JSON, whose
+/// hash must equal the state root of the log's last line.
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapshotFile<'a> {
+    schema_version: u32,
+    goal_id: GoalId,
+    seq: u64,
+    head: String,
+    log_len: u64,
+    log_mtime_ns: u64,
+    goal_md_digest: String,
+    #[serde(borrow)]
+    state: &'a serde_json::value::RawValue,
+}
+
+/// What loading a snapshot found.
+enum Loaded {
+    /// It matches the log exactly: trusted.
+    Current(Box<Snapshot>),
+    /// It describes an older log, or cannot be read: rebuilt from the log.
+    Stale,
+    /// Its state does not hash to the root the log's last line records: edited by hand.
+    Tampered,
+}
+
 /// `snapshot.json`: the state at event `seq`, and the log it was derived from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -123,6 +148,7 @@ impl Txn<'_> {
             event,
             turn: key,
             receipt: None,
+            root: None,
             prev: self.head.clone(),
         };
         let mut next = self.state.clone();
@@ -142,6 +168,8 @@ impl Txn<'_> {
             }
             next.keep_receipt(&line);
         }
+        let state_json = encode_state(&next)?;
+        line.root = Some(log::state_root(state_json.as_bytes()));
         let mut text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
         let hash = log::line_hash(text.as_bytes());
@@ -151,13 +179,30 @@ impl Txn<'_> {
         let events = layout.events(&self.id);
         let mut file = kfs::open_append(&events)?;
         self.store.fault_point("after-lock");
+        if self.store.options.fault.as_deref() == Some("disk-full") {
+            let full = std::io::Error::from_raw_os_error(28); // ENOSPC
+            return Err(Error::io("append to", &events, &full));
+        }
         kfs::append_durable(&mut file, &events, text.as_bytes())?;
         self.store.fault_point("after-append");
         self.committed = true;
         self.state = next;
         self.head = hash;
         let prior_md = self.goal_md_digest.take();
-        self.store.write_projections(&self.id, &self.state, &self.head, prior_md.as_deref())?;
+        // The event is committed: whatever happens to the views now, the command succeeded.
+        // A view that could not be written is stale, and the next command rebuilds it.
+        if let Err(e) = self.store.write_projections_json(
+            &self.id,
+            &self.state,
+            &state_json,
+            &self.head,
+            prior_md.as_deref(),
+        ) {
+            self.store.reporter.warn(&format!(
+                "the change is committed, but the goal's views could not be written ({}); the next command rebuilds them",
+                e.message
+            ));
+        }
         Ok(receipt)
     }
 
@@ -175,6 +220,7 @@ impl Txn<'_> {
             event,
             turn: None,
             receipt: None,
+            root: None,
             prev: self.head.clone(),
         };
         let mut next = self.state.clone();
@@ -223,6 +269,8 @@ impl FileStore {
         options: StoreOptions,
     ) -> Result<Self> {
         let layout = Layout::new(root);
+        kfs::check_state_file(&layout.state_dir())?;
+        kfs::check_state_file(&layout.project_file())?;
         if !layout.project_file().is_file() {
             return Err(Error::not_found(format!(
                 "{} is not a loopx project (no .loopx/project.json)",
@@ -297,7 +345,7 @@ impl FileStore {
         )
     }
 
-    fn lock_goal(&self, id: &GoalId) -> Result<LockGuard> {
+    pub(crate) fn lock_goal(&self, id: &GoalId) -> Result<LockGuard> {
         lock::acquire(
             &self.layout.goal_lock(id),
             &format!("goal {id}"),
@@ -315,7 +363,21 @@ impl FileStore {
         kfs::atomic_write(&self.layout.project_file(), &bytes)
     }
 
+    /// Every path a command on goal `id` touches, checked to be a regular file or directory
+    /// inside `.loopx/`, never a link out of it.
+    pub fn state_paths(&self, id: Option<&GoalId>) -> Vec<std::path::PathBuf> {
+        let l = &self.layout;
+        let mut v = vec![l.state_dir(), l.project_file(), l.project_lock(), l.goals_dir()];
+        if let Some(id) = id {
+            v.extend([l.goal_dir(id), l.events(id), l.snapshot(id), l.goal_md(id), l.goal_lock(id)]);
+        }
+        v
+    }
+
     fn goal_exists_check(&self, id: &GoalId) -> Result<()> {
+        for p in self.state_paths(Some(id)) {
+            kfs::check_state_file(&p)?;
+        }
         if self.layout.events(id).is_file() {
             return Ok(());
         }
@@ -325,30 +387,60 @@ impl FileStore {
         )))
     }
 
-    /// Reads and verifies the snapshot if it matches the log exactly; `None` otherwise.
-    fn current_snapshot(&self, id: &GoalId) -> Result<Option<Snapshot>> {
+    /// Reads the snapshot and checks it against the log: its size and time, and its state's
+    /// hash against the state root of the log's last line.
+    fn load_snapshot(&self, id: &GoalId) -> Result<Loaded> {
         let Some(bytes) = kfs::read_optional(&self.layout.snapshot(id))? else {
-            return Ok(None);
+            return Ok(Loaded::Stale);
         };
-        let Ok(snap) = serde_json::from_slice::<Snapshot>(&bytes) else {
-            return Ok(None);
+        let Ok(file) = serde_json::from_slice::<SnapshotFile<'_>>(&bytes) else {
+            return Ok(Loaded::Stale);
         };
-        let (len, mtime) = log_stat(&self.layout.events(id))?;
-        let current = snap.schema_version == STORE_SCHEMA_VERSION
-            && &snap.goal_id == id
-            && snap.log_len == len
-            && snap.log_mtime_ns == mtime;
-        Ok(current.then_some(snap))
+        let events = self.layout.events(id);
+        let (len, mtime) = log_stat(&events)?;
+        let current = file.schema_version == STORE_SCHEMA_VERSION
+            && &file.goal_id == id
+            && file.log_len == len
+            && file.log_mtime_ns == mtime;
+        if !current {
+            return Ok(Loaded::Stale);
+        }
+        let last = log::last_line(&events, len).map_err(|e| Error::io("read", &events, &e))?;
+        // A log written by an older loopx has no root yet; its next commit adds one.
+        if let Some(root) = last.and_then(|l| l.root)
+            && root != log::state_root(file.state.get().as_bytes())
+        {
+            return Ok(Loaded::Tampered);
+        }
+        let Ok(state) = serde_json::from_str::<GoalState>(file.state.get()) else {
+            return Ok(Loaded::Stale);
+        };
+        Ok(Loaded::Current(Box::new(Snapshot {
+            schema_version: file.schema_version,
+            goal_id: file.goal_id,
+            seq: file.seq,
+            head: file.head,
+            log_len: file.log_len,
+            log_mtime_ns: file.log_mtime_ns,
+            goal_md_digest: file.goal_md_digest,
+            state,
+        })))
     }
 
     /// Under the goal lock: the current state, recovering from a crash if needed.
     fn load_locked(&self, id: &GoalId) -> Result<(GoalState, String, Option<String>)> {
-        if let Some(s) = self.current_snapshot(id)? {
+        let loaded = self.load_snapshot(id)?;
+        if let Loaded::Current(s) = loaded {
             if !self.layout.goal_md(id).exists() {
                 self.reporter.warn(&format!("recovered goal {id}: GOAL.md was missing; regenerated"));
                 self.write_projections(id, &s.state, &s.head, None)?;
             }
             return Ok((s.state, s.head, Some(s.goal_md_digest)));
+        }
+        if matches!(loaded, Loaded::Tampered) {
+            self.reporter.warn(&format!(
+                "goal {id}: snapshot.json does not hash to the state the event log records (edited by hand?); rebuilt from the log"
+            ));
         }
         self.goal_exists_check(id)?;
         let events = self.layout.events(id);
@@ -364,6 +456,7 @@ impl FileStore {
         let old =
             kfs::read_optional(&self.layout.snapshot(id))?.map(|b| serde_json::from_slice::<Snapshot>(&b));
         let state = replay(id, &scan)?;
+        check_root(id, &scan, &state)?;
         match old {
             None => self
                 .reporter
@@ -403,11 +496,17 @@ impl FileStore {
                 .warn(&format!("recovered goal {id}: removed {name}, left by a write that never finished"));
         }
         let head = scan.head().to_owned();
-        self.write_projections(id, &state, &head, None)?;
+        // The log is the truth and was read whole: a view that cannot be written now (a full
+        // disk) is rebuilt by a later command; this one goes on from the log.
+        if let Err(e) = self.write_projections(id, &state, &head, None) {
+            self.reporter.warn(&format!(
+                "goal {id}: the views could not be rewritten ({}); reading from the log",
+                e.message
+            ));
+        }
         Ok((state, head, None))
     }
 
-    /// Writes snapshot.json and GOAL.md for `state`, whose last line hashes to `head`.
     /// Writes GOAL.md, then snapshot.json, for `state`, whose last line hashes to `head`.
     /// GOAL.md goes first: the snapshot's rename is the last step, so after any crash before
     /// it the snapshot is stale, and recovery rewrites both.
@@ -418,7 +517,27 @@ impl FileStore {
         head: &str,
         prior_md: Option<&str>,
     ) -> Result<()> {
+        self.write_projections_json(id, state, &encode_state(state)?, head, prior_md)
+    }
+
+    /// [`FileStore::write_projections`] with the state already encoded (the bytes its root
+    /// was computed from, which the snapshot holds as they are).
+    fn write_projections_json(
+        &self,
+        id: &GoalId,
+        state: &GoalState,
+        state_json: &str,
+        head: &str,
+        prior_md: Option<&str>,
+    ) -> Result<()> {
         self.fault_point("before-goal-md");
+        if self.options.fault.as_deref() == Some("fail-projections") {
+            return Err(Error::io(
+                "write",
+                &self.layout.goal_md(id),
+                &std::io::Error::other("injected failure"),
+            ));
+        }
         let md = render::goal_md(state);
         let md_path = self.layout.goal_md(id);
         if let Some(prior) = prior_md
@@ -432,7 +551,9 @@ impl FileStore {
         }
         kfs::write_if_changed(&md_path, md.as_bytes())?;
         let (log_len, log_mtime_ns) = log_stat(&self.layout.events(id))?;
-        let snap = Snapshot {
+        let raw = serde_json::value::RawValue::from_string(state_json.to_owned())
+            .map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
+        let snap = SnapshotFile {
             schema_version: STORE_SCHEMA_VERSION,
             goal_id: id.clone(),
             seq: state.seq,
@@ -440,7 +561,7 @@ impl FileStore {
             log_len,
             log_mtime_ns,
             goal_md_digest: log::line_hash(md.as_bytes()),
-            state: state.clone(),
+            state: &raw,
         };
         let bytes =
             serde_json::to_vec(&snap).map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
@@ -448,6 +569,11 @@ impl FileStore {
             self.fault_point("before-snapshot-rename")
         })
     }
+}
+
+/// A state's canonical JSON: what its root hashes and the snapshot holds.
+fn encode_state(state: &GoalState) -> Result<String> {
+    serde_json::to_string(state).map_err(|e| Error::internal(format!("cannot encode the state: {e}")))
 }
 
 impl FileStore {
@@ -464,8 +590,7 @@ impl FileStore {
         self.goal_exists_check(id)?;
         let _guard = self.lock_goal(id)?;
         let (mut state, mut head, _) = self.load_locked(id)?;
-        let mut text = String::new();
-        let mut n = 0;
+        let mut lines = Vec::new();
         while let Some(event) = make(&state)? {
             let line = EventLine {
                 seq: state.seq + 1,
@@ -474,22 +599,34 @@ impl FileStore {
                 event,
                 turn: None,
                 receipt: None,
-                prev: head,
+                root: None,
+                prev: String::new(),
             };
             state
                 .apply(&line)
                 .map_err(|e| Error::refused(format!("event {} does not apply: {e}", line.seq)))?;
+            lines.push(line);
+        }
+        // Only the last line's root is ever checked; hashing every intermediate state would
+        // cost the whole state per event.
+        let state_json = encode_state(&state)?;
+        if let Some(last) = lines.last_mut() {
+            last.root = Some(log::state_root(state_json.as_bytes()));
+        }
+        let mut text = String::new();
+        let n = lines.len() as u64;
+        for mut line in lines {
+            line.prev = head;
             let encoded = serde_json::to_string(&line)
                 .map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
             head = log::line_hash(encoded.as_bytes());
             text.push_str(&encoded);
             text.push('\n');
-            n += 1;
         }
         let events = self.layout.events(id);
         let mut file = kfs::open_append(&events)?;
         kfs::append_durable(&mut file, &events, text.as_bytes())?;
-        self.write_projections(id, &state, &head, None)?;
+        self.write_projections_json(id, &state, &state_json, &head, None)?;
         Ok(n)
     }
 }
@@ -661,9 +798,11 @@ impl Store for FileStore {
                 event: first,
                 turn: None,
                 receipt: None,
+                root: None,
                 prev: GENESIS.to_owned(),
             };
             let state = GoalState::genesis(id, &line).map_err(Error::internal)?;
+            let line = EventLine { root: Some(log::state_root(encode_state(&state)?.as_bytes())), ..line };
             let text = serde_json::to_string(&line)
                 .map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
             let mut file = kfs::open_append(&events)?;
@@ -685,7 +824,7 @@ impl Store for FileStore {
     }
 
     fn read(&self, id: &GoalId) -> Result<GoalState> {
-        if let Some(s) = self.current_snapshot(id)?
+        if let Loaded::Current(s) = self.load_snapshot(id)?
             && self.layout.goal_md(id).exists()
         {
             return Ok(s.state);
@@ -748,6 +887,20 @@ pub fn stored_receipt<T: DeserializeOwned>(
             .with_hint("a replay must repeat the same command; use a new --turn-instance-id for new work"));
     }
     Ok(None)
+}
+
+/// Checks a replayed state against the state root of the log's last line: a log whose lines
+/// do not fold into the state it records disagrees with itself.
+fn check_root(id: &GoalId, scan: &Scan, state: &GoalState) -> Result<()> {
+    let Some(root) = scan.lines.last().and_then(|l| l.root.as_ref()) else { return Ok(()) };
+    if *root != log::state_root(encode_state(state)?.as_bytes()) {
+        return Err(Error::integrity(format!(
+            "goal {id}: replaying events.jsonl does not give the state its last event records (event {})",
+            state.seq
+        ))
+        .with_hint("run `loopx doctor` to see what is wrong; nothing was changed"));
+    }
+    Ok(())
 }
 
 /// Folds a verified scan into state.

@@ -41,6 +41,7 @@ impl Sim {
             event: Event::GoalCreated { objective: "test".into(), title: None },
             turn: None,
             receipt: None,
+            root: None,
             prev: GENESIS.into(),
         };
         let state = GoalState::genesis(&GoalId::new("g").unwrap(), &first).unwrap();
@@ -56,6 +57,7 @@ impl Sim {
             event,
             turn: None,
             receipt: None,
+            root: None,
             prev: String::new(),
         };
         self.state.apply(&line).unwrap();
@@ -382,6 +384,21 @@ fn row_7_waiting_work_waits() {
     check(&s.decide(Some("a")), DecisionKind::Wait, RunState::Waiting);
     s.complete(first, false);
     check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+
+    // The work left is a peer's: wait for it, never replan over it.
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let done = s.todo("done", Priority::P1);
+    s.complete(done, false);
+    let last = s.todo("the last one", Priority::P2);
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+    s.claim("b", last);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Wait, RunState::Waiting);
+    assert_eq!(d.continuation, Continuation::Wait { until: None, on: Some(format!("{last} claimed by b")) });
+    assert!(!d.should_run(), "a stop driver lets the session stop");
+    check(&s.decide(Some("b")), DecisionKind::Run, RunState::Eligible);
+    s.complete(last, false);
+    check(&s.decide(Some("a")), DecisionKind::Replan, RunState::Eligible);
 
     // Only a person's todo left.
     let mut s = Sim::new().agents(&["a"]);

@@ -122,7 +122,7 @@ fn malformed_values_are_refused_before_anything_is_written() {
 }
 
 #[test]
-fn a_megabyte_of_text_on_stdin_is_refused() {
+fn sixty_four_megabytes_of_text_on_stdin_are_refused_without_being_read() {
     let s = Sandbox::new();
     s.init();
     let before = s.tree();
@@ -134,10 +134,13 @@ fn a_megabyte_of_text_on_stdin_is_refused() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(&vec![b'y'; 1 << 20]).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&vec![b'y'; 64 << 20]));
     let out = child.wait_with_output().unwrap();
+    let written = writer.join().unwrap();
+    assert!(written.is_err(), "loopx stops reading at the limit: the rest of the input is never taken");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("1048576 bytes"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("longer than the limit of 4000 bytes"));
     assert_eq!(s.tree(), before);
     // Short text on stdin works.
     let mut child = s

@@ -516,9 +516,9 @@ fn history_and_status_describe_the_goal() {
 fn goal_md_is_regenerated_and_lists_the_work() {
     let s = two_agents();
     let md = std::fs::read_to_string(s.state_dir().join("goals/main/GOAL.md")).unwrap();
-    assert!(md.contains("**Objective:** ship the feature"), "{md}");
-    assert!(md.contains("## Needs you") && md.contains("t3 P0 approve the schema"), "{md}");
-    assert!(md.contains("## Next") && md.contains("t1 P1 write the parser"), "{md}");
+    assert!(md.contains("**Objective:** \"ship the feature\""), "{md}");
+    assert!(md.contains("## Needs you") && md.contains("t3 P0 \"approve the schema\""), "{md}");
+    assert!(md.contains("## Next") && md.contains("t1 P1 \"write the parser\""), "{md}");
 }
 
 #[test]

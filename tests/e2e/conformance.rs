@@ -66,6 +66,9 @@ impl HostAdapter for Broken {
     fn project_dir_env(&self) -> Option<&'static str> {
         None
     }
+    fn tool_env(&self) -> Option<loopx_core::host::ToolEnv> {
+        None
+    }
     fn detect(&self) -> Detection {
         Detection { path: None, version: None }
     }

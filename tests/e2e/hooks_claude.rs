@@ -121,7 +121,7 @@ fn slash_loopx_joins_as_this_sessions_own_agent() {
     );
     let c = context(&serde_json::from_str(&r.stdout).unwrap());
     assert!(
-        c.contains("Goal main: ship the feature") && c.contains("You are agent claude-sessaaa111"),
+        c.contains("Goal main: \"ship the feature\"") && c.contains("You are agent claude-sessaaa111"),
         "{c}"
     );
 }

@@ -129,7 +129,7 @@ fn two_agents_with_a_scoped_gate_answered_half_way() {
     assert!(st.contains("needs you:   g1 May the migration"), "{st}");
     let md = std::fs::read_to_string(s.state_dir().join("goals/main/GOAL.md")).unwrap();
     let (gates_at, next_at) = (md.find("## Needs you").unwrap(), md.find("## Next per agent").unwrap());
-    assert!(gates_at < next_at && md.contains("g1 May the migration"), "{md}");
+    assert!(gates_at < next_at && md.contains("g1 \"May the migration"), "{md}");
     assert!(md.contains("Quota: 2/1440 slots"), "{md}");
 
     // An agent cannot answer; a person can.

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use loopx_core::host::{
     AdapterCapabilities, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample, HostAdapter,
-    HostAnswer, HostEvent, HostPath, InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile,
+    HostAnswer, HostEvent, HostPath, InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, ToolEnv,
     unsupported_features,
 };
 use loopx_core::{AgentType, Error, Result};
@@ -97,6 +97,9 @@ impl HostAdapter for ClaudeCodeSlash {
     fn project_dir_env(&self) -> Option<&'static str> {
         Some(cc::PROJECT_DIR_ENV)
     }
+    fn tool_env(&self) -> Option<ToolEnv> {
+        Some(ToolEnv { marker: cc::TOOL_ENV_MARKER, session: Some(cc::SESSION_ID_ENV) })
+    }
     fn detect(&self) -> Detection {
         cc::detect()
     }
@@ -120,7 +123,8 @@ impl HostAdapter for ClaudeCodeSlash {
             settings.push(hook(opts, HookEvent::Stop, None));
         }
         if opts.has(Feature::Harden) {
-            settings.push(hook(opts, HookEvent::PreToolUse, Some(cc::MUTATING_TOOLS)));
+            // Every tool, MCP tools included: the driver lets read-only ones through.
+            settings.push(hook(opts, HookEvent::PreToolUse, None));
         }
         if opts.has(Feature::Statusline) {
             let command = format!(

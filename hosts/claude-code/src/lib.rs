@@ -36,6 +36,12 @@ pub const HOST: &str = "claude-code";
 /// The environment variable Claude Code sets to the project directory in hooks.
 pub const PROJECT_DIR_ENV: &str = "CLAUDE_PROJECT_DIR";
 
+/// Set in every process Claude Code starts for its agent: hooks, the Bash tool's commands, MCP
+/// servers (checked against 2.1.197: all three see `CLAUDECODE=1`).
+pub const TOOL_ENV_MARKER: &str = "CLAUDECODE";
+/// The session id, in the same processes; equal to hook stdin's `session_id`.
+pub const SESSION_ID_ENV: &str = "CLAUDE_CODE_SESSION_ID";
+
 /// How the model sees an MCP server's tools: `mcp__<server>__<tool>`.
 pub fn mcp_tool(server: &str, tool: &str) -> String {
     format!("mcp__{server}__{tool}")
@@ -248,9 +254,6 @@ pub fn tool_effect(name: &str, input: Option<&Value>) -> ToolEffect {
         _ => ToolEffect::Other,
     }
 }
-
-/// The tools the PreToolUse hook is registered for (a `matcher` regex): the mutating ones.
-pub const MUTATING_TOOLS: &str = "Write|Edit|MultiEdit|NotebookEdit|Bash";
 
 /// Where Claude Code keeps the files loopx installs, relative to the scope's base (the
 /// project, or home for user scope).

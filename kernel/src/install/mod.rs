@@ -385,7 +385,7 @@ pub fn plan_install(roots: &Roots, adapter: &str, opts: &InstallOptions, spec: &
                 if op != FileOp::Unchanged {
                     writes.push(PendingWrite { path: path.clone(), before, after: Some(content.clone()) });
                 }
-                files.push(planned(op, path, None));
+                files.push(PlannedFile { reason: link_note(roots, path), ..planned(op, path, None) });
                 owned.push(OwnedFile {
                     path: path.clone(),
                     format: Some(*format),
@@ -530,8 +530,27 @@ fn write_manifest(roots: &Roots, at: &HostPath, m: &Manifest) -> Result<()> {
     kfs::atomic_write(&path, text.as_bytes())
 }
 
+/// Where writing `path` really goes: a symbolic link (a dotfile manager's, say) stays a link,
+/// and the file it points to is written.
+fn write_target(path: &Path) -> Result<PathBuf> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(|e| {
+            Error::refused(format!("{} is a link to a file that cannot be reached ({e})", path.display()))
+                .with_hint("fix or remove the link, then run the command again")
+        }),
+        _ => Ok(path.to_path_buf()),
+    }
+}
+
+/// Says so when `path` is a link whose target loopx edits.
+fn link_note(roots: &Roots, path: &HostPath) -> Option<String> {
+    let abs = roots.abs(path);
+    let target = write_target(&abs).ok().filter(|t| *t != abs)?;
+    Some(format!("a link: its target {} is edited, the link is kept", target.display()))
+}
+
 fn do_write(roots: &Roots, w: &PendingWrite) -> Result<()> {
-    let path = roots.abs(&w.path);
+    let path = write_target(&roots.abs(&w.path))?;
     match &w.after {
         Some(content) => {
             if let Some(dir) = path.parent() {
