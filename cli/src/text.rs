@@ -82,7 +82,7 @@ pub fn goal_list(l: &GoalList, style: Style) -> String {
     let mut out = String::new();
     for g in &l.goals {
         let mark = if g.is_default { "*" } else { " " };
-        let title = g.title.as_deref().map(|t| format!("  {t}")).unwrap_or_default();
+        let title = g.title.as_deref().map(|t| format!("  {}", one(t))).unwrap_or_default();
         let _ = writeln!(out, "{mark} {}{}", style.bold(g.id.as_str()), title);
     }
     out
@@ -93,11 +93,11 @@ pub fn goal_detail(d: &GoalDetail, style: Style) -> String {
     let mut out =
         format!("goal {}{}\n", style.bold(g.id.as_str()), if d.is_default { " (default)" } else { "" });
     if let Some(t) = &g.title {
-        let _ = writeln!(out, "title: {t}");
+        let _ = writeln!(out, "title: {}", one(t));
     }
     let _ = writeln!(out, "objective: {}", one(&g.objective));
     let status = match &g.stop_reason {
-        Some(r) => format!("{} ({r})", g.status),
+        Some(r) => format!("{} ({})", g.status, one(r)),
         None => g.status.to_string(),
     };
     let _ = writeln!(out, "status: {status}");
@@ -198,7 +198,7 @@ pub fn todo_list(l: &TodoList, style: Style) -> String {
 fn evidence_line(e: &Evidence) -> String {
     let mut line = format!("{} {} on {} by {}: {}", e.id, e.kind, e.todo, e.author, one(&e.summary));
     if let Some(c) = &e.command {
-        let _ = write!(line, " [$ {}]", c.join(" "));
+        let _ = write!(line, " [$ {}]", one(&c.join(" ")));
     }
     if let Some(x) = e.exit_code {
         let _ = write!(line, " (exit {x})");

@@ -15,6 +15,21 @@ use crate::time::Timestamp;
 /// Longest todo text, note or evidence summary, in bytes. Detail belongs in a file or a link.
 pub const MAX_TEXT_LEN: usize = 4000;
 
+/// Characters that make text display other than it reads: bidirectional overrides and
+/// isolates, line and paragraph separators. They have no place in a todo or a question.
+pub fn reorders(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+}
+
+/// Validates a one-line reference (an argv word, a link, a glob, a session id): no control
+/// character and nothing that reorders text.
+pub fn check_ref(what: &str, s: &str, max: usize) -> Result<(), Error> {
+    if s.trim().is_empty() || s.len() > max || s.chars().any(|c| c.is_control() || reorders(c)) {
+        return Err(Error::usage(format!("invalid {what} {}", quote_input(s))));
+    }
+    Ok(())
+}
+
 /// Validates free text (an objective, todo text, a note): not blank, at most
 /// [`MAX_TEXT_LEN`] bytes, no control characters other than newline and tab.
 pub fn check_text(what: &str, s: &str) -> Result<(), Error> {
@@ -31,6 +46,9 @@ pub fn check_text(what: &str, s: &str) -> Result<(), Error> {
     }
     if s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
         return Err(Error::usage(format!("{what} contains control characters")));
+    }
+    if s.chars().any(reorders) {
+        return Err(Error::usage(format!("{what} contains bidirectional override or separator characters")));
     }
     Ok(())
 }

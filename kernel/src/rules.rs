@@ -9,7 +9,7 @@ use loopx_core::kernel::{
 };
 use loopx_core::model::{
     CompletionContinuation, Evidence, GateBlocks, GateStatus, GoalStatus, HandoffMode, NewTodo, QuotaPolicy,
-    ResumeWhen, Role, RunRecord, Spend, Todo, TodoStatus, check_text,
+    ResumeWhen, Role, RunRecord, Spend, Todo, TodoStatus, check_ref, check_text,
 };
 use loopx_core::traits::EvidenceDraft;
 use loopx_core::{AgentId, Error, EvidenceId, GateId, Result, Timestamp, TodoId};
@@ -187,10 +187,8 @@ fn room_for(state: &GoalState, n: usize) -> Result<()> {
 
 fn check_scopes(scopes: &[String]) -> Result<()> {
     for s in scopes {
-        if s.trim().is_empty() || s.len() > MAX_REF_LEN || s.chars().any(char::is_control) {
-            return Err(Error::usage(format!("invalid scope {}", loopx_core::ids::quote_input(s)))
-                .with_hint("a scope is a path glob such as src/** or docs/*.md"));
-        }
+        check_ref("scope", s, MAX_REF_LEN)
+            .map_err(|e| e.with_hint("a scope is a path glob such as src/** or docs/*.md"))?;
     }
     crate::policy::WriteScope::new(scopes).map(|_| ())
 }
@@ -209,13 +207,11 @@ pub fn make_evidence(
     offset: u64,
 ) -> Result<Evidence> {
     check_text("evidence summary", &e.summary)?;
-    if let Some(link) = &e.link
-        && (link.trim().is_empty() || link.len() > MAX_REF_LEN || link.chars().any(char::is_control))
-    {
-        return Err(Error::usage("invalid evidence link").with_hint("give a URL or a path"));
+    if let Some(link) = &e.link {
+        check_ref("evidence link", link, MAX_REF_LEN).map_err(|e| e.with_hint("give a URL or a path"))?;
     }
     if let Some(argv) = &e.command
-        && (argv.is_empty() || argv.iter().any(|a| a.len() > MAX_REF_LEN || a.chars().any(char::is_control)))
+        && (argv.is_empty() || argv.iter().any(|a| check_ref("word", a, MAX_REF_LEN).is_err()))
     {
         return Err(Error::usage("invalid evidence command")
             .with_hint("give the command that was run, e.g. --command \"cargo test\""));
@@ -301,9 +297,7 @@ pub fn add_todo(state: &GoalState, req: &AddTodo) -> Result<Event> {
         find_gate(state, g)?;
     }
     if let Some(v) = &req.validation {
-        if v.argv.is_empty()
-            || v.argv.iter().any(|a| a.is_empty() || a.len() > MAX_REF_LEN || a.chars().any(char::is_control))
-        {
+        if v.argv.is_empty() || v.argv.iter().any(|a| check_ref("word", a, MAX_REF_LEN).is_err()) {
             return Err(Error::usage("invalid validation command")
                 .with_hint("give the check to run, e.g. --validation-command \"cargo test -p parser\""));
         }

@@ -263,3 +263,66 @@ fn the_tool_gate_keeps_edits_inside_the_write_scope() {
             .contains("invalid scope glob")
     );
 }
+
+#[test]
+fn the_gate_lets_reads_through_and_never_lets_an_agent_govern() {
+    let s = Sandbox::new();
+    s.init();
+    prompt(&s, "s1", "/loopx write the parser");
+    let bash = |c: &str| tool(&s, "s1", "Bash", json!({"command": c}));
+    s.ok(&["goal", "stop", "--reason", "review first"]);
+    // Stopped: reading is fine, changing is not.
+    for c in
+        ["ls -la", "cat src/a.rs | grep fn", "git status", "loopx status", "loopx quota should-run --json"]
+    {
+        assert!(!denied(&bash(c)), "{c} only reads");
+    }
+    for c in ["touch b.rs", "cargo build", "echo x > a.txt"] {
+        assert!(denied(&bash(c)), "{c} waits while loopx says stop");
+    }
+    s.ok(&["goal", "resume"]);
+    // Running: governance is still a person's, however loopx is reached.
+    for c in [
+        "loopx gate answer g1 --approve",
+        "env -u CLAUDE_CODE_SESSION_ID loopx goal set --compute 1",
+        "sh -c 'loopx goal stop'",
+        "/usr/local/bin/loopx --goal-id main goal resume",
+        "echo $(loopx quota void-slot --spend-id s1)",
+    ] {
+        let r = bash(c);
+        assert!(denied(&r) && r.stdout.contains("a person's decision"), "{c}: {}", r.stdout);
+    }
+    for c in [
+        "echo x > .loopx/goals/main/snapshot.json",
+        "rm -rf .loopx",
+        "sed -i s/0/1/ .loopx/goals/main/snapshot.json",
+    ] {
+        let r = bash(c);
+        assert!(denied(&r) && r.stdout.contains("loopx's state"), "{c}: {}", r.stdout);
+    }
+    // Another server's MCP tool is a mutation like any other; loopx's own are governed inside.
+    s.ok(&["goal", "stop"]);
+    assert!(denied(&tool(&s, "s1", "mcp__github__create_issue", json!({"title": "x"}))));
+    assert!(!denied(&tool(&s, "s1", "mcp__loopx__status", json!({}))));
+}
+
+#[test]
+fn a_session_whose_work_is_held_by_a_peer_is_let_stop() {
+    let s = Sandbox::new();
+    s.init();
+    prompt(&s, "sA", "/loopx the only task");
+    prompt(&s, "sB", "/loopx");
+    let agents: Vec<String> = s.json(&["agent", "list"])["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .collect();
+    s.ok(&["todo", "claim", "--todo-id", "t1", "--agent-id", &agents[1]]);
+    let r = stop(&s, "sA", &[]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""), "A waits for B instead of inventing work: {}", r.stdout);
+    let d = s.json(&["quota", "should-run", "--agent-id", &agents[0]]);
+    assert_eq!((d["decision"].as_str(), d["state"].as_str()), (Some("wait"), Some("waiting")), "{d}");
+    let v: Value = serde_json::from_str(&stop(&s, "sB", &[]).stdout).unwrap();
+    assert!(v["reason"].as_str().unwrap().contains("continue with t1"), "B goes on: {v}");
+}

@@ -218,3 +218,32 @@ fn a_server_bound_to_an_agent_refuses_another_identity() {
     let c = m.ok("claim_task", json!({"todo_id": "t1"}));
     assert_eq!(c["todo"]["claimed_by"], "cx");
 }
+
+#[test]
+fn invalid_utf8_overlong_lines_and_batches_get_answers_and_the_server_goes_on() {
+    let s = project();
+    let mut input: Vec<u8> = Vec::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    input.extend(format!("{init}\n").as_bytes());
+    input.extend(b"{\"jsonrpc\": \"2.0\", \"id\": 2, \"method\": \"ping\xff\xfe\"}\n");
+    let long =
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"pad\":\"{}\"}}\n", "x".repeat(5 << 20));
+    input.extend(long.as_bytes());
+    let batch = json!([{"jsonrpc": "2.0", "id": 4, "method": "ping"}, {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "status", "arguments": {}}}]);
+    input.extend(format!("{batch}\n[]\n").as_bytes());
+    input.extend(format!("{}\n", json!({"jsonrpc": "2.0", "id": 6, "method": "ping"})).as_bytes());
+    let r = s.run_with(&["mcp"], &input, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let replies: Vec<Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(replies.len(), 6, "{replies:?}");
+    assert_eq!(replies[1]["error"]["code"], -32700, "not UTF-8: {}", replies[1]);
+    assert!(replies[2]["error"]["message"].as_str().unwrap().contains("longer than"), "{}", replies[2]);
+    let b = replies[3].as_array().expect("a batch gets an array");
+    assert_eq!(
+        b.iter().map(|x| x["id"].clone()).collect::<Vec<_>>(),
+        [json!(4), json!(5)],
+        "notifications get no reply"
+    );
+    assert_eq!(replies[4]["error"]["code"], -32600, "an empty batch is invalid");
+    assert_eq!(replies[5]["id"], 6, "still serving");
+}

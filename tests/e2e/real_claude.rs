@@ -154,6 +154,37 @@ impl FakeApi {
     }
 }
 
+/// Runs the real Claude Code in print mode on `prompt`, against the fake API, with loopx on
+/// PATH and nothing of the machine's environment.
+fn run_claude(claude: &Path, s: &Sandbox, api: &FakeApi, prompt: &str) -> std::process::Output {
+    let bin_dir = loopx_bin().parent().unwrap().to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(bin_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    std::process::Command::new(claude)
+        .args(["-p", prompt, "--permission-mode", "bypassPermissions"])
+        .current_dir(&s.root)
+        .env_clear()
+        .env("HOME", &s.home)
+        .env("PATH", &path)
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{}", api.port))
+        .env("ANTHROPIC_API_KEY", "sk-test-not-a-key")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("IS_SANDBOX", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Claude Code asks to trust a new workspace; a test trusts it the way its config does.
+fn trust_workspace(s: &Sandbox) {
+    let trust = json!({"hasCompletedOnboarding": true, "projects": {s.root.to_string_lossy(): {"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}}});
+    std::fs::write(s.home.join(".claude.json"), trust.to_string()).unwrap();
+}
+
 #[test]
 fn real_claude_code_works_the_tick_and_the_stop_driver_ends_on_loopx_stop() {
     let claude = claude_bin();
@@ -161,9 +192,7 @@ fn real_claude_code_works_the_tick_and_the_stop_driver_ends_on_loopx_stop() {
     s.init();
     s.ok(&["todo", "add", "--text", "polish the README", "--priority", "P2"]);
     s.ok(&["host", "install", "claude-code", "--stop-driver"]);
-    // Claude Code asks to trust a new workspace; a test trusts it the way its config does.
-    let trust = json!({"hasCompletedOnboarding": true, "projects": {s.root.to_string_lossy(): {"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}}});
-    std::fs::write(s.home.join(".claude.json"), trust.to_string()).unwrap();
+    trust_workspace(&s);
 
     let script = vec![
         // Turn 1, decided for t2 (the /loopx task, P1).
@@ -197,26 +226,7 @@ fn real_claude_code_works_the_tick_and_the_stop_driver_ends_on_loopx_stop() {
         step(text("Both todos are done."), "end_turn"),
     ];
     let api = FakeApi::start(script);
-    let bin_dir = loopx_bin().parent().unwrap().to_path_buf();
-    let path = std::env::join_paths(
-        std::iter::once(bin_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
-    .unwrap();
-    let out = std::process::Command::new(&claude)
-        .args(["-p", "/loopx write hello", "--permission-mode", "bypassPermissions"])
-        .current_dir(&s.root)
-        .env_clear()
-        .env("HOME", &s.home)
-        .env("PATH", &path)
-        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{}", api.port))
-        .env("ANTHROPIC_API_KEY", "sk-test-not-a-key")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("IS_SANDBOX", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_claude(&claude, &s, &api, "/loopx write hello");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "claude failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("Both todos are done."), "{stdout}");
@@ -241,4 +251,48 @@ fn real_claude_code_works_the_tick_and_the_stop_driver_ends_on_loopx_stop() {
     let end =
         s.json(&["quota", "should-run", "--agent-id", list["todos"][1]["claimed_by"].as_str().unwrap()]);
     assert_eq!(end["state"], "terminal");
+}
+
+/// The scripted model tries to answer its own gate from its Bash tool. Without `--harden`, the
+/// command runs, inside Claude Code's tool environment: loopx sees the session, refuses a
+/// person's decision, and the gate stays open. With `--harden`, the tool gate denies the call
+/// before it runs, however the command hides loopx (here: unsetting the session's variables).
+#[test]
+fn real_claude_code_cannot_answer_its_own_gate() {
+    let claude = claude_bin();
+    for harden in [false, true] {
+        let s = Sandbox::new();
+        s.init();
+        s.ok(&["todo", "add", "--text", "push the release"]);
+        s.ok(&["gate", "ask", "--question", "May the agent push?", "--blocks", "goal"]);
+        let mut install = vec!["host", "install", "claude-code", "--stop-driver"];
+        if harden {
+            install.push("--harden");
+        }
+        s.ok(&install);
+        trust_workspace(&s);
+        let command = if harden {
+            "env -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID loopx gate answer g1 --approve"
+        } else {
+            "loopx gate answer g1 --approve"
+        };
+        let script = vec![
+            step(
+                tool_use(1, "Bash", json!({"command": command, "description": "approve the gate"})),
+                "tool_use",
+            ),
+            step(text("I could not approve it."), "end_turn"),
+        ];
+        let api = FakeApi::start(script);
+        let out = run_claude(&claude, &s, &api, "/loopx");
+        assert!(out.status.success(), "claude failed: {}", String::from_utf8_lossy(&out.stderr));
+        let gates = s.json(&["gate", "list", "--all"]);
+        assert_eq!(gates["gates"][0]["status"], "open", "harden={harden}: {gates}");
+        assert!(gates["gates"][0].get("answered_by").is_none(), "{gates}");
+        let reqs = serde_json::to_string(&*api.requests.lock().unwrap()).unwrap();
+        assert!(reqs.contains("a person's decision"), "harden={harden}: the model was told why: {reqs}");
+        let kinds: Vec<String> =
+            events(&s.events_path("main")).iter().map(|e| e["kind"].as_str().unwrap().to_owned()).collect();
+        assert!(!kinds.contains(&"gate_answered".to_owned()), "{kinds:?}");
+    }
 }

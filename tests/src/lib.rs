@@ -124,6 +124,26 @@ impl Sandbox {
         r
     }
 
+    /// Runs `loopx <args>` with `stdin` and extra environment variables.
+    pub fn run_with(&self, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
+        use std::io::Write;
+        let mut cmd = self.command();
+        cmd.args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("run loopx");
+        let mut input = child.stdin.take().expect("stdin");
+        let bytes = stdin.to_vec();
+        let writer = std::thread::spawn(move || input.write_all(&bytes));
+        let out = child.wait_with_output().expect("wait for loopx");
+        let _ = writer.join();
+        Run::from(out)
+    }
+
     /// `loopx init --goal-id main --objective …`.
     pub fn init(&self) {
         self.ok(&["init", "--goal-id", "main", "--objective", "ship the feature"]);
