@@ -41,9 +41,19 @@ pub struct EventLine {
     pub prev: String,
 }
 
-/// The hash of a state's canonical JSON (what the snapshot holds, byte for byte).
+/// The hash of a state's canonical JSON (what the snapshot holds, byte for byte): the first
+/// 96 bits of SHA-256 in unpadded base64url, 16 characters, since every line carries one.
 pub fn state_root(state_json: &[u8]) -> String {
-    line_hash(state_json)
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let digest = Sha256::digest(state_json);
+    let mut out = String::with_capacity(16);
+    for chunk in digest[..12].chunks(3) {
+        let n = (u32::from(chunk[0]) << 16) | (u32::from(chunk[1]) << 8) | u32::from(chunk[2]);
+        for shift in [18, 12, 6, 0] {
+            out.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
+        }
+    }
+    out
 }
 
 /// The last committed line of a log of `len` bytes, read from its end. `None` for an empty
@@ -176,6 +186,14 @@ mod tests {
             out.push('\n');
         }
         out
+    }
+
+    #[test]
+    fn state_roots_are_short_and_differ() {
+        let a = state_root(b"{}");
+        assert_eq!(a.len(), 16);
+        assert!(a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{a}");
+        assert_ne!(a, state_root(b"{ }"));
     }
 
     #[test]

@@ -276,11 +276,13 @@ fn real_claude_code_cannot_answer_its_own_gate() {
         } else {
             "loopx gate answer g1 --approve"
         };
+        // A second agent: a command without --agent-id works only if loopx knows the session.
+        s.ok(&["agent", "register", "--agent-id", "codex-1", "--agent-type", "codex-cli"]);
+        let claim = json!({"command": "loopx todo claim --todo-id t1", "description": "claim"});
+        let answer = json!({"command": command, "description": "approve the gate"});
         let script = vec![
-            step(
-                tool_use(1, "Bash", json!({"command": command, "description": "approve the gate"})),
-                "tool_use",
-            ),
+            step(tool_use(1, "Bash", claim), "tool_use"),
+            step(tool_use(2, "Bash", answer), "tool_use"),
             step(text("I could not approve it."), "end_turn"),
         ];
         let api = FakeApi::start(script);
@@ -294,5 +296,9 @@ fn real_claude_code_cannot_answer_its_own_gate() {
         let kinds: Vec<String> =
             events(&s.events_path("main")).iter().map(|e| e["kind"].as_str().unwrap().to_owned()).collect();
         assert!(!kinds.contains(&"gate_answered".to_owned()), "{kinds:?}");
+        // The Bash tool's command acted as the agent /loopx bound to this very session.
+        let me = s.json(&["agent", "list"])["agents"][1]["id"].as_str().unwrap().to_owned();
+        assert!(me.starts_with("claude-"), "{me}");
+        assert_eq!(s.json(&["todo", "show", "--todo-id", "t1"])["todo"]["claimed_by"], me.as_str());
     }
 }

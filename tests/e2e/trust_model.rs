@@ -185,7 +185,7 @@ fn a_hand_edited_snapshot_is_never_trusted() {
     let log = s.events_path("main");
     let text = std::fs::read_to_string(&log).unwrap();
     let mut lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    lines.last_mut().unwrap()["root"] = json!("00000000000000000000000000000000");
+    lines.last_mut().unwrap()["root"] = json!("AAAAAAAAAAAAAAAA");
     let edited: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&log, edited).unwrap();
     std::fs::remove_file(&snap).unwrap();
