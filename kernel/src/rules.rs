@@ -83,7 +83,13 @@ pub fn session_agent(state: &GoalState, ctx: &CommandContext) -> Result<Option<A
                 .with_hint(format!("leave out --agent-id, or pass --agent-id {b}")))
         }
         (Some(a), _) => Ok(Some(a.clone())),
-        (None, b) => Ok(b.cloned()),
+        (None, Some(b)) => Ok(Some(b.clone())),
+        // Never another agent's identity by default: the only registered agent may be a peer.
+        (None, None) => Err(Error::identity(format!(
+            "this command runs inside a {host} session that has not joined goal {}: loopx cannot tell which agent is acting",
+            state.goal.id
+        ))
+        .with_hint("join the goal from the session first, or pass --agent-id")),
     }
 }
 
@@ -100,13 +106,6 @@ pub fn resolve_actor(state: &GoalState, ctx: &CommandContext, lane: Lane) -> Res
         .with_hint("ask the person to run it in their own terminal"));
     }
     let requested = session_agent(state, ctx)?;
-    if let (Some(session), None, Lane::Person) = (&ctx.session, &requested, lane) {
-        return Err(Error::identity(format!(
-            "this command runs inside a {} session that has not joined goal {}: loopx cannot tell which agent is acting",
-            session.host, state.goal.id
-        ))
-        .with_hint("join the goal from the session first, or pass --agent-id"));
-    }
     match requested {
         Some(a) if is_user(&a) => Ok(Actor::User),
         Some(a) if lane == Lane::Joining => Ok(Actor::Agent(a)),

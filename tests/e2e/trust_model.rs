@@ -117,6 +117,9 @@ fn inside_an_agents_session_a_command_is_that_agents_never_a_persons() {
     let r = run_in_session(&s, "sess-B", &["gate", "ask", "--question", "x?", "--blocks", "goal"]);
     assert!(r.code != 0 && r.stderr.contains("has not joined goal main"), "{}", r.stderr);
     assert_eq!(run_in_session(&s, "sess-B", &["gate", "answer", "g1", "--approve"]).code, 1);
+    // Nor as a peer: with no binding, nobody's identity is implied.
+    let r = run_in_session(&s, "sess-B", &["quota", "should-run"]);
+    assert!(r.code != 0 && r.stderr.contains("has not joined goal main"), "{}", r.stderr);
     // The person, in their own terminal, decides.
     s.ok(&["gate", "answer", "g1", "--approve"]);
 }
