@@ -84,6 +84,26 @@ pub enum Command {
     /// Install, remove and check loopx's wiring into a host (see loopx host list)
     #[command(subcommand)]
     Host(HostCommand),
+    /// Join the goal as this host session's own agent (run by the agent, from its shell tool)
+    Join(JoinArgs),
+    /// The prompt to paste into a host surface: a Codex App heartbeat, a Codex CLI /goal
+    HeartbeatPrompt(PromptArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct JoinArgs {
+    /// The task to add (or `status`, or `off` to disarm the session's loop)
+    pub task: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The surface: codex-app (a heartbeat automation) or codex-cli (a /goal line)
+    #[arg(long)]
+    pub host: String,
+    /// The agent the prompt works as
+    #[arg(long, value_name = "AGENT")]
+    pub agent_id: String,
 }
 
 #[derive(Debug, Args)]
@@ -177,6 +197,11 @@ pub enum AgentCommand {
     List,
     /// List the agent types loopx knows
     Types,
+    /// The steps that activate loopx for an agent type (claude-code, codex-cli, codex-app, …)
+    Onboard {
+        #[arg(long, value_name = "TYPE")]
+        agent_type: String,
+    },
     /// Bind a host session (thread) to an agent: one agent per session
     BindThread {
         #[arg(long, value_name = "AGENT")]
@@ -588,6 +613,29 @@ pub enum ScopeArg {
     User,
 }
 
+/// The optional parts of an install; each host takes the ones it has (see loopx host list).
+#[derive(Debug, Args)]
+pub struct InstallFlags {
+    /// Claude Code: keep an armed session working while loopx says run (a Stop hook; fails open)
+    #[arg(long)]
+    pub stop_driver: bool,
+    /// Claude Code: deny mutating tools while loopx says not to run (a PreToolUse hook; fails closed)
+    #[arg(long)]
+    pub harden: bool,
+    /// Claude Code: show loopx's state in the status line
+    #[arg(long)]
+    pub statusline: bool,
+    /// Codex: SessionStart, UserPromptSubmit and Stop hooks calling loopx
+    #[arg(long)]
+    pub with_hooks: bool,
+    /// Codex: mark those hooks trusted in your config.toml (a trust decision made for you)
+    #[arg(long, requires = "with_hooks")]
+    pub trust_hooks: bool,
+    /// Codex: loopx's MCP server in config.toml
+    #[arg(long)]
+    pub with_mcp: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum HostCommand {
     /// The hosts loopx can wire into, and whether each is installed here
@@ -599,15 +647,8 @@ pub enum HostCommand {
         host: String,
         #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
         scope: ScopeArg,
-        /// Keep an armed session working while loopx says run (a Stop hook; fails open)
-        #[arg(long)]
-        stop_driver: bool,
-        /// Deny mutating tools while loopx says not to run (a PreToolUse hook; fails closed)
-        #[arg(long)]
-        harden: bool,
-        /// Show loopx's state in the status line
-        #[arg(long)]
-        statusline: bool,
+        #[command(flatten)]
+        options: InstallFlags,
         /// Print the plan; change nothing
         #[arg(long)]
         dry_run: bool,

@@ -92,18 +92,52 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
             let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| {
                 Error::usage("HOME is not set; loopx needs it to find the host's user files")
             })?;
-            let roots = loopx_kernel::install::Roots { project: root, home };
-            crate::host::run(h, &roots, &env.options, goal_arg(cli)?)
+            crate::host::run(h, &root, &home, &env.options, goal_arg(cli)?)
         }
         Command::Agent(AgentCommand::Types) => {
             let types: Vec<_> = AgentType::ALL.iter().map(|t| t.info()).collect();
             Rendered::new(&serde_json::json!({ "agent_types": types }), text::agent_types(&types))
         }
+        Command::Agent(AgentCommand::Onboard { agent_type }) => {
+            let t: AgentType = agent_type.parse()?;
+            let (host, steps) = crate::registry::onboarding(t).ok_or_else(|| {
+                Error::usage(format!("loopx has no host adapter for agent type {t} yet"))
+                    .with_hint("see loopx host list")
+            })?;
+            let text: String = steps.iter().enumerate().map(|(i, s)| format!("{}. {s}\n", i + 1)).collect();
+            Rendered::new(&serde_json::json!({"agent_type": t, "host": host, "steps": steps}), text)
+        }
+        Command::Join(a) => join(cli, env, reporter, a).await,
         cmd => {
             let k = open(cli, env, reporter)?;
             run(cli, &k, cmd, style).await
         }
     }
+}
+
+/// `loopx join`: only inside a host's tool environment, where the session is known.
+async fn join(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, a: &JoinArgs) -> Result<Rendered> {
+    let session = cli.session.clone().ok_or_else(|| {
+        Error::usage(
+            "loopx join is run by an agent from its host's shell tool, where the host names the session",
+        )
+        .with_hint("a person joins an agent with: loopx agent register --agent-id <id> --agent-type <type>")
+    })?;
+    let adapter = crate::registry::find(&session.host)?;
+    let hook_env = loopx_kernel::hook::HookEnv {
+        cwd: env.cwd.clone(),
+        project_dir: cli.project.as_ref().map(|p| env.cwd.join(p)),
+        stop_cap: adapter.default_stop_cap(),
+        loopx: String::new(),
+        options: env.options.clone(),
+        reporter,
+    };
+    let args = a.task.join(" ");
+    let text = loopx_kernel::hook::join(adapter, &session.thread, &env.cwd, args.trim(), &hook_env).await?;
+    Rendered::new(
+        &serde_json::json!({"host": session.host, "session": session.thread, "context": text}),
+        format!("{text}\n"),
+    )
 }
 
 async fn init(
@@ -177,10 +211,39 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
     let g = goal.as_ref();
     match cmd {
         Command::Init(_)
-        | Command::Agent(AgentCommand::Types)
+        | Command::Join(_)
+        | Command::Agent(AgentCommand::Types | AgentCommand::Onboard { .. })
         | Command::Mcp(_)
         | Command::Hook(_)
         | Command::Host(_) => Err(Error::internal("dispatched twice")),
+        Command::HeartbeatPrompt(a) => {
+            let (adapter, surface) = crate::registry::surface(&a.host)?;
+            let agent = AgentId::new(&a.agent_id)?;
+            let detail = k.show_goal(g).await?;
+            if !detail.agents.iter().any(|x| x.id == agent) {
+                return Err(Error::identity(format!(
+                    "agent {agent} is not registered on goal {}",
+                    detail.goal.id
+                ))
+                .with_hint(format!("loopx agent register --agent-id {agent} --agent-type {}", a.host)));
+            }
+            let this =
+                std::env::current_exe().map_or_else(|_| "loopx".to_owned(), |p| p.display().to_string());
+            let req = loopx_core::host::PromptRequest {
+                loopx: adapter.loopx_command(&this),
+                goal: detail.goal.id.clone(),
+                agent,
+                project: k.store().layout().root().to_path_buf(),
+                objective: detail.goal.objective.clone(),
+            };
+            let p = adapter.prompt(surface, &req)?;
+            let mut text = format!("name:  {}\n", p.name);
+            if let Some(r) = &p.rrule {
+                text.push_str(&format!("rrule: {r}\n"));
+            }
+            text.push_str(&format!("body ({} of {} characters):\n\n{}\n", p.chars, p.max_chars, p.body));
+            Rendered::new(&p, text)
+        }
         Command::Goal(GoalCommand::Create { objective, title, default }) => {
             let id = goal.clone().ok_or_else(|| {
                 Error::usage("goal create needs --goal-id")

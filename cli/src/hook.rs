@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use loopx_core::host::HostAnswer;
-use loopx_kernel::hook::{self, DEFAULT_STOP_CAP, HookEnv};
+use loopx_kernel::hook::{self, HookEnv};
 use loopx_kernel::{Reporter, StoreOptions};
 
 use crate::registry;
@@ -40,7 +40,8 @@ pub async fn answer(
         stop_cap: std::env::var("LOOPX_STOP_CAP")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_STOP_CAP),
+            .unwrap_or_else(|| adapter.default_stop_cap()),
+        loopx: std::env::current_exe().map_or_else(|_| "loopx".to_owned(), |p| p.display().to_string()),
         options,
         reporter,
     };

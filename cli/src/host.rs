@@ -5,7 +5,11 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use loopx_core::host::{Feature, FileOp, HostAdapter, InstallOptions, InstallScope};
+use std::path::Path;
+
+use loopx_core::host::{
+    Feature, FileOp, HostAdapter, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec,
+};
 use loopx_core::{GoalId, Result};
 use loopx_kernel::StoreOptions;
 use loopx_kernel::install::{self, Plan, Roots};
@@ -47,7 +51,41 @@ fn finish_interrupted(roots: &Roots, adapter: &dyn HostAdapter, s: InstallScope)
     Ok(note)
 }
 
-pub fn run(cmd: &HostCommand, roots: &Roots, store: &StoreOptions, goal: Option<GoalId>) -> Result<Rendered> {
+/// Where `adapter`'s files are on this machine.
+fn roots(adapter: &dyn HostAdapter, project: &Path, home: &Path) -> Roots {
+    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    Roots {
+        project: project.to_path_buf(),
+        home: home.to_path_buf(),
+        host_home: adapter.host_home(home, &get),
+    }
+}
+
+fn read_file(roots: &Roots) -> impl Fn(&HostPath) -> Option<String> + '_ {
+    move |p| std::fs::read_to_string(roots.abs(p)).ok()
+}
+
+fn spec(a: &dyn HostAdapter, roots: &Roots, opts: &InstallOptions) -> Result<InstallSpec> {
+    let read = read_file(roots);
+    a.install_plan(opts, &InstallEnv { roots, read: &read })
+}
+
+/// How installed hooks and templates call loopx: this very binary, by its absolute path, so a
+/// host whose shell resets `PATH` (a login shell) still finds it.
+fn loopx_command() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.canonicalize().ok())
+        .map_or_else(|| "loopx".to_owned(), |p| p.display().to_string())
+}
+
+pub fn run(
+    cmd: &HostCommand,
+    project: &Path,
+    home: &Path,
+    store: &StoreOptions,
+    goal: Option<GoalId>,
+) -> Result<Rendered> {
     match cmd {
         HostCommand::List => {
             let mut rows = Vec::new();
@@ -75,25 +113,26 @@ pub fn run(cmd: &HostCommand, roots: &Roots, store: &StoreOptions, goal: Option<
             };
             Rendered::new(&json!({"host": host, "path": d.path, "version": d.version}), text)
         }
-        HostCommand::Install { host, scope: s, stop_driver, harden, statusline, dry_run } => {
+        HostCommand::Install { host, scope: s, options, dry_run } => {
             let a = registry::find(host)?;
-            let mut features = BTreeSet::new();
-            for (on, f) in [
-                (*stop_driver, Feature::StopDriver),
-                (*harden, Feature::Harden),
-                (*statusline, Feature::Statusline),
-            ] {
-                if on {
-                    features.insert(f);
-                }
-            }
+            let roots = &roots(a, project, home);
+            let flags = [
+                (options.stop_driver, Feature::StopDriver),
+                (options.harden, Feature::Harden),
+                (options.statusline, Feature::Statusline),
+                (options.with_hooks, Feature::Hooks),
+                (options.trust_hooks, Feature::TrustHooks),
+                (options.with_mcp, Feature::Mcp),
+            ];
+            let features: BTreeSet<Feature> =
+                flags.into_iter().filter(|(on, _)| *on).map(|(_, f)| f).collect();
             let opts = InstallOptions {
                 scope: scope(*s),
                 features,
-                loopx: "loopx".to_owned(),
+                loopx: a.loopx_command(&loopx_command()),
                 goal: goal.map_or_else(|| GoalId::new("main"), Ok)?,
             };
-            let spec = a.install_plan(&opts)?;
+            let spec = spec(a, roots, &opts)?;
             let recovered = if *dry_run { None } else { finish_interrupted(roots, a, opts.scope)? };
             let plan = install::plan_install(roots, a.name(), &opts, &spec)?;
             if !dry_run {
@@ -110,9 +149,12 @@ pub fn run(cmd: &HostCommand, roots: &Roots, store: &StoreOptions, goal: Option<
         }
         HostCommand::Uninstall { host, scope: s, dry_run } => {
             let a = registry::find(host)?;
+            let roots = &roots(a, project, home);
             let s = scope(*s);
             let recovered = if *dry_run { None } else { finish_interrupted(roots, a, s)? };
-            let plan = install::plan_uninstall(roots, a.name(), s, &a.uninstall_plan(s, "loopx")?)?;
+            let read = read_file(roots);
+            let fallback = a.uninstall_plan(s, &loopx_command(), &InstallEnv { roots, read: &read })?;
+            let plan = install::plan_uninstall(roots, a.name(), s, &fallback)?;
             if !dry_run {
                 install::apply(roots, &plan, store.fault.as_deref())?;
             }
@@ -125,7 +167,10 @@ pub fn run(cmd: &HostCommand, roots: &Roots, store: &StoreOptions, goal: Option<
             let v = json!({"host": host, "adapter": a.name(), "dry_run": dry_run, "actions": rows, "notes": plan.notes, "recovered": recovered});
             Rendered::new(&v, text)
         }
-        HostCommand::Doctor { host, scope: s } => doctor(registry::find(host)?, roots, scope(*s)),
+        HostCommand::Doctor { host, scope: s } => {
+            let a = registry::find(host)?;
+            doctor(a, &roots(a, project, home), scope(*s))
+        }
     }
 }
 
@@ -139,6 +184,7 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
         d.version.clone().unwrap_or_else(|| a.install_hint().to_owned()),
     )];
     let manifest = install::load_manifest(roots, a.name(), s)?;
+    let mut host_checks = Vec::new();
     match &manifest {
         None => checks.push((
             "install manifest".to_owned(),
@@ -155,7 +201,9 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
                     if features.is_empty() { "no options".to_owned() } else { features.join(" ") }
                 ),
             ));
-            let plan = install::plan_install(roots, a.name(), &m.options, &a.install_plan(&m.options)?)?;
+            let plan = install::plan_install(roots, a.name(), &m.options, &spec(a, roots, &m.options)?)?;
+            let read = read_file(roots);
+            host_checks = a.doctor_checks(&m.options, &InstallEnv { roots, read: &read });
             for f in &plan.files {
                 let (ok, detail) = match f.op {
                     FileOp::Unchanged => (true, "as loopx installed it".to_owned()),
@@ -167,6 +215,7 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
             }
         }
     }
+    checks.extend(host_checks);
     let ok = checks.iter().all(|c| c.1);
     let wiring_ok = checks.iter().skip(1).all(|c| c.1);
     let mut text: String =

@@ -207,6 +207,7 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             session: cli.session.clone(),
             options: env.options.clone(),
             reporter,
+            client: std::sync::OnceLock::new(),
         };
         let stdin = std::io::stdin().lock();
         runtime

@@ -33,9 +33,11 @@ pub struct Server {
     pub session: Option<BindThread>,
     pub options: StoreOptions,
     pub reporter: Arc<dyn Reporter>,
+    /// The host whose MCP client said hello (`clientInfo.name`), when it names the calling
+    /// session on each call (`params._meta`) instead of in the server's environment.
+    pub client: std::sync::OnceLock<(&'static str, loopx_core::host::McpClient)>,
 }
 
-/// Reads requests from `input` and answers on `output` until the input ends.
 /// Longest message line read; a longer one is answered with an error and skipped.
 pub const MAX_LINE: usize = 4 << 20;
 
@@ -292,20 +294,40 @@ impl Server {
         }
     }
 
-    fn context(&self, agent: Option<&str>, turn: Option<&str>) -> Result<CommandContext> {
+    /// The session a call comes from: the one its client names in `_meta`, else the one the
+    /// server was started in.
+    fn call_session(&self, params: &Value) -> Option<BindThread> {
+        let named = self.client.get().and_then(|(host, c)| {
+            let thread = params.get("_meta")?.get(c.session_meta)?.as_str()?;
+            Some(BindThread { host: (*host).to_owned(), thread: thread.to_owned() })
+        });
+        named.or_else(|| self.session.clone())
+    }
+
+    fn context(
+        &self,
+        session: &Option<BindThread>,
+        agent: Option<&str>,
+        turn: Option<&str>,
+    ) -> Result<CommandContext> {
         Ok(CommandContext {
             goal: self.goal.clone(),
             agent: self.agent(agent)?,
             key: opt_id(turn, IdempotencyKey::new)?,
-            session: self.session.clone(),
+            session: session.clone(),
         })
     }
 
-    async fn call(&self, name: &str, args: &Map<String, Value>) -> Result<Value> {
+    async fn call(
+        &self,
+        name: &str,
+        args: &Map<String, Value>,
+        session: &Option<BindThread>,
+    ) -> Result<Value> {
         match name {
             "should_run" => {
                 let a: ta::ShouldRun = parse(name, args)?;
-                let ctx = self.context(a.agent_id.as_deref(), a.turn_id.as_deref())?;
+                let ctx = self.context(session, a.agent_id.as_deref(), a.turn_id.as_deref())?;
                 crate::next::should_run_mcp(&self.kernel()?.should_run(&ctx, None).await?)
             }
             "status" => {
@@ -314,7 +336,7 @@ impl Server {
             }
             "claim_task" => {
                 let a: ta::ClaimTask = parse(name, args)?;
-                let ctx = self.context(a.agent_id.as_deref(), a.turn_id.as_deref())?;
+                let ctx = self.context(session, a.agent_id.as_deref(), a.turn_id.as_deref())?;
                 let k = self.kernel()?;
                 match a.todo_id {
                     Some(t) => to_value(&k.claim_todo(&ctx, t.parse()?).await?),
@@ -335,14 +357,14 @@ impl Server {
                     claimed_by: None,
                     takeover_reason: None,
                 };
-                let ctx = self.context(a.agent_id.as_deref(), None)?;
+                let ctx = self.context(session, a.agent_id.as_deref(), None)?;
                 to_value(&self.kernel()?.update_todo(&ctx, req).await?)
             }
-            "complete_task" => self.complete(parse(name, args)?).await,
+            "complete_task" => self.complete(parse(name, args)?, session).await,
             "ask_user" => {
                 let a: ta::AskUser = parse(name, args)?;
                 let req = AskGate { question: a.question, blocks: GateBlocks::parse(&a.blocks)? };
-                to_value(&self.kernel()?.ask_gate(&self.context(None, None)?, req).await?)
+                to_value(&self.kernel()?.ask_gate(&self.context(session, None, None)?, req).await?)
             }
             "add_evidence" => {
                 let a: ta::AddEvidence = parse(name, args)?;
@@ -356,7 +378,7 @@ impl Server {
                         link: None,
                     },
                 };
-                let ctx = self.context(a.agent_id.as_deref(), None)?;
+                let ctx = self.context(session, a.agent_id.as_deref(), None)?;
                 to_value(&self.kernel()?.add_evidence(&ctx, req).await?)
             }
             other => Err(Error::usage(format!("no tool named {other:?}")).with_hint("see tools/list")),
@@ -366,8 +388,8 @@ impl Server {
     /// Completion, writeback and spend as one settlement: one kernel command, one commit, keyed
     /// by the turn, so a repeated call (a retry after a lost answer) changes nothing and gets
     /// the same answer.
-    async fn complete(&self, a: ta::CompleteTask) -> Result<Value> {
-        let ctx = self.context(a.agent_id.as_deref(), Some(&a.turn_id))?;
+    async fn complete(&self, a: ta::CompleteTask, session: &Option<BindThread>) -> Result<Value> {
+        let ctx = self.context(session, a.agent_id.as_deref(), Some(&a.turn_id))?;
         let kind = a.evidence_kind.as_deref().unwrap_or("test").parse::<EvidenceKind>()?;
         let outcome =
             a.delivery_outcome.as_deref().unwrap_or("outcome_progress").parse::<DeliveryOutcome>()?;
@@ -437,6 +459,10 @@ impl Server {
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         let result = match method {
             "initialize" => {
+                let client = params.get("clientInfo").and_then(|c| c.get("name")).and_then(Value::as_str);
+                if let Some(found) = client.and_then(crate::registry::mcp_client) {
+                    let _ = self.client.set(found);
+                }
                 let asked = params.get("protocolVersion").and_then(Value::as_str);
                 let version = asked.filter(|v| PROTOCOL_VERSIONS.contains(v)).unwrap_or(PROTOCOL_VERSIONS[0]);
                 json!({
@@ -458,7 +484,7 @@ impl Server {
                     Some(Value::Object(m)) => m,
                     Some(_) => return Some(rpc_error(id, -32602, "arguments must be an object")),
                 };
-                match self.call(name, args).await {
+                match self.call(name, args, &self.call_session(&params)).await {
                     Ok(v) => json!({"content": [{"type": "text", "text": v.to_string()}], "isError": false}),
                     Err(e) => {
                         let mut text = format!("error: {}", e.message);

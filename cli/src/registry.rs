@@ -2,10 +2,11 @@
 //! more line in [`ADAPTERS`]; `loopx host …` and `loopx hook …` find it by its host name.
 
 use loopx_adapter_claude_code_slash::ClaudeCodeSlash;
+use loopx_adapter_codex_heartbeat::CodexHeartbeat;
 use loopx_core::host::HostAdapter;
 use loopx_core::{Error, Result};
 
-static ADAPTERS: &[&dyn HostAdapter] = &[&ClaudeCodeSlash];
+static ADAPTERS: &[&dyn HostAdapter] = &[&ClaudeCodeSlash, &CodexHeartbeat];
 
 /// Every registered adapter, in the order `loopx host list` shows them.
 pub fn adapters() -> &'static [&'static dyn HostAdapter] {
@@ -30,5 +31,30 @@ pub fn tool_session(get: impl Fn(&str) -> Option<String>) -> Option<loopx_core::
         get(env.marker)?;
         let thread = env.session.and_then(&get).unwrap_or_default();
         Some(loopx_core::kernel::BindThread { host: a.host().to_owned(), thread })
+    })
+}
+
+/// The host whose MCP client calls itself `name` at `initialize`, and how it names sessions.
+pub fn mcp_client(name: &str) -> Option<(&'static str, loopx_core::host::McpClient)> {
+    ADAPTERS.iter().find_map(|a| a.mcp_client().filter(|c| c.name == name).map(|c| (a.host(), c)))
+}
+
+/// The adapter that serves `agent_type`, and its activation steps.
+pub fn onboarding(agent_type: loopx_core::AgentType) -> Option<(&'static str, Vec<String>)> {
+    ADAPTERS.iter().find_map(|a| a.onboarding(agent_type).map(|s| (a.host(), s)))
+}
+
+/// `codex-app` → the Codex adapter and its `app` surface.
+pub fn surface(name: &str) -> Result<(&'static dyn HostAdapter, &'static str)> {
+    let found = ADAPTERS.iter().find_map(|a| {
+        let rest = name.strip_prefix(a.host())?.strip_prefix('-')?;
+        a.prompt_surfaces().iter().find(|s| **s == rest).map(|s| (*a, *s))
+    });
+    found.ok_or_else(|| {
+        let all: Vec<String> = ADAPTERS
+            .iter()
+            .flat_map(|a| a.prompt_surfaces().iter().map(move |s| format!("{}-{s}", a.host())))
+            .collect();
+        Error::usage(format!("no prompt surface {name:?}")).with_hint(format!("one of: {}", all.join(", ")))
     })
 }

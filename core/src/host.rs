@@ -52,6 +52,46 @@ pub enum Base {
     Project,
     /// The user's home directory.
     Home,
+    /// The host's own configuration directory (Codex: `$CODEX_HOME`, by default `~/.codex`),
+    /// as the adapter resolves it.
+    HostHome,
+}
+
+/// The directories managed paths are relative to, resolved for one machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Roots {
+    pub project: PathBuf,
+    pub home: PathBuf,
+    /// The host's configuration directory, when the adapter has one.
+    pub host_home: Option<PathBuf>,
+}
+
+impl Roots {
+    /// The absolute path of `p`. A path under a host home the adapter did not resolve falls
+    /// back to the home directory (never the working directory).
+    pub fn abs(&self, p: &HostPath) -> PathBuf {
+        let base = match p.base {
+            Base::Project => &self.project,
+            Base::Home => &self.home,
+            Base::HostHome => self.host_home.as_ref().unwrap_or(&self.home),
+        };
+        p.rel.split('/').filter(|c| !c.is_empty()).fold(base.clone(), |acc, c| acc.join(c))
+    }
+}
+
+/// What an adapter may look at while it plans an install: where things are, and the current
+/// text of a file (so entries that name a file's path or position can be computed). Reading
+/// through `read` is the adapter's only access to the disk.
+#[derive(Clone, Copy)]
+pub struct InstallEnv<'a> {
+    pub roots: &'a Roots,
+    pub read: &'a dyn Fn(&HostPath) -> Option<String>,
+}
+
+impl fmt::Debug for InstallEnv<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InstallEnv").field("roots", self.roots).finish_non_exhaustive()
+    }
 }
 
 /// A path an adapter manages: relative to the project or the home directory, so a moved
@@ -72,6 +112,9 @@ struct RawHostPath {
 impl TryFrom<RawHostPath> for HostPath {
     type Error = Error;
     fn try_from(r: RawHostPath) -> Result<Self> {
+        if r.rel.is_empty() {
+            return Ok(HostPath::root(r.base));
+        }
         HostPath::new(r.base, &r.rel)
     }
 }
@@ -89,11 +132,18 @@ impl HostPath {
         }
         Ok(Self { base, rel: rel.to_owned() })
     }
+    /// The base directory itself (a host home an install had to create).
+    pub fn root(base: Base) -> Self {
+        Self { base, rel: String::new() }
+    }
     pub fn project(rel: &str) -> Result<Self> {
         Self::new(Base::Project, rel)
     }
     pub fn home(rel: &str) -> Result<Self> {
         Self::new(Base::Home, rel)
+    }
+    pub fn host_home(rel: &str) -> Result<Self> {
+        Self::new(Base::HostHome, rel)
     }
     /// The path under `scope`'s base: the project for project scope, home for user scope.
     pub fn in_scope(scope: InstallScope, rel: &str) -> Result<Self> {
@@ -114,6 +164,7 @@ impl fmt::Display for HostPath {
         match self.base {
             Base::Project => f.write_str(&self.rel),
             Base::Home => write!(f, "~/{}", self.rel),
+            Base::HostHome => write!(f, "<host home>/{}", self.rel),
         }
     }
 }
@@ -128,16 +179,33 @@ pub enum Feature {
     Harden,
     /// loopx's state in the host's status line.
     Statusline,
+    /// The host's hooks calling loopx (where hooks are optional).
+    Hooks,
+    /// Marking loopx's hooks trusted in the host's config: a trust decision made on the
+    /// user's behalf, so only on request and said plainly.
+    TrustHooks,
+    /// loopx's MCP server in the host's config (where it is optional).
+    Mcp,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 3] = [Feature::StopDriver, Feature::Harden, Feature::Statusline];
+    pub const ALL: [Feature; 6] = [
+        Feature::StopDriver,
+        Feature::Harden,
+        Feature::Statusline,
+        Feature::Hooks,
+        Feature::TrustHooks,
+        Feature::Mcp,
+    ];
     /// The flag that asks for it (`--stop-driver`).
     pub fn flag(self) -> &'static str {
         match self {
             Feature::StopDriver => "--stop-driver",
             Feature::Harden => "--harden",
             Feature::Statusline => "--statusline",
+            Feature::Hooks => "--with-hooks",
+            Feature::TrustHooks => "--trust-hooks",
+            Feature::Mcp => "--with-mcp",
         }
     }
 }
@@ -377,6 +445,38 @@ pub struct ToolEnv {
     pub session: Option<&'static str>,
 }
 
+/// What a prompt for a host surface is rendered for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromptRequest {
+    /// How the host's shell reaches loopx.
+    pub loopx: String,
+    pub goal: GoalId,
+    pub agent: crate::ids::AgentId,
+    pub project: PathBuf,
+    pub objective: String,
+}
+
+/// Text a person pastes into a host: an automation's body, a `/goal` line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HostPrompt {
+    /// A name for what it creates (an automation).
+    pub name: String,
+    /// The starting schedule, for a host whose scheduler takes an RRULE.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rrule: Option<String>,
+    pub body: String,
+    pub chars: usize,
+    pub max_chars: usize,
+}
+
+/// How a host's MCP client says which session a tool call comes from: its `clientInfo.name`
+/// at `initialize`, and the key of `params._meta` on each call that holds the session id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct McpClient {
+    pub name: &'static str,
+    pub session_meta: &'static str,
+}
+
 /// One sample of a hook's stdin, for the conformance suite: the event name on loopx's
 /// command line, the stdin bytes, and the event it must decode to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -409,6 +509,49 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     /// How the host marks its agent's tool environment, if it does. A loopx command run there
     /// is that session's agent's, never a person's.
     fn tool_env(&self) -> Option<ToolEnv>;
+    /// How the host's MCP client names the calling session, when its servers cannot see the
+    /// session in their environment.
+    fn mcp_client(&self) -> Option<McpClient> {
+        None
+    }
+    /// The host's configuration directory on this machine (`get` reads an environment
+    /// variable), for [`Base::HostHome`] paths.
+    fn host_home(&self, home: &std::path::Path, get: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        let _ = (home, get);
+        None
+    }
+    /// How installed hooks, skills and templates call loopx, given this binary's absolute
+    /// path: `loopx` (found on `PATH`) unless the host's shell would not find it there.
+    fn loopx_command(&self, this_binary: &str) -> String {
+        let _ = this_binary;
+        "loopx".to_owned()
+    }
+    /// Checks only the host can make of an install with `opts` (a hook the host will skip as
+    /// untrusted, a project the host does not trust), as (name, ok, detail with the fix).
+    fn doctor_checks(&self, opts: &InstallOptions, env: &InstallEnv<'_>) -> Vec<(String, bool, String)> {
+        let _ = (opts, env);
+        Vec::new()
+    }
+    /// The surfaces of this host that take a pasted prompt (`app`, `cli`), if any.
+    fn prompt_surfaces(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The prompt for `surface` (one of [`HostAdapter::prompt_surfaces`]).
+    fn prompt(&self, surface: &str, req: &PromptRequest) -> Result<HostPrompt> {
+        let _ = req;
+        Err(Error::usage(format!("{} has no prompt surface {surface:?}", self.host())))
+    }
+    /// The steps that activate loopx for an agent of `agent_type` through this host, if it
+    /// serves that type.
+    fn onboarding(&self, agent_type: AgentType) -> Option<Vec<String>> {
+        let _ = agent_type;
+        None
+    }
+    /// How many times in a row the stop hook may keep one session going before loopx lets it
+    /// stop anyway (`LOOPX_STOP_CAP` overrides it).
+    fn default_stop_cap(&self) -> u32 {
+        25
+    }
     /// Looks for the host on this machine. May run the host's binary (`--version`); called
     /// only by `loopx host list|detect|doctor`.
     fn detect(&self) -> Detection;
@@ -419,12 +562,12 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     /// How this host keeps turning once a session has joined (`Run /loop to keep turning.`).
     fn keep_turning(&self) -> &'static str;
 
-    /// The files and entries to install for `opts`. Pure. A feature the adapter does not
-    /// support is refused with a usage error naming it.
-    fn install_plan(&self, opts: &InstallOptions) -> Result<InstallSpec>;
+    /// The files and entries to install for `opts`. Pure but for reading through `env`. A
+    /// feature the adapter does not support is refused with a usage error naming it.
+    fn install_plan(&self, opts: &InstallOptions, env: &InstallEnv<'_>) -> Result<InstallSpec>;
     /// Everything this adapter may have installed in `scope`, used to clean up when the
-    /// install manifest is gone. Pure.
-    fn uninstall_plan(&self, scope: InstallScope, loopx: &str) -> Result<InstallSpec> {
+    /// install manifest is gone.
+    fn uninstall_plan(&self, scope: InstallScope, loopx: &str, env: &InstallEnv<'_>) -> Result<InstallSpec> {
         let caps = self.capabilities();
         let opts = InstallOptions {
             scope,
@@ -432,7 +575,7 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
             loopx: loopx.to_owned(),
             goal: GoalId::new("main")?,
         };
-        self.install_plan(&opts)
+        self.install_plan(&opts, env)
     }
 
     /// The hook point a `loopx hook <host> <event>` name stands for. Unknown names are a
@@ -448,8 +591,10 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     fn fail_open(&self, message: &str) -> HostAnswer;
     /// How the model sees one of loopx's MCP tools (`mcp__loopx__should_run`).
     fn tool_name(&self, tool: &str) -> String;
-    /// The instruction that continues a session for a `run` or `replan` answer.
-    fn continuation_text(&self, answer: &ShouldRunAnswer) -> String {
+    /// The instruction that continues a session for a `run` or `replan` answer. `loopx` is how
+    /// this host's shell reaches the loopx binary answering the hook.
+    fn continuation_text(&self, answer: &ShouldRunAnswer, loopx: &str) -> String {
+        let _ = loopx;
         crate::prose::continuation(answer, &|t| self.tool_name(t))
     }
 

@@ -28,9 +28,6 @@ use crate::policy::{WriteScope, check_shell, is_destructive};
 use crate::project::STATE_DIR;
 use crate::{FileKernel, Reporter, StoreOptions, SystemClock, find_root};
 
-/// How many times the stop driver keeps one session going, unless configured otherwise.
-pub const DEFAULT_STOP_CAP: u32 = 25;
-
 /// What a hook runs with (the CLI reads it from the environment).
 #[derive(Debug)]
 pub struct HookEnv {
@@ -38,6 +35,8 @@ pub struct HookEnv {
     /// The project directory the host names in its environment, if it does.
     pub project_dir: Option<PathBuf>,
     pub stop_cap: u32,
+    /// How the host's shell reaches this loopx binary (its absolute path).
+    pub loopx: String,
     pub options: StoreOptions,
     pub reporter: Arc<dyn Reporter>,
 }
@@ -155,7 +154,7 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
                 return Ok(HookReply::Pass.into());
             }
             k.record_stop_block(&ctx, thread(adapter, ev)).await?;
-            Ok(HookReply::Continue(adapter.continuation_text(&d)).into())
+            Ok(HookReply::Continue(adapter.continuation_text(&d, &env.loopx)).into())
         }
         (HookPoint::ToolGate, HostEventKind::ToolCall { effect, .. }) => {
             let cwd = ev.cwd.as_deref().unwrap_or(&root);
@@ -320,6 +319,27 @@ async fn context_text(adapter: &dyn HostAdapter, k: &FileKernel, agent: Option<&
     Ok(out)
 }
 
+/// `loopx join [task | status | off]`, run by the agent inside a host session's tool
+/// environment (a host whose entry is a skill rather than a hook): what the entry command does.
+/// Returns the context the session is told.
+pub async fn join(
+    adapter: &dyn HostAdapter,
+    session: &str,
+    cwd: &Path,
+    args: &str,
+    env: &HookEnv,
+) -> Result<String> {
+    let ev = HostEvent {
+        session: session.to_owned(),
+        cwd: Some(cwd.to_path_buf()),
+        kind: HostEventKind::PromptSubmitted { prompt: String::new() },
+    };
+    match entry(adapter, args, &ev, env).await? {
+        HookReply::Context(text) => Ok(text),
+        _ => Ok(String::new()),
+    }
+}
+
 /// The host's entry command (`/loopx [task | status | off]`): joins the goal as this session's
 /// own agent, adds the task, arms the loop. Creates the project and goal when there is none.
 async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &HookEnv) -> Result<HookReply> {
@@ -388,8 +408,10 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
         }
     };
     let d = k.should_run(&ctx, None).await.ok().filter(|d| d.decision != DecisionKind::Stop);
-    let next =
-        d.and_then(|d| d.selected_todo).map(|t| format!(" Next: {} {}.", t.id, t.text)).unwrap_or_default();
+    let next = d
+        .and_then(|d| d.selected_todo)
+        .map(|t| format!(" Next: {} {}.", t.id, quoted(&t.text, 400)))
+        .unwrap_or_default();
     Ok(HookReply::Context(format!("{note}{next}")))
 }
 

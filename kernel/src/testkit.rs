@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 
 use loopx_core::GoalId;
 use loopx_core::host::{
-    EntryOp, Feature, FileOp, Format, HookPoint, HookReply, HostAdapter, HostPath, InstallOptions,
-    InstallScope, ManagedFile,
+    EntryOp, Feature, FileOp, Format, HookPoint, HookReply, HostAdapter, HostPath, InstallEnv,
+    InstallOptions, InstallScope, InstallSpec, ManagedFile,
 };
 
 use crate::hook::{HookEnv, answer};
@@ -67,7 +67,11 @@ struct Sandbox {
 impl Sandbox {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let roots = Roots { project: dir.path().join("project"), home: dir.path().join("home") };
+        let roots = Roots {
+            project: dir.path().join("project"),
+            home: dir.path().join("home"),
+            host_home: Some(dir.path().join("home/.hosthome")),
+        };
         std::fs::create_dir_all(&roots.project).unwrap();
         std::fs::create_dir_all(&roots.home).unwrap();
         Self { _dir: dir, roots }
@@ -89,14 +93,29 @@ fn options(scope: InstallScope, features: BTreeSet<Feature>) -> InstallOptions {
     InstallOptions { scope, features, loopx: "loopx".to_owned(), goal: GoalId::new("main").unwrap() }
 }
 
+/// What the adapter may read while planning: the files as they are now.
+fn read(r: &Roots) -> impl Fn(&HostPath) -> Option<String> + '_ {
+    move |p| std::fs::read_to_string(r.abs(p)).ok()
+}
+
+fn spec(a: &dyn HostAdapter, r: &Roots, o: &InstallOptions) -> loopx_core::Result<InstallSpec> {
+    let read = read(r);
+    a.install_plan(o, &InstallEnv { roots: r, read: &read })
+}
+
+fn cleanup(a: &dyn HostAdapter, r: &Roots, scope: InstallScope) -> InstallSpec {
+    let read = read(r);
+    a.uninstall_plan(scope, "loopx", &InstallEnv { roots: r, read: &read }).unwrap()
+}
+
 fn install(a: &dyn HostAdapter, r: &Roots, o: &InstallOptions) -> crate::install::Plan {
-    let plan = plan_install(r, a.name(), o, &a.install_plan(o).unwrap()).unwrap();
+    let plan = plan_install(r, a.name(), o, &spec(a, r, o).unwrap()).unwrap();
     apply(r, &plan, None).unwrap();
     plan
 }
 
 fn uninstall(a: &dyn HostAdapter, r: &Roots, scope: InstallScope) {
-    let plan = plan_uninstall(r, a.name(), scope, &a.uninstall_plan(scope, "loopx").unwrap()).unwrap();
+    let plan = plan_uninstall(r, a.name(), scope, &cleanup(a, r, scope)).unwrap();
     apply(r, &plan, None).unwrap();
 }
 
@@ -132,7 +151,7 @@ fn round_trip(a: &dyn HostAdapter, o: &InstallOptions) {
     let s = Sandbox::new();
     std::fs::write(s.roots.project.join("README.md"), "mine\n").unwrap();
     let before = s.both();
-    let dry = plan_install(&s.roots, a.name(), o, &a.install_plan(o).unwrap()).unwrap();
+    let dry = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
     assert_eq!(s.both(), before, "{}: planning writes nothing", a.name());
     let plan = install(a, &s.roots, o);
     assert_eq!(
@@ -141,15 +160,14 @@ fn round_trip(a: &dyn HostAdapter, o: &InstallOptions) {
     );
     assert!(plan.files.iter().any(|f| f.op == FileOp::Create), "{}: {o:?} installs something", a.name());
     let after = s.both();
-    let again = plan_install(&s.roots, a.name(), o, &a.install_plan(o).unwrap()).unwrap();
+    let again = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
     assert!(!again.changes(), "{}: re-install with {o:?} changes {:?}", a.name(), again.files);
     assert!(again.files.iter().all(|f| f.op == FileOp::Unchanged), "{:?}", again.files);
     assert_eq!(s.both(), after);
     uninstall(a, &s.roots, o.scope);
     assert_eq!(s.both(), before, "{}: uninstall with {o:?} gives the tree back", a.name());
     // And again: nothing left to do.
-    let nothing =
-        plan_uninstall(&s.roots, a.name(), o.scope, &a.uninstall_plan(o.scope, "loopx").unwrap()).unwrap();
+    let nothing = plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope)).unwrap();
     assert!(!nothing.changes(), "{:?}", nothing.files);
 }
 
@@ -159,7 +177,7 @@ fn moved_project(a: &dyn HostAdapter, scope: InstallScope) {
     let before = s.both();
     let o = options(scope, a.capabilities().features.into_iter().collect());
     install(a, &s.roots, &o);
-    let moved = Roots { project: s.roots.project.with_file_name("moved"), home: s.roots.home.clone() };
+    let moved = Roots { project: s.roots.project.with_file_name("moved"), ..s.roots.clone() };
     std::fs::rename(&s.roots.project, &moved.project).unwrap();
     uninstall(a, &moved, scope);
     assert_eq!((tree(&moved.project), tree(&moved.home)), before, "{}: uninstall after a move", a.name());
@@ -172,7 +190,7 @@ fn users_neighbour(ours: &Value) -> Value {
 
 fn users_files_and_entries(a: &dyn HostAdapter, o: &InstallOptions) {
     let s = Sandbox::new();
-    let spec = a.install_plan(o).unwrap();
+    let spec = spec(a, &s.roots, o).unwrap();
     let mut expected_kept: Vec<(HostPath, Format, Vec<String>, Value)> = Vec::new();
     for f in &spec.files {
         match f {
@@ -252,31 +270,31 @@ fn users_files_and_entries(a: &dyn HostAdapter, o: &InstallOptions) {
 }
 
 fn unparseable_files_are_refused(a: &dyn HostAdapter, o: &InstallOptions) {
-    for f in &a.install_plan(o).unwrap().files {
+    let fresh = Sandbox::new();
+    for f in &spec(a, &fresh.roots, o).unwrap().files {
         let ManagedFile::Entries { path, format, .. } = f else { continue };
         let s = Sandbox::new();
         s.write(path, if *format == Format::Json { "{ \"model\": \"opus\", " } else { "model = = \"o3\"\n" });
         let before = s.both();
-        let e = plan_install(&s.roots, a.name(), o, &a.install_plan(o).unwrap()).unwrap_err();
+        let e = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap_err();
         assert!(e.message.contains("is not valid"), "{}: {}", a.name(), e.message);
         assert_eq!(s.both(), before, "{}: nothing written next to a broken {path}", a.name());
-        let e = plan_uninstall(&s.roots, a.name(), o.scope, &a.uninstall_plan(o.scope, "loopx").unwrap());
+        let e = plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope));
         assert!(e.is_err() || !e.unwrap().changes());
         assert_eq!(s.both(), before);
     }
 }
 
 fn half_applied_plans_are_finished(a: &dyn HostAdapter, o: &InstallOptions) {
-    let whole = Sandbox::new();
-    install(a, &whole.roots, o);
     let s = Sandbox::new();
     let before = s.both();
-    let plan = plan_install(&s.roots, a.name(), o, &a.install_plan(o).unwrap()).unwrap();
+    let plan = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
     apply_until(&s.roots, &plan, None, Some(1)).unwrap();
     assert!(recover(&s.roots, a.name(), o.scope).unwrap().is_some(), "{}: a pending plan is seen", a.name());
-    assert_eq!(s.both(), whole.both(), "{}: the interrupted install is finished", a.name());
-    let un =
-        plan_uninstall(&s.roots, a.name(), o.scope, &a.uninstall_plan(o.scope, "loopx").unwrap()).unwrap();
+    // Finished: the install is whole, so installing again changes nothing.
+    let again = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
+    assert!(!again.changes(), "{}: the interrupted install is finished: {:?}", a.name(), again.files);
+    let un = plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope)).unwrap();
     apply_until(&s.roots, &un, None, Some(1)).unwrap();
     recover(&s.roots, a.name(), o.scope).unwrap();
     assert_eq!(s.both(), before, "{}: the interrupted uninstall is finished", a.name());
@@ -286,7 +304,8 @@ fn unsupported_options_are_refused(a: &dyn HostAdapter) {
     let caps = a.capabilities();
     for f in Feature::ALL.into_iter().filter(|f| !caps.features.contains(f)) {
         let o = options(caps.scopes[0], [f].into_iter().collect());
-        assert!(a.install_plan(&o).is_err(), "{}: {} is refused", a.name(), f.flag());
+        let s = Sandbox::new();
+        assert!(spec(a, &s.roots, &o).is_err(), "{}: {} is refused", a.name(), f.flag());
     }
 }
 
@@ -325,6 +344,7 @@ fn hooks(a: &dyn HostAdapter) {
         cwd: dir.path().to_path_buf(),
         project_dir: None,
         stop_cap: 3,
+        loopx: "loopx".to_owned(),
         options: StoreOptions::default(),
         reporter: Arc::new(Silent),
     };

@@ -4,16 +4,17 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use loopx_adapter_claude_code_slash::ClaudeCodeSlash;
+use loopx_adapter_codex_heartbeat::CodexHeartbeat;
 use loopx_core::host::{
     AdapterCapabilities, Detection, HookPoint, HookReply, HookSample, HostAdapter, HostAnswer, HostEvent,
-    InstallOptions, InstallSpec,
+    InstallEnv, InstallOptions, InstallSpec,
 };
 use loopx_core::{AgentType, Result};
 use loopx_kernel::testkit::check_adapter;
 use loopx_tests::Sandbox;
 
 /// The table: every adapter the binary registers.
-const ADAPTERS: &[&dyn HostAdapter] = &[&ClaudeCodeSlash];
+const ADAPTERS: &[&dyn HostAdapter] = &[&ClaudeCodeSlash, &CodexHeartbeat];
 
 #[test]
 fn every_adapter_passes_the_conformance_suite() {
@@ -81,8 +82,8 @@ impl HostAdapter for Broken {
     fn keep_turning(&self) -> &'static str {
         ""
     }
-    fn install_plan(&self, opts: &InstallOptions) -> Result<InstallSpec> {
-        let mut spec = ClaudeCodeSlash.install_plan(opts)?;
+    fn install_plan(&self, opts: &InstallOptions, env: &InstallEnv<'_>) -> Result<InstallSpec> {
+        let mut spec = ClaudeCodeSlash.install_plan(opts, env)?;
         if self.defect == "marker" {
             for f in &mut spec.files {
                 if let loopx_core::host::ManagedFile::Text { content, .. } = f {

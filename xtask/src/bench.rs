@@ -96,9 +96,24 @@ fn run_once(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Result<(Duration, i32, String, String, Option<u64>)> {
+    run_with_input(bin, cwd, args, env, None)
+}
+
+/// [`run_once`] with stdin read from `input` (a hook's JSON).
+fn run_with_input(
+    bin: &Path,
+    cwd: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    input: Option<&Path>,
+) -> Result<(Duration, i32, String, String, Option<u64>)> {
+    let stdin = match input {
+        Some(p) => Stdio::from(std::fs::File::open(p)?),
+        None => Stdio::null(),
+    };
     let start = Instant::now();
     let mut cmd = Command::new(bin);
-    cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args).current_dir(cwd).stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -179,13 +194,26 @@ impl Bench {
 
     /// Measures `args` as fresh processes: `warmup` unrecorded runs, then `runs`.
     fn measure(&self, name: &str, cwd: &Path, args: &[&str], warmup: usize, runs: usize) -> Result<Stat> {
+        self.measure_input(name, cwd, args, None, warmup, runs)
+    }
+
+    /// [`Bench::measure`] with stdin from a file (a hook's input, as the host sends it).
+    fn measure_input(
+        &self,
+        name: &str,
+        cwd: &Path,
+        args: &[&str],
+        input: Option<&Path>,
+        warmup: usize,
+        runs: usize,
+    ) -> Result<Stat> {
         for _ in 0..warmup {
-            run_once(&self.bin, cwd, args, &[])?;
+            run_with_input(&self.bin, cwd, args, &[], input)?;
         }
         let mut ms = Vec::with_capacity(runs);
         let mut rss = None;
         for _ in 0..runs {
-            let (t, code, _, err, r) = run_once(&self.bin, cwd, args, &[])?;
+            let (t, code, _, err, r) = run_with_input(&self.bin, cwd, args, &[], input)?;
             if code != 0 {
                 bail!("{name}: loopx {args:?} failed ({code}): {err}");
             }
@@ -198,6 +226,59 @@ impl Bench {
 
 fn store(root: &Path) -> Result<FileStore> {
     Ok(FileStore::open(root, Arc::new(SystemClock), Arc::new(Silent), StoreOptions::default())?)
+}
+
+/// A hook's answer as each host calls it: Claude Code's and Codex's SessionStart (the context
+/// a session starts with) and Stop (the driver's decision), on a goal with 1,000 todos and a
+/// joined, armed session.
+fn hooks(b: &mut Bench, warm: usize, runs: usize) -> Result<Vec<Stat>> {
+    let root = b.project("hooks")?;
+    fixture("todos", &root, 1_000)?;
+    let mut out = Vec::new();
+    for (host, join) in [("claude-code", "/loopx"), ("codex", "$loopx")] {
+        let session = format!("bench-{host}");
+        let input = |event: &str, extra: &str| -> Result<PathBuf> {
+            let p = root.join(format!("{host}-{event}.json"));
+            let json = format!(
+                r#"{{"session_id":"{session}","cwd":"{}","hook_event_name":"{event}"{extra}}}"#,
+                root.display()
+            );
+            std::fs::write(&p, json)?;
+            Ok(p)
+        };
+        let prompt = input("UserPromptSubmit", &format!(r#","prompt":"{join}""#))?;
+        let (_, code, _, err, _) =
+            run_with_input(&b.bin, &root, &["hook", host, "user-prompt-submit"], &[], Some(&prompt))?;
+        if code != 0 {
+            bail!("joining from {host}: {err}");
+        }
+        let start = input("SessionStart", r#","source":"startup""#)?;
+        out.push(b.measure_input(
+            &format!("hook {host} session-start, 1000 todos"),
+            &root,
+            &["hook", host, "session-start"],
+            Some(&start),
+            warm,
+            runs,
+        )?);
+        let stop = input("Stop", r#","stop_hook_active":true"#)?;
+        let args = ["hook", host, "stop"];
+        // The stop driver commits a continuation each time: give it a cap it never reaches.
+        for _ in 0..warm {
+            run_with_input(&b.bin, &root, &args, &[("LOOPX_STOP_CAP", "100000")], Some(&stop))?;
+        }
+        let mut ms = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let (t, code, _, err, _) =
+                run_with_input(&b.bin, &root, &args, &[("LOOPX_STOP_CAP", "100000")], Some(&stop))?;
+            if code != 0 {
+                bail!("hook {host} stop failed ({code}): {err}");
+            }
+            ms.push(t.as_secs_f64() * 1e3);
+        }
+        out.push(stat(&format!("hook {host} stop, 1000 todos"), ms, None));
+    }
+    Ok(out)
 }
 
 /// Builds a fixture in a child process (`xtask bench-fixture …`), so this process stays
@@ -460,6 +541,9 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
         sizes
             .insert(format!("bytes per event in ticks, {n} todos"), (bytes / tick_lines.len().max(1)) as u64);
     }
+
+    eprintln!("xtask: hook answers");
+    timings.extend(hooks(&mut b, warm, runs)?);
 
     for &n in sizes_events {
         eprintln!("xtask: history of {n} events");

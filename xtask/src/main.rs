@@ -63,25 +63,32 @@ fn run(what: &str, cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
-/// The Claude Code version the real-host test drives.
-const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.197";
+/// The host versions the real-host tests drive: (npm package, directory under target/, the
+/// variable that names another binary instead, the binary's name).
+const HOSTS: [(&str, &str, &str, &str); 2] = [
+    ("@anthropic-ai/claude-code@2.1.197", "claude-code", "LOOPX_CLAUDE_BIN", "claude"),
+    ("@openai/codex@0.169.0", "codex", "LOOPX_CODEX_BIN", "codex"),
+];
 
-/// Installs the pinned Claude Code under `target/claude-code/` (from the npm registry) unless
-/// it is there, or `LOOPX_CLAUDE_BIN` names another.
-fn ensure_claude() -> Result<()> {
-    let dir = workspace_root().join("target/claude-code");
-    if std::env::var_os("LOOPX_CLAUDE_BIN").is_some() || dir.join("node_modules/.bin/claude").exists() {
-        return Ok(());
+/// Installs the pinned hosts under `target/<dir>/` (from the npm registry) unless they are
+/// there, or a variable names another binary.
+fn ensure_hosts() -> Result<()> {
+    for (package, dir, var, bin) in HOSTS {
+        let dir = workspace_root().join("target").join(dir);
+        if std::env::var_os(var).is_some() || dir.join("node_modules/.bin").join(bin).exists() {
+            continue;
+        }
+        run(
+            &format!("npm install {package} (for the real-host tests)"),
+            Command::new("npm").args(["install", "--prefix"]).arg(&dir).args([
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                package,
+            ]),
+        )?;
     }
-    run(
-        &format!("npm install {CLAUDE_CODE} (for the real-host test)"),
-        Command::new("npm").args(["install", "--prefix"]).arg(&dir).args([
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            CLAUDE_CODE,
-        ]),
-    )
+    Ok(())
 }
 
 fn ci() -> Result<()> {
@@ -90,7 +97,7 @@ fn ci() -> Result<()> {
         "cargo clippy",
         cargo().args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]),
     )?;
-    ensure_claude()?;
+    ensure_hosts()?;
     let has_nextest = cargo().args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success());
     if has_nextest {
         run("cargo nextest run", cargo().args(["nextest", "run", "--workspace", "--locked"]))

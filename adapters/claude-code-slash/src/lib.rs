@@ -13,8 +13,8 @@ use serde_json::json;
 
 use loopx_core::host::{
     AdapterCapabilities, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample, HostAdapter,
-    HostAnswer, HostEvent, HostPath, InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, ToolEnv,
-    unsupported_features,
+    HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec, MARKER,
+    ManagedFile, ToolEnv, unsupported_features,
 };
 use loopx_core::{AgentType, Error, Result};
 use loopx_host_claude_code::{self as cc, HookEvent, Paths};
@@ -78,7 +78,7 @@ impl HostAdapter for ClaudeCodeSlash {
     fn capabilities(&self) -> AdapterCapabilities {
         AdapterCapabilities {
             hook_points: HookPoint::ALL.to_vec(),
-            features: Feature::ALL.to_vec(),
+            features: vec![Feature::StopDriver, Feature::Harden, Feature::Statusline],
             scopes: vec![InstallScope::Project, InstallScope::User],
             mcp: true,
             scheduler_rrule: false,
@@ -113,7 +113,17 @@ impl HostAdapter for ClaudeCodeSlash {
         "Run /loop to keep turning."
     }
 
-    fn install_plan(&self, opts: &InstallOptions) -> Result<InstallSpec> {
+    fn onboarding(&self, agent_type: AgentType) -> Option<Vec<String>> {
+        (agent_type == AgentType::ClaudeCode).then(|| {
+            vec![
+                "loopx host install claude-code --stop-driver   # --dry-run first; add --harden for the tool gate".to_owned(),
+                "in Claude Code, /loopx <task> joins the goal as this session's own agent".to_owned(),
+                "/loop keeps turning, one loopx turn at a time; /loopx off disarms".to_owned(),
+            ]
+        })
+    }
+
+    fn install_plan(&self, opts: &InstallOptions, _env: &InstallEnv<'_>) -> Result<InstallSpec> {
         unsupported_features(self, opts)?;
         let paths = Paths::new(opts.scope);
         let at = |rel: &str| HostPath::in_scope(opts.scope, rel);
@@ -190,7 +200,7 @@ mod tests {
     fn opts() -> InstallOptions {
         InstallOptions {
             scope: InstallScope::Project,
-            features: Feature::ALL.into_iter().collect(),
+            features: [Feature::StopDriver, Feature::Harden, Feature::Statusline].into_iter().collect(),
             loopx: "loopx".into(),
             goal: loopx_core::GoalId::new("main").unwrap(),
         }
@@ -213,7 +223,8 @@ mod tests {
     #[test]
     fn a_path_with_spaces_is_quoted_in_hook_commands() {
         let o = InstallOptions { loopx: "/opt/my tools/loopx".into(), ..opts() };
-        let spec = ClaudeCodeSlash.install_plan(&o).unwrap();
+        let roots = loopx_core::host::Roots { project: "/p".into(), home: "/h".into(), host_home: None };
+        let spec = ClaudeCodeSlash.install_plan(&o, &InstallEnv { roots: &roots, read: &|_| None }).unwrap();
         let text = serde_json::to_string(&spec).unwrap();
         assert!(text.contains(r"'/opt/my tools/loopx' hook claude-code stop"), "{text}");
     }

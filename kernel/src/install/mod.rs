@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use loopx_core::host::{
-    Base, Entry, EntryOp, FileOp, Format, HostPath, InstallOptions, InstallScope, InstallSpec, MARKER,
-    ManagedFile, PlannedFile,
+    Entry, EntryOp, FileOp, Format, HostPath, InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile,
+    PlannedFile,
 };
 use loopx_core::{Error, Result};
 
@@ -40,22 +40,7 @@ use doc::Doc;
 pub const MANIFEST_DIR: &str = ".loopx/installs";
 const MANIFEST_SCHEMA: u32 = 1;
 
-/// The two directories managed paths are relative to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Roots {
-    pub project: PathBuf,
-    pub home: PathBuf,
-}
-
-impl Roots {
-    pub fn abs(&self, p: &HostPath) -> PathBuf {
-        let base = match p.base {
-            Base::Project => &self.project,
-            Base::Home => &self.home,
-        };
-        p.rel.split('/').fold(base.clone(), |acc, c| acc.join(c))
-    }
-}
+pub use loopx_core::host::Roots;
 
 /// Where an adapter's manifest lives for a scope.
 pub fn manifest_path(adapter: &str, scope: InstallScope) -> Result<HostPath> {
@@ -304,12 +289,16 @@ fn undo(roots: &Roots, f: &OwnedFile) -> Result<(PlannedFile, Option<PendingWrit
 
 /// Directories on the way to `path` that do not exist yet, outermost first.
 fn missing_dirs(roots: &Roots, path: &HostPath) -> Vec<HostPath> {
-    path.ancestors().into_iter().filter(|d| !roots.abs(d).exists()).collect()
+    // A host's own directory may be missing too (a Codex never started); the project and the
+    // home always exist.
+    let base = HostPath::root(path.base);
+    let base = (path.base == loopx_core::host::Base::HostHome && !roots.abs(&base).exists()).then_some(base);
+    base.into_iter().chain(path.ancestors()).filter(|d| !roots.abs(d).exists()).collect()
 }
 
 fn by_depth(dirs: BTreeSet<HostPath>) -> Vec<HostPath> {
     let mut v: Vec<HostPath> = dirs.into_iter().collect();
-    v.sort_by_key(|d| (d.base, d.rel.matches('/').count(), d.rel.clone()));
+    v.sort_by_key(|d| (d.base, !d.rel.is_empty(), d.rel.matches('/').count(), d.rel.clone()));
     v
 }
 
@@ -677,7 +666,7 @@ mod tests {
 
     fn roots() -> (tempfile::TempDir, Roots) {
         let d = tempfile::tempdir().unwrap();
-        let r = Roots { project: d.path().join("p"), home: d.path().join("h") };
+        let r = Roots { project: d.path().join("p"), home: d.path().join("h"), host_home: None };
         std::fs::create_dir_all(&r.project).unwrap();
         std::fs::create_dir_all(&r.home).unwrap();
         (d, r)

@@ -1,0 +1,461 @@
+//! codex-heartbeat: binds Codex to the kernel. The explicit-only `$loopx` skill (SKILL.md and
+//! `agents/openai.yaml`); with `--with-hooks`, SessionStart, UserPromptSubmit (`$loopx <task>`
+//! joins) and Stop hooks in `hooks.json`; with `--trust-hooks`, their trust entries in the
+//! user's `config.toml`; with `--with-mcp`, `[mcp_servers.loopx]`. Plus the prompts the person
+//! pastes: the Codex App heartbeat automation's body and the CLI/IDE `/goal`.
+//!
+//! Only declarations: the protocol facts are `loopx-host-codex`'s; the kernel's installer applies
+//! the spec, its hook driver answers the hooks.
+
+use std::path::Path;
+
+use handlebars::Handlebars;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
+use loopx_core::host::{
+    AdapterCapabilities, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample, HostAdapter,
+    HostAnswer, HostEvent, HostPath, HostPrompt, InstallEnv, InstallOptions, InstallScope, InstallSpec,
+    MARKER, ManagedFile, McpClient, PromptRequest, ToolEnv, unsupported_features,
+};
+use loopx_core::untrusted::{flatten, quoted};
+use loopx_core::{AgentId, AgentType, Error, GoalId, Result};
+use loopx_host_codex::{self as cx, HookEvent};
+
+/// The Codex adapter.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CodexHeartbeat;
+
+/// Seconds Codex gives each of loopx's hooks.
+const HOOK_TIMEOUT: u64 = 30;
+/// The automation body's budget; Codex takes more, but a heartbeat body should be read at a glance.
+pub const MAX_HEARTBEAT_CHARS: usize = 3500;
+
+#[derive(Serialize)]
+struct SkillContext<'a> {
+    marker: &'a str,
+    loopx: &'a str,
+    mcp: bool,
+}
+
+#[derive(Serialize)]
+struct MarkerContext<'a> {
+    marker: &'a str,
+}
+
+#[derive(Serialize)]
+struct PromptContext<'a> {
+    loopx: &'a str,
+    goal: &'a str,
+    agent: &'a str,
+    project: &'a str,
+    objective: &'a str,
+}
+
+fn render(template: &str, ctx: &impl Serialize) -> Result<String> {
+    let mut hb = Handlebars::new();
+    hb.set_strict_mode(true);
+    hb.register_escape_fn(handlebars::no_escape);
+    hb.render_template(template, ctx).map_err(|e| Error::internal(format!("template: {e}")))
+}
+
+/// The `$loopx` skill.
+pub fn render_skill(opts: &InstallOptions) -> Result<String> {
+    let ctx =
+        SkillContext { marker: MARKER, loopx: &shell_words::quote(&opts.loopx), mcp: opts.has(Feature::Mcp) };
+    render(include_str!("../../../templates/codex-heartbeat/SKILL.md.hbs"), &ctx)
+}
+
+/// `agents/openai.yaml`: the skill is explicit only.
+pub fn render_skill_policy() -> Result<String> {
+    render(
+        include_str!("../../../templates/codex-heartbeat/openai.yaml.hbs"),
+        &MarkerContext { marker: MARKER },
+    )
+}
+
+/// The Codex App heartbeat automation: its name, first RRULE and task body.
+pub fn heartbeat_prompt(loopx: &str, goal: &GoalId, agent: &AgentId, project: &Path) -> Result<HostPrompt> {
+    let ctx = PromptContext {
+        loopx: &shell_words::quote(loopx),
+        goal: goal.as_str(),
+        agent: agent.as_str(),
+        project: &flatten(&project.display().to_string(), 300),
+        objective: "",
+    };
+    let body = render(include_str!("../../../templates/codex-heartbeat/heartbeat.md.hbs"), &ctx)?;
+    budget(&body, MAX_HEARTBEAT_CHARS)?;
+    Ok(HostPrompt {
+        name: format!("loopx {goal} · {agent}"),
+        rrule: Some("FREQ=MINUTELY;INTERVAL=3".to_owned()),
+        chars: body.chars().count(),
+        body,
+        max_chars: MAX_HEARTBEAT_CHARS,
+    })
+}
+
+/// The visible `/goal <body>` for the Codex CLI or IDE.
+pub fn goal_prompt(loopx: &str, goal: &GoalId, agent: &AgentId, objective: &str) -> Result<HostPrompt> {
+    let objective = quoted(objective, 300);
+    let ctx = PromptContext {
+        loopx: &shell_words::quote(loopx),
+        goal: goal.as_str(),
+        agent: agent.as_str(),
+        project: "",
+        objective: &objective,
+    };
+    let body =
+        render(include_str!("../../../templates/codex-heartbeat/goal.md.hbs"), &ctx)?.trim_end().to_owned();
+    budget(&body, cx::MAX_GOAL_CHARS)?;
+    Ok(HostPrompt {
+        name: format!("loopx {goal} · {agent}"),
+        rrule: None,
+        chars: body.chars().count(),
+        body,
+        max_chars: cx::MAX_GOAL_CHARS,
+    })
+}
+
+fn budget(body: &str, max: usize) -> Result<()> {
+    let n = body.chars().count();
+    if n > max {
+        return Err(Error::internal(format!("the prompt is {n} characters, more than the host's {max}")));
+    }
+    Ok(())
+}
+
+/// Where the files go for a scope.
+struct Paths {
+    skill_dir: HostPath,
+    hooks: HostPath,
+    mcp_config: HostPath,
+}
+
+fn paths(scope: InstallScope) -> Result<Paths> {
+    Ok(match scope {
+        InstallScope::User => Paths {
+            skill_dir: HostPath::host_home("skills/loopx")?,
+            hooks: HostPath::host_home("hooks.json")?,
+            mcp_config: HostPath::host_home("config.toml")?,
+        },
+        InstallScope::Project => Paths {
+            skill_dir: HostPath::project(".agents/skills/loopx")?,
+            hooks: HostPath::project(".codex/hooks.json")?,
+            mcp_config: HostPath::project(".codex/config.toml")?,
+        },
+    })
+}
+
+fn join(dir: &HostPath, rel: &str) -> Result<HostPath> {
+    HostPath::new(dir.base, &format!("{}/{rel}", dir.rel))
+}
+
+/// Our hook group for `event`.
+fn hook_group(opts: &InstallOptions, event: HookEvent) -> (String, Value) {
+    let command = format!("{} hook {} {}", shell_words::quote(&opts.loopx), cx::HOST, event.cli_name());
+    let group = json!({"hooks": [cx::handler(&command, HOOK_TIMEOUT)]});
+    (command, group)
+}
+
+/// Where our group for `event` will sit in `hooks.json`: where it already is, or at the end.
+fn group_index(current: Option<&str>, event: HookEvent, group: &Value) -> usize {
+    let doc: Value = current.and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null);
+    match doc["hooks"][event.host_name()].as_array() {
+        Some(groups) => groups.iter().position(|g| g == group).unwrap_or(groups.len()),
+        None => 0,
+    }
+}
+
+impl HostAdapter for CodexHeartbeat {
+    fn host(&self) -> &'static str {
+        cx::HOST
+    }
+    fn name(&self) -> &'static str {
+        "codex-heartbeat"
+    }
+    fn capabilities(&self) -> AdapterCapabilities {
+        AdapterCapabilities {
+            hook_points: vec![HookPoint::SessionStart, HookPoint::PromptSubmit, HookPoint::Stop],
+            features: vec![Feature::Hooks, Feature::TrustHooks, Feature::Mcp],
+            scopes: vec![InstallScope::Project, InstallScope::User],
+            mcp: true,
+            scheduler_rrule: true,
+            max_prompt_chars: Some(cx::MAX_GOAL_CHARS),
+        }
+    }
+    fn agent_type(&self) -> AgentType {
+        AgentType::CodexCli
+    }
+    fn agent_prefix(&self) -> &'static str {
+        "codex"
+    }
+    fn entry_command(&self) -> Option<&'static str> {
+        Some("$loopx")
+    }
+    fn project_dir_env(&self) -> Option<&'static str> {
+        None
+    }
+    fn tool_env(&self) -> Option<ToolEnv> {
+        Some(ToolEnv { marker: cx::THREAD_ENV, session: Some(cx::THREAD_ENV) })
+    }
+    fn mcp_client(&self) -> Option<McpClient> {
+        Some(McpClient { name: cx::MCP_CLIENT_NAME, session_meta: cx::MCP_SESSION_META })
+    }
+    fn host_home(&self, home: &Path, get: &dyn Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+        Some(cx::codex_home(home, get))
+    }
+    fn loopx_command(&self, this_binary: &str) -> String {
+        // The shell tool runs a login shell, whose profile resets PATH.
+        this_binary.to_owned()
+    }
+    fn default_stop_cap(&self) -> u32 {
+        8
+    }
+    fn doctor_checks(&self, opts: &InstallOptions, env: &InstallEnv<'_>) -> Vec<(String, bool, String)> {
+        let mut checks = Vec::new();
+        let user_config = HostPath::host_home("config.toml").ok();
+        let config = user_config.as_ref().and_then(|p| (env.read)(p)).unwrap_or_default();
+        if opts.has(Feature::Hooks) {
+            let trusted = InstallOptions {
+                features: opts.features.iter().copied().chain([Feature::TrustHooks]).collect(),
+                ..opts.clone()
+            };
+            let Ok(spec) = self.install_plan(&trusted, env) else { return checks };
+            let wanted =
+                spec.files.iter().filter(|f| Some(f.path()) == user_config.as_ref()).flat_map(|f| match f {
+                    ManagedFile::Entries { entries, .. } => entries.clone(),
+                    ManagedFile::Text { .. } => vec![],
+                });
+            for e in wanted.filter(|e| e.at.len() == 3 && e.at[1] == "state") {
+                let key = &e.at[2];
+                let hash = match &e.op {
+                    loopx_core::host::EntryOp::Set(v) => v["trusted_hash"].as_str().unwrap_or("").to_owned(),
+                    _ => continue,
+                };
+                let ok = config.contains(key.as_str()) && config.contains(&hash);
+                let event = key.rsplitn(3, ':').nth(2).unwrap_or(key).rsplit(':').next().unwrap_or("");
+                checks.push((
+                    format!("Codex trusts the {event} hook"),
+                    ok,
+                    if ok {
+                        "trusted".to_owned()
+                    } else {
+                        "untrusted: Codex skips it silently; fix with: loopx host install codex --with-hooks --trust-hooks (or trust it in Codex's /hooks)".to_owned()
+                    },
+                ));
+            }
+        }
+        if opts.scope == InstallScope::Project && (opts.has(Feature::Hooks) || opts.has(Feature::Mcp)) {
+            let header = format!("[projects.{}]", json!(env.roots.project.display().to_string()));
+            let ok = config
+                .lines()
+                .skip_while(|l| l.trim() != header)
+                .skip(1)
+                .take_while(|l| !l.trim_start().starts_with('['))
+                .any(|l| l.replace(' ', "") == "trust_level=\"trusted\"");
+            checks.push((
+                "Codex trusts this project".to_owned(),
+                ok,
+                if ok { "trusted".to_owned() } else {
+                    format!("Codex ignores .codex/ here until you trust the project: add {header} with trust_level = \"trusted\" to your config.toml (or answer Codex's trust prompt)")
+                },
+            ));
+        }
+        checks
+    }
+    fn prompt_surfaces(&self) -> &'static [&'static str] {
+        &["app", "cli"]
+    }
+    fn prompt(&self, surface: &str, req: &PromptRequest) -> Result<HostPrompt> {
+        match surface {
+            "app" => heartbeat_prompt(&req.loopx, &req.goal, &req.agent, &req.project),
+            "cli" | "ide" => goal_prompt(&req.loopx, &req.goal, &req.agent, &req.objective),
+            other => {
+                Err(Error::usage(format!("Codex has no surface {other:?}"))
+                    .with_hint("codex-app or codex-cli"))
+            }
+        }
+    }
+    fn onboarding(&self, agent_type: AgentType) -> Option<Vec<String>> {
+        let install = "loopx host install codex --with-hooks --trust-hooks --with-mcp   # --dry-run first to see the plan; --trust-hooks is a trust decision made for you";
+        match agent_type {
+            AgentType::CodexCli | AgentType::CodexIde => Some(vec![
+                install.to_owned(),
+                "in Codex, type $loopx <task>: the skill is explicit-only, so Codex never loads it by itself".to_owned(),
+                "the Stop hook keeps the session turning while loopx says run (at most 8 times in a row, LOOPX_STOP_CAP)".to_owned(),
+                "for a goal Codex keeps visible: loopx heartbeat-prompt --host codex-cli --agent-id <your agent>, and paste the /goal line".to_owned(),
+            ]),
+            AgentType::CodexApp => Some(vec![
+                install.to_owned(),
+                "loopx agent register --agent-id <id> --agent-type codex-app".to_owned(),
+                "loopx heartbeat-prompt --host codex-app --agent-id <id>".to_owned(),
+                "in the Codex App, create a heartbeat automation with that name, schedule (RRULE) and body; each wake runs one tick and moves the schedule as loopx says".to_owned(),
+            ]),
+            _ => None,
+        }
+    }
+    fn detect(&self) -> Detection {
+        cx::detect()
+    }
+    fn install_hint(&self) -> &'static str {
+        "npm install -g @openai/codex"
+    }
+    fn after_install(&self) -> &'static str {
+        "in Codex, type $loopx <task> to join the goal (see loopx agent onboard --agent-type codex-cli)"
+    }
+    fn keep_turning(&self) -> &'static str {
+        "The Stop hook keeps turning while loopx says run."
+    }
+
+    fn install_plan(&self, opts: &InstallOptions, env: &InstallEnv<'_>) -> Result<InstallSpec> {
+        unsupported_features(self, opts)?;
+        if opts.has(Feature::TrustHooks) && !opts.has(Feature::Hooks) {
+            return Err(Error::usage("--trust-hooks trusts the hooks --with-hooks installs")
+                .with_hint("loopx host install codex --with-hooks --trust-hooks"));
+        }
+        let p = paths(opts.scope)?;
+        let mut files = vec![
+            ManagedFile::Text { path: join(&p.skill_dir, "SKILL.md")?, content: render_skill(opts)? },
+            ManagedFile::Text {
+                path: join(&p.skill_dir, "agents/openai.yaml")?,
+                content: render_skill_policy()?,
+            },
+        ];
+        let mut config = Vec::new();
+        if opts.has(Feature::Hooks) {
+            let current = (env.read)(&p.hooks);
+            let source = env.roots.abs(&p.hooks);
+            let mut groups = Vec::new();
+            for event in HookEvent::ALL {
+                let (command, group) = hook_group(opts, event);
+                if opts.has(Feature::TrustHooks) {
+                    let key =
+                        cx::trust_key(&source, event, group_index(current.as_deref(), event, &group), 0);
+                    let hash = cx::trust_hash(event, &command, HOOK_TIMEOUT, None);
+                    config.push(Entry::set(&["hooks", "state", &key], json!({"trusted_hash": hash})));
+                }
+                groups.push(Entry::push(&["hooks", event.host_name()], group));
+            }
+            files.push(ManagedFile::Entries { path: p.hooks.clone(), format: Format::Json, entries: groups });
+        }
+        if opts.has(Feature::Mcp) {
+            let server = json!({"command": opts.loopx, "args": ["mcp"]});
+            let entries = vec![Entry::set(&["mcp_servers", "loopx"], server)];
+            files.push(ManagedFile::Entries { path: p.mcp_config.clone(), format: Format::Toml, entries });
+        }
+        if !config.is_empty() {
+            // Trust lives in the user's own config, whatever the scope of the hooks.
+            let user_config = HostPath::host_home("config.toml")?;
+            match files.iter_mut().find(|f| f.path() == &user_config) {
+                Some(ManagedFile::Entries { entries, .. }) => entries.extend(config),
+                _ => files.push(ManagedFile::Entries {
+                    path: user_config,
+                    format: Format::Toml,
+                    entries: config,
+                }),
+            }
+        }
+        Ok(InstallSpec { files })
+    }
+
+    fn hook_point(&self, event: &str) -> Result<HookPoint> {
+        event.parse::<HookEvent>().map(|e| match e {
+            HookEvent::SessionStart => HookPoint::SessionStart,
+            HookEvent::UserPromptSubmit => HookPoint::PromptSubmit,
+            HookEvent::Stop => HookPoint::Stop,
+        })
+    }
+    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
+        cx::decode(event_for(point)?, stdin)
+    }
+    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
+        match event_for(point) {
+            Ok(e) => cx::encode(e, reply),
+            Err(_) => cx::encode(HookEvent::Stop, &HookReply::Pass),
+        }
+    }
+    fn fail_open(&self, message: &str) -> HostAnswer {
+        cx::fail_open(message)
+    }
+    /// In words the shell tool can act on (the MCP server is optional here).
+    fn tool_name(&self, tool: &str) -> String {
+        match tool {
+            "should_run" => "`loopx quota should-run --json`".to_owned(),
+            "claim_task" => "`loopx todo claim`".to_owned(),
+            "complete_task" => "`loopx todo complete` (then refresh-state and spend-slot)".to_owned(),
+            other => cx::mcp_tool("loopx", other),
+        }
+    }
+    /// Through the shell tool: the MCP server is optional, the CLI is always there.
+    fn continuation_text(&self, answer: &ShouldRunAnswer, loopx: &str) -> String {
+        let who = answer.agent_id.as_ref().map_or_else(|| "loopx".to_owned(), |a| format!("loopx ({a})"));
+        let tick = format!(
+            "run `{} quota should-run --turn-instance-id <a new turn id> --json` and follow its next_commands",
+            shell_words::quote(loopx)
+        );
+        match (&answer.decision, &answer.selected_todo) {
+            (DecisionKind::Run, Some(t)) => format!(
+                "{who}: continue with {} ({}): {}. For this turn {tick}: claim, one bounded verified slice, complete with evidence, refresh-state, spend-slot.",
+                t.id,
+                t.priority,
+                quoted(&t.text, 400)
+            ),
+            _ => format!("{who}: {}. {tick}.", flatten(&answer.reason, 600)),
+        }
+    }
+    fn samples(&self) -> Vec<HookSample> {
+        cx::samples()
+    }
+    fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()> {
+        cx::check_answer(point.and_then(|p| event_for(p).ok()), answer)
+    }
+}
+
+fn event_for(point: HookPoint) -> Result<HookEvent> {
+    match point {
+        HookPoint::SessionStart => Ok(HookEvent::SessionStart),
+        HookPoint::PromptSubmit => Ok(HookEvent::UserPromptSubmit),
+        HookPoint::Stop => Ok(HookEvent::Stop),
+        other => Err(Error::usage(format!("Codex has no {other:?} hook loopx answers"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(features: &[Feature]) -> InstallOptions {
+        InstallOptions {
+            scope: InstallScope::Project,
+            features: features.iter().copied().collect(),
+            loopx: "/opt/loopx/bin/loopx".into(),
+            goal: GoalId::new("main").unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_skill_is_explicit_only_and_names_the_binary() {
+        let skill = render_skill(&opts(&[Feature::Mcp])).unwrap();
+        assert!(skill.starts_with("---\nname: loopx\ndescription: "), "{skill}");
+        assert!(skill.contains(MARKER) && skill.contains("`/opt/loopx/bin/loopx join"), "{skill}");
+        assert!(skill.contains("mcp__loopx"));
+        assert!(!render_skill(&opts(&[])).unwrap().contains("mcp__loopx"));
+        let policy = render_skill_policy().unwrap();
+        assert!(policy.contains("allow_implicit_invocation: false") && policy.contains(MARKER));
+    }
+
+    #[test]
+    fn prompts_fit_their_budgets() {
+        let g = GoalId::new("main").unwrap();
+        let a = AgentId::new("codex-1").unwrap();
+        let h = heartbeat_prompt("/usr/local/bin/loopx", &g, &a, Path::new("/home/u/p")).unwrap();
+        assert_eq!(h.rrule.as_deref(), Some("FREQ=MINUTELY;INTERVAL=3"));
+        assert!(CodexHeartbeat.onboarding(AgentType::CodexApp).is_some());
+        assert!(h.chars <= MAX_HEARTBEAT_CHARS && h.body.contains("--agent-id codex-1"), "{}", h.body);
+        let long = "x".repeat(4000);
+        let goal = goal_prompt("/usr/local/bin/loopx", &g, &a, &long).unwrap();
+        assert!(goal.body.starts_with("/goal ") && goal.chars <= cx::MAX_GOAL_CHARS, "{}", goal.chars);
+        assert!(goal.body.contains("blocked") && goal.body.contains("terminal"));
+    }
+}

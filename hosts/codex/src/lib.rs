@@ -1,0 +1,343 @@
+//! Facts about Codex (checked against `codex-cli` 0.169.0): where its files live, what its
+//! hooks receive and must print, how it decides to trust a hook, how it marks its agent's
+//! commands, how its MCP client names the session, and how to find it. Reads and parses; never
+//! writes; holds no loop policy.
+//!
+//! - `CODEX_HOME` (default `~/.codex`) holds `config.toml`, `hooks.json` and `skills/`; a
+//!   project has `.agents/skills/` and `.codex/hooks.json` (the latter only for a project the
+//!   user trusts in `config.toml`).
+//! - Hooks have Claude Code's shape. stdin: `session_id`, `transcript_path`, `cwd`,
+//!   `hook_event_name`, `model`, `permission_mode`; SessionStart adds `source`,
+//!   UserPromptSubmit `prompt`, Stop `turn_id`, `stop_hook_active`, `last_assistant_message`.
+//!   SessionStart and UserPromptSubmit pass `hookSpecificOutput.additionalContext` to the
+//!   model; Stop `{"decision":"block","reason":R}` continues the turn with R (Codex never caps
+//!   that: loopx must); exit code 1 is a failure that does not block.
+//! - A hook runs only if trusted: `[hooks.state."<source file>:<event>:<group>:<handler>"]
+//!   trusted_hash = "sha256:<hex>"` in the user's `config.toml`, the hex being SHA-256 of the
+//!   compact, key-sorted JSON of the handler ([`trust_hash`]). A changed command is untrusted
+//!   again; an untrusted hook is skipped silently.
+//! - The shell tool (`exec_command`) runs `bash -lc` (a login shell resets `PATH`) with
+//!   `CODEX_THREAD_ID` = `CODEX_SESSION_ID` = the hooks' `session_id`; hooks get no thread id in
+//!   their environment. MCP servers get a filtered environment; each `tools/call` carries
+//!   `params._meta.threadId`, and the client says `clientInfo.name = "codex-mcp-client"`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::str::FromStr;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use loopx_core::host::{Detection, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind, ToolEffect};
+use loopx_core::{Error, Result};
+
+/// The host's name in `loopx host …` and `loopx hook …`.
+pub const HOST: &str = "codex";
+
+/// Where Codex keeps its configuration unless `CODEX_HOME` says otherwise (under the home).
+pub const DEFAULT_HOME: &str = ".codex";
+pub const HOME_ENV: &str = "CODEX_HOME";
+
+/// Set in the environment of the commands the model runs (its shell tool), to the session id.
+pub const THREAD_ENV: &str = "CODEX_THREAD_ID";
+
+/// The MCP client's `clientInfo.name`, and the `_meta` key that names the session.
+pub const MCP_CLIENT_NAME: &str = "codex-mcp-client";
+pub const MCP_SESSION_META: &str = "threadId";
+
+/// The longest `/goal` body the CLI and IDE accept.
+pub const MAX_GOAL_CHARS: usize = 4000;
+
+/// `$CODEX_HOME`, or `~/.codex`.
+pub fn codex_home(home: &Path, get: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    get(HOME_ENV).map_or_else(|| home.join(DEFAULT_HOME), PathBuf::from)
+}
+
+/// How the model sees an MCP server's tool: `mcp__<server>` is a namespace holding it.
+pub fn mcp_tool(server: &str, tool: &str) -> String {
+    format!("mcp__{server}.{tool}")
+}
+
+/// The hook events loopx answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookEvent {
+    SessionStart,
+    UserPromptSubmit,
+    Stop,
+}
+
+impl HookEvent {
+    pub const ALL: [HookEvent; 3] = [HookEvent::SessionStart, HookEvent::UserPromptSubmit, HookEvent::Stop];
+
+    /// The event's name in `hooks.json` and on stdin.
+    pub fn host_name(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::Stop => "Stop",
+        }
+    }
+
+    /// The event's name in trust keys (`session_start`).
+    pub fn state_name(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "session_start",
+            HookEvent::UserPromptSubmit => "user_prompt_submit",
+            HookEvent::Stop => "stop",
+        }
+    }
+
+    /// The event's name on loopx's command line (`loopx hook codex session-start`).
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "session-start",
+            HookEvent::UserPromptSubmit => "user-prompt-submit",
+            HookEvent::Stop => "stop",
+        }
+    }
+}
+
+impl FromStr for HookEvent {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|e| e.cli_name() == s || e.host_name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|e| e.cli_name()).collect();
+            Error::usage(format!("unknown Codex hook event {s:?}"))
+                .with_hint(format!("one of: {}", names.join(", ")))
+        })
+    }
+}
+
+/// What a hook receives on stdin. Unknown fields are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct HookInput {
+    pub session_id: String,
+    pub turn_id: Option<String>,
+    pub transcript_path: Option<String>,
+    pub cwd: Option<String>,
+    pub hook_event_name: Option<String>,
+    pub model: Option<String>,
+    pub permission_mode: Option<String>,
+    pub source: Option<String>,
+    pub prompt: Option<String>,
+    pub stop_hook_active: bool,
+    pub last_assistant_message: Option<String>,
+}
+
+/// Longest hook stdin accepted.
+pub const MAX_STDIN: usize = 4 << 20;
+
+/// Parses hook stdin. Empty, oversized, non-object or wrong-typed input is an error.
+pub fn parse_input(bytes: &[u8]) -> Result<HookInput> {
+    if bytes.len() > MAX_STDIN {
+        return Err(Error::usage(format!("hook input is {} bytes, more than {MAX_STDIN}", bytes.len())));
+    }
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|e| Error::usage(format!("hook input is not JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(Error::usage("hook input is not a JSON object"));
+    }
+    serde_json::from_value(v)
+        .map_err(|e| Error::usage(format!("hook input has a field of the wrong type: {e}")))
+}
+
+/// Decodes one hook's stdin into the host-neutral event.
+pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
+    let input = parse_input(stdin)?;
+    let kind = match event {
+        HookEvent::SessionStart => HostEventKind::SessionStart,
+        HookEvent::UserPromptSubmit => {
+            HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
+        }
+        HookEvent::Stop => HostEventKind::Stop,
+    };
+    Ok(HostEvent { session: input.session_id.clone(), cwd: input.cwd.as_deref().map(PathBuf::from), kind })
+}
+
+fn answer(stdout: String) -> HostAnswer {
+    HostAnswer { stdout, stderr: String::new(), exit_code: 0 }
+}
+
+/// Writes a reply in Codex's protocol for `event`; a reply the event cannot carry is nothing.
+pub fn encode(event: HookEvent, reply: &HookReply) -> HostAnswer {
+    match (event, reply) {
+        (HookEvent::Stop, HookReply::Continue(reason)) => {
+            answer(json!({"decision": "block", "reason": reason}).to_string())
+        }
+        (HookEvent::SessionStart | HookEvent::UserPromptSubmit, HookReply::Context(text)) => answer(
+            json!({"hookSpecificOutput": {"hookEventName": event.host_name(), "additionalContext": text}})
+                .to_string(),
+        ),
+        _ => answer(String::new()),
+    }
+}
+
+/// A failure that does not block: exit 1 with the message on stderr.
+pub fn fail_open(message: &str) -> HostAnswer {
+    HostAnswer { stdout: String::new(), stderr: message.to_owned(), exit_code: 1 }
+}
+
+/// Whether `a` is an answer Codex accepts for `event` without blocking by accident.
+pub fn check_answer(event: Option<HookEvent>, a: &HostAnswer) -> Result<()> {
+    let bad = |why: String| Err(Error::internal(format!("not a valid Codex answer: {why}")));
+    if a.exit_code == 2 {
+        return bad("exit code 2 blocks".to_owned());
+    }
+    if a.exit_code != 0 && !a.stdout.is_empty() {
+        return bad("stdout is ignored on a non-zero exit".to_owned());
+    }
+    if a.stdout.is_empty() {
+        return Ok(());
+    }
+    let v: Value = match serde_json::from_str(&a.stdout) {
+        Ok(v) => v,
+        Err(e) => return bad(format!("stdout is not JSON ({e})")),
+    };
+    let out = &v["hookSpecificOutput"];
+    let ok = match event {
+        Some(HookEvent::Stop) => {
+            v["decision"] == "block" && v["reason"].as_str().is_some_and(|r| !r.is_empty())
+        }
+        Some(e) => out["hookEventName"] == e.host_name() && out["additionalContext"].is_string(),
+        None => false,
+    };
+    if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+}
+
+/// One command handler in `hooks.json`, as Codex's trust hash covers it.
+pub fn handler(command: &str, timeout: u64) -> Value {
+    json!({"type": "command", "command": command, "timeout": timeout})
+}
+
+/// The hash Codex trusts a hook by: SHA-256 of the compact JSON of the event, the handler
+/// (with `async: false` and the timeout, 600 when unset), and the group's matcher if any, keys
+/// sorted, as `sha256:<hex>`.
+pub fn trust_hash(event: HookEvent, command: &str, timeout: u64, matcher: Option<&str>) -> String {
+    // Keys are written in sorted order: the map keeps insertion order.
+    let mut v = json!({
+        "event_name": event.state_name(),
+        "hooks": [{"async": false, "command": command, "timeout": timeout, "type": "command"}],
+    });
+    if let (Some(m), Some(o)) = (matcher, v.as_object_mut()) {
+        o.insert("matcher".to_owned(), json!(m));
+    }
+    let digest = Sha256::digest(v.to_string().as_bytes());
+    format!("sha256:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// The key of a hook's trust entry: its source file, event, group and handler index.
+pub fn trust_key(source: &Path, event: HookEvent, group: usize, handler: usize) -> String {
+    format!("{}:{}:{group}:{handler}", source.display(), event.state_name())
+}
+
+/// Looks for `codex` on `PATH` and asks it its version.
+pub fn detect() -> Detection {
+    let path = which::which("codex").ok();
+    let version = path.as_ref().and_then(|p| {
+        let out = Command::new(p).arg("--version").output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    });
+    Detection { path, version }
+}
+
+/// Codex's shell tool, as far as a gate cares (for hosts that gate tools).
+pub fn tool_effect(name: &str, input: Option<&Value>) -> ToolEffect {
+    match name {
+        "exec_command" | "shell" => ToolEffect::Shell(
+            input
+                .and_then(|v| v.get("cmd").or_else(|| v.get("command")))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+        ),
+        "view_image" | "get_goal" | "web_search" | "request_user_input" => ToolEffect::ReadOnly,
+        _ => ToolEffect::Other,
+    }
+}
+
+/// Fixture stdin for every event, as Codex 0.169 sends it.
+pub fn samples() -> Vec<HookSample> {
+    let session = "01a22c26-c833-7ee1-9b5d-c26b06462ba8";
+    let base = |event: &str| {
+        json!({"session_id": session, "transcript_path": "/home/u/.codex/sessions/2026/11/30/rollout.jsonl",
+               "cwd": "/home/u/p", "hook_event_name": event, "model": "gpt-5.5", "permission_mode": "default"})
+    };
+    let with = |event: &str, extra: Value| {
+        let mut v = base(event);
+        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        v.to_string()
+    };
+    let ev = |kind| HostEvent { session: session.to_owned(), cwd: Some(PathBuf::from("/home/u/p")), kind };
+    vec![
+        HookSample {
+            event: "session-start",
+            stdin: with("SessionStart", json!({"source": "startup"})),
+            expected: ev(HostEventKind::SessionStart),
+        },
+        HookSample {
+            event: "user-prompt-submit",
+            stdin: with(
+                "UserPromptSubmit",
+                json!({"turn_id": "01a22c26-c850", "prompt": "$loopx write the parser"}),
+            ),
+            expected: ev(HostEventKind::PromptSubmitted { prompt: "$loopx write the parser".to_owned() }),
+        },
+        HookSample {
+            event: "stop",
+            stdin: with(
+                "Stop",
+                json!({"turn_id": "01a22c26-c850-7080-b2e8-065af11c7016", "stop_hook_active": false, "last_assistant_message": "done"}),
+            ),
+            expected: ev(HostEventKind::Stop),
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pinned from the real binary: `codex app-server`'s `hooks/list` reported these
+    /// `currentHash` values for these handlers (0.169.0).
+    #[test]
+    fn the_trust_hash_is_the_one_codex_computes() {
+        assert_eq!(
+            trust_hash(HookEvent::Stop, "loopx hook codex stop", 30, None),
+            "sha256:7396377e2fdcb620d12e833fbaf38afcf50842156390d56f7702818508bb6c8b"
+        );
+        assert_eq!(
+            trust_hash(HookEvent::SessionStart, "loopx hook codex session-start", 30, None),
+            "sha256:145285547923468be7eed8fbf21a4a018b5ebcc299197f7b77221eba32d2cc8b"
+        );
+        assert_ne!(
+            trust_hash(HookEvent::Stop, "loopx hook codex stop ", 30, None),
+            trust_hash(HookEvent::Stop, "loopx hook codex stop", 30, None),
+            "a changed command is another hook"
+        );
+        assert_eq!(
+            trust_key(Path::new("/h/.codex/hooks.json"), HookEvent::Stop, 1, 0),
+            "/h/.codex/hooks.json:stop:1:0"
+        );
+    }
+
+    #[test]
+    fn input_and_answers() {
+        let h = parse_input(br#"{"session_id":"s","cwd":"/p","turn_id":"t","new_field":[1]}"#).unwrap();
+        assert_eq!((h.session_id.as_str(), h.turn_id.as_deref()), ("s", Some("t")));
+        for bad in [&b""[..], b"[1]", br#"{"session_id": 1}"#] {
+            assert!(parse_input(bad).is_err());
+        }
+        assert_eq!(
+            encode(HookEvent::Stop, &HookReply::Continue("go".into())).stdout,
+            r#"{"decision":"block","reason":"go"}"#
+        );
+        assert!(check_answer(Some(HookEvent::Stop), &fail_open("x")).is_ok());
+        assert!(check_answer(Some(HookEvent::Stop), &HostAnswer { exit_code: 2, ..fail_open("x") }).is_err());
+        assert_eq!(codex_home(Path::new("/h"), &|_| None), PathBuf::from("/h/.codex"));
+        assert_eq!(codex_home(Path::new("/h"), &|_| Some("/c".into())), PathBuf::from("/c"));
+    }
+}

@@ -1,0 +1,101 @@
+//! `loopx host install|uninstall|doctor codex`: the user's `config.toml` (comments, odd
+//! spacing, other tables) unchanged outside our table, a user skill named `loopx` left alone,
+//! trust entries only on request, and a doctor that says which hooks Codex will skip.
+
+use loopx_tests::{Run, Sandbox};
+
+const USER_CONFIG: &str = "# my Codex settings\nmodel   =   \"gpt-5.5\"     # the big one\n\n[profiles.fast]\nmodel = \"gpt-5.5-mini\"\n\n[mcp_servers.docs]   # the docs server\ncommand = \"docs-mcp\"\nargs = [ \"--port\",   \"7\" ]\n";
+
+fn codex(s: &Sandbox, args: &[&str]) -> Run {
+    let home = s.home.join(".codex");
+    s.run_with(args, b"", &[("CODEX_HOME", home.to_str().unwrap())])
+}
+
+fn read(s: &Sandbox, rel: &str) -> String {
+    std::fs::read_to_string(s.home.join(".codex").join(rel)).unwrap()
+}
+
+#[test]
+fn the_users_config_toml_is_kept_byte_for_byte_outside_our_table() {
+    let s = Sandbox::new();
+    std::fs::create_dir_all(s.home.join(".codex")).unwrap();
+    std::fs::write(s.home.join(".codex/config.toml"), USER_CONFIG).unwrap();
+    let r = codex(&s, &["host", "install", "codex", "--scope", "user", "--with-mcp"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let after = read(&s, "config.toml");
+    assert!(after.starts_with(USER_CONFIG), "the user's bytes come first and unchanged:\n{after}");
+    let ours = &after[USER_CONFIG.len()..];
+    assert!(ours.contains("[mcp_servers.loopx]") && ours.contains("args = [\"mcp\"]"), "{ours}");
+    assert!(read(&s, "skills/loopx/SKILL.md").contains("loopx:managed v1"));
+    assert!(read(&s, "skills/loopx/agents/openai.yaml").contains("allow_implicit_invocation: false"));
+    assert_eq!(codex(&s, &["host", "install", "codex", "--scope", "user", "--with-mcp"]).code, 0);
+    assert_eq!(read(&s, "config.toml"), after, "re-install changes nothing");
+    assert_eq!(codex(&s, &["host", "uninstall", "codex", "--scope", "user"]).code, 0);
+    assert_eq!(read(&s, "config.toml"), USER_CONFIG);
+    assert!(!s.home.join(".codex/skills").exists(), "the directories it made are gone");
+}
+
+#[test]
+fn a_users_own_loopx_skill_is_left_alone_and_broken_toml_refused() {
+    let s = Sandbox::new();
+    let skill = s.home.join(".codex/skills/loopx/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(&skill, "---\nname: loopx\ndescription: mine\n---\nmy own skill\n").unwrap();
+    let r = codex(&s, &["host", "install", "codex", "--scope", "user", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("\"skipped\""), "{}", r.stdout);
+    assert_eq!(
+        std::fs::read_to_string(&skill).unwrap(),
+        "---\nname: loopx\ndescription: mine\n---\nmy own skill\n"
+    );
+    std::fs::write(s.home.join(".codex/config.toml"), "model = = \"x\"\n").unwrap();
+    let before = std::fs::read(s.home.join(".codex/config.toml")).unwrap();
+    let r = codex(&s, &["host", "install", "codex", "--scope", "user", "--with-mcp"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("config.toml is not valid TOML"), "{}", r.stderr);
+    assert_eq!(std::fs::read(s.home.join(".codex/config.toml")).unwrap(), before);
+}
+
+#[test]
+fn trust_is_written_only_on_request_and_doctor_names_what_codex_will_skip() {
+    let s = Sandbox::new();
+    std::fs::create_dir_all(s.home.join(".codex")).unwrap();
+    std::fs::write(s.home.join(".codex/config.toml"), USER_CONFIG).unwrap();
+    assert_eq!(
+        codex(&s, &["host", "install", "codex", "--scope", "user", "--trust-hooks"]).code,
+        2,
+        "trust needs the hooks"
+    );
+    assert_eq!(
+        codex(&s, &["host", "install", "codex", "--scope", "user", "--harden"]).code,
+        2,
+        "Codex has no --harden yet"
+    );
+    assert_eq!(codex(&s, &["host", "install", "codex", "--scope", "user", "--with-hooks"]).code, 0);
+    assert_eq!(read(&s, "config.toml"), USER_CONFIG, "no trust decision without --trust-hooks");
+    let hooks = read(&s, "hooks.json");
+    assert!(hooks.contains("hook codex stop") && hooks.contains("hook codex user-prompt-submit"), "{hooks}");
+    let d = codex(&s, &["host", "doctor", "codex", "--scope", "user"]);
+    assert_eq!(d.code, 1);
+    assert!(
+        d.stdout.contains("FAIL Codex trusts the stop hook: untrusted") && d.stdout.contains("--trust-hooks"),
+        "{}",
+        d.stdout
+    );
+    let r = codex(
+        &s,
+        &["host", "install", "codex", "--scope", "user", "--with-hooks", "--trust-hooks", "--json"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let config = read(&s, "config.toml");
+    assert!(config.starts_with(USER_CONFIG));
+    assert_eq!(config.matches("trusted_hash = \"sha256:").count(), 3, "{config}");
+    let d = codex(&s, &["host", "doctor", "codex", "--scope", "user"]);
+    assert!(d.stdout.contains("ok   Codex trusts the stop hook: trusted"), "{}", d.stdout);
+    // The hooks name loopx by its absolute path: a login shell's PATH does not matter.
+    let exe = loopx_tests::loopx_bin().canonicalize().unwrap();
+    assert!(read(&s, "hooks.json").contains(&format!("{} hook codex stop", exe.display())));
+    assert_eq!(codex(&s, &["host", "uninstall", "codex", "--scope", "user"]).code, 0);
+    assert_eq!(read(&s, "config.toml"), USER_CONFIG);
+    assert!(!s.home.join(".codex/hooks.json").exists());
+}
