@@ -99,3 +99,25 @@ fn trust_is_written_only_on_request_and_doctor_names_what_codex_will_skip() {
     assert_eq!(read(&s, "config.toml"), USER_CONFIG);
     assert!(!s.home.join(".codex/hooks.json").exists());
 }
+
+#[test]
+fn the_heartbeat_and_goal_prompts_render_within_their_budgets() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "ship the importer"]);
+    s.ok(&["agent", "register", "--agent-id", "codex-app-1", "--agent-type", "codex-app"]);
+    let exe = loopx_tests::loopx_bin().canonicalize().unwrap().display().to_string();
+    let root = s.root.canonicalize().unwrap().display().to_string();
+    for (surface, max) in [("codex-app", 3500), ("codex-cli", 4000)] {
+        let p = s.json(&["heartbeat-prompt", "--host", surface, "--agent-id", "codex-app-1"]);
+        assert_eq!(p["max_chars"], max);
+        assert!(p["chars"].as_u64().unwrap() <= max, "{p}");
+        let body = p["body"].as_str().unwrap().replace(&exe, "<loopx>").replace(&root, "<project>");
+        insta::assert_snapshot!(format!("prompt_{surface}"), body);
+    }
+    let app = s.json(&["heartbeat-prompt", "--host", "codex-app", "--agent-id", "codex-app-1"]);
+    assert_eq!(app["rrule"], "FREQ=MINUTELY;INTERVAL=3");
+    assert_eq!(s.run(&["heartbeat-prompt", "--host", "codex-app", "--agent-id", "ghost"]).code, 1);
+    let steps = s.json(&["agent", "onboard", "--agent-type", "codex-app"]);
+    assert_eq!(steps["host"], "codex");
+    assert!(steps["steps"].to_string().contains("heartbeat-prompt --host codex-app"), "{steps}");
+}
