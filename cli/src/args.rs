@@ -88,6 +88,79 @@ pub enum Command {
     Join(JoinArgs),
     /// The prompt to paste into a host surface: a Codex App heartbeat, a Codex CLI /goal
     HeartbeatPrompt(PromptArgs),
+    /// Hand your todos to another host or agent (or cancel or list handoffs)
+    Handoff(HandoffArgs),
+    /// Take over the handoff waiting for a host: what was done, what is left, then the work
+    Resume(ResumeArgs),
+    /// Run a scripted goal with two agents on two hosts, a person, a gate and a handoff
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct HandoffArgs {
+    #[command(subcommand)]
+    pub command: Option<HandoffCommand>,
+    #[command(flatten)]
+    pub offer: OfferArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct OfferArgs {
+    /// The receiving host, as an agent type: claude-code, codex-cli, codex-app, cursor, …
+    #[arg(long, value_name = "HOST", required = true)]
+    pub to_host: Option<String>,
+    /// One agent of that host (registered or not); default: whichever takes it first
+    #[arg(long, value_name = "AGENT")]
+    pub to_agent: Option<String>,
+    /// A todo to hand over (repeatable); default: every open todo you hold
+    #[arg(long = "todo-id", value_name = "ID")]
+    pub todos: Vec<String>,
+    /// What the receiver should know: where you stopped, what to try next
+    #[arg(long)]
+    pub note: Option<String>,
+    /// How long it waits to be taken over before its todos are open again
+    #[arg(long, default_value = "24h", value_name = "DURATION")]
+    pub ttl: String,
+    #[command(flatten)]
+    pub acting: Acting,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HandoffCommand {
+    /// Withdraw a pending handoff (its sender or a person); the todos go back to the sender
+    Cancel {
+        #[arg(long, value_name = "ID")]
+        handoff_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Pending handoffs (every one with --all)
+    List {
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The receiving host, as an agent type (claude-code, codex-cli, …)
+    #[arg(long, value_name = "HOST")]
+    pub host: String,
+    /// This handoff; default: the oldest waiting for the receiver
+    #[arg(long, value_name = "ID")]
+    pub handoff_id: Option<String>,
+    #[command(flatten)]
+    pub acting: Acting,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Keep the demo's project (and print where it is) instead of removing it
+    #[arg(long)]
+    pub keep: bool,
 }
 
 #[derive(Debug, Args)]
@@ -391,9 +464,15 @@ pub enum EvidenceCommand {
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
-    /// How many of the latest events to show
+    /// How many of the latest (matching) events to show
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
+    /// Only what this agent did, or what names it
+    #[arg(long = "agent", value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// Only what happened to this todo
+    #[arg(long = "todo", value_name = "ID")]
+    pub todo: Option<String>,
 }
 
 #[derive(Debug, Args, Default)]

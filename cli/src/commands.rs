@@ -108,11 +108,58 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
             Rendered::new(&serde_json::json!({"agent_type": t, "host": host, "steps": steps}), text)
         }
         Command::Join(a) => join(cli, env, reporter, a).await,
+        Command::Resume(a) if cli.session.is_some() => resume_in_session(cli, env, reporter, a).await,
+        Command::Demo(a) => crate::demo::run(a.keep).await,
         cmd => {
             let k = open(cli, env, reporter)?;
             run(cli, &k, cmd, style).await
         }
     }
+}
+
+/// The hook driver's environment for a command run inside a host session.
+fn session_env(
+    cli: &Cli,
+    env: &Env,
+    adapter: &dyn loopx_core::host::HostAdapter,
+    reporter: Arc<dyn Reporter>,
+) -> loopx_kernel::hook::HookEnv {
+    loopx_kernel::hook::HookEnv {
+        cwd: env.cwd.clone(),
+        project_dir: cli.project.as_ref().map(|p| env.cwd.join(p)),
+        stop_cap: adapter.default_stop_cap(),
+        loopx: String::new(),
+        options: env.options.clone(),
+        reporter,
+    }
+}
+
+/// `loopx resume` inside a host session: the session joins as its own agent and takes over.
+async fn resume_in_session(
+    cli: &Cli,
+    env: &Env,
+    reporter: Arc<dyn Reporter>,
+    a: &ResumeArgs,
+) -> Result<Rendered> {
+    let session = cli.session.clone().ok_or_else(|| Error::internal("no session"))?;
+    let adapter = crate::registry::find(&session.host)?;
+    let host: AgentType = a.host.parse()?;
+    if host != adapter.agent_type() {
+        return Err(Error::usage(format!(
+            "this is a {} session; it takes over as a {} agent, not {host}",
+            session.host,
+            adapter.agent_type()
+        ))
+        .with_hint(format!("pass --host {}", adapter.agent_type())));
+    }
+    if a.acting.agent_id.is_some() {
+        return Err(Error::usage("inside a host session, the session's own agent takes the handoff over")
+            .with_hint("leave out --agent-id"));
+    }
+    let handoff = a.handoff_id.as_deref().map(str::parse).transpose()?;
+    let hook_env = session_env(cli, env, adapter, reporter);
+    let r = loopx_kernel::hook::resume(adapter, &session.thread, &env.cwd, handoff, &hook_env).await?;
+    Rendered::new(&r, text::resume(&r))
 }
 
 /// `loopx join`: only inside a host's tool environment, where the session is known.
@@ -124,14 +171,7 @@ async fn join(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, a: &JoinArgs) -
         .with_hint("a person joins an agent with: loopx agent register --agent-id <id> --agent-type <type>")
     })?;
     let adapter = crate::registry::find(&session.host)?;
-    let hook_env = loopx_kernel::hook::HookEnv {
-        cwd: env.cwd.clone(),
-        project_dir: cli.project.as_ref().map(|p| env.cwd.join(p)),
-        stop_cap: adapter.default_stop_cap(),
-        loopx: String::new(),
-        options: env.options.clone(),
-        reporter,
-    };
+    let hook_env = session_env(cli, env, adapter, reporter.clone());
     let args = a.task.join(" ");
     let text = loopx_kernel::hook::join(adapter, &session.thread, &env.cwd, args.trim(), &hook_env).await?;
     Rendered::new(
@@ -212,6 +252,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
     match cmd {
         Command::Init(_)
         | Command::Join(_)
+        | Command::Demo(_)
         | Command::Agent(AgentCommand::Types | AgentCommand::Onboard { .. })
         | Command::Mcp(_)
         | Command::Hook(_)
@@ -395,14 +436,59 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let s = k.status(g).await?;
             Rendered::new(&s, text::status(&s, style))
         }
-        Command::History(HistoryArgs { limit }) => {
-            let h = k.history(g, *limit).await?;
+        Command::History(HistoryArgs { limit, agent, todo }) => {
+            let filter = HistoryFilter {
+                limit: *limit,
+                agent: agent.as_deref().map(AgentId::new).transpose()?,
+                todo: todo.as_deref().map(todo_id).transpose()?,
+            };
+            let h = k.history(g, &filter).await?;
             Rendered::new(&h, text::history(&h, style))
+        }
+        Command::Handoff(a) => handoff(cli, k, a).await,
+        Command::Resume(a) => {
+            let req = AcceptHandoff {
+                host: a.host.parse()?,
+                handoff: a.handoff_id.as_deref().map(str::parse).transpose()?,
+            };
+            let r = k.accept_handoff(&context(cli, &a.acting)?, req).await?;
+            Rendered::new(&r, text::resume(&r))
         }
         Command::Doctor(DoctorArgs { repair }) => {
             let d = if *repair { k.repair(g).await? } else { k.doctor(g).await? };
             let code = if d.healthy { exit::SUCCESS } else { exit::INTEGRITY };
             Ok(Rendered::new(&d, text::doctor(&d, style))?.with_exit(code))
+        }
+    }
+}
+
+async fn handoff(cli: &Cli, k: &FileKernel, a: &HandoffArgs) -> Result<Rendered> {
+    match &a.command {
+        Some(HandoffCommand::Cancel { handoff_id, reason, acting }) => {
+            let req = CancelHandoff { handoff: handoff_id.parse()?, reason: reason.clone() };
+            let r = k.cancel_handoff(&context(cli, acting)?, req).await?;
+            Rendered::new(&r, text::handoff(&r.body.handoff, r.changed))
+        }
+        Some(HandoffCommand::List { all }) => {
+            let l = k.list_handoffs(goal_arg(cli)?.as_ref(), *all).await?;
+            Rendered::new(&l, text::handoff_list(&l))
+        }
+        None => {
+            let o = &a.offer;
+            let to_host = o.to_host.as_deref().ok_or_else(|| {
+                Error::usage(
+                    "say which host receives it: --to-host claude-code (or codex-cli, codex-app, cursor, …)",
+                )
+            })?;
+            let req = OfferHandoff {
+                to_host: to_host.parse()?,
+                to_agent: o.to_agent.as_deref().map(AgentId::new).transpose()?,
+                todos: o.todos.iter().map(|t| todo_id(t)).collect::<Result<_>>()?,
+                note: o.note.clone(),
+                ttl_secs: loopx_core::time::parse_duration(&o.ttl)?.as_secs(),
+            };
+            let r = k.handoff(&context(cli, &o.acting)?, req).await?;
+            Rendered::new(&r, text::handoff(&r.body.handoff, r.changed))
         }
     }
 }

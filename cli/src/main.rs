@@ -3,6 +3,7 @@
 
 mod args;
 mod commands;
+mod demo;
 mod hook;
 mod host;
 mod mcp;

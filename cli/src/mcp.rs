@@ -182,6 +182,21 @@ mod tool_args {
 
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
+    pub struct Handoff {
+        pub agent_id: Option<String>,
+        /// claude-code, codex-cli, cursor, …
+        pub to_host: String,
+        pub to_agent: Option<String>,
+        /// default: all you hold
+        #[serde(default)]
+        pub todo_ids: Vec<String>,
+        /// where you stopped, what next
+        pub note: Option<String>,
+        pub turn_id: Option<String>,
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
     pub struct AddEvidence {
         /// your registered agent id
         pub agent_id: Option<String>,
@@ -247,6 +262,7 @@ fn tools() -> Vec<Value> {
         ),
         tool::<ta::AskUser>("ask_user", "Ask a person a question. blocks: goal, agent:<id> or todos:<ids>."),
         tool::<ta::AddEvidence>("add_evidence", "Record proof of progress on a todo."),
+        tool::<ta::Handoff>("handoff", "Hand your todos to another host or agent, with a note."),
     ]
 }
 
@@ -380,6 +396,18 @@ impl Server {
                 };
                 let ctx = self.context(session, a.agent_id.as_deref(), None)?;
                 to_value(&self.kernel()?.add_evidence(&ctx, req).await?)
+            }
+            "handoff" => {
+                let a: ta::Handoff = parse(name, args)?;
+                let req = OfferHandoff {
+                    to_host: a.to_host.parse()?,
+                    to_agent: opt_id(a.to_agent.as_deref(), AgentId::new)?,
+                    todos: a.todo_ids.iter().map(|t| t.parse()).collect::<Result<_>>()?,
+                    note: a.note,
+                    ttl_secs: DEFAULT_HANDOFF_TTL_SECS,
+                };
+                let ctx = self.context(session, a.agent_id.as_deref(), a.turn_id.as_deref())?;
+                to_value(&self.kernel()?.handoff(&ctx, req).await?)
             }
             other => Err(Error::usage(format!("no tool named {other:?}")).with_hint("see tools/list")),
         }

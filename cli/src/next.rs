@@ -137,6 +137,12 @@ fn argv(step: &NextStep, c: &StepContext<'_>) -> Vec<String> {
             words(&agent);
             words(&["--error", "…"]);
         }
+        NextStep::Resume { host } => {
+            words(&["resume"]);
+            words(&goal);
+            words(&["--host", host]);
+            words(&agent);
+        }
     }
     v
 }

@@ -307,6 +307,9 @@ pub fn status(s: &StatusView, style: Style) -> String {
     for c in &s.in_progress {
         let _ = writeln!(out, "in progress: {} {} — {}", c.todo, one(&c.text), c.agent);
     }
+    for h in &s.handoffs {
+        let _ = writeln!(out, "handoff:     {}", handoff_line(h));
+    }
     let _ = writeln!(out, "todos:       {}", counts(&s.counts));
     match &s.latest_evidence {
         Some(e) => {
@@ -493,11 +496,11 @@ pub fn scheduler_receipt(r: &Receipt<SchedulerBody>) -> String {
 
 pub fn history(h: &HistoryView, style: Style) -> String {
     let mut out = String::new();
-    if (h.events.len() as u64) < h.total {
+    if (h.events.len() as u64) < h.matched {
         let _ = writeln!(
             out,
             "{}",
-            style.dim(&format!("… {} earlier events (--limit)", h.total - h.events.len() as u64))
+            style.dim(&format!("… {} earlier events (--limit)", h.matched - h.events.len() as u64))
         );
     }
     for e in &h.events {
@@ -509,6 +512,76 @@ pub fn history(h: &HistoryView, style: Style) -> String {
             e.actor,
             one(&e.summary)
         );
+    }
+    out
+}
+
+/// `h1 pending: codex-1 → claude-code (t2, t3) until …: note`.
+fn handoff_line(h: &loopx_core::model::Handoff) -> String {
+    let todos: Vec<String> = h.todos.iter().map(|t| t.todo.to_string()).collect();
+    let what = if todos.is_empty() { "the goal".to_owned() } else { todos.join(", ") };
+    let when = match h.status {
+        loopx_core::model::HandoffStatus::Pending => format!(" until {}", h.expires_at),
+        loopx_core::model::HandoffStatus::Accepted => {
+            format!(" by {}", h.accepted_by.as_ref().map_or("", |a| a.as_str()))
+        }
+        _ => String::new(),
+    };
+    let note = h.note.as_deref().map(|n| format!(": {}", one(n))).unwrap_or_default();
+    format!("{} {}: {} → {} ({what}){when}{note}", h.id, h.status, h.from, h.receiver())
+}
+
+pub fn handoff(h: &loopx_core::model::Handoff, changed: bool) -> String {
+    let mut out = format!("{}{}\n", handoff_line(h), suffix(changed, false));
+    if h.status == loopx_core::model::HandoffStatus::Pending {
+        let _ = writeln!(out, "the receiver takes it over with: loopx resume --host {}", h.to_host.name());
+    }
+    out
+}
+
+pub fn handoff_list(l: &HandoffList) -> String {
+    if l.handoffs.is_empty() {
+        return "no handoffs waiting\n".to_owned();
+    }
+    l.handoffs.iter().map(|h| format!("{}\n", handoff_line(h))).collect()
+}
+
+/// The packet of a handoff, for the person or agent taking it over.
+pub fn packet(p: &HandoffPacket) -> String {
+    let mut out = format!("{}\n", handoff_line(&p.handoff));
+    let _ = writeln!(out, "objective: {}", one(&p.objective));
+    for d in &p.done {
+        let _ = writeln!(out, "done:      {} {}", d.todo, one(&d.text));
+        for e in &d.evidence {
+            let _ = writeln!(out, "             {}", evidence_line(e));
+        }
+    }
+    for t in &p.left {
+        let mark = if p.handoff.covers(t.id) { "  (handed over)" } else { "" };
+        let _ = writeln!(out, "left:      {} {} {}{mark}", t.id, t.priority, one(&t.text));
+    }
+    for g in &p.gates {
+        let _ = writeln!(out, "needs you: {} {} ({})", g.gate, one(&g.question), g.blocks);
+    }
+    out
+}
+
+pub fn resume(r: &Receipt<ResumeBody>) -> String {
+    let b = &r.body;
+    let mut out = match &b.packet {
+        Some(p) => packet(p),
+        None => "no handoff waits for this agent\n".to_owned(),
+    };
+    if b.registered {
+        let _ = writeln!(out, "registered agent {}", b.agent);
+    }
+    match &b.next_todo {
+        Some(t) => {
+            let _ = writeln!(out, "next for {}: {} {} {}", b.agent, t.id, t.priority, one(&t.text));
+        }
+        None => {
+            let _ = writeln!(out, "next for {}: nothing to pick up", b.agent);
+        }
     }
     out
 }

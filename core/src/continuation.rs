@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AgentId, GateId, TodoId};
+use crate::ids::{AgentId, GateId, HandoffId, TodoId};
 use crate::time::Timestamp;
 
 /// Why a goal stopped running.
@@ -57,8 +57,10 @@ pub enum Continuation {
     },
     /// Nothing is runnable but the goal is not finished: write a bounded todo delta.
     Replan { reason: String },
-    /// Continue on another host or agent.
+    /// This agent handed its work to another host or agent: nothing to do until the
+    /// handoff is accepted (then look again), cancelled, or expires.
     Handoff {
+        handoff: HandoffId,
         to_host: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         to_agent: Option<AgentId>,

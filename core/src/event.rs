@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentType;
 use crate::decision::DecisionRecord;
-use crate::ids::{AgentId, GateId, SpendId, TodoId};
+use crate::ids::{AgentId, GateId, HandoffId, SpendId, TodoId};
 use crate::model::{
-    CompletionContinuation, Evidence, GateBlocks, GateStatus, HandoffMode, NewTodo, Priority, QuotaPolicy,
-    ResumeWhen, RunRecord, Spend, TodoStatus,
+    CompletionContinuation, Evidence, GateBlocks, GateStatus, Handoff, HandoffMode, NewTodo, Priority,
+    QuotaPolicy, ResumeWhen, RunRecord, Spend, TodoStatus,
 };
 use crate::time::Timestamp;
 
@@ -174,6 +174,28 @@ pub enum Event {
         agent: AgentId,
         thread: String,
     },
+    /// An agent handed work to another host or agent; its claims (and leases) on the todos
+    /// are released and reserved for the receiver.
+    HandoffOffered {
+        handoff: Handoff,
+    },
+    /// The receiver took a handoff over: registered when `registered` says so, the todos
+    /// claimed (and their leases transferred) in this one commit.
+    HandoffAccepted {
+        handoff: HandoffId,
+        from: AgentId,
+        agent: AgentId,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        todos: Vec<TodoId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        registered: Option<AgentType>,
+    },
+    /// The sender or a person withdrew a pending handoff; the todos go back to the sender.
+    HandoffCancelled {
+        handoff: HandoffId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// A turn settled in one commit: the todo's completion (absent when it was already
     /// complete), the writeback, and the spend, applied in order.
     TurnSettled {
@@ -230,6 +252,9 @@ impl Event {
             Event::ThreadBound { .. } => "thread_bound",
             Event::LoopArmed { .. } => "loop_armed",
             Event::StopBlocked { .. } => "stop_blocked",
+            Event::HandoffOffered { .. } => "handoff_offered",
+            Event::HandoffAccepted { .. } => "handoff_accepted",
+            Event::HandoffCancelled { .. } => "handoff_cancelled",
             Event::TurnSettled { .. } => "turn_settled",
         }
     }
@@ -313,10 +338,87 @@ impl Event {
             Event::LoopArmed { agent, armed: true } => format!("{agent}'s loop armed"),
             Event::LoopArmed { agent, armed: false } => format!("{agent}'s loop disarmed"),
             Event::StopBlocked { agent, thread } => format!("{agent} kept going in session {thread}"),
+            Event::HandoffOffered { handoff: h } => {
+                let what = if h.todos.is_empty() {
+                    "the goal".to_owned()
+                } else {
+                    ids(h.todos.iter().map(|t| t.todo))
+                };
+                let note = h.note.as_ref().map(|n| format!(": {n}")).unwrap_or_default();
+                format!("{} handed {what} off to {} ({}){note}", h.from, h.receiver(), h.id)
+            }
+            Event::HandoffAccepted { handoff, from, agent, todos, .. } if todos.is_empty() => {
+                format!("{agent} took over from {from} ({handoff})")
+            }
+            Event::HandoffAccepted { handoff, from, agent, todos, .. } => {
+                format!("{agent} took over {} from {from} ({handoff})", ids(todos.iter().copied()))
+            }
+            Event::HandoffCancelled { handoff, reason } => match reason {
+                Some(r) => format!("{handoff} cancelled: {r}"),
+                None => format!("{handoff} cancelled"),
+            },
             Event::TurnSettled { steps } => {
                 let parts: Vec<String> = steps.iter().map(Event::summary).collect();
                 format!("turn settled: {}", parts.join("; "))
             }
         }
     }
+
+    /// The todos the event is about (for `loopx history --todo`).
+    pub fn todos(&self) -> Vec<TodoId> {
+        match self {
+            Event::TodoAdded { todo } => vec![todo.id],
+            Event::TodoClaimed { todo, .. }
+            | Event::TodoReleased { todo }
+            | Event::TodoUpdated { todo, .. }
+            | Event::TodoSuperseded { todo, .. }
+            | Event::LeaseAcquired { todo, .. }
+            | Event::LeaseRenewed { todo, .. }
+            | Event::LeaseTransferred { todo, .. }
+            | Event::LeaseReleased { todo }
+            | Event::TodoTakenOver { todo, .. } => vec![*todo],
+            Event::TodoCompleted { todo, successor, .. } => {
+                std::iter::once(*todo).chain(successor.as_ref().map(|s| s.id)).collect()
+            }
+            Event::EvidenceAdded { evidence } => vec![evidence.todo],
+            Event::GateAsked { blocks: GateBlocks::Todos(ids), .. } => ids.clone(),
+            Event::DecisionRecorded { record } => record.todo().into_iter().collect(),
+            Event::RunRecorded { run } => vec![run.todo],
+            Event::SlotSpent { spend } => vec![spend.todo],
+            Event::HandoffOffered { handoff } => handoff.todos.iter().map(|t| t.todo).collect(),
+            Event::HandoffAccepted { todos, .. } => todos.clone(),
+            Event::TurnSettled { steps } => steps.iter().flat_map(Event::todos).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The agents the event names besides its actor (for `loopx history --agent`).
+    pub fn agents(&self) -> Vec<&AgentId> {
+        match self {
+            Event::AgentRegistered { agent, .. }
+            | Event::TodoClaimed { agent, .. }
+            | Event::SchedulerAcked { agent, .. }
+            | Event::SchedulerFailed { agent, .. }
+            | Event::ThreadBound { agent, .. }
+            | Event::LoopArmed { agent, .. }
+            | Event::StopBlocked { agent, .. } => vec![agent],
+            Event::LeaseAcquired { owner, .. } => vec![owner],
+            Event::LeaseTransferred { to, .. } => vec![to],
+            Event::TodoTakenOver { from, to, .. } => vec![from, to],
+            Event::GateAsked { blocks: GateBlocks::Agent(a), .. } => vec![a],
+            Event::DecisionRecorded { record } => vec![&record.agent],
+            Event::RunRecorded { run } => vec![&run.agent],
+            Event::SlotSpent { spend } => vec![&spend.agent],
+            Event::HandoffOffered { handoff } => {
+                std::iter::once(&handoff.from).chain(handoff.to_agent.as_ref()).collect()
+            }
+            Event::HandoffAccepted { from, agent, .. } => vec![from, agent],
+            Event::TurnSettled { steps } => steps.iter().flat_map(Event::agents).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn ids(todos: impl Iterator<Item = TodoId>) -> String {
+    todos.map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
 }

@@ -178,6 +178,10 @@ seq_id!(
     GateId, "g", "gate"
 );
 seq_id!(
+    /// A handoff id, `h1`, `h2`, … numbered per goal.
+    HandoffId, "h", "handoff"
+);
+seq_id!(
     /// A run record id, `r1`, `r2`, …: one per `refresh-state` writeback.
     RunId, "r", "run"
 );

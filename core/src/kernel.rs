@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::agent::AgentType;
 use crate::decision::{OpenQuestion, QuotaView, ShouldRunAnswer};
 use crate::error::Result;
-use crate::ids::{AgentId, EvidenceId, GateId, GoalId, IdempotencyKey, RunId, SpendId, TodoId};
+use crate::ids::{AgentId, EvidenceId, GateId, GoalId, HandoffId, IdempotencyKey, RunId, SpendId, TodoId};
 use crate::model::{
-    Agent, DeliveryOutcome, Evidence, EvidenceKind, Gate, GateBlocks, GateStatus, Goal, GoalStatus,
+    Agent, DeliveryOutcome, Evidence, EvidenceKind, Gate, GateBlocks, GateStatus, Goal, GoalStatus, Handoff,
     HandoffMode, Lease, Priority, ResumeWhen, Role, RunRecord, RuntimeProfile, Spend, Todo, TodoClass,
     TodoStatus, Validation,
 };
@@ -355,6 +355,20 @@ pub struct StatusView {
     pub events: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_event_at: Option<Timestamp>,
+    /// Pending handoffs: work waiting for another host or agent to take it over.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoffs: Vec<Handoff>,
+}
+
+/// Which events `loopx history` shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistoryFilter {
+    /// The newest this many matching events.
+    pub limit: usize,
+    /// Only events this agent committed or that name it.
+    pub agent: Option<AgentId>,
+    /// Only events about this todo.
+    pub todo: Option<TodoId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -371,7 +385,10 @@ pub struct HistoryEntry {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HistoryView {
     pub goal_id: GoalId,
+    /// Events in the log.
     pub total: u64,
+    /// Events the filter matched, of which the newest are shown.
+    pub matched: u64,
     pub events: Vec<HistoryEntry>,
 }
 
@@ -448,8 +465,8 @@ pub trait Kernel: Send + Sync {
 
     /// The five questions: objective, what needs the user, what is next, progress, proof.
     async fn status(&self, goal: Option<&GoalId>) -> Result<StatusView>;
-    /// The newest `limit` events, oldest first.
-    async fn history(&self, goal: Option<&GoalId>, limit: usize) -> Result<HistoryView>;
+    /// The newest matching events, oldest first.
+    async fn history(&self, goal: Option<&GoalId>, filter: &HistoryFilter) -> Result<HistoryView>;
     /// Verifies the chain, the snapshot and GOAL.md of one goal, or of every goal.
     async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport>;
     /// Keeps each log's valid prefix, moves the rest aside into dated files, rebuilds
@@ -500,6 +517,104 @@ pub trait Kernel: Send + Sync {
         ctx: &CommandContext,
         req: SchedulerReport,
     ) -> Result<Receipt<SchedulerBody>>;
+
+    /// Hands the acting agent's work to another host or agent: releases its claims (and, in
+    /// `hard_lease` mode, its leases) on the todos and reserves them for the receiver until
+    /// the handoff is accepted, cancelled or expires. Refuses a todo the agent does not hold.
+    async fn handoff(&self, ctx: &CommandContext, req: OfferHandoff) -> Result<Receipt<HandoffBody>>;
+    /// Takes over the handoff waiting for the acting agent (registered additively, as
+    /// `req.host`, when it is not yet): claims its todos and transfers their leases, all in
+    /// one commit. Changes nothing when no handoff waits.
+    async fn accept_handoff(&self, ctx: &CommandContext, req: AcceptHandoff) -> Result<Receipt<ResumeBody>>;
+    /// Withdraws a pending handoff (its sender or a person); the todos go back to the sender.
+    async fn cancel_handoff(&self, ctx: &CommandContext, req: CancelHandoff) -> Result<Receipt<HandoffBody>>;
+    /// Pending handoffs, or every handoff with `all`.
+    async fn list_handoffs(&self, goal: Option<&GoalId>, all: bool) -> Result<HandoffList>;
+    /// What a receiver on `host` (as `agent`, when known) is told first: the oldest pending
+    /// handoff it may take, with the goal's progress.
+    async fn handoff_packet(
+        &self,
+        goal: Option<&GoalId>,
+        host: AgentType,
+        agent: Option<&AgentId>,
+    ) -> Result<Option<HandoffPacket>>;
+}
+
+// ---- handoffs -----------------------------------------------------------------------------
+
+/// How long a handoff waits to be accepted before its todos are free again.
+pub const DEFAULT_HANDOFF_TTL_SECS: u64 = 24 * 3600;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OfferHandoff {
+    pub to_host: AgentType,
+    /// One agent of that host; `None`: whichever of its agents takes it first.
+    pub to_agent: Option<AgentId>,
+    /// The todos handed over; empty: every open todo the sender holds.
+    pub todos: Vec<TodoId>,
+    pub note: Option<String>,
+    pub ttl_secs: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AcceptHandoff {
+    /// The receiving host: the agent type an unregistered receiver registers as.
+    pub host: AgentType,
+    /// This handoff; `None`: the oldest pending one for the receiver.
+    pub handoff: Option<HandoffId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CancelHandoff {
+    pub handoff: HandoffId,
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HandoffBody {
+    /// The handoff, its status as of now.
+    pub handoff: Handoff,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HandoffList {
+    pub goal_id: GoalId,
+    pub handoffs: Vec<Handoff>,
+}
+
+/// A done todo and what proves it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DoneItem {
+    pub todo: TodoId,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
+}
+
+/// What the receiving side is shown before anything else: the objective, what was done with
+/// its evidence, what is left, the questions open to a person, and the sender's note.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HandoffPacket {
+    pub handoff: Handoff,
+    pub objective: String,
+    /// The latest done todos (at most 10), newest last.
+    pub done: Vec<DoneItem>,
+    /// Open agent todos, the handed-over ones first (at most 20).
+    pub left: Vec<TodoSummary>,
+    pub gates: Vec<OpenQuestion>,
+}
+
+/// `loopx resume`: the handoff taken over, if one waited.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResumeBody {
+    pub agent: AgentId,
+    /// The receiver was registered by this call.
+    pub registered: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet: Option<HandoffPacket>,
+    /// The receiver's next todo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_todo: Option<TodoSummary>,
 }
 
 // ---- gates --------------------------------------------------------------------------------

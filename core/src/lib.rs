@@ -18,5 +18,5 @@ pub mod untrusted;
 
 pub use agent::AgentType;
 pub use error::{Error, ErrorKind, Result, exit};
-pub use ids::{AgentId, EvidenceId, GateId, GoalId, IdempotencyKey, RunId, SpendId, TodoId};
+pub use ids::{AgentId, EvidenceId, GateId, GoalId, HandoffId, IdempotencyKey, RunId, SpendId, TodoId};
 pub use time::{Clock, FixedClock, Timestamp};

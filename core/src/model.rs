@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentType;
 use crate::error::Error;
-use crate::ids::{AgentId, EvidenceId, GateId, GoalId, RunId, SpendId, TodoId, quote_input};
+use crate::ids::{AgentId, EvidenceId, GateId, GoalId, HandoffId, RunId, SpendId, TodoId, quote_input};
 use crate::time::Timestamp;
 
 /// Longest todo text, note or evidence summary, in bytes. Detail belongs in a file or a link.
@@ -131,6 +131,13 @@ word_enum!(
     RuntimeProfile, "runtime profile" {
         ClaudeLoop = "claude_loop", CodexHeartbeat = "codex_heartbeat", CodexGoal = "codex_goal",
         CursorManual = "cursor_manual", Manual = "manual", Generic = "generic",
+    }
+);
+word_enum!(
+    /// Where a handoff stands. `expired` is never stored: a pending handoff past its time reads
+    /// as expired, and what it held is free again.
+    HandoffStatus, "handoff status" {
+        Pending = "pending", Accepted = "accepted", Cancelled = "cancelled", Expired = "expired",
     }
 );
 word_enum!(
@@ -366,6 +373,90 @@ pub struct Lease {
 impl Lease {
     pub fn is_active(&self, now: Timestamp) -> bool {
         now < self.expires_at
+    }
+}
+
+/// A todo a handoff carries, with the lease it had when it was handed over.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandedTodo {
+    pub todo: TodoId,
+    /// The todo's lease version once the handoff released it: accepting checks that nothing
+    /// changed it since.
+    pub lease_version: u64,
+    /// The sender's lease, when it had one: the receiver gets a lease of the same length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write_scope: Vec<String>,
+}
+
+/// Work passed from one agent to another host or agent: a typed continuation that outlives
+/// the sender's session. While pending, its todos are reserved for the receiver; accepted,
+/// they are the receiver's; cancelled, they return to the sender; past `expires_at`, they are
+/// open to anyone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handoff {
+    pub id: HandoffId,
+    pub from: AgentId,
+    /// The receiving host, as an agent type.
+    pub to_host: AgentType,
+    /// The receiving agent, when the sender named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_agent: Option<AgentId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub todos: Vec<HandedTodo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The goal's latest evidence when the handoff was made: what was proven so far.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<EvidenceId>,
+    /// `pending`, `accepted` or `cancelled` as recorded; see [`Handoff::status_at`].
+    pub status: HandoffStatus,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_by: Option<AgentId>,
+    /// Who closed it (accepted or cancelled) and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Handoff {
+    /// The status at `now`: a pending handoff past its time has expired.
+    pub fn status_at(&self, now: Timestamp) -> HandoffStatus {
+        match self.status {
+            HandoffStatus::Pending if now >= self.expires_at => HandoffStatus::Expired,
+            s => s,
+        }
+    }
+
+    pub fn is_pending(&self, now: Timestamp) -> bool {
+        self.status_at(now) == HandoffStatus::Pending
+    }
+
+    /// Whether `agent` (of `agent_type`) may receive it: the agent named, or, when none was,
+    /// any agent of the receiving host other than the sender.
+    pub fn is_for(&self, agent: &AgentId, agent_type: AgentType) -> bool {
+        match &self.to_agent {
+            Some(to) => to == agent,
+            None => agent_type == self.to_host && agent != &self.from,
+        }
+    }
+
+    pub fn covers(&self, todo: TodoId) -> bool {
+        self.todos.iter().any(|h| h.todo == todo)
+    }
+
+    /// `claude-code`, or `agent claude-1 (claude-code)`.
+    pub fn receiver(&self) -> String {
+        match &self.to_agent {
+            Some(a) => format!("{a} ({})", self.to_host.name()),
+            None => self.to_host.name().to_owned(),
+        }
     }
 }
 

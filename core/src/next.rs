@@ -41,6 +41,8 @@ pub enum NextStep {
     },
     /// Record that the host could not apply the scheduler hint.
     SchedulerFail,
+    /// Take over the handoff waiting for this host (`loopx resume`).
+    Resume { host: String },
 }
 
 /// Who takes the steps, on which goal, in which turn.
@@ -85,6 +87,7 @@ impl NextStep {
             NextStep::SchedulerAck { cadence_minutes: 6, rrule: Some("FREQ=MINUTELY;INTERVAL=6".to_owned()) },
             NextStep::SchedulerAck { cadence_minutes: 3, rrule: None },
             NextStep::SchedulerFail,
+            NextStep::Resume { host: "claude-code".to_owned() },
         ]
     }
 }

@@ -14,7 +14,7 @@ use crate::agent::AgentType;
 use crate::continuation::Continuation;
 use crate::error::Result;
 use crate::ids::{AgentId, TodoId};
-use crate::model::EvidenceKind;
+use crate::model::{EvidenceKind, Priority};
 use crate::time::Timestamp;
 
 /// Proof an agent or capability proposes to attach to a todo.
@@ -30,7 +30,25 @@ pub struct EvidenceDraft {
     pub output_digest: Option<String>,
 }
 
-/// What an agent reports after one bounded turn.
+/// A todo an agent proposes: one line of a replan's bounded delta.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoDraft {
+    pub text: String,
+    pub priority: Priority,
+    /// A check (argv, no shell) the kernel must see pass before the todo completes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Vec<String>>,
+}
+
+/// Work an agent passes on: the receiving host and what it should know.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffDraft {
+    pub to_host: AgentType,
+    pub note: String,
+}
+
+/// What an agent reports after one bounded turn. Everything in it is a proposal: the kernel
+/// checks the evidence, gates the question and records the handoff, or refuses.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnReport {
     pub todo: Option<TodoId>,
@@ -38,6 +56,15 @@ pub struct TurnReport {
     pub evidence: Vec<EvidenceDraft>,
     /// The agent believes the todo is done; the kernel still checks the evidence.
     pub completed: bool,
+    /// Todos to add (a replan).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan: Vec<TodoDraft>,
+    /// A question only a person can answer; it holds the turn's todo until answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// Pass the turn's todo to another host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffDraft>,
 }
 
 /// One registered peer acting through a host.

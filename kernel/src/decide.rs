@@ -7,10 +7,11 @@
 //! | 2 | no identity (2+ agents and no id, or an unregistered id) | identity error | — |
 //! | 3 | budget exhausted | stop (budget) | budget_exhausted |
 //! | 4 | every todo closed, one with no follow-up, no open gate | stop (terminal) | terminal |
+//! | 4b | the agent handed its work off and the handoff is pending | handoff | waiting |
 //! | 5 | a gate blocks the agent, or holds all its runnable work | ask_user | operator_gate |
 //! | 5b | a gate holds some todos, other work is runnable | (run below, gate in the user channel) | operator_gate |
 //! | 6 | allowed slots spent | wait until a slot frees | throttled |
-//! | 7 | the agent's work waits on a time, a todo, a person, or a peer holding it | wait | waiting |
+//! | 7 | the agent's work waits on a time, a todo, a person, or a peer holding or receiving it | wait | waiting |
 //! | 8 | a selectable todo | run | eligible |
 //! | 9 | nothing runnable, not terminal | replan | eligible |
 //!
@@ -159,6 +160,26 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
             "every todo is closed and nothing follows".to_owned(),
         );
     }
+    // Row 4b: the agent handed its work off; its lane waits for the receiver.
+    if let Some(h) = state.handoff_sent_by(me, now) {
+        return Decision {
+            decision: DecisionKind::Handoff,
+            state: RunState::Waiting,
+            reason: format!(
+                "you handed off to {} ({}); it waits to be taken over until {}",
+                h.receiver(),
+                h.id,
+                h.expires_at
+            ),
+            continuation: Continuation::Handoff {
+                handoff: h.id,
+                to_host: h.to_host.name().to_owned(),
+                to_agent: h.to_agent.clone(),
+            },
+            selected: None,
+            claim_required: false,
+        };
+    }
     // Row 5: a gate on the whole goal, or on this agent.
     let blocking: Vec<GateId> = state
         .open_gates()
@@ -218,6 +239,23 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
             let cond = first.resume_when.as_ref().map(ToString::to_string).unwrap_or_default();
             let reason = format!("{} waits until {cond}", first.id);
             return Decision::wait(RunState::Waiting, reason, until, Some(cond));
+        }
+        // Work handed to another host or agent waits for it, until the handoff expires.
+        let handed =
+            state.todos.iter().filter(|t| t.role == Role::Agent && !t.status.is_closed()).find_map(|t| {
+                state
+                    .handoff_holding(t.id, now)
+                    .filter(|_| !state.handoff_allows(t.id, Some(me), now))
+                    .map(|h| (t, h))
+            });
+        if let Some((t, h)) = handed {
+            let reason = format!("{} is handed off to {} ({}); wait for it", t.id, h.receiver(), h.id);
+            return Decision::wait(
+                RunState::Waiting,
+                reason,
+                Some(h.expires_at),
+                Some(format!("handoff {}", h.id)),
+            );
         }
         // Peers wait for peers: the agent work left is held by other agents. Look again when
         // the first of their leases runs out; never invent work or close theirs.
@@ -442,7 +480,7 @@ pub fn answer(
         validation: t.validation.as_ref().map(|v| v.argv.join(" ")),
     });
     let scheduler = scheduler_hint(state, agent, d, profile, now);
-    let next = next_steps(state, agent, d);
+    let next = next_steps(state, agent, d, now);
     ShouldRunAnswer {
         goal_id: state.goal.id.clone(),
         agent_id: agent.cloned(),
@@ -460,14 +498,16 @@ pub fn answer(
     }
 }
 
-fn next_steps(state: &GoalState, agent: Option<&AgentId>, d: &Decision) -> Vec<NextStep> {
+fn next_steps(state: &GoalState, agent: Option<&AgentId>, d: &Decision, now: Timestamp) -> Vec<NextStep> {
     if agent.is_none() {
         return vec![NextStep::ResumeGoal];
     }
     match (d.decision, d.selected) {
         (DecisionKind::Run, Some(todo)) => {
             let mut v = Vec::new();
-            if d.claim_required && state.goal.handoff_mode == HandoffMode::HardLease {
+            // A handed-over todo is claimed, which takes the handoff (and its leases) over.
+            let handed = state.handoff_holding(todo, now).is_some();
+            if d.claim_required && !handed && state.goal.handoff_mode == HandoffMode::HardLease {
                 v.push(NextStep::AcquireLease { todo, ttl: "45m".to_owned() });
             } else if d.claim_required {
                 v.push(NextStep::Claim { todo });

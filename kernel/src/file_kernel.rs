@@ -270,6 +270,56 @@ fn lease_body(s: &GoalState, id: TodoId, now: loopx_core::Timestamp) -> Result<L
     })
 }
 
+/// A handoff with its status as of `now` (a pending one past its time reads as expired).
+fn as_of(h: &loopx_core::model::Handoff, now: loopx_core::Timestamp) -> loopx_core::model::Handoff {
+    loopx_core::model::Handoff { status: h.status_at(now), ..h.clone() }
+}
+
+fn handoff_body(
+    s: &GoalState,
+    id: Option<loopx_core::HandoffId>,
+    now: loopx_core::Timestamp,
+) -> Result<HandoffBody> {
+    let h = id.and_then(|id| s.handoff(id)).ok_or_else(|| Error::internal("no handoff"))?;
+    Ok(HandoffBody { handoff: as_of(h, now) })
+}
+
+/// Done todos shown in a handoff packet.
+const PACKET_DONE: usize = 10;
+/// Open todos shown in a handoff packet.
+const PACKET_LEFT: usize = 20;
+
+/// What the receiving side of `h` is shown first.
+fn packet(s: &GoalState, h: &loopx_core::model::Handoff, now: loopx_core::Timestamp) -> HandoffPacket {
+    use loopx_core::model::{Role, TodoStatus};
+    let mut done: Vec<&loopx_core::model::Todo> =
+        s.todos.iter().filter(|t| t.status == TodoStatus::Done).collect();
+    done.sort_by_key(|t| t.completion.as_ref().map(|c| c.at));
+    let skip = done.len().saturating_sub(PACKET_DONE);
+    let done = done[skip..]
+        .iter()
+        .map(|t| DoneItem {
+            todo: t.id,
+            text: t.text.clone(),
+            evidence: t.evidence.iter().rev().take(3).rev().filter_map(|e| s.evidence(*e)).cloned().collect(),
+        })
+        .collect();
+    let mut left: Vec<&loopx_core::model::Todo> =
+        s.todos.iter().filter(|t| t.role == Role::Agent && !t.status.is_closed()).collect();
+    left.sort_by_key(|t| (!h.covers(t.id), t.priority, t.id));
+    left.truncate(PACKET_LEFT);
+    HandoffPacket {
+        handoff: as_of(h, now),
+        objective: s.goal.objective.clone(),
+        done,
+        left: left.into_iter().map(TodoSummary::from).collect(),
+        gates: s
+            .open_gates()
+            .map(|g| OpenQuestion { gate: g.id, question: g.question.clone(), blocks: g.blocks.to_string() })
+            .collect(),
+    }
+}
+
 fn todo_body(id: TodoId) -> impl Fn(&GoalState) -> Result<TodoBody> {
     move |s| Ok(TodoBody { todo: rules::find_todo(s, id)?.clone() })
 }
@@ -459,7 +509,7 @@ impl Kernel for FileKernel {
             "todo.claim",
             &todo,
             |_| Ok(Lane::Agent),
-            |s, a| rules::claim(s, a, todo),
+            |s, a| rules::claim(s, a, todo, self.now()),
             todo_body(todo),
         )
     }
@@ -604,15 +654,25 @@ impl Kernel for FileKernel {
             latest_evidence: s.evidence.last().cloned(),
             events: s.seq,
             last_event_at: Some(s.last_event_at),
+            handoffs: s.handoffs.iter().filter(|h| h.is_pending(now)).cloned().collect(),
         })
     }
 
-    async fn history(&self, goal: Option<&GoalId>, limit: usize) -> Result<HistoryView> {
+    async fn history(&self, goal: Option<&GoalId>, filter: &HistoryFilter) -> Result<HistoryView> {
         let id = self.resolve_goal(goal)?;
         let scan = self.store.scan(&id)?;
         let total = scan.lines.len() as u64;
-        let skip = scan.lines.len().saturating_sub(limit);
-        let events = scan.lines[skip..]
+        let matching: Vec<_> = scan
+            .lines
+            .iter()
+            .filter(|l| {
+                filter.agent.as_ref().is_none_or(|a| l.actor == a.as_str() || l.event.agents().contains(&a))
+                    && filter.todo.is_none_or(|t| l.event.todos().contains(&t))
+            })
+            .collect();
+        let matched = matching.len() as u64;
+        let skip = matching.len().saturating_sub(filter.limit);
+        let events = matching[skip..]
             .iter()
             .map(|l| HistoryEntry {
                 seq: l.seq,
@@ -623,7 +683,104 @@ impl Kernel for FileKernel {
                 turn: l.turn.clone(),
             })
             .collect();
-        Ok(HistoryView { goal_id: id, total, events })
+        Ok(HistoryView { goal_id: id, total, matched, events })
+    }
+
+    async fn handoff(&self, ctx: &CommandContext, req: OfferHandoff) -> Result<Receipt<HandoffBody>> {
+        let now = self.now();
+        self.mutate(
+            ctx,
+            "handoff.offer",
+            &req,
+            |_| Ok(Lane::Agent),
+            |s, a| rules::offer_handoff(s, a, &req, now).map(Some),
+            // The new handoff is the last one.
+            move |s| handoff_body(s, s.handoffs.last().map(|h| h.id), now),
+        )
+    }
+
+    async fn accept_handoff(&self, ctx: &CommandContext, req: AcceptHandoff) -> Result<Receipt<ResumeBody>> {
+        let now = self.now();
+        let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        // A command that names nobody takes it as the receiver the handoff implies.
+        let ctx = &match (&ctx.agent, &ctx.session) {
+            (None, None) => {
+                let s = self.store.read(&goal)?;
+                CommandContext { agent: Some(rules::receiver(&s, &req, now)?), ..ctx.clone() }
+            }
+            _ => ctx.clone(),
+        };
+        let before = self.store.read(&goal)?;
+        let receiver = rules::session_agent(&before, ctx)?;
+        let joining = receiver.as_ref().is_some_and(|a| before.agent(a).is_none());
+        let handoff = std::cell::Cell::new(None);
+        let receipt = self.mutate(
+            ctx,
+            "handoff.accept",
+            &req,
+            |_| Ok(if joining { Lane::Joining } else { Lane::Agent }),
+            |s, a| {
+                let e = rules::accept_handoff(s, a, &req, now)?;
+                if let Some(Event::HandoffAccepted { handoff: id, .. }) = &e {
+                    handoff.set(Some(*id));
+                }
+                Ok(e)
+            },
+            |s| {
+                let agent = receiver.clone().ok_or_else(|| Error::internal("no receiver"))?;
+                // On a replay or a no-op, the handoff this agent took last.
+                let id = handoff.get().or_else(|| {
+                    s.handoffs.iter().rev().find(|h| h.accepted_by.as_ref() == Some(&agent)).map(|h| h.id)
+                });
+                let packet = id.and_then(|id| s.handoff(id)).map(|h| packet(s, h, now));
+                Ok(ResumeBody {
+                    registered: joining && s.agent(&agent).is_some(),
+                    next_todo: s.next_for(Some(&agent), now),
+                    agent,
+                    packet,
+                })
+            },
+        )?;
+        Ok(receipt)
+    }
+
+    async fn cancel_handoff(&self, ctx: &CommandContext, req: CancelHandoff) -> Result<Receipt<HandoffBody>> {
+        let now = self.now();
+        let id = req.handoff;
+        self.mutate(
+            ctx,
+            "handoff.cancel",
+            &req,
+            person,
+            |s, a| rules::cancel_handoff(s, a, &req, now),
+            move |s| handoff_body(s, Some(id), now),
+        )
+    }
+
+    async fn list_handoffs(&self, goal: Option<&GoalId>, all: bool) -> Result<HandoffList> {
+        let s = self.read(goal)?;
+        let now = self.now();
+        let handoffs =
+            s.handoffs.iter().filter(|h| all || h.is_pending(now)).map(|h| as_of(h, now)).collect();
+        Ok(HandoffList { goal_id: s.goal.id.clone(), handoffs })
+    }
+
+    async fn handoff_packet(
+        &self,
+        goal: Option<&GoalId>,
+        host: loopx_core::AgentType,
+        agent: Option<&loopx_core::AgentId>,
+    ) -> Result<Option<HandoffPacket>> {
+        let s = self.read(goal)?;
+        let now = self.now();
+        let found = s.handoffs.iter().find(|h| {
+            h.is_pending(now)
+                && match agent {
+                    Some(a) => h.is_for(a, s.agent(a).map_or(host, |x| x.agent_type)),
+                    None => h.to_host == host,
+                }
+        });
+        Ok(found.map(|h| packet(&s, h, now)))
     }
 
     async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport> {

@@ -4,7 +4,9 @@
 //!
 //! - a session is bound to its own agent (`<prefix>-<session>`) by the host's entry command
 //!   (`/loopx`), which also creates the goal when there is none and arms the loop;
-//! - `SessionStart` tells the model the objective, what waits on a person, and its next todo;
+//! - `SessionStart` tells the model, before anything else, of a handoff waiting for this host;
+//!   then the objective, what waits on a person, and its next todo;
+//! - the entry command (and `loopx resume` inside a session) takes such a handoff over;
 //! - `Stop` keeps an armed session working only while should-run says run, up to its own
 //!   per-session cap, and **fails open**: any error lets the session stop;
 //! - the tool gate never gates read-only tools or read-only shell commands; in every session
@@ -19,10 +21,13 @@ use std::sync::Arc;
 
 use loopx_core::decision::DecisionKind;
 use loopx_core::host::{HookPoint, HookReply, HostAdapter, HostAnswer, HostEvent, HostEventKind, ToolEffect};
-use loopx_core::kernel::{AddTodo, BindThread, CommandContext, CreateGoal, Kernel, RegisterAgent};
+use loopx_core::kernel::{
+    AcceptHandoff, AddTodo, BindThread, CommandContext, CreateGoal, HandoffPacket, Kernel, Receipt,
+    RegisterAgent, ResumeBody,
+};
 use loopx_core::model::{GoalStatus, Priority, Role, TodoClass};
 use loopx_core::untrusted::{flatten, quoted};
-use loopx_core::{AgentId, Error, GoalId, Result};
+use loopx_core::{AgentId, Error, GoalId, HandoffId, Result};
 
 use crate::policy::{WriteScope, check_shell, is_destructive};
 use crate::project::STATE_DIR;
@@ -136,7 +141,12 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
     let armed = s.agent.clone().filter(|_| s.armed);
     match (point, &ev.kind) {
         (HookPoint::SessionStart, _) => {
-            Ok(HookReply::Context(context_text(adapter, &k, s.agent.as_ref()).await?).into())
+            let mut text = String::new();
+            if let Some(p) = k.handoff_packet(None, adapter.agent_type(), s.agent.as_ref()).await? {
+                text = waiting_text(adapter, &p, &env.loopx);
+            }
+            text.push_str(&context_text(adapter, &k, s.agent.as_ref()).await?);
+            Ok(HookReply::Context(text).into())
         }
         (HookPoint::Stop, _) => {
             if armed.is_none() {
@@ -278,6 +288,50 @@ async fn tool_gate(
     }
 }
 
+/// The packet of a handoff: who handed what, the note, what was done with its proof, what is
+/// left, what waits on a person. Every piece of text in it is quoted: agents wrote it.
+pub fn packet_text(p: &HandoffPacket) -> String {
+    let h = &p.handoff;
+    let mut out = format!("Handoff {} from agent {} to {}", h.id, h.from, h.receiver());
+    if !h.todos.is_empty() {
+        let ids: Vec<String> = h.todos.iter().map(|t| t.todo.to_string()).collect();
+        out.push_str(&format!(" ({})", ids.join(", ")));
+    }
+    out.push_str(&format!(". Goal: {}\n", quoted(&p.objective, 600)));
+    if let Some(n) = &h.note {
+        out.push_str(&format!("Note from {}: {}\n", h.from, quoted(n, 1000)));
+    }
+    for d in &p.done {
+        let proof: Vec<String> =
+            d.evidence.iter().map(|e| format!("{} {}", e.id, quoted(&e.summary, 200))).collect();
+        let proof =
+            if proof.is_empty() { String::new() } else { format!(" — proof: {}", proof.join("; ")) };
+        out.push_str(&format!("Done: {} {}{proof}\n", d.todo, quoted(&d.text, 200)));
+    }
+    for t in &p.left {
+        let mark = if h.covers(t.id) { " (handed over)" } else { "" };
+        out.push_str(&format!("Left: {} ({}) {}{mark}\n", t.id, t.priority, quoted(&t.text, 300)));
+    }
+    for g in &p.gates {
+        out.push_str(&format!(
+            "Waiting on the user: {} {} (blocks {})\n",
+            g.gate,
+            quoted(&g.question, 300),
+            g.blocks
+        ));
+    }
+    out
+}
+
+/// A handoff waiting for this host, and how to take it over.
+fn waiting_text(adapter: &dyn HostAdapter, p: &HandoffPacket, loopx: &str) -> String {
+    let how = match adapter.entry_command() {
+        Some(cmd) => format!("{cmd}, or run `{loopx} resume --host {}`", adapter.agent_type().name()),
+        None => format!("run `{loopx} resume --host {}`", adapter.agent_type().name()),
+    };
+    format!("{}A handoff waits for this host; take it over first: {how}.\n", packet_text(p))
+}
+
 /// What a session is told when it starts: the objective, what waits on a person, its next todo.
 async fn context_text(adapter: &dyn HostAdapter, k: &FileKernel, agent: Option<&AgentId>) -> Result<String> {
     let st = k.status(None).await?;
@@ -362,20 +416,18 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
         k.create_goal(goal).await?;
     }
     let session = thread(adapter, ev);
-    let mut s = k.session(None, &session).await?;
-    let agent = match s.agent.clone() {
-        Some(a) => a,
-        None => {
-            let id = agent_id_for(adapter.agent_prefix(), &ev.session)?;
-            // The session joins: its agent registers itself and binds the session to it.
-            let ctx = CommandContext { agent: Some(id.clone()), ..CommandContext::default() };
-            let reg = RegisterAgent { id: id.clone(), agent_type: adapter.agent_type(), require_new: false };
-            k.register_agent(&ctx, reg).await?;
-            k.bind_thread(&ctx, session.clone()).await?;
-            id
-        }
-    };
+    let agent = join_session(adapter, &k, &session).await?;
     let ctx = CommandContext { agent: Some(agent.clone()), ..CommandContext::default() };
+    // A handoff waiting for this session's agent is taken over first, and told first.
+    let taken = match args {
+        "off" | "status" => String::new(),
+        _ => take_over(adapter, &k, &ctx, None)
+            .await?
+            .body
+            .packet
+            .map(|p| format!("{}You took handoff {} over. ", packet_text(&p), p.handoff.id))
+            .unwrap_or_default(),
+    };
     let note = match args {
         "off" => {
             k.set_armed(&ctx, false).await?;
@@ -398,10 +450,9 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
                 added = format!(" Added {} (P1): {}.", t.body.todo.id, quoted(task, 400));
             }
             k.set_armed(&ctx, true).await?;
-            s = k.session(None, &session).await?;
             format!(
                 "loopx: this session is agent {agent} on goal {}, loop armed.{added} {} Each turn starts with {}.",
-                s.goal_id,
+                k.session(None, &session).await?.goal_id,
                 adapter.keep_turning(),
                 adapter.tool_name("should_run")
             )
@@ -412,7 +463,52 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
         .and_then(|d| d.selected_todo)
         .map(|t| format!(" Next: {} {}.", t.id, quoted(&t.text, 400)))
         .unwrap_or_default();
-    Ok(HookReply::Context(format!("{note}{next}")))
+    Ok(HookReply::Context(format!("{taken}{note}{next}")))
+}
+
+/// The session's own agent: bound already, or registered (`<prefix>-<session>`) and bound now.
+async fn join_session(adapter: &dyn HostAdapter, k: &FileKernel, session: &BindThread) -> Result<AgentId> {
+    if let Some(a) = k.session(None, session).await?.agent {
+        return Ok(a);
+    }
+    let id = agent_id_for(adapter.agent_prefix(), &session.thread)?;
+    // The session joins: its agent registers itself and binds the session to it.
+    let ctx = CommandContext { agent: Some(id.clone()), ..CommandContext::default() };
+    let reg = RegisterAgent { id: id.clone(), agent_type: adapter.agent_type(), require_new: false };
+    k.register_agent(&ctx, reg).await?;
+    k.bind_thread(&ctx, session.clone()).await?;
+    Ok(id)
+}
+
+async fn take_over(
+    adapter: &dyn HostAdapter,
+    k: &FileKernel,
+    ctx: &CommandContext,
+    handoff: Option<HandoffId>,
+) -> Result<Receipt<ResumeBody>> {
+    k.accept_handoff(ctx, AcceptHandoff { host: adapter.agent_type(), handoff }).await
+}
+
+/// `loopx resume` inside a host session: joins the goal as the session's own agent, takes the
+/// handoff waiting for it over, and arms the loop.
+pub async fn resume(
+    adapter: &dyn HostAdapter,
+    session: &str,
+    cwd: &Path,
+    handoff: Option<HandoffId>,
+    env: &HookEnv,
+) -> Result<Receipt<ResumeBody>> {
+    let start = env.project_dir.clone().unwrap_or_else(|| cwd.to_path_buf());
+    let root = find_root(&start).ok_or_else(|| {
+        Error::not_found("no loopx project here").with_hint("run it in the project the handoff belongs to")
+    })?;
+    let k = open(&root, env)?;
+    let session = BindThread { host: adapter.host().to_owned(), thread: session.to_owned() };
+    let agent = join_session(adapter, &k, &session).await?;
+    let ctx = CommandContext { agent: Some(agent), ..CommandContext::default() };
+    let receipt = take_over(adapter, &k, &ctx, handoff).await?;
+    k.set_armed(&ctx, true).await?;
+    Ok(receipt)
 }
 
 /// `<prefix>-` and the session id's first letters and digits: one agent per session.

@@ -69,6 +69,24 @@ pub fn goal_md(state: &GoalState) -> String {
             let _ = writeln!(out, "- [ ] {} {} {}", t.id, t.priority, one_line(&t.text));
         }
     }
+    let handoffs: Vec<_> = state.handoffs.iter().filter(|h| h.is_pending(now)).collect();
+    if !handoffs.is_empty() {
+        let _ = writeln!(out, "\n## Handoffs waiting\n");
+        for h in handoffs.iter().take(LISTED) {
+            let todos: Vec<String> = h.todos.iter().map(|t| t.todo.to_string()).collect();
+            let note = h.note.as_deref().map(|n| format!(": {}", one_line(n))).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "- {} from {} to {} ({}) until {}{note} — `loopx resume --host {}`",
+                h.id,
+                h.from,
+                h.receiver(),
+                if todos.is_empty() { "the goal".to_owned() } else { todos.join(", ") },
+                h.expires_at,
+                h.to_host.name()
+            );
+        }
+    }
     if !state.agents.is_empty() {
         let _ = writeln!(out, "\n## Next per agent\n");
         for a in &state.agents {

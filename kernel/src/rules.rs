@@ -3,16 +3,17 @@
 
 use loopx_core::event::Event;
 use loopx_core::kernel::{
-    AddEvidence, AddTodo, AnswerGate, AskGate, BindThread, CommandContext, CompleteTodo, LeaseOp,
-    LeaseRequest, NewEvidence, QuotaChange, RefreshState, RegisterAgent, SchedulerReport, SetGoal, SpendSlot,
-    SupersedeTodo, UpdateTodo, VoidSlot,
+    AcceptHandoff, AddEvidence, AddTodo, AnswerGate, AskGate, BindThread, CancelHandoff, CommandContext,
+    CompleteTodo, LeaseOp, LeaseRequest, NewEvidence, OfferHandoff, QuotaChange, RefreshState, RegisterAgent,
+    SchedulerReport, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo, VoidSlot,
 };
 use loopx_core::model::{
-    CompletionContinuation, Evidence, GateBlocks, GateStatus, GoalStatus, HandoffMode, NewTodo, QuotaPolicy,
-    ResumeWhen, Role, RunRecord, Spend, Todo, TodoStatus, check_ref, check_text,
+    CompletionContinuation, Evidence, GateBlocks, GateStatus, GoalStatus, HandedTodo, Handoff, HandoffMode,
+    HandoffStatus, NewTodo, QuotaPolicy, ResumeWhen, Role, RunRecord, Spend, Todo, TodoStatus, check_ref,
+    check_text,
 };
 use loopx_core::traits::EvidenceDraft;
-use loopx_core::{AgentId, Error, EvidenceId, GateId, Result, Timestamp, TodoId};
+use loopx_core::{AgentId, AgentType, Error, EvidenceId, GateId, HandoffId, Result, Timestamp, TodoId};
 
 use loopx_core::next::NextStep;
 
@@ -157,7 +158,14 @@ pub fn find_todo(state: &GoalState, id: TodoId) -> Result<&Todo> {
     })
 }
 
-fn not_held_by_other(state: &GoalState, todo: &Todo, actor: &Actor, doing: &str) -> Result<()> {
+fn not_held_by_other(
+    state: &GoalState,
+    todo: &Todo,
+    actor: &Actor,
+    doing: &str,
+    now: Timestamp,
+) -> Result<()> {
+    not_reserved(state, todo, actor, doing, now)?;
     match (&todo.claimed_by, actor) {
         (Some(owner), Actor::Agent(me)) if owner != me => {
             Err(Error::conflict(format!("todo {} is claimed by {owner}; {me} cannot {doing} it", todo.id))
@@ -166,6 +174,33 @@ fn not_held_by_other(state: &GoalState, todo: &Todo, actor: &Actor, doing: &str)
         }
         _ => Ok(()),
     }
+}
+
+/// A todo a pending handoff reserves is the receiver's to take over, and nobody's to work
+/// before that (a person may still act on it).
+fn not_reserved(state: &GoalState, todo: &Todo, actor: &Actor, doing: &str, now: Timestamp) -> Result<()> {
+    let (Actor::Agent(me), Some(h)) = (actor, state.handoff_holding(todo.id, now)) else { return Ok(()) };
+    let for_me = state.agent(me).is_some_and(|a| h.is_for(me, a.agent_type));
+    if for_me {
+        return Err(Error::refused(format!(
+            "todo {} is handed to you in {}; take the handoff over before you {doing} it",
+            todo.id, h.id
+        ))
+        .with_hint("take it over")
+        .with_next(&state.goal.id, Some(me), NextStep::Resume { host: h.to_host.name().to_owned() }));
+    }
+    Err(Error::conflict(format!(
+        "todo {} is handed off to {} ({}, pending until {}); {me} cannot {doing} it",
+        todo.id,
+        h.receiver(),
+        h.id,
+        h.expires_at
+    ))
+    .with_hint(format!(
+        "pick other work; {} or a person can cancel it: loopx handoff cancel --handoff-id {}",
+        h.from, h.id
+    ))
+    .with_next(&state.goal.id, Some(me), NextStep::ShouldRun))
 }
 
 fn not_closed(state: &GoalState, todo: &Todo, doing: &str) -> Result<()> {
@@ -323,7 +358,7 @@ pub fn add_todo(state: &GoalState, req: &AddTodo) -> Result<Event> {
     })
 }
 
-pub fn claim(state: &GoalState, actor: &Actor, id: TodoId) -> Result<Option<Event>> {
+pub fn claim(state: &GoalState, actor: &Actor, id: TodoId, now: Timestamp) -> Result<Option<Event>> {
     let todo = find_todo(state, id)?;
     let Some(me) = actor.agent() else {
         return Err(Error::identity(format!("todo {id} must be claimed by an agent")).with_hint(format!(
@@ -338,7 +373,13 @@ pub fn claim(state: &GoalState, actor: &Actor, id: TodoId) -> Result<Option<Even
     if todo.claimed_by.as_ref() == Some(me) {
         return Ok(None);
     }
-    not_held_by_other(state, todo, actor, "claim")?;
+    // The receiver's claim of a handed-over todo takes the whole handoff over.
+    if let Some(h) = state.handoff_holding(id, now)
+        && state.agent(me).is_some_and(|a| h.is_for(me, a.agent_type))
+    {
+        return accept_event(state, h, me, None);
+    }
+    not_held_by_other(state, todo, actor, "claim", now)?;
     if state.goal.handoff_mode == HandoffMode::HardLease {
         return Err(Error::refused(format!(
             "goal {} is in hard_lease mode: claims come with a lease",
@@ -363,7 +404,7 @@ pub fn release(state: &GoalState, actor: &Actor, id: TodoId, now: Timestamp) -> 
     if todo.claimed_by.is_none() {
         return Ok(None);
     }
-    not_held_by_other(state, todo, actor, "release")?;
+    not_held_by_other(state, todo, actor, "release", now)?;
     lease_presented(state, todo, actor, now, "releasing")?;
     Ok(Some(Event::TodoReleased { todo: id }))
 }
@@ -398,7 +439,7 @@ pub fn update(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp
         ));
     }
     not_closed(state, todo, "update")?;
-    not_held_by_other(state, todo, actor, "update")?;
+    not_held_by_other(state, todo, actor, "update", now)?;
     if req.clear_claim {
         lease_presented(state, todo, actor, now, "clearing the claim of")?;
     }
@@ -478,7 +519,7 @@ pub fn complete(
         return Ok(None);
     }
     not_closed(state, todo, "complete")?;
-    not_held_by_other(state, todo, actor, "complete")?;
+    not_held_by_other(state, todo, actor, "complete", now)?;
     if todo.role == Role::Agent {
         lease_presented(state, todo, actor, now, "completing")?;
     }
@@ -593,7 +634,7 @@ pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo, now: Tim
         find_todo(state, *b)?;
     }
     not_closed(state, todo, "supersede")?;
-    not_held_by_other(state, todo, actor, "supersede")?;
+    not_held_by_other(state, todo, actor, "supersede", now)?;
     lease_presented(state, todo, actor, now, "superseding")?;
     room_for(state, req.new_texts.len())?;
     let new: Vec<NewTodo> = req
@@ -941,6 +982,7 @@ fn takeover(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp) 
         return Err(Error::usage("a takeover changes only the claim; make other changes in a second update"));
     }
     not_closed(state, todo, "take over")?;
+    not_reserved(state, todo, actor, "take over", now)?;
     if state.agent(to).is_none() {
         return Err(Error::identity(format!("agent {to} is not registered on goal {}", state.goal.id))
             .with_hint(format!("loopx agent register --agent-id {to} --agent-type <type>")));
@@ -992,7 +1034,7 @@ pub fn claim_next(state: &GoalState, actor: &Actor, now: Timestamp) -> Result<(T
             .with_hint("see why")
             .with_next(&state.goal.id, Some(me), NextStep::ShouldRun));
     };
-    Ok((pick.id, claim(state, actor, pick.id)?))
+    Ok((pick.id, claim(state, actor, pick.id, now)?))
 }
 
 /// The literal part of a glob, up to its first wildcard.
@@ -1059,6 +1101,7 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
     match &req.op {
         LeaseOp::Acquire { ttl_secs, write_scope } => {
             not_closed(state, todo, "lease")?;
+            not_reserved(state, todo, actor, "lease", now)?;
             check_scopes(write_scope)?;
             let expires_at = ttl(*ttl_secs)?;
             if let Some(l) = active {
@@ -1180,4 +1223,279 @@ pub fn stop_block(state: &GoalState, actor: &Actor, req: &BindThread) -> Result<
         return Err(Error::identity(format!("{} session {} is not bound to {agent}", req.host, req.thread)));
     }
     Ok(Event::StopBlocked { agent: agent.clone(), thread: req.thread.clone() })
+}
+
+// ---- handoffs --------------------------------------------------------------------------------
+
+/// Longest a handoff waits to be taken over.
+pub const MAX_HANDOFF_SECS: u64 = 7 * 24 * 3600;
+/// Evidence a handoff carries: the goal's latest.
+const HANDOFF_EVIDENCE: usize = 10;
+
+/// The sender hands its todos (those named, or every open one it holds) to a host or agent.
+pub fn offer_handoff(state: &GoalState, actor: &Actor, req: &OfferHandoff, now: Timestamp) -> Result<Event> {
+    let me = explicit_agent(actor, "a handoff")?;
+    check_note(req.note.as_ref())?;
+    if req.ttl_secs == 0 || req.ttl_secs > MAX_HANDOFF_SECS {
+        return Err(Error::usage(format!(
+            "a handoff waits between 1 s and {} days",
+            MAX_HANDOFF_SECS / 86_400
+        )));
+    }
+    if let Some(to) = &req.to_agent {
+        if to == me {
+            return Err(Error::usage(format!("{me} cannot hand off to itself"))
+                .with_hint("name another agent, or only the host"));
+        }
+        if let Some(a) = state.agent(to)
+            && a.agent_type != req.to_host
+        {
+            return Err(Error::usage(format!(
+                "agent {to} acts through {}, not {}",
+                a.agent_type.name(),
+                req.to_host.name()
+            ))
+            .with_hint(format!("pass --to-host {}", a.agent_type.name())));
+        }
+    }
+    let mut ids: Vec<TodoId> = if req.todos.is_empty() {
+        state
+            .todos
+            .iter()
+            .filter(|t| !t.status.is_closed() && t.claimed_by.as_ref() == Some(me))
+            .map(|t| t.id)
+            .collect()
+    } else {
+        req.todos.clone()
+    };
+    ids.dedup();
+    let mut todos = Vec::new();
+    for id in ids {
+        let todo = find_todo(state, id)?;
+        not_closed(state, todo, "hand off")?;
+        if let Some(h) = state.handoff_holding(id, now) {
+            return Err(Error::conflict(format!(
+                "todo {id} is already handed off to {} ({}, pending until {})",
+                h.receiver(),
+                h.id,
+                h.expires_at
+            ))
+            .with_hint(format!("cancel that one first: loopx handoff cancel --handoff-id {}", h.id)));
+        }
+        if todo.claimed_by.as_ref() != Some(me) {
+            let holder = todo.claimed_by.as_ref().map_or("nobody".to_owned(), ToString::to_string);
+            return Err(Error::refused(format!(
+                "{me} does not hold todo {id} (held by {holder}); only the todos you hold can be handed off"
+            ))
+            .with_hint("claim it first, or leave it out: open todos need no handoff")
+            .with_next(&state.goal.id, Some(me), NextStep::Claim { todo: id }));
+        }
+        lease_presented(state, todo, actor, now, "handing off")?;
+        let lease = todo.lease.as_ref().filter(|l| &l.owner == me && l.is_active(now));
+        todos.push(HandedTodo {
+            todo: id,
+            lease_version: todo.lease_version + u64::from(todo.lease.is_some()),
+            lease_secs: lease.map(|l| {
+                u64::try_from(l.expires_at.unix_millis() - l.acquired_at.unix_millis()).unwrap_or(0) / 1000
+            }),
+            write_scope: lease.map(|l| l.write_scope.clone()).unwrap_or_default(),
+        });
+    }
+    let skip = state.evidence.len().saturating_sub(HANDOFF_EVIDENCE);
+    Ok(Event::HandoffOffered {
+        handoff: Handoff {
+            id: state.next_handoff_id(),
+            from: me.clone(),
+            to_host: req.to_host,
+            to_agent: req.to_agent.clone(),
+            todos,
+            note: req.note.clone(),
+            evidence: state.evidence[skip..].iter().map(|e| e.id).collect(),
+            status: HandoffStatus::Pending,
+            created_at: now,
+            expires_at: now.saturating_add(std::time::Duration::from_secs(req.ttl_secs)),
+            accepted_by: None,
+            closed_by: None,
+            closed_at: None,
+            reason: None,
+        },
+    })
+}
+
+pub fn find_handoff(state: &GoalState, id: HandoffId) -> Result<&Handoff> {
+    state.handoff(id).ok_or_else(|| {
+        Error::not_found(format!("handoff {id} not found on goal {}", state.goal.id))
+            .with_hint("list them with: loopx handoff list --all")
+    })
+}
+
+/// Who takes a handoff over when nobody is named: the agent the sender named, or the only
+/// registered agent of the host that may take it.
+pub fn receiver(state: &GoalState, req: &AcceptHandoff, now: Timestamp) -> Result<AgentId> {
+    let pending: Vec<&Handoff> = state
+        .handoffs
+        .iter()
+        .filter(|h| h.is_pending(now) && h.to_host == req.host)
+        .filter(|h| req.handoff.is_none_or(|id| h.id == id))
+        .collect();
+    if let Some(to) = pending.iter().find_map(|h| h.to_agent.clone()) {
+        return Ok(to);
+    }
+    let from: Vec<&AgentId> = pending.iter().map(|h| &h.from).collect();
+    let hosts: Vec<&AgentId> = state
+        .agents
+        .iter()
+        .filter(|a| a.agent_type == req.host && !from.contains(&&a.id))
+        .map(|a| &a.id)
+        .collect();
+    match hosts.as_slice() {
+        [only] => Ok((*only).clone()),
+        [] => Err(Error::identity(format!(
+            "no {} agent is registered on goal {} to take the handoff over",
+            req.host.name(),
+            state.goal.id
+        ))
+        .with_hint(format!(
+            "name the receiver, which registers it: loopx resume --host {} --agent-id <new-agent>",
+            req.host.name()
+        ))),
+        many => {
+            let ids: Vec<&str> = many.iter().map(|a| a.as_str()).collect();
+            Err(Error::identity(format!(
+                "{} {} agents are registered ({}); say which one takes the handoff over",
+                many.len(),
+                req.host.name(),
+                ids.join(", ")
+            ))
+            .with_hint(format!("pass --agent-id, e.g. --agent-id {}", ids[0])))
+        }
+    }
+}
+
+/// The receiver takes a handoff over: the one named, or the oldest pending for it. `None`
+/// when nothing waits (or it already took this one).
+pub fn accept_handoff(
+    state: &GoalState,
+    actor: &Actor,
+    req: &AcceptHandoff,
+    now: Timestamp,
+) -> Result<Option<Event>> {
+    let me = explicit_agent(actor, "taking a handoff over")?;
+    let my_type = match state.agent(me) {
+        Some(a) if a.agent_type != req.host => {
+            return Err(Error::usage(format!(
+                "agent {me} acts through {}, not {}",
+                a.agent_type.name(),
+                req.host.name()
+            ))
+            .with_hint(format!("pass --host {}, or another --agent-id", a.agent_type.name())));
+        }
+        Some(a) => a.agent_type,
+        None => req.host,
+    };
+    let registered = state.agent(me).is_none().then_some(req.host);
+    let h = match req.handoff {
+        Some(id) => {
+            let h = find_handoff(state, id)?;
+            match h.status_at(now) {
+                HandoffStatus::Accepted if h.accepted_by.as_ref() == Some(me) => return Ok(None),
+                HandoffStatus::Accepted => {
+                    let by = h.accepted_by.as_ref().map_or("", |a| a.as_str());
+                    return Err(Error::conflict(format!("handoff {id} was taken over by {by}")));
+                }
+                HandoffStatus::Cancelled => {
+                    return Err(Error::refused(format!("handoff {id} was cancelled")));
+                }
+                HandoffStatus::Expired => {
+                    return Err(Error::refused(format!(
+                        "handoff {id} expired at {}; its todos are open to anyone again",
+                        h.expires_at
+                    ))
+                    .with_next(&state.goal.id, Some(me), NextStep::ShouldRun));
+                }
+                HandoffStatus::Pending if !h.is_for(me, my_type) => {
+                    return Err(Error::refused(format!("handoff {id} is for {}, not {me}", h.receiver())));
+                }
+                HandoffStatus::Pending => h,
+            }
+        }
+        None => match state.handoffs.iter().find(|h| h.is_pending(now) && h.is_for(me, my_type)) {
+            Some(h) => h,
+            None => return Ok(None),
+        },
+    };
+    accept_event(state, h, me, registered)
+}
+
+/// The event that gives `h`'s open todos to `me`, refusing when one changed since the
+/// handoff (its lease version moved, or someone holds it).
+fn accept_event(
+    state: &GoalState,
+    h: &Handoff,
+    me: &AgentId,
+    registered: Option<AgentType>,
+) -> Result<Option<Event>> {
+    let mut todos = Vec::new();
+    for handed in &h.todos {
+        let t = find_todo(state, handed.todo)?;
+        if t.status.is_closed() {
+            continue;
+        }
+        if t.lease_version != handed.lease_version || t.claimed_by.is_some() {
+            return Err(Error::conflict(format!(
+                "todo {} changed since handoff {} (lease version {} → {}{})",
+                t.id,
+                h.id,
+                handed.lease_version,
+                t.lease_version,
+                t.claimed_by.as_ref().map(|c| format!(", claimed by {c}")).unwrap_or_default()
+            ))
+            .with_hint(format!(
+                "a person cancels it and the sender hands off again: loopx handoff cancel --handoff-id {}",
+                h.id
+            )));
+        }
+        todos.push(t.id);
+    }
+    Ok(Some(Event::HandoffAccepted {
+        handoff: h.id,
+        from: h.from.clone(),
+        agent: me.clone(),
+        todos,
+        registered,
+    }))
+}
+
+/// The sender or a person withdraws a pending handoff. Cancelling a cancelled one is a no-op.
+pub fn cancel_handoff(
+    state: &GoalState,
+    actor: &Actor,
+    req: &CancelHandoff,
+    now: Timestamp,
+) -> Result<Option<Event>> {
+    check_note(req.reason.as_ref())?;
+    let h = find_handoff(state, req.handoff)?;
+    if let Actor::Agent(me) = actor
+        && me != &h.from
+    {
+        return Err(Error::refused(format!(
+            "handoff {} is {}'s; only its sender or a person can cancel it",
+            h.id, h.from
+        )));
+    }
+    match h.status_at(now) {
+        HandoffStatus::Pending => {
+            Ok(Some(Event::HandoffCancelled { handoff: h.id, reason: req.reason.clone() }))
+        }
+        HandoffStatus::Cancelled => Ok(None),
+        HandoffStatus::Accepted => Err(Error::refused(format!(
+            "handoff {} was already taken over by {}",
+            h.id,
+            h.accepted_by.as_ref().map_or("", |a| a.as_str())
+        ))),
+        HandoffStatus::Expired => Err(Error::refused(format!(
+            "handoff {} expired at {}; its todos are already open",
+            h.id, h.expires_at
+        ))),
+    }
 }

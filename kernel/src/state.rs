@@ -8,10 +8,11 @@ use loopx_core::decision::DecisionRecord;
 use loopx_core::event::Event;
 use loopx_core::kernel::{TodoCounts, TodoSummary};
 use loopx_core::model::{
-    Agent, Completion, Evidence, Gate, GateBlocks, GateStatus, Goal, GoalStatus, HandoffMode, Lease, NewTodo,
-    Note, QuotaPolicy, ResumeWhen, Role, RunRecord, Spend, Todo, TodoClass, TodoStatus,
+    Agent, Completion, Evidence, Gate, GateBlocks, GateStatus, Goal, GoalStatus, Handoff, HandoffMode,
+    HandoffStatus, Lease, NewTodo, Note, QuotaPolicy, ResumeWhen, Role, RunRecord, Spend, Todo, TodoClass,
+    TodoStatus,
 };
-use loopx_core::{AgentId, EvidenceId, GateId, GoalId, RunId, SpendId, Timestamp, TodoId};
+use loopx_core::{AgentId, EvidenceId, GateId, GoalId, HandoffId, RunId, SpendId, Timestamp, TodoId};
 
 /// Keyed receipts kept for replays; older keys fall out (a replay is a retry, not an archive).
 pub const RECEIPTS_KEPT: usize = 512;
@@ -83,6 +84,9 @@ pub struct GoalState {
     /// The latest event that changed the work (not a poll or a scheduler report).
     #[serde(default)]
     pub work_seq: u64,
+    /// Every handoff, `handoffs[n - 1]` being `hn`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoffs: Vec<Handoff>,
 }
 
 /// A turn's decision and the event that recorded it.
@@ -163,6 +167,7 @@ impl GoalState {
             armed: Vec::new(),
             stop_blocks: BTreeMap::new(),
             work_seq: first.seq,
+            handoffs: Vec::new(),
         };
         state.keep_receipt(first);
         Ok(state)
@@ -494,8 +499,119 @@ impl GoalState {
                 sched.failures = sched.failures.saturating_add(1);
                 sched.last_error = Some(error.clone());
             }
+            Event::HandoffOffered { handoff } => {
+                if handoff.id != self.next_handoff_id() {
+                    return Err(format!(
+                        "handoff {} offered where {} was next",
+                        handoff.id,
+                        self.next_handoff_id()
+                    ));
+                }
+                for h in &handoff.todos {
+                    let t = self.todo_mut(h.todo)?;
+                    t.claimed_by = None;
+                    if t.lease.take().is_some() {
+                        t.lease_version += 1;
+                    }
+                    t.updated_at = at;
+                }
+                self.handoffs.push(handoff.clone());
+            }
+            Event::HandoffAccepted { handoff, agent, registered, .. } => {
+                if let Some(agent_type) = registered {
+                    if self.agent(agent).is_some() {
+                        return Err(format!("agent {agent} registered twice"));
+                    }
+                    self.agents.push(Agent { id: agent.clone(), agent_type: *agent_type, registered_at: at });
+                }
+                let h = self.handoff_mut(*handoff)?;
+                h.status = HandoffStatus::Accepted;
+                h.accepted_by = Some(agent.clone());
+                h.closed_by = Some(actor.to_owned());
+                h.closed_at = Some(at);
+                let handed = h.todos.clone();
+                for h in handed {
+                    let t = self.todo_mut(h.todo)?;
+                    if t.status.is_closed() {
+                        continue;
+                    }
+                    t.claimed_by = Some(agent.clone());
+                    if let Some(secs) = h.lease_secs {
+                        t.lease = Some(Lease {
+                            owner: agent.clone(),
+                            acquired_at: at,
+                            expires_at: at.saturating_add(std::time::Duration::from_secs(secs)),
+                            key: None,
+                            write_scope: h.write_scope.clone(),
+                        });
+                        t.lease_version += 1;
+                    }
+                    t.updated_at = at;
+                }
+            }
+            Event::HandoffCancelled { handoff, reason } => {
+                let h = self.handoff_mut(*handoff)?;
+                h.status = HandoffStatus::Cancelled;
+                h.closed_by = Some(actor.to_owned());
+                h.closed_at = Some(at);
+                h.reason.clone_from(reason);
+                let (from, handed) = (h.from.clone(), h.todos.clone());
+                for h in handed {
+                    let t = self.todo_mut(h.todo)?;
+                    if !t.status.is_closed() && t.claimed_by.is_none() {
+                        t.claimed_by = Some(from.clone());
+                        t.updated_at = at;
+                    }
+                }
+            }
         }
         Ok(())
+    }
+
+    pub fn handoff(&self, id: HandoffId) -> Option<&Handoff> {
+        usize::try_from(id.number()).ok().and_then(|n| self.handoffs.get(n.checked_sub(1)?))
+    }
+
+    fn handoff_mut(&mut self, id: HandoffId) -> Result<&mut Handoff, String> {
+        usize::try_from(id.number())
+            .ok()
+            .and_then(|n| self.handoffs.get_mut(n.checked_sub(1)?))
+            .ok_or_else(|| format!("event names unknown handoff {id}"))
+    }
+
+    pub fn next_handoff_id(&self) -> HandoffId {
+        HandoffId::from_number(self.handoffs.len() as u64 + 1)
+    }
+
+    /// The pending handoff that reserves `todo`, if any.
+    pub fn handoff_holding(&self, todo: TodoId, now: Timestamp) -> Option<&Handoff> {
+        self.handoffs.iter().rev().find(|h| h.is_pending(now) && h.covers(todo))
+    }
+
+    /// Whether `agent` may take `todo` as far as handoffs go: no pending handoff reserves it,
+    /// or one reserves it for `agent`.
+    pub fn handoff_allows(&self, todo: TodoId, agent: Option<&AgentId>, now: Timestamp) -> bool {
+        self.handoff_holding(todo, now)
+            .is_none_or(|h| agent.and_then(|a| self.agent(a)).is_some_and(|a| h.is_for(&a.id, a.agent_type)))
+    }
+
+    /// The pending handoff `agent` sent, if any: while it waits, the agent's lane waits too.
+    pub fn handoff_sent_by(&self, agent: &AgentId, now: Timestamp) -> Option<&Handoff> {
+        self.handoffs.iter().find(|h| &h.from == agent && h.is_pending(now))
+    }
+
+    /// Todos handed to `agent`: by a pending handoff it may take, or one it took.
+    fn handed_to(&self, agent: &AgentId, now: Timestamp) -> Vec<TodoId> {
+        let Some(me) = self.agent(agent) else { return Vec::new() };
+        self.handoffs
+            .iter()
+            .filter(|h| match h.status_at(now) {
+                HandoffStatus::Pending => h.is_for(&me.id, me.agent_type),
+                HandoffStatus::Accepted => h.accepted_by.as_ref() == Some(agent),
+                _ => false,
+            })
+            .flat_map(|h| h.todos.iter().map(|t| t.todo))
+            .collect()
     }
 
     /// Keeps the key (and receipt) a keyed line carries, evicting the oldest past [`RECEIPTS_KEPT`].
@@ -632,8 +748,9 @@ impl GoalState {
             && t.claimed_by.as_ref().is_none_or(|c| Some(c) == agent)
     }
 
-    /// The todos an agent may pick, best first: candidates that are due and not held by a
-    /// gate, ordered by (held by `agent` first, priority, creation).
+    /// The todos an agent may pick, best first: candidates that are due, not held by a gate
+    /// and not reserved for another by a handoff, ordered by (handed to `agent` first, held by
+    /// `agent`, priority, creation).
     pub fn selectable<'a>(
         &'a self,
         agent: Option<&'a AgentId>,
@@ -643,10 +760,14 @@ impl GoalState {
             .todos
             .iter()
             .filter(move |t| {
-                self.candidate(t, agent) && !self.is_waiting(t, now) && self.gate_holding(t).is_none()
+                self.candidate(t, agent)
+                    && !self.is_waiting(t, now)
+                    && self.gate_holding(t).is_none()
+                    && self.handoff_allows(t.id, agent, now)
             })
             .collect();
-        picks.sort_by_key(|t| (t.claimed_by.is_none(), t.priority, t.id));
+        let handed = agent.map(|a| self.handed_to(a, now)).unwrap_or_default();
+        picks.sort_by_key(|t| (!handed.contains(&t.id), t.claimed_by.is_none(), t.priority, t.id));
         picks.into_iter()
     }
 

@@ -90,7 +90,7 @@ impl Sim {
     }
 
     fn claim(&mut self, who: &str, t: TodoId) {
-        let e = rules::claim(&self.state, &Actor::Agent(agent(who)), t).unwrap().unwrap();
+        let e = rules::claim(&self.state, &Actor::Agent(agent(who)), t, self.now).unwrap().unwrap();
         self.apply(who, e);
     }
 

@@ -6,6 +6,8 @@ mod bench;
 mod commands;
 mod concurrency;
 mod conformance;
+mod demo;
+mod handoff;
 mod hook_matrix;
 mod hooks_claude;
 mod hostile_text;

@@ -98,7 +98,16 @@ fn the_handshake_and_the_tool_list() {
         list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["should_run", "status", "claim_task", "update_task", "complete_task", "ask_user", "add_evidence"]
+        [
+            "should_run",
+            "status",
+            "claim_task",
+            "update_task",
+            "complete_task",
+            "ask_user",
+            "add_evidence",
+            "handoff"
+        ]
     );
     for t in list["result"]["tools"].as_array().unwrap() {
         assert_eq!(t["inputSchema"]["type"], "object", "{t}");

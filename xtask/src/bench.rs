@@ -341,7 +341,7 @@ fn grow_history(root: &Path, n: u64) -> Result<()> {
         let t = state.todos[usize::try_from(state.seq).unwrap_or(0) % state.todos.len()].id;
         let event = match state.todo(t).and_then(|t| t.claimed_by.clone()) {
             Some(_) => rules::release(state, &agent, t, loopx_core::Timestamp::from_unix_millis(0))?,
-            None => rules::claim(state, &agent, t)?,
+            None => rules::claim(state, &agent, t, loopx_core::Timestamp::from_unix_millis(0))?,
         };
         event.map(Some).ok_or_else(|| loopx_core::Error::internal("a claim or release changed nothing"))
     })?;
