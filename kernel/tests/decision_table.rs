@@ -164,6 +164,19 @@ impl Sim {
         self.apply("user", e);
     }
 
+    /// `from` hands `t` to `to` (a Codex App agent), waiting `ttl_secs`.
+    fn handoff(&mut self, from: &str, to: Option<&str>, t: TodoId, ttl_secs: u64) {
+        let req = loopx_core::kernel::OfferHandoff {
+            to_host: AgentType::CodexApp,
+            to_agent: to.map(agent),
+            todos: vec![t],
+            note: Some("over to you".into()),
+            ttl_secs,
+        };
+        let e = rules::offer_handoff(&self.state, &Actor::Agent(agent(from)), &req, self.now).unwrap();
+        self.apply(from, e);
+    }
+
     fn stop(&mut self) {
         self.apply("user", Event::GoalStopped { reason: Some("lunch".into()) });
     }
@@ -259,6 +272,77 @@ fn row_4_terminal_needs_every_todo_closed_and_one_no_follow_up() {
     // Row 4 needs no open gate: with one, row 5 asks the user instead.
     s.gate(GateBlocks::Goal);
     check(&s.decide(Some("a")), DecisionKind::AskUser, RunState::OperatorGate);
+}
+
+#[test]
+fn row_4b_the_sender_waits_for_its_handoff_and_the_receiver_takes_the_handed_todo_first() {
+    let mut s = Sim::new().agents(&["a", "b", "c"]);
+    let x = s.todo("handed", Priority::P2);
+    let y = s.todo("urgent", Priority::P0);
+    s.claim("a", x);
+    s.handoff("a", Some("b"), x, 3600);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Handoff, RunState::Waiting);
+    assert!(matches!(&d.continuation, Continuation::Handoff { to_agent: Some(b), .. } if b.as_str() == "b"));
+    // Other open work does not pull the sender back while it waits.
+    assert_eq!(s.state.selectable(Some(&agent("a")), s.now).next().map(|t| t.id), Some(y));
+    // The receiver: the handed todo before a P0 one.
+    let d = s.decide(Some("b"));
+    check(&d, DecisionKind::Run, RunState::Eligible);
+    assert_eq!((d.selected, d.claim_required), (Some(x), true));
+    // A third agent never sees it.
+    assert_eq!(s.decide(Some("c")).selected, Some(y));
+    // The receiver's claim takes it over; the sender's lane is free again.
+    s.claim("b", x);
+    assert_eq!(s.state.handoffs[0].status, loopx_core::model::HandoffStatus::Accepted);
+    check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+    assert_eq!(s.decide(Some("b")).selected, Some(x), "still first for the one who took it over");
+
+    // Expiry: nothing is stranded.
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let x = s.todo("handed", Priority::P2);
+    s.claim("a", x);
+    s.handoff("a", None, x, 60);
+    check(&s.decide(Some("a")), DecisionKind::Handoff, RunState::Waiting);
+    s.now = Timestamp::from_unix_millis(s.now.unix_millis() + 61_000);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Run, RunState::Eligible);
+    assert_eq!((d.selected, d.claim_required), (Some(x), true), "open again, for anyone");
+}
+
+#[test]
+fn accepting_a_handoff_checks_that_nothing_changed_the_todo_since() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let x = s.todo("handed", Priority::P2);
+    let until = Timestamp::from_unix_millis(T0 + 3_600_000);
+    s.apply(
+        "a",
+        Event::LeaseAcquired {
+            todo: x,
+            owner: agent("a"),
+            expires_at: until,
+            key: None,
+            write_scope: vec![],
+        },
+    );
+    s.handoff("a", Some("b"), x, 3600);
+    let req = loopx_core::kernel::AcceptHandoff { host: AgentType::CodexApp, handoff: None };
+    let b = Actor::Agent(agent("b"));
+    assert!(rules::accept_handoff(&s.state, &b, &req, s.now).unwrap().is_some());
+    // A lease change behind the handoff's back (as a hand-made event would be).
+    s.apply(
+        "a",
+        Event::LeaseAcquired {
+            todo: x,
+            owner: agent("a"),
+            expires_at: until,
+            key: None,
+            write_scope: vec![],
+        },
+    );
+    let e = rules::accept_handoff(&s.state, &b, &req, s.now).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e:?}");
+    assert!(e.message.contains("lease version 2 → 3"), "{}", e.message);
 }
 
 #[test]

@@ -18,6 +18,7 @@ mod layering;
 mod mcp;
 mod real_claude;
 mod real_codex;
+mod real_handoff;
 mod snapshots;
 mod tick;
 mod trust;

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use loopx_tests::{Sandbox, events, loopx_bin};
 
-fn claude_bin() -> PathBuf {
+pub(crate) fn claude_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("LOOPX_CLAUDE_BIN") {
         return PathBuf::from(p);
     }
@@ -39,23 +39,23 @@ fn which_on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// One scripted assistant message: its content blocks and stop reason.
-fn step(content: Value, stop: &str) -> (Value, String) {
+pub(crate) fn step(content: Value, stop: &str) -> (Value, String) {
     (content, stop.to_owned())
 }
 
-fn tool_use(n: usize, name: &str, input: Value) -> Value {
+pub(crate) fn tool_use(n: usize, name: &str, input: Value) -> Value {
     json!([{"type": "tool_use", "id": format!("toolu_{n:02}"), "name": name, "input": input}])
 }
 
-fn text(t: &str) -> Value {
+pub(crate) fn text(t: &str) -> Value {
     json!([{"type": "text", "text": t}])
 }
 
 /// A fake Messages API: the main conversation (the request that offers loopx's MCP tools)
 /// gets `script[k]` for its k-th assistant turn; anything else gets a short text.
-struct FakeApi {
+pub(crate) struct FakeApi {
     port: u16,
-    requests: Arc<Mutex<Vec<Value>>>,
+    pub(crate) requests: Arc<Mutex<Vec<Value>>>,
 }
 
 fn sse(id: usize, content: &Value, stop: &str) -> String {
@@ -139,7 +139,7 @@ fn serve(
 }
 
 impl FakeApi {
-    fn start(script: Vec<(Value, String)>) -> Self {
+    pub(crate) fn start(script: Vec<(Value, String)>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -156,7 +156,7 @@ impl FakeApi {
 
 /// Runs the real Claude Code in print mode on `prompt`, against the fake API, with loopx on
 /// PATH and nothing of the machine's environment.
-fn run_claude(claude: &Path, s: &Sandbox, api: &FakeApi, prompt: &str) -> std::process::Output {
+pub(crate) fn run_claude(claude: &Path, s: &Sandbox, api: &FakeApi, prompt: &str) -> std::process::Output {
     let bin_dir = loopx_bin().parent().unwrap().to_path_buf();
     let path = std::env::join_paths(
         std::iter::once(bin_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
@@ -180,7 +180,7 @@ fn run_claude(claude: &Path, s: &Sandbox, api: &FakeApi, prompt: &str) -> std::p
 }
 
 /// Claude Code asks to trust a new workspace; a test trusts it the way its config does.
-fn trust_workspace(s: &Sandbox) {
+pub(crate) fn trust_workspace(s: &Sandbox) {
     let trust = json!({"hasCompletedOnboarding": true, "projects": {s.root.to_string_lossy(): {"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}}});
     std::fs::write(s.home.join(".claude.json"), trust.to_string()).unwrap();
 }

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use loopx_tests::{Sandbox, events, loopx_bin};
 
-fn codex_bin() -> PathBuf {
+pub(crate) fn codex_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("LOOPX_CODEX_BIN") {
         return PathBuf::from(p);
     }
@@ -34,26 +34,26 @@ fn codex_bin() -> PathBuf {
 /// One scripted model turn: the output items of one response.
 type Step = Vec<Value>;
 
-fn shell(n: usize, cmd: &str) -> Step {
+pub(crate) fn shell(n: usize, cmd: &str) -> Step {
     vec![
         json!({"type": "function_call", "call_id": format!("call_{n}"), "name": "exec_command", "arguments": json!({"cmd": cmd}).to_string()}),
     ]
 }
 
-fn mcp(n: usize, tool: &str, args: Value) -> Step {
+pub(crate) fn mcp(n: usize, tool: &str, args: Value) -> Step {
     vec![
         json!({"type": "function_call", "call_id": format!("call_{n}"), "namespace": "mcp__loopx", "name": tool, "arguments": args.to_string()}),
     ]
 }
 
-fn say(text: &str) -> Step {
+pub(crate) fn say(text: &str) -> Step {
     vec![json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]})]
 }
 
 /// A fake Responses API: the k-th request gets `script[k]`, then a short message.
-struct FakeApi {
+pub(crate) struct FakeApi {
     port: u16,
-    requests: Arc<Mutex<Vec<Value>>>,
+    pub(crate) requests: Arc<Mutex<Vec<Value>>>,
 }
 
 fn sse(n: usize, items: &[Value]) -> String {
@@ -116,7 +116,7 @@ fn serve(
 }
 
 impl FakeApi {
-    fn start(script: Vec<Step>) -> Self {
+    pub(crate) fn start(script: Vec<Step>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -130,17 +130,17 @@ impl FakeApi {
         Self { port, requests }
     }
 
-    fn all(&self) -> String {
+    pub(crate) fn all(&self) -> String {
         serde_json::to_string(&*self.requests.lock().unwrap()).unwrap()
     }
 }
 
-fn codex_home(s: &Sandbox) -> PathBuf {
+pub(crate) fn codex_home(s: &Sandbox) -> PathBuf {
     s.home.join(".codex")
 }
 
 /// A Codex home that talks only to the fake API, with loopx installed in it.
-fn setup(s: &Sandbox, api: &FakeApi) {
+pub(crate) fn setup(s: &Sandbox, api: &FakeApi) {
     let home = codex_home(s);
     std::fs::create_dir_all(&home).unwrap();
     let config = format!(
@@ -166,7 +166,7 @@ fn setup(s: &Sandbox, api: &FakeApi) {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 }
 
-fn run_codex(s: &Sandbox, prompt: &str, env: &[(&str, &str)]) -> std::process::Output {
+pub(crate) fn run_codex(s: &Sandbox, prompt: &str, env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = std::process::Command::new(codex_bin());
     cmd.args(["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt])
         .current_dir(&s.root)
@@ -182,7 +182,7 @@ fn run_codex(s: &Sandbox, prompt: &str, env: &[(&str, &str)]) -> std::process::O
     cmd.output().unwrap()
 }
 
-fn kinds(s: &Sandbox) -> Vec<String> {
+pub(crate) fn kinds(s: &Sandbox) -> Vec<String> {
     events(&s.events_path("main")).iter().map(|e| e["kind"].as_str().unwrap().to_owned()).collect()
 }
 

@@ -545,6 +545,16 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     eprintln!("xtask: hook answers");
     timings.extend(hooks(&mut b, warm, runs)?);
 
+    eprintln!("xtask: the demo");
+    let demo_runs = if opts.quick { 5 } else { 20 };
+    timings.push(b.measure(
+        "demo: the whole scripted goal, 11 ticks",
+        &home,
+        &["demo", "--json"],
+        1,
+        demo_runs,
+    )?);
+
     for &n in sizes_events {
         eprintln!("xtask: history of {n} events");
         let root = b.project(&format!("events{n}"))?;
