@@ -121,6 +121,7 @@ fn report(todo: Option<TodoId>, summary: &str) -> TurnReport {
         summary: summary.to_owned(),
         evidence: Vec::new(),
         completed: false,
+        no_follow_up: false,
         plan: Vec::new(),
         question: None,
         handoff: None,
@@ -263,6 +264,7 @@ fn claude(root: &Path) -> Result<ScriptedAgent> {
             Step {
                 report: TurnReport {
                     completed: true,
+                    no_follow_up: true,
                     evidence: vec![note("generated the export and the marker the check reads")],
                     ..report(None, "produced the export the check looks for")
                 },
@@ -427,7 +429,7 @@ impl Demo {
                 complete: CompleteTodo {
                     todo,
                     evidence,
-                    no_follow_up: todo == t(4),
+                    no_follow_up: r.no_follow_up,
                     note: None,
                     next_todo: None,
                 },
@@ -508,21 +510,14 @@ impl Demo {
     }
 }
 
-/// `run t3 (claim)`, `wait — …`, `stop (terminal)`.
+/// `run t3 (claim first) — …`, `wait — …`, `stop (terminal) — …`.
 fn decision_words(d: &ShouldRunAnswer) -> String {
     match &d.continuation {
         Continuation::Run { todo, claim_required } => {
             format!("run {todo}{} — {}", if *claim_required { " (claim first)" } else { "" }, d.reason)
         }
-        Continuation::Stop { cause } => format!(
-            "stop ({}) — {}",
-            serde_json::to_value(cause).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
-            d.reason
-        ),
-        _ => {
-            let word = serde_json::to_value(d.decision).ok().and_then(|v| v.as_str().map(str::to_owned));
-            format!("{} — {}", word.unwrap_or_default(), d.reason)
-        }
+        Continuation::Stop { cause } => format!("stop ({}) — {}", cause.as_str(), d.reason),
+        _ => format!("{} — {}", d.decision.as_str(), d.reason),
     }
 }
 

@@ -363,9 +363,8 @@ pub fn gauge(q: &QuotaView) -> String {
 
 pub fn should_run(a: &ShouldRunAnswer, style: Style) -> String {
     let mut out = String::new();
-    let word =
-        serde_json::to_value(a.decision).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-    let head = if a.should_run { style.green(&word) } else { style.yellow(&word) };
+    let word = a.decision.as_str();
+    let head = if a.should_run { style.green(word) } else { style.yellow(word) };
     let what = a
         .selected_todo
         .as_ref()
@@ -383,8 +382,7 @@ pub fn should_run(a: &ShouldRunAnswer, style: Style) -> String {
     }
     let _ = writeln!(out, "quota:     {}", gauge(&a.quota));
     let h = &a.scheduler;
-    let action =
-        serde_json::to_value(h.action).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let action = h.action.as_str();
     let cadence = h.cadence_minutes.map(|c| format!(" every {c} min")).unwrap_or_default();
     let _ = writeln!(out, "scheduler: {action}{cadence} ({})", h.reason_code);
     if let Some(t) = &a.turn {

@@ -21,6 +21,21 @@ pub enum StopCause {
     BudgetExhausted,
 }
 
+impl StopCause {
+    pub const ALL: [StopCause; 4] =
+        [StopCause::Paused, StopCause::Terminal, StopCause::Throttled, StopCause::BudgetExhausted];
+
+    /// The word, as in JSON (`budget_exhausted`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopCause::Paused => "paused",
+            StopCause::Terminal => "terminal",
+            StopCause::Throttled => "throttled",
+            StopCause::BudgetExhausted => "budget_exhausted",
+        }
+    }
+}
+
 impl Continuation {
     /// The decision this continuation carries.
     pub fn kind(&self) -> crate::decision::DecisionKind {

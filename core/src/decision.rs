@@ -20,6 +20,29 @@ pub enum DecisionKind {
     Stop,
 }
 
+impl DecisionKind {
+    pub const ALL: [DecisionKind; 6] = [
+        DecisionKind::Run,
+        DecisionKind::AskUser,
+        DecisionKind::Wait,
+        DecisionKind::Replan,
+        DecisionKind::Handoff,
+        DecisionKind::Stop,
+    ];
+
+    /// The word, as in JSON (`ask_user`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Run => "run",
+            DecisionKind::AskUser => "ask_user",
+            DecisionKind::Wait => "wait",
+            DecisionKind::Replan => "replan",
+            DecisionKind::Handoff => "handoff",
+            DecisionKind::Stop => "stop",
+        }
+    }
+}
+
 /// The goal's state as the decision sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -93,6 +116,27 @@ pub enum SchedulerAction {
     WaitForUser,
     WaitUntil,
     StopUntilResume,
+}
+
+impl SchedulerAction {
+    pub const ALL: [SchedulerAction; 5] = [
+        SchedulerAction::RunNow,
+        SchedulerAction::Backoff,
+        SchedulerAction::WaitForUser,
+        SchedulerAction::WaitUntil,
+        SchedulerAction::StopUntilResume,
+    ];
+
+    /// The word, as in JSON (`stop_until_resume`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchedulerAction::RunNow => "run_now",
+            SchedulerAction::Backoff => "backoff",
+            SchedulerAction::WaitForUser => "wait_for_user",
+            SchedulerAction::WaitUntil => "wait_until",
+            SchedulerAction::StopUntilResume => "stop_until_resume",
+        }
+    }
 }
 
 /// The cadence advice for the agent's runtime profile. Changing cadence never spends.
@@ -173,6 +217,25 @@ impl DecisionRecord {
         match self.continuation {
             Continuation::Run { todo, .. } => Some(todo),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::continuation::StopCause;
+
+    #[test]
+    fn words_are_the_json_words() {
+        for k in DecisionKind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        for a in SchedulerAction::ALL {
+            assert_eq!(serde_json::to_value(a).unwrap(), a.as_str());
+        }
+        for c in StopCause::ALL {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
         }
     }
 }

@@ -56,6 +56,9 @@ pub struct TurnReport {
     pub evidence: Vec<EvidenceDraft>,
     /// The agent believes the todo is done; the kernel still checks the evidence.
     pub completed: bool,
+    /// Nothing follows from the completed todo (it may end the goal).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_follow_up: bool,
     /// Todos to add (a replan).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plan: Vec<TodoDraft>,

@@ -702,46 +702,50 @@ impl Kernel for FileKernel {
     async fn accept_handoff(&self, ctx: &CommandContext, req: AcceptHandoff) -> Result<Receipt<ResumeBody>> {
         let now = self.now();
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        let before = self.store.read(&goal)?;
         // A command that names nobody takes it as the receiver the handoff implies.
         let ctx = &match (&ctx.agent, &ctx.session) {
             (None, None) => {
-                let s = self.store.read(&goal)?;
-                CommandContext { agent: Some(rules::receiver(&s, &req, now)?), ..ctx.clone() }
+                CommandContext { agent: Some(rules::receiver(&before, &req, now)?), ..ctx.clone() }
             }
             _ => ctx.clone(),
         };
-        let before = self.store.read(&goal)?;
         let receiver = rules::session_agent(&before, ctx)?;
-        let joining = receiver.as_ref().is_some_and(|a| before.agent(a).is_none());
-        let handoff = std::cell::Cell::new(None);
-        let receipt = self.mutate(
+        // A receiver that is not registered yet acts before it is: taking over registers it.
+        let lane = |s: &GoalState| {
+            Ok(if receiver.as_ref().is_some_and(|a| s.agent(a).is_none()) {
+                Lane::Joining
+            } else {
+                Lane::Agent
+            })
+        };
+        let taken = std::cell::Cell::new(None);
+        self.mutate(
             ctx,
             "handoff.accept",
             &req,
-            |_| Ok(if joining { Lane::Joining } else { Lane::Agent }),
+            lane,
             |s, a| {
                 let e = rules::accept_handoff(s, a, &req, now)?;
-                if let Some(Event::HandoffAccepted { handoff: id, .. }) = &e {
-                    handoff.set(Some(*id));
+                if let Some(Event::HandoffAccepted { handoff, registered, .. }) = &e {
+                    taken.set(Some((*handoff, registered.is_some())));
                 }
                 Ok(e)
             },
             |s| {
                 let agent = receiver.clone().ok_or_else(|| Error::internal("no receiver"))?;
                 // On a replay or a no-op, the handoff this agent took last.
-                let id = handoff.get().or_else(|| {
+                let id = taken.get().map(|(h, _)| h).or_else(|| {
                     s.handoffs.iter().rev().find(|h| h.accepted_by.as_ref() == Some(&agent)).map(|h| h.id)
                 });
-                let packet = id.and_then(|id| s.handoff(id)).map(|h| packet(s, h, now));
                 Ok(ResumeBody {
-                    registered: joining && s.agent(&agent).is_some(),
+                    registered: taken.get().is_some_and(|(_, r)| r),
                     next_todo: s.next_for(Some(&agent), now),
+                    packet: id.and_then(|id| s.handoff(id)).map(|h| packet(s, h, now)),
                     agent,
-                    packet,
                 })
             },
-        )?;
-        Ok(receipt)
+        )
     }
 
     async fn cancel_handoff(&self, ctx: &CommandContext, req: CancelHandoff) -> Result<Receipt<HandoffBody>> {

@@ -243,10 +243,9 @@ async fn tool_gate(
     }
     let d = k.should_run(ctx, None).await?;
     if !d.should_run {
-        let word = serde_json::to_value(d.decision).ok().and_then(|v| v.as_str().map(str::to_owned));
         return Ok(HookReply::Deny(format!(
             "loopx says {}: {}. Mutating tools wait until it says run; reading is fine.",
-            word.unwrap_or_default(),
+            d.decision.as_str(),
             d.reason
         )));
     }
