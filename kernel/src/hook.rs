@@ -312,14 +312,13 @@ pub fn packet_text(p: &HandoffPacket) -> String {
         out.push_str(&format!("Left: {} ({}) {}{mark}\n", t.id, t.priority, quoted(&t.text, 300)));
     }
     for g in &p.gates {
-        out.push_str(&format!(
-            "Waiting on the user: {} {} (blocks {})\n",
-            g.gate,
-            quoted(&g.question, 300),
-            g.blocks
-        ));
+        out.push_str(&gate_line(g));
     }
     out
+}
+
+fn gate_line(g: &loopx_core::decision::OpenQuestion) -> String {
+    format!("Waiting on the user: {} {} (blocks {})\n", g.gate, quoted(&g.question, 300), g.blocks)
 }
 
 /// A handoff waiting for this host, and how to take it over.
@@ -337,12 +336,7 @@ async fn context_text(adapter: &dyn HostAdapter, k: &FileKernel, agent: Option<&
     let mut out =
         format!("loopx governs this project. Goal {}: {}\n", st.goal_id, quoted(&st.objective, 1000));
     for g in &st.gates {
-        out.push_str(&format!(
-            "Waiting on the user: {} {} (blocks {})\n",
-            g.gate,
-            quoted(&g.question, 300),
-            g.blocks
-        ));
+        out.push_str(&gate_line(g));
     }
     match agent {
         Some(a) => {

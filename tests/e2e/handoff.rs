@@ -437,6 +437,24 @@ fn the_receiving_sessions_start_shows_the_handoff_first_and_resume_there_joins_a
     });
     let r = s.run_with(&["hook", "codex", "session-start"], cx.to_string().as_bytes(), &[]);
     assert!(!r.stdout.contains("Handoff h1"), "{}", r.stdout);
+    // One for Codex is, first, with how to take it over there.
+    s.ok(&["todo", "claim", "--todo-id", "t3", "--agent-id", "codex-1"]);
+    s.ok(&[
+        "handoff",
+        "--agent-id",
+        "codex-1",
+        "--to-host",
+        "codex-cli",
+        "--todo-id",
+        "t3",
+        "--note",
+        "docs next",
+    ]);
+    let r = s.run_with(&["hook", "codex", "session-start"], cx.to_string().as_bytes(), &[]);
+    let out: Value = serde_json::from_str(&r.stdout).unwrap();
+    let ctx = out["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(ctx.starts_with("Handoff h2 from agent codex-1 to codex-cli (t3)"), "{ctx}");
+    assert!(ctx.contains("$loopx, or run `"), "{ctx}");
 
     // The Claude session's shell runs resume: it joins as its own agent and takes over.
     let env = [("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "77aa-claude")];

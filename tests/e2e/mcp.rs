@@ -256,3 +256,33 @@ fn invalid_utf8_overlong_lines_and_batches_get_answers_and_the_server_goes_on() 
     assert_eq!(replies[4]["error"]["code"], -32600, "an empty batch is invalid");
     assert_eq!(replies[5]["id"], 6, "still serving");
 }
+
+#[test]
+fn an_agent_hands_off_through_the_tool_and_status_shows_it_waiting() {
+    let s = project();
+    let mut m = Session::start(&s, &["--agent-id", "cx"]);
+    m.ok("claim_task", json!({"todo_id": "t2"}));
+    let h =
+        m.ok("handoff", json!({"to_host": "claude-code", "note": "docs half written", "turn_id": "turn-3"}));
+    assert_eq!(h["handoff"]["todos"][0]["todo"], "t2", "{h}");
+    let again =
+        m.ok("handoff", json!({"to_host": "claude-code", "note": "docs half written", "turn_id": "turn-3"}));
+    assert_eq!(again["handoff"]["id"], "h1", "a repeat under the turn id makes no second handoff");
+    let st = m.ok("status", json!({}));
+    assert_eq!(st["handoffs"][0]["id"], "h1");
+    assert_eq!(st["handoffs"][0]["note"], "docs half written");
+    let d = m.ok("should_run", json!({}));
+    assert_eq!(d["decision"], "handoff", "{d}");
+    // Bad arguments are refused with the reason, and change nothing.
+    let (err, body) = m.call("handoff", json!({"to_host": "codex"}));
+    assert!(err && body.as_str().unwrap().contains("codex-cli"), "{body}");
+    let (err, body) = m.call("handoff", json!({"to_host": "claude-code", "todo_ids": ["t1"], "ttl": "1h"}));
+    assert!(err && body.as_str().unwrap().contains("unknown field"), "{body}");
+    // The receiving side's claim takes it over.
+    let mut cc = Session::start(&s, &["--agent-id", "cc"]);
+    let d = cc.ok("should_run", json!({}));
+    assert_eq!(d["selected_todo"]["id"], "t2", "{d}");
+    assert_eq!(d["next_tools"][0]["tool"], "claim_task", "{d}");
+    cc.ok("claim_task", json!({"todo_id": "t2"}));
+    assert!(cc.ok("status", json!({})).get("handoffs").is_none());
+}
