@@ -23,7 +23,7 @@ use loopx_core::decision::DecisionKind;
 use loopx_core::host::{HookPoint, HookReply, HostAdapter, HostAnswer, HostEvent, HostEventKind, ToolEffect};
 use loopx_core::kernel::{
     AcceptHandoff, AddTodo, BindThread, CommandContext, CreateGoal, HandoffPacket, Kernel, Receipt,
-    RegisterAgent, ResumeBody,
+    RegisterAgent, ResumeBody, StatusView,
 };
 use loopx_core::model::{GoalStatus, Priority, Role, TodoClass};
 use loopx_core::untrusted::{flatten, quoted};
@@ -141,11 +141,15 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
     let armed = s.agent.clone().filter(|_| s.armed);
     match (point, &ev.kind) {
         (HookPoint::SessionStart, _) => {
+            let st = k.status(None).await?;
             let mut text = String::new();
-            if let Some(p) = k.handoff_packet(None, adapter.agent_type(), s.agent.as_ref()).await? {
+            // The packet costs a second read; only a pending handoff to this host needs it.
+            if st.handoffs.iter().any(|h| h.to_host == adapter.agent_type())
+                && let Some(p) = k.handoff_packet(None, adapter.agent_type(), s.agent.as_ref()).await?
+            {
                 text = waiting_text(adapter, &p, &env.loopx);
             }
-            text.push_str(&context_text(adapter, &k, s.agent.as_ref()).await?);
+            text.push_str(&context_text(adapter, &st, s.agent.as_ref()));
             Ok(HookReply::Context(text).into())
         }
         (HookPoint::Stop, _) => {
@@ -331,8 +335,7 @@ fn waiting_text(adapter: &dyn HostAdapter, p: &HandoffPacket, loopx: &str) -> St
 }
 
 /// What a session is told when it starts: the objective, what waits on a person, its next todo.
-async fn context_text(adapter: &dyn HostAdapter, k: &FileKernel, agent: Option<&AgentId>) -> Result<String> {
-    let st = k.status(None).await?;
+fn context_text(adapter: &dyn HostAdapter, st: &StatusView, agent: Option<&AgentId>) -> String {
     let mut out =
         format!("loopx governs this project. Goal {}: {}\n", st.goal_id, quoted(&st.objective, 1000));
     for g in &st.gates {
@@ -363,7 +366,7 @@ async fn context_text(adapter: &dyn HostAdapter, k: &FileKernel, agent: Option<&
             None => out.push_str("This session has no loopx agent yet.\n"),
         },
     }
-    Ok(out)
+    out
 }
 
 /// `loopx join [task | status | off]`, run by the agent inside a host session's tool
@@ -426,7 +429,7 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
             k.set_armed(&ctx, false).await?;
             format!("loopx: {agent}'s loop is disarmed; the goal's state is untouched.")
         }
-        "status" => context_text(adapter, &k, Some(&agent)).await?,
+        "status" => context_text(adapter, &k.status(None).await?, Some(&agent)),
         task => {
             let mut added = String::new();
             if !task.is_empty() {
