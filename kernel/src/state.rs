@@ -611,6 +611,7 @@ impl GoalState {
                 _ => false,
             })
             .flat_map(|h| h.todos.iter().map(|t| t.todo))
+            .filter(|t| self.todo(*t).is_some_and(|t| !t.status.is_closed()))
             .collect()
     }
 
@@ -756,6 +757,8 @@ impl GoalState {
         agent: Option<&'a AgentId>,
         now: Timestamp,
     ) -> impl Iterator<Item = &'a Todo> + 'a {
+        // Most goals have no handoff pending: then no todo needs the check.
+        let reserving = self.handoffs.iter().any(|h| h.is_pending(now));
         let mut picks: Vec<&Todo> = self
             .todos
             .iter()
@@ -763,7 +766,7 @@ impl GoalState {
                 self.candidate(t, agent)
                     && !self.is_waiting(t, now)
                     && self.gate_holding(t).is_none()
-                    && self.handoff_allows(t.id, agent, now)
+                    && (!reserving || self.handoff_allows(t.id, agent, now))
             })
             .collect();
         let handed = agent.map(|a| self.handed_to(a, now)).unwrap_or_default();
