@@ -18,16 +18,23 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 )]
 pub struct Cli {
     /// The project directory (holding .loopx/); default: the nearest one above the working directory
-    #[arg(long, global = true, env = "LOOPX_PROJECT", value_name = "DIR")]
+    #[arg(long, global = true, env = "LOOPX_PROJECT", value_name = "DIR", help_heading = "Global options")]
     pub project: Option<PathBuf>,
     /// The goal to act on; default: the project's default goal
-    #[arg(long, global = true, value_name = "GOAL")]
+    #[arg(long, global = true, value_name = "GOAL", help_heading = "Global options")]
     pub goal_id: Option<String>,
     /// Print one JSON document on stdout
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
-    /// Colour in text output
-    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    /// Colour in text output (NO_COLOR set and not empty turns it off, CLICOLOR_FORCE on)
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = ColorChoice::Auto,
+        value_name = "WHEN",
+        help_heading = "Global options"
+    )]
     pub color: ColorChoice,
     #[command(subcommand)]
     pub command: Command,
@@ -94,6 +101,12 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Run a scripted goal with two agents on two hosts, a person, a gate and a handoff
     Demo(DemoArgs),
+    /// Print the shell completion script: `source <(loopx completions bash)`
+    Completions {
+        /// bash, zsh, fish, powershell or elvish
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -187,6 +200,9 @@ pub struct InitArgs {
     /// A short title for the goal
     #[arg(long)]
     pub title: Option<String>,
+    /// Start a second project inside the one this directory belongs to
+    #[arg(long)]
+    pub nested: bool,
 }
 
 /// Who acts, and whether the call is a replayable turn.
@@ -277,6 +293,18 @@ pub enum AgentCommand {
     },
     /// Bind a host session (thread) to an agent: one agent per session
     BindThread {
+        #[arg(long, value_name = "AGENT")]
+        agent_id: String,
+        /// The host, e.g. claude-code
+        #[arg(long)]
+        host: String,
+        /// The host's session or thread id
+        #[arg(long, value_name = "ID")]
+        thread: String,
+    },
+    /// Unbind a host session from its agent (a person, or the agent itself)
+    UnbindThread {
+        /// The agent the session is bound to
         #[arg(long, value_name = "AGENT")]
         agent_id: String,
         /// The host, e.g. claude-code

@@ -37,8 +37,12 @@ fn text_arg(s: &str) -> Result<String> {
     // Never more than the limit and one byte: a huge stdin is refused, not held in memory.
     let limit = loopx_core::model::MAX_TEXT_LEN as u64 + 2;
     let mut buf = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(std::io::stdin().lock(), limit), &mut buf)
-        .map_err(|e| Error::usage(format!("cannot read the text from stdin: {e}")))?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(std::io::stdin().lock(), limit), &mut buf).map_err(
+        |e| {
+            Error::usage(format!("cannot read the text from stdin: {e}"))
+                .with_hint("pass the text as the argument instead of -")
+        },
+    )?;
     if buf.len() as u64 >= limit {
         return Err(Error::usage(format!(
             "the text on stdin is longer than the limit of {} bytes",
@@ -46,7 +50,8 @@ fn text_arg(s: &str) -> Result<String> {
         ))
         .with_hint("keep it short; put detail in a file and reference it"));
     }
-    let text = String::from_utf8(buf).map_err(|_| Error::usage("the text on stdin is not UTF-8"))?;
+    let text = String::from_utf8(buf)
+        .map_err(|_| Error::usage("the text on stdin is not UTF-8").with_hint("pass UTF-8 text"))?;
     Ok(text.trim_end_matches('\n').to_owned())
 }
 
@@ -91,6 +96,7 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
             };
             let home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| {
                 Error::usage("HOME is not set; loopx needs it to find the host's user files")
+                    .with_hint("set HOME to your home directory")
             })?;
             crate::host::run(h, &root, &home, &env.options, goal_arg(cli)?)
         }
@@ -110,6 +116,17 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
         Command::Join(a) => join(cli, env, reporter, a).await,
         Command::Resume(a) if cli.session.is_some() => resume_in_session(cli, env, reporter, a).await,
         Command::Demo(a) => crate::demo::run(a.keep).await,
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(
+                *shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "loopx",
+                &mut script,
+            );
+            let script = String::from_utf8(script).map_err(|e| Error::internal(e.to_string()))?;
+            Rendered::new(&serde_json::json!({"shell": shell.to_string(), "script": script}), script)
+        }
         cmd => {
             let k = open(cli, env, reporter)?;
             run(cli, &k, cmd, style).await
@@ -193,6 +210,20 @@ async fn init(
         None => env.cwd.clone(),
     };
     let goal = goal_arg(cli)?;
+    // A second .loopx/ inside a project splits its state: only on purpose.
+    if let Some(outer) = find_root(&root).filter(|r| *r != root)
+        && !a.nested
+    {
+        return Err(Error::usage(format!(
+            "{} is inside the loopx project at {}; a second .loopx/ here would split its state",
+            root.display(),
+            outer.display()
+        ))
+        .with_hint(format!(
+            "run loopx from there (or with --project {}), or pass --nested to start a separate project here",
+            outer.display()
+        )));
+    }
     // Validate everything before anything is written.
     if let Some(o) = &a.objective {
         loopx_core::model::check_text("objective", o)?;
@@ -253,6 +284,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
         Command::Init(_)
         | Command::Join(_)
         | Command::Demo(_)
+        | Command::Completions { .. }
         | Command::Agent(AgentCommand::Types | AgentCommand::Onboard { .. })
         | Command::Mcp(_)
         | Command::Hook(_)
@@ -347,8 +379,9 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
                 handoff_mode,
                 write_scope: (*clear_write_scope || !write_scope.is_empty()).then(|| write_scope.clone()),
             };
+            let before = k.show_goal(g).await?;
             let r = k.set_goal(&context(cli, acting)?, req).await?;
-            Rendered::new(&r, text::goal_receipt("updated", &r, style))
+            Rendered::new(&r, text::goal_changes(&before.goal, before.is_default, &r, style))
         }
         Command::Goal(GoalCommand::Stop { reason, acting }) => {
             let r = k.stop_goal(&context(cli, acting)?, reason.clone()).await?;
@@ -385,6 +418,19 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             );
             Rendered::new(&r, text)
         }
+        Command::Agent(AgentCommand::UnbindThread { agent_id, host, thread }) => {
+            let ctx = CommandContext { goal, agent: None, key: None, session: cli.session.clone() };
+            let agent = AgentId::new(agent_id)?;
+            let r = k
+                .unbind_thread(&ctx, agent, BindThread { host: host.clone(), thread: thread.clone() })
+                .await?;
+            let text = if r.changed {
+                format!("{} session {} no longer acts as {agent_id}\n", r.body.host, r.body.thread)
+            } else {
+                format!("{} session {} is not bound (unchanged)\n", r.body.host, r.body.thread)
+            };
+            Rendered::new(&r, text)
+        }
         Command::Agent(AgentCommand::List) => {
             let l = k.list_agents(g).await?;
             Rendered::new(&l, text::agent_list(&l))
@@ -402,7 +448,10 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             let argv = command
                 .as_deref()
                 .map(|c| {
-                    shell_words::split(c).map_err(|e| Error::usage(format!("cannot split --command: {e}")))
+                    shell_words::split(c).map_err(|e| {
+                        Error::usage(format!("cannot split --command: {e}"))
+                            .with_hint("quote it as a shell would, e.g. --command 'cargo test -p parser'")
+                    })
                 })
                 .transpose()?;
             let mut ev = evidence(kind, summary.clone())?;
@@ -476,9 +525,8 @@ async fn handoff(cli: &Cli, k: &FileKernel, a: &HandoffArgs) -> Result<Rendered>
         None => {
             let o = &a.offer;
             let to_host = o.to_host.as_deref().ok_or_else(|| {
-                Error::usage(
-                    "say which host receives it: --to-host claude-code (or codex-cli, codex-app, cursor, …)",
-                )
+                Error::usage("say which host receives it")
+                    .with_hint("e.g. --to-host claude-code (see loopx agent types)")
             })?;
             let req = OfferHandoff {
                 to_host: to_host.parse()?,
@@ -521,8 +569,11 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
             let validation = validation_command
                 .as_deref()
                 .map(|c| {
-                    let argv = shell_words::split(c)
-                        .map_err(|e| Error::usage(format!("cannot split --validation-command: {e}")))?;
+                    let argv = shell_words::split(c).map_err(|e| {
+                        Error::usage(format!("cannot split --validation-command: {e}")).with_hint(
+                            "quote it as a shell would, e.g. --validation-command 'cargo test -p parser'",
+                        )
+                    })?;
                     let timeout = loopx_core::time::parse_duration(validation_timeout)?;
                     Ok::<_, Error>(Validation { argv, timeout_secs: timeout.as_secs() })
                 })

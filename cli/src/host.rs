@@ -216,19 +216,29 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
         }
     }
     checks.extend(host_checks);
-    let ok = checks.iter().all(|c| c.1);
-    let wiring_ok = checks.iter().skip(1).all(|c| c.1);
+    // The wiring decides the exit code; the host missing from PATH is a warning, not a failure
+    // of loopx's install (CI, a container, a host installed later).
+    let on_path = checks[0].1;
+    let ok = checks.iter().skip(1).all(|c| c.1);
+    let mark = |i: usize, ok: bool| match (i, ok) {
+        (_, true) => "ok  ",
+        (0, false) => "warn",
+        _ => "FAIL",
+    };
     let mut text: String =
-        checks.iter().map(|(n, ok, d)| format!("{} {n}: {d}\n", if *ok { "ok  " } else { "FAIL" })).collect();
-    text.push_str(&match (ok, wiring_ok) {
-        (true, _) => "ready\n".to_owned(),
-        (false, true) => format!("loopx's wiring is installed; {} itself is not on PATH\n", a.host()),
-        (false, false) => {
+        checks.iter().enumerate().map(|(i, (n, ok, d))| format!("{} {n}: {d}\n", mark(i, *ok))).collect();
+    text.push_str(&match (ok, on_path) {
+        (true, true) => "ready\n".to_owned(),
+        (true, false) => {
+            format!("loopx's wiring is fine; {} itself is not on PATH ({})\n", a.host(), a.install_hint())
+        }
+        (false, _) => {
             let flags = manifest
                 .map(|m| m.options.features.iter().map(|f| format!(" {}", f.flag())).collect::<String>());
             format!("repair with: loopx host install {}{}\n", a.host(), flags.unwrap_or_default())
         }
     });
-    let v = json!({"host": a.host(), "ok": ok, "recovered": recovered, "checks": checks.iter().map(|(n, ok, d)| json!({"name": n, "ok": ok, "detail": d})).collect::<Vec<_>>()});
+    let warnings: Vec<String> = if on_path { vec![] } else { vec![format!("{} is not on PATH", a.host())] };
+    let v = json!({"host": a.host(), "ok": ok, "recovered": recovered, "warnings": warnings, "checks": checks.iter().map(|(n, ok, d)| json!({"name": n, "ok": ok, "detail": d})).collect::<Vec<_>>()});
     Ok(Rendered::new(&v, text)?.with_exit(if ok { 0 } else { 1 }))
 }

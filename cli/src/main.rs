@@ -1,7 +1,7 @@
 //! `loopx`: the command-line interface. Thin: parses argv, reads the environment, asks the
 //! kernel, prints, and chooses the exit code.
 
-mod args;
+use loopx_cli::args;
 mod commands;
 mod demo;
 mod hook;
@@ -62,6 +62,7 @@ fn env_options() -> Result<StoreOptions, Error> {
     if let Ok(ms) = std::env::var("LOOPX_LOCK_TIMEOUT_MS") {
         let ms: u64 = ms.trim().parse().map_err(|_| {
             Error::usage(format!("LOOPX_LOCK_TIMEOUT_MS must be a number of milliseconds, not {ms:?}"))
+                .with_hint("e.g. LOOPX_LOCK_TIMEOUT_MS=5000, or unset it for the default")
         })?;
         options.lock_timeout = Duration::from_millis(ms);
     }
@@ -147,7 +148,8 @@ fn main() {
                 let rendered = e.render().to_string();
                 let first = rendered.lines().next().unwrap_or("usage error");
                 let err = Error::usage(first.trim_start_matches("error: ")).with_hint("see loopx --help");
-                Printer::new(true, args::ColorChoice::Never, true).error_document(&err);
+                Printer::new(true, args::ColorChoice::Never, output::ColorEnv::default())
+                    .error_document(&err);
             }
             std::process::exit(exit::USAGE);
         }
@@ -155,7 +157,11 @@ fn main() {
     if let args::Command::Hook(a) = &cli.command {
         run_hook(a)
     }
-    let printer = Arc::new(Printer::new(cli.json, cli.color, std::env::var_os("NO_COLOR").is_some()));
+    let color_env = output::ColorEnv::from_values(
+        std::env::var_os("NO_COLOR").as_deref(),
+        std::env::var_os("CLICOLOR_FORCE").as_deref(),
+    );
+    let printer = Arc::new(Printer::new(cli.json, cli.color, color_env));
     let code = match run(&cli, &printer) {
         Ok(code) => code,
         Err(e) => printer.error(&e),
@@ -178,7 +184,7 @@ fn run_hook(a: &args::HookArgs) -> ! {
         Ok(s) => s,
         Err(e) => hook_failed(Some(&a.host), Some(&a.event), &e),
     };
-    let printer = Arc::new(Printer::new(false, args::ColorChoice::Never, true));
+    let printer = Arc::new(Printer::new(false, args::ColorChoice::Never, output::ColorEnv::default()));
     let reporter: Arc<dyn Reporter> = Arc::new(StderrReporter { printer, timings: false });
     let mut stdin = Vec::new();
     let _ = std::io::Read::read_to_end(

@@ -117,6 +117,11 @@ fn argv(step: &NextStep, c: &StepContext<'_>) -> Vec<String> {
             words(&["goal", "resume"]);
             words(&goal);
         }
+        NextStep::RestoreCompute => {
+            words(&["goal", "set"]);
+            words(&goal);
+            words(&["--compute", "1"]);
+        }
         NextStep::Status => {
             words(&["status"]);
             words(&goal);

@@ -59,6 +59,23 @@ impl Style {
     }
 }
 
+/// What the environment says about colour.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ColorEnv {
+    pub no_color: bool,
+    pub force: bool,
+}
+
+impl ColorEnv {
+    /// From the values of `NO_COLOR` and `CLICOLOR_FORCE`.
+    pub fn from_values(no_color: Option<&std::ffi::OsStr>, force: Option<&std::ffi::OsStr>) -> Self {
+        Self {
+            no_color: no_color.is_some_and(|v| !v.is_empty()),
+            force: force.is_some_and(|v| !v.is_empty() && v != "0"),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Printer {
     pub json: bool,
@@ -67,12 +84,16 @@ pub struct Printer {
 }
 
 impl Printer {
-    pub fn new(json: bool, color: ColorChoice, no_color_env: bool) -> Self {
+    /// `env` is the colour environment: `NO_COLOR` (set and not empty: no colour, per
+    /// no-color.org) and `CLICOLOR_FORCE` (set and not `0`: colour even off a terminal).
+    /// `--color always|never` overrides both; `--json` is never coloured.
+    pub fn new(json: bool, color: ColorChoice, env: ColorEnv) -> Self {
         let decide = |is_tty: bool| match color {
             _ if json => false,
             ColorChoice::Always => true,
             ColorChoice::Never => false,
-            ColorChoice::Auto => is_tty && !no_color_env,
+            ColorChoice::Auto if env.no_color => false,
+            ColorChoice::Auto => is_tty || env.force,
         };
         Self {
             json,

@@ -17,13 +17,13 @@ fn suffix(changed: bool, replayed: bool) -> &'static str {
     }
 }
 
-/// The status, coloured, padded to `width` columns. The padding goes outside the colour codes,
-/// which take bytes but no columns: `{:<10}` on a painted word would count them.
 /// Free text on one line of output: never a second line, never an escape sequence.
 fn one(s: &str) -> String {
     loopx_core::untrusted::flatten(s, 100_000)
 }
 
+/// The status, coloured, padded to `width` columns. The padding goes outside the colour codes,
+/// which take bytes but no columns: `{:<10}` on a painted word would count them.
 fn status_cell(s: TodoStatus, style: Style, width: usize) -> String {
     let word = s.as_str();
     let painted = match s {
@@ -34,21 +34,54 @@ fn status_cell(s: TodoStatus, style: Style, width: usize) -> String {
     format!("{painted}{}", " ".repeat(width.saturating_sub(word.chars().count())))
 }
 
+/// Free text of an item: its first line, then each further line indented by `indent` columns,
+/// so a multi-line text never breaks a table. Every line is flattened (no escape sequences).
+fn lines(s: &str, indent: usize) -> (String, String) {
+    let mut it = s.lines().map(one).filter(|l| !l.is_empty());
+    let first = it.next().unwrap_or_default();
+    let pad = " ".repeat(indent);
+    let rest = it.map(|l| format!("\n{pad}{l}")).collect();
+    (first, rest)
+}
+
+/// Columns before a todo's text in a todo line.
+const TODO_TEXT_COLUMN: usize = 20;
+
 fn todo_line(t: &TodoSummary, style: Style) -> String {
-    let mut line = format!(
-        "{:<5} {} {} {}",
-        t.id.to_string(),
-        t.priority,
-        status_cell(t.status, style, 10),
-        one(&t.text)
-    );
+    let (first, rest) = lines(&t.text, TODO_TEXT_COLUMN);
+    let mut line =
+        format!("{:<5} {} {} {first}", t.id.to_string(), t.priority, status_cell(t.status, style, 10));
     if t.role == loopx_core::model::Role::User {
         line.push_str(&style.yellow("  [user]"));
     }
-    if let Some(a) = &t.claimed_by {
-        let _ = write!(line, "  {}", style.dim(&format!("— {a}")));
+    let who = match (&t.claimed_by, &t.assignee) {
+        (Some(a), _) if t.status.is_closed() => Some(format!("by {a}")),
+        (Some(a), _) => Some(format!("claimed by {a}")),
+        (None, Some(a)) => Some(format!("for {a}, unclaimed")),
+        (None, None) => None,
+    };
+    if let Some(w) = who {
+        let _ = write!(line, "  {}", style.dim(&format!("— {w}")));
     }
+    line.push_str(&rest);
     line
+}
+
+/// `1,440`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", thousands(n), if n == 1 { one } else { many })
 }
 
 pub fn init(r: &InitReport, style: Style) -> String {
@@ -71,6 +104,57 @@ pub fn goal_receipt(verb: &str, r: &Receipt<GoalBody>, style: Style) -> String {
     let mut out = format!("goal {} {verb}{}\n", style.bold(g.id.as_str()), suffix(r.changed, r.replayed));
     let _ = writeln!(out, "objective: {}", one(&g.objective));
     let _ = writeln!(out, "status: {}{}", g.status, if r.body.is_default { " (default goal)" } else { "" });
+    out
+}
+
+/// `goal set`: each setting that changed, old → new.
+pub fn goal_changes(
+    before: &loopx_core::model::Goal,
+    was_default: bool,
+    r: &Receipt<GoalBody>,
+    style: Style,
+) -> String {
+    let after = &r.body.goal;
+    if !r.changed {
+        return format!(
+            "goal {}: nothing changed, every value was already set\n",
+            style.bold(after.id.as_str())
+        );
+    }
+    let mut out =
+        format!("goal {} updated{}\n", style.bold(after.id.as_str()), suffix(r.changed, r.replayed));
+    let mut change = |what: &str, old: String, new: String| {
+        if old != new {
+            let _ = writeln!(out, "{what}: {old} → {new}");
+        }
+    };
+    change("objective", one(&before.objective), one(&after.objective));
+    let title = |g: &loopx_core::model::Goal| g.title.as_deref().map_or("none".to_owned(), one);
+    change("title", title(before), title(after));
+    let (q0, q1) = (&before.quota, &after.quota);
+    change("compute", q0.compute.to_string(), q1.compute.to_string());
+    change("window", format!("{} h", q0.window_hours), format!("{} h", q1.window_hours));
+    change("slot length", format!("{} min", q0.slot_minutes), format!("{} min", q1.slot_minutes));
+    change(
+        "slots per window",
+        thousands(q0.effective_allowed_slots().into()),
+        thousands(q1.effective_allowed_slots().into()),
+    );
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "none".to_owned());
+    change("token budget", opt(q0.budget_tokens.map(thousands)), opt(q1.budget_tokens.map(thousands)));
+    change(
+        "money budget",
+        opt(q0.budget_usd.map(|b| format!("${b:.2}"))),
+        opt(q1.budget_usd.map(|b| format!("${b:.2}"))),
+    );
+    change("handoff mode", before.handoff_mode.to_string(), after.handoff_mode.to_string());
+    let scope = |g: &loopx_core::model::Goal| {
+        if g.write_scope.is_empty() { "anywhere".to_owned() } else { g.write_scope.join(" ") }
+    };
+    change("write scope", scope(before), scope(after));
+    if r.body.is_default && !was_default {
+        let _ = writeln!(out, "default goal: no → yes");
+    }
     out
 }
 
@@ -220,6 +304,26 @@ pub fn todo_detail(d: &TodoDetail, style: Style) -> String {
     if !t.scopes.is_empty() {
         let _ = writeln!(out, "scopes: {}", t.scopes.join(", "));
     }
+    if let Some(v) = &t.validation {
+        let _ = writeln!(
+            out,
+            "validation: {} (loopx runs it, up to {} s, and completes the todo only if it exits 0)",
+            one(&v.argv.join(" ")),
+            v.timeout_secs
+        );
+    }
+    if let Some(g) = &t.after_gate {
+        let _ = writeln!(out, "after gate: {g} (runnable once it is approved)");
+    }
+    if let Some(l) = &t.lease {
+        let scope = if l.write_scope.is_empty() {
+            String::new()
+        } else {
+            format!(", writes {}", l.write_scope.join(" "))
+        };
+        let _ =
+            writeln!(out, "lease: {} until {} (version {}{scope})", l.owner, l.expires_at, t.lease_version);
+    }
     if let Some(r) = &t.resume_when {
         let _ = writeln!(out, "resumes when: {r}");
     }
@@ -235,10 +339,11 @@ pub fn todo_detail(d: &TodoDetail, style: Style) -> String {
     }
     if let Some(c) = &t.completion {
         let note = c.note.as_deref().map(|n| format!(": {}", one(n))).unwrap_or_default();
-        let cont = serde_json::to_value(c.continuation)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
+        let cont = match c.continuation {
+            loopx_core::model::CompletionContinuation::Successor => "a successor follows",
+            loopx_core::model::CompletionContinuation::NoFollowup => "nothing follows",
+            loopx_core::model::CompletionContinuation::ActiveGoal => "the goal decides what follows",
+        };
         let _ = writeln!(out, "completed by {} at {} ({cont}){note}", c.by, c.at);
     }
     for n in &t.notes {
@@ -270,16 +375,20 @@ pub fn status(s: &StatusView, style: Style) -> String {
     };
     let _ = writeln!(out, "goal {} — {state}", style.bold(s.goal_id.as_str()));
     let _ = writeln!(out, "objective:   {}", one(&s.objective));
-    let mut needs: Vec<String> = s
-        .gates
+    const COLUMN: usize = 13;
+    let needs: Vec<String> = s
+        .needs_user
         .iter()
-        .map(|g| format!("{} {} ({})", style.yellow(&g.gate.to_string()), one(&g.question), g.blocks))
+        .map(|u| {
+            let id = u.gate.map(|g| g.to_string()).or(u.todo.map(|t| t.to_string())).unwrap_or_default();
+            let (first, rest) = lines(&u.text, COLUMN + id.len() + 1);
+            match (&u.blocks, u.priority) {
+                (Some(b), _) => format!("{} {first} (blocks {b}){rest}", style.yellow(&id)),
+                (None, Some(p)) => format!("{} {p} {first}{rest}", style.yellow(&id)),
+                (None, None) => format!("{} {first}{rest}", style.yellow(&id)),
+            }
+        })
         .collect();
-    needs.extend(
-        s.needs_user
-            .iter()
-            .map(|u| format!("{} {} {}", style.yellow(&u.todo.to_string()), u.priority, one(&u.text))),
-    );
     if needs.is_empty() {
         let _ = writeln!(out, "needs you:   nothing");
     }
@@ -326,7 +435,8 @@ pub fn status(s: &StatusView, style: Style) -> String {
             let _ = writeln!(out, "evidence:    none yet");
         }
     }
-    let _ = writeln!(out, "quota:       {} · {} turn(s) written back", gauge(&s.quota), s.runs);
+    let _ =
+        writeln!(out, "quota:       {} · {} written back", gauge(&s.quota), plural(s.runs, "turn", "turns"));
     let agents: Vec<&str> = s.agents.iter().map(|a| a.as_str()).collect();
     let _ = writeln!(
         out,
@@ -336,27 +446,31 @@ pub fn status(s: &StatusView, style: Style) -> String {
     out
 }
 
-/// `[#####.....] 12/24 slots in 24 h`.
+/// `0 of 1,440 one-minute slots used in the last 24 h`, with what holds it back.
 pub fn gauge(q: &QuotaView) -> String {
-    const WIDTH: u32 = 20;
-    let filled = if q.allowed_slots == 0 {
-        WIDTH
-    } else {
-        (u64::from(q.used_slots.min(q.allowed_slots)) * u64::from(WIDTH) / u64::from(q.allowed_slots)) as u32
+    let slot = match q.slot_minutes {
+        1 => "one-minute".to_owned(),
+        m => format!("{m}-minute"),
     };
-    let bar: String = (0..WIDTH).map(|i| if i < filled { '#' } else { '.' }).collect();
-    let mut line = format!("[{bar}] {}/{} slots in {} h", q.used_slots, q.allowed_slots, q.window_hours);
+    let mut line = format!(
+        "{} of {} {slot} slots used in the last {} h",
+        thousands(q.used_slots.into()),
+        thousands(q.allowed_slots.into()),
+        q.window_hours
+    );
     if q.compute <= 0.0 {
-        line.push_str(" (paused: compute 0)");
+        line.push_str(" (paused: compute is 0)");
+    } else if q.compute < 1.0 {
+        let _ = write!(line, " (compute {})", q.compute);
     }
     if let Some(t) = q.next_slot_at {
-        let _ = write!(line, ", next slot at {t}");
+        let _ = write!(line, "; the next frees at {t}");
     }
     if let Some(b) = q.budget_tokens {
-        let _ = write!(line, ", {}/{b} tokens", q.tokens_used);
+        let _ = write!(line, "; {} of {} tokens", thousands(q.tokens_used), thousands(b));
     }
     if let Some(b) = q.budget_usd {
-        let _ = write!(line, ", ${:.2}/${b:.2}", q.usd_used);
+        let _ = write!(line, "; ${:.2} of ${b:.2}", q.usd_used);
     }
     line
 }
@@ -414,13 +528,13 @@ pub fn gate_list(l: &GateList) -> String {
     }
     let mut out = String::new();
     for g in &l.gates {
+        let (first, rest) = lines(&g.question, 30);
         let _ = writeln!(
             out,
-            "{:<4} {:<9} {:<14} {}",
+            "{:<4} {:<9} {:<14} {first}{rest}",
             g.id.to_string(),
             g.status.as_str(),
-            g.blocks.to_string(),
-            one(&g.question)
+            g.blocks.to_string()
         );
     }
     out

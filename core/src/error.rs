@@ -108,7 +108,18 @@ impl Error {
     }
     /// An I/O error, naming the path it happened on.
     pub fn io(action: &str, path: &Path, err: &std::io::Error) -> Self {
-        Self::new(ErrorKind::Io, format!("cannot {action} {}: {err}", path.display()))
+        let hint = match err.kind() {
+            std::io::ErrorKind::PermissionDenied => format!(
+                "loopx runs as the user who owns the project: check who owns {} and its permissions",
+                path.display()
+            ),
+            std::io::ErrorKind::NotFound => "check that the path exists (or pass --project DIR)".to_owned(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                "free some disk space and run the command again".to_owned()
+            }
+            _ => "check the path, the disk and the permissions, then run the command again".to_owned(),
+        };
+        Self::new(ErrorKind::Io, format!("cannot {action} {}: {err}", path.display())).with_hint(hint)
     }
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());

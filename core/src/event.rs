@@ -164,6 +164,12 @@ pub enum Event {
         host: String,
         thread: String,
     },
+    /// A host session no longer acts as this agent.
+    ThreadUnbound {
+        agent: AgentId,
+        host: String,
+        thread: String,
+    },
     /// The agent's host loop is armed (hooks may keep it going) or disarmed.
     LoopArmed {
         agent: AgentId,
@@ -250,6 +256,7 @@ impl Event {
             Event::SchedulerAcked { .. } => "scheduler_acked",
             Event::SchedulerFailed { .. } => "scheduler_failed",
             Event::ThreadBound { .. } => "thread_bound",
+            Event::ThreadUnbound { .. } => "thread_unbound",
             Event::LoopArmed { .. } => "loop_armed",
             Event::StopBlocked { .. } => "stop_blocked",
             Event::HandoffOffered { .. } => "handoff_offered",
@@ -315,9 +322,14 @@ impl Event {
             Event::GateAnswered { gate, status, .. } => format!("{gate} {status}"),
             Event::DecisionRecorded { record } => match record.todo() {
                 Some(t) => {
-                    format!("turn {} for {}: {:?} on {t}", record.turn, record.agent, record.decision())
+                    format!(
+                        "turn {} for {}: {} on {t}",
+                        record.turn,
+                        record.agent,
+                        record.decision().as_str()
+                    )
                 }
-                None => format!("turn {} for {}: {:?}", record.turn, record.agent, record.decision()),
+                None => format!("turn {} for {}: {}", record.turn, record.agent, record.decision().as_str()),
             },
             Event::RunRecorded { run } => {
                 format!(
@@ -335,6 +347,9 @@ impl Event {
             },
             Event::SchedulerFailed { agent, error } => format!("{agent} could not apply the hint: {error}"),
             Event::ThreadBound { agent, host, thread } => format!("{host} session {thread} acts as {agent}"),
+            Event::ThreadUnbound { agent, host, thread } => {
+                format!("{host} session {thread} no longer acts as {agent}")
+            }
             Event::LoopArmed { agent, armed: true } => format!("{agent}'s loop armed"),
             Event::LoopArmed { agent, armed: false } => format!("{agent}'s loop disarmed"),
             Event::StopBlocked { agent, thread } => format!("{agent} kept going in session {thread}"),
@@ -400,6 +415,7 @@ impl Event {
             | Event::SchedulerAcked { agent, .. }
             | Event::SchedulerFailed { agent, .. }
             | Event::ThreadBound { agent, .. }
+            | Event::ThreadUnbound { agent, .. }
             | Event::LoopArmed { agent, .. }
             | Event::StopBlocked { agent, .. } => vec![agent],
             Event::LeaseAcquired { owner, .. } => vec![owner],

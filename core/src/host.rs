@@ -539,7 +539,8 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     /// The prompt for `surface` (one of [`HostAdapter::prompt_surfaces`]).
     fn prompt(&self, surface: &str, req: &PromptRequest) -> Result<HostPrompt> {
         let _ = req;
-        Err(Error::usage(format!("{} has no prompt surface {surface:?}", self.host())))
+        Err(Error::usage(format!("{} has no prompt surface {surface:?}", self.host()))
+            .with_hint("see loopx host list for the hosts with a prompt to paste"))
     }
     /// The steps that activate loopx for an agent of `agent_type` through this host, if it
     /// serves that type.
@@ -613,6 +614,10 @@ pub fn unsupported_features(adapter: &dyn HostAdapter, opts: &InstallOptions) ->
             "{} does not install in {} scope",
             adapter.host(),
             opts.scope.as_str()
+        ))
+        .with_hint(format!(
+            "use --scope {}",
+            caps.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" or --scope ")
         )));
     }
     if let Some(f) = opts.features.iter().find(|f| !caps.features.contains(f)) {

@@ -238,6 +238,9 @@ pub struct TodoSummary {
     pub status: TodoStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_by: Option<AgentId>,
+    /// The agent an unclaimed todo waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<AgentId>,
 }
 
 impl From<&Todo> for TodoSummary {
@@ -250,6 +253,7 @@ impl From<&Todo> for TodoSummary {
             class: t.class,
             status: t.status,
             claimed_by: t.claimed_by.clone(),
+            assignee: t.assignee.clone(),
         }
     }
 }
@@ -310,12 +314,20 @@ pub struct EvidenceList {
 
 // ---- views -------------------------------------------------------------------------------
 
-/// Something waiting on a person.
+/// Something waiting on a person: an open question (gate) or a user todo.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UserItem {
-    pub todo: TodoId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todo: Option<TodoId>,
     pub text: String,
-    pub priority: Priority,
+    /// A user todo's priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
+    /// What a gate holds back: `goal`, `agent:<id>` or `todos:<ids>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<String>,
 }
 
 /// A todo an agent holds.
@@ -341,6 +353,7 @@ pub struct StatusView {
     pub goal_status: GoalStatus,
     /// Open gates: questions only a person can answer.
     pub gates: Vec<OpenQuestion>,
+    /// Everything waiting on a person: the open gates first, then user todos.
     pub needs_user: Vec<UserItem>,
     pub next_todo: Option<TodoSummary>,
     pub next_by_agent: Vec<AgentNext>,
@@ -506,6 +519,14 @@ pub trait Kernel: Send + Sync {
     /// Binds a host session to the acting agent: one agent per session, one session per agent
     /// and host. Binding again is a no-op.
     async fn bind_thread(&self, ctx: &CommandContext, req: BindThread) -> Result<Receipt<SessionView>>;
+    /// Unbinds `agent`'s host session (a person, or the agent itself). A session that is not
+    /// bound is a no-op.
+    async fn unbind_thread(
+        &self,
+        ctx: &CommandContext,
+        agent: AgentId,
+        req: BindThread,
+    ) -> Result<Receipt<SessionView>>;
     /// Arms or disarms the acting agent's host loop.
     async fn set_armed(&self, ctx: &CommandContext, armed: bool) -> Result<Receipt<SessionView>>;
     /// Records that a stop hook kept the session's agent working once more.

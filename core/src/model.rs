@@ -25,7 +25,8 @@ pub fn reorders(c: char) -> bool {
 /// character and nothing that reorders text.
 pub fn check_ref(what: &str, s: &str, max: usize) -> Result<(), Error> {
     if s.trim().is_empty() || s.len() > max || s.chars().any(|c| c.is_control() || reorders(c)) {
-        return Err(Error::usage(format!("invalid {what} {}", quote_input(s))));
+        return Err(Error::usage(format!("invalid {what} {}", quote_input(s)))
+            .with_hint(format!("a {what} is one line of printable text, at most {max} bytes")));
     }
     Ok(())
 }
@@ -45,10 +46,12 @@ pub fn check_text(what: &str, s: &str) -> Result<(), Error> {
         .with_hint("keep it short; put detail in a file and reference it"));
     }
     if s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return Err(Error::usage(format!("{what} contains control characters")));
+        return Err(Error::usage(format!("{what} contains control characters"))
+            .with_hint("remove them; newlines and tabs are kept (`-` reads the text from stdin)"));
     }
     if s.chars().any(reorders) {
-        return Err(Error::usage(format!("{what} contains bidirectional override or separator characters")));
+        return Err(Error::usage(format!("{what} contains bidirectional override or separator characters"))
+            .with_hint("remove them: they make text display other than it reads"));
     }
     Ok(())
 }
@@ -298,6 +301,10 @@ pub struct Todo {
     pub status: TodoStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_by: Option<AgentId>,
+    /// The agent this open todo waits for, unclaimed (a successor stays with the agent that
+    /// completed its predecessor). Others neither pick nor claim it; any claim clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<AgentId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -331,6 +338,13 @@ pub struct Todo {
     pub updated_at: Timestamp,
 }
 
+impl Todo {
+    /// Who has it: the agent that claimed it, or the one it waits for.
+    pub fn holder(&self) -> Option<&AgentId> {
+        self.claimed_by.as_ref().or(self.assignee.as_ref())
+    }
+}
+
 /// The fields of a new todo, as recorded in its event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewTodo {
@@ -347,9 +361,12 @@ pub struct NewTodo {
     pub after_gate: Option<GateId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation: Option<Validation>,
-    /// Claimed at creation (a successor stays with the agent that completed its predecessor).
+    /// Claimed at creation (logs written before `assignee` existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_by: Option<AgentId>,
+    /// Waits for this agent, unclaimed (a successor of its predecessor's holder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<AgentId>,
 }
 
 fn is_zero_u64(n: &u64) -> bool {

@@ -29,8 +29,10 @@ pub enum NextStep {
     ListTodos,
     /// See the questions waiting on a person.
     ListGates,
-    /// A person resumes the goal.
+    /// A person resumes the stopped goal.
     ResumeGoal,
+    /// A person gives the paused goal compute again (it was set to 0).
+    RestoreCompute,
     /// The goal's status.
     Status,
     /// Record the cadence the host's scheduler applied.
@@ -83,6 +85,7 @@ impl NextStep {
             NextStep::ListTodos,
             NextStep::ListGates,
             NextStep::ResumeGoal,
+            NextStep::RestoreCompute,
             NextStep::Status,
             NextStep::SchedulerAck { cadence_minutes: 6, rrule: Some("FREQ=MINUTELY;INTERVAL=6".to_owned()) },
             NextStep::SchedulerAck { cadence_minutes: 3, rrule: None },

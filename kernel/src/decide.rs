@@ -263,10 +263,10 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
             .todos
             .iter()
             .filter(|t| t.role == Role::Agent && !t.status.is_closed())
-            .filter(|t| t.claimed_by.as_ref().is_some_and(|c| c != me))
+            .filter(|t| t.holder().is_some_and(|c| c != me))
             .collect();
         if let Some(first) = held.iter().min_by_key(|t| (t.priority, t.id)) {
-            let owner = first.claimed_by.as_ref().map_or("", |a| a.as_str());
+            let owner = first.holder().map_or("", |a| a.as_str());
             let until = held
                 .iter()
                 .filter_map(|t| t.lease.as_ref().filter(|l| l.is_active(now)))
@@ -296,6 +296,11 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
         let mine = t.claimed_by.as_ref() == Some(me);
         let mut reason = if mine {
             format!("continue {}, which you hold", t.id)
+        } else if t.assignee.as_ref() == Some(me) {
+            match t.predecessor {
+                Some(p) => format!("{} follows {p}, which you completed; claim it", t.id),
+                None => format!("{} waits for you; claim it", t.id),
+            }
         } else {
             format!("{} is the next open todo ({})", t.id, t.priority)
         };
@@ -499,8 +504,14 @@ pub fn answer(
 }
 
 fn next_steps(state: &GoalState, agent: Option<&AgentId>, d: &Decision, now: Timestamp) -> Vec<NextStep> {
+    // Paused: a stopped goal is resumed; one with compute 0 gets compute back.
+    let unpause = if state.goal.status == GoalStatus::Stopped {
+        NextStep::ResumeGoal
+    } else {
+        NextStep::RestoreCompute
+    };
     if agent.is_none() {
-        return vec![NextStep::ResumeGoal];
+        return vec![unpause];
     }
     match (d.decision, d.selected) {
         (DecisionKind::Run, Some(todo)) => {
@@ -521,7 +532,7 @@ fn next_steps(state: &GoalState, agent: Option<&AgentId>, d: &Decision, now: Tim
         }
         (DecisionKind::Replan, _) => vec![NextStep::AddTodo, NextStep::ListTodos],
         (DecisionKind::AskUser, _) => vec![NextStep::ListGates, NextStep::ShouldRun],
-        (DecisionKind::Stop, _) if d.state == RunState::Paused => vec![NextStep::ResumeGoal],
+        (DecisionKind::Stop, _) if d.state == RunState::Paused => vec![unpause],
         (DecisionKind::Stop, _) => vec![NextStep::Status],
         _ => vec![NextStep::ShouldRun],
     }

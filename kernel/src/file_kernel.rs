@@ -610,12 +610,24 @@ impl Kernel for FileKernel {
     async fn status(&self, goal: Option<&GoalId>) -> Result<StatusView> {
         let s = self.read(goal)?;
         let now = self.now();
-        let needs_user = s
-            .todos
-            .iter()
-            .filter(|t| t.role == loopx_core::model::Role::User && !t.status.is_closed())
-            .map(|t| UserItem { todo: t.id, text: t.text.clone(), priority: t.priority })
-            .collect();
+        let asked = s.open_gates().map(|g| UserItem {
+            gate: Some(g.id),
+            todo: None,
+            text: g.question.clone(),
+            priority: None,
+            blocks: Some(g.blocks.to_string()),
+        });
+        let to_do =
+            s.todos.iter().filter(|t| t.role == loopx_core::model::Role::User && !t.status.is_closed()).map(
+                |t| UserItem {
+                    gate: None,
+                    todo: Some(t.id),
+                    text: t.text.clone(),
+                    priority: Some(t.priority),
+                    blocks: None,
+                },
+            );
+        let needs_user = asked.chain(to_do).collect();
         let in_progress = s
             .todos
             .iter()
@@ -1138,6 +1150,23 @@ impl Kernel for FileKernel {
             &req,
             |_| Ok(Lane::Agent),
             |s, a| rules::bind_thread(s, a, &req),
+            view,
+        )
+    }
+
+    async fn unbind_thread(
+        &self,
+        ctx: &CommandContext,
+        agent: loopx_core::AgentId,
+        req: BindThread,
+    ) -> Result<Receipt<SessionView>> {
+        let view = session_view(req.clone());
+        self.mutate(
+            ctx,
+            "thread.unbind",
+            &(&agent, &req),
+            person,
+            |s, a| rules::unbind_thread(s, a, &agent, &req),
             view,
         )
     }

@@ -394,9 +394,17 @@ pub async fn join(
 /// own agent, adds the task, arms the loop. Creates the project and goal when there is none.
 async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &HookEnv) -> Result<HookReply> {
     let start = start_dir(ev, env);
-    let root = find_root(&start).unwrap_or(start);
-    let (k, _) = FileKernel::init(&root, Arc::new(SystemClock), env.reporter.clone(), env.options.clone())?;
     let cmd = adapter.entry_command().unwrap_or("loopx");
+    let found = find_root(&start);
+    // Reporting or disarming never creates a project.
+    if found.is_none() && (args == "status" || args == "off") {
+        return Ok(HookReply::Context(format!(
+            "loopx: there is no loopx project here ({}); {cmd} <the task> starts one.",
+            start.display()
+        )));
+    }
+    let root = found.unwrap_or(start);
+    let (k, _) = FileKernel::init(&root, Arc::new(SystemClock), env.reporter.clone(), env.options.clone())?;
     if k.list_goals().await?.goals.is_empty() {
         if args.is_empty() || args == "off" || args == "status" {
             return Ok(HookReply::Context(format!(

@@ -60,7 +60,10 @@ impl WriteScope {
             )?;
             b.add(glob);
         }
-        let set = b.build().map_err(|e| Error::usage(format!("invalid scope globs: {e}")))?;
+        let set = b.build().map_err(|e| {
+            Error::usage(format!("invalid scope globs: {e}"))
+                .with_hint("a scope is a path glob such as src/** or docs/*.md")
+        })?;
         Ok(Self { globs: globs.to_vec(), set })
     }
 

@@ -60,8 +60,10 @@ impl ProcessProvider {
     /// command ends or after `timeout`, whichever comes first. Never waits on output longer
     /// than a short grace after that.
     pub fn run(&self, argv: &[String], cwd: &std::path::Path, timeout: Duration) -> Result<Observation> {
-        let (program, args) =
-            argv.split_first().ok_or_else(|| Error::usage("the validation command is empty"))?;
+        let (program, args) = argv.split_first().ok_or_else(|| {
+            Error::usage("the validation command is empty")
+                .with_hint("give the check to run, e.g. --validation-command \"cargo test\"")
+        })?;
         let start = Instant::now();
         let mut cmd = Command::new(program);
         cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());

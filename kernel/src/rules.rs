@@ -136,7 +136,10 @@ pub fn resolve_actor(state: &GoalState, ctx: &CommandContext, lane: Lane) -> Res
                     state.goal.id,
                     ids.join(", ")
                 ))
-                .with_hint(format!("pass --agent-id, e.g. --agent-id {}", ids[0])))
+                .with_hint(format!(
+                    "pass the acting agent, e.g. --agent-id {}, or --agent-id user if a person is acting",
+                    ids[0]
+                )))
             }
         },
     }
@@ -166,9 +169,10 @@ fn not_held_by_other(
     now: Timestamp,
 ) -> Result<()> {
     not_reserved(state, todo, actor, doing, now)?;
-    match (&todo.claimed_by, actor) {
+    let how = if todo.claimed_by.is_some() { "claimed by" } else { "waiting for" };
+    match (todo.holder(), actor) {
         (Some(owner), Actor::Agent(me)) if owner != me => {
-            Err(Error::conflict(format!("todo {} is claimed by {owner}; {me} cannot {doing} it", todo.id))
+            Err(Error::conflict(format!("todo {} is {how} {owner}; {me} cannot {doing} it", todo.id))
                 .with_hint(format!("pick another todo, or ask {owner} to release {}", todo.id))
                 .with_next(&state.goal.id, Some(me), NextStep::ShouldRun))
         }
@@ -214,7 +218,8 @@ fn not_closed(state: &GoalState, todo: &Todo, doing: &str) -> Result<()> {
 
 fn room_for(state: &GoalState, n: usize) -> Result<()> {
     if state.todos.len() + n > MAX_TODOS {
-        return Err(Error::refused(format!("goal {} holds the maximum of {MAX_TODOS} todos", state.goal.id)));
+        return Err(Error::refused(format!("goal {} holds the maximum of {MAX_TODOS} todos", state.goal.id))
+            .with_hint("start a new goal for the next stretch of work: loopx goal create --goal-id next --objective \"…\""));
     }
     Ok(())
 }
@@ -339,7 +344,8 @@ pub fn add_todo(state: &GoalState, req: &AddTodo) -> Result<Event> {
             return Err(Error::usage(format!(
                 "the validation timeout must be between 1 s and {} h",
                 MAX_VALIDATION_SECS / 3600
-            )));
+            ))
+            .with_hint("e.g. --validation-timeout 10m"));
         }
     }
     Ok(Event::TodoAdded {
@@ -354,6 +360,7 @@ pub fn add_todo(state: &GoalState, req: &AddTodo) -> Result<Event> {
             after_gate: req.after_gate,
             validation: req.validation.clone(),
             claimed_by: None,
+            assignee: None,
         },
     })
 }
@@ -485,7 +492,8 @@ pub fn update(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp
 fn check_resume(state: &GoalState, todo: TodoId, r: &ResumeWhen) -> Result<()> {
     match r {
         ResumeWhen::TodoDone(other) if *other == todo => {
-            Err(Error::usage(format!("todo {todo} cannot wait for itself")))
+            Err(Error::usage(format!("todo {todo} cannot wait for itself"))
+                .with_hint("wait for another todo (--resume-when todo:<id>), a time or a gate"))
         }
         ResumeWhen::TodoDone(other) => find_todo(state, *other).map(|_| ()),
         ResumeWhen::At(_) => Ok(()),
@@ -555,9 +563,10 @@ pub fn complete(
     if req.next_todo.is_some() {
         room_for(state, 1)?;
     }
-    // A successor stays with the agent that held its predecessor: it is selected next by them.
+    // A successor waits for the agent that held its predecessor: selected next by them, and
+    // open until they claim it.
     let successor = req.next_todo.as_ref().map(|text| NewTodo {
-        claimed_by: todo.claimed_by.clone(),
+        assignee: todo.claimed_by.clone(),
         ..follow_up(todo, state.next_todo_id(0), text)
     });
     let continuation = if successor.is_some() {
@@ -612,6 +621,7 @@ fn follow_up(from: &Todo, id: TodoId, text: &str) -> NewTodo {
         after_gate: None,
         validation: None,
         claimed_by: None,
+        assignee: None,
     }
 }
 
@@ -629,7 +639,8 @@ pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo, now: Tim
     }
     for b in &req.by {
         if *b == req.todo {
-            return Err(Error::usage(format!("todo {b} cannot supersede itself")));
+            return Err(Error::usage(format!("todo {b} cannot supersede itself"))
+                .with_hint("name the todos that replace it with --by, or new ones with --text"));
         }
         find_todo(state, *b)?;
     }
@@ -702,7 +713,8 @@ pub fn answer_gate(state: &GoalState, actor: &Actor, req: &AnswerGate) -> Result
             .with_hint("ask a new question with: loopx gate ask --question \"…\" --blocks …"));
     }
     if req.status == GateStatus::Open {
-        return Err(Error::usage("an answer is --approve, --reject or --cancel"));
+        return Err(Error::usage("an answer is --approve, --reject or --cancel")
+            .with_hint(format!("e.g. loopx gate answer {} --approve", req.gate)));
     }
     Ok(Event::GateAnswered { gate: req.gate, status: req.status, note: req.note.clone() })
 }
@@ -729,13 +741,15 @@ fn new_quota(state: &GoalState, change: &QuotaChange) -> Result<Option<QuotaPoli
         if h == 0 || h > MAX_WINDOW_HOURS {
             return Err(Error::usage(format!(
                 "--window-hours must be between 1 and {MAX_WINDOW_HOURS}, not {h}"
-            )));
+            ))
+            .with_hint("e.g. --window-hours 24"));
         }
         q.window_hours = h;
     }
     if let Some(m) = change.slot_minutes {
         if m == 0 || m > 1440 {
-            return Err(Error::usage(format!("--slot-minutes must be between 1 and 1440, not {m}")));
+            return Err(Error::usage(format!("--slot-minutes must be between 1 and 1440, not {m}"))
+                .with_hint("e.g. --slot-minutes 1"));
         }
         q.slot_minutes = m;
     }
@@ -747,7 +761,8 @@ fn new_quota(state: &GoalState, change: &QuotaChange) -> Result<Option<QuotaPoli
     }
     if let Some(usd) = change.budget_usd {
         if !usd.is_finite() || usd < 0.0 {
-            return Err(Error::usage(format!("--budget-usd must be a non-negative amount, not {usd}")));
+            return Err(Error::usage(format!("--budget-usd must be a non-negative amount, not {usd}"))
+                .with_hint("e.g. --budget-usd 25"));
         }
         q.budget_usd = Some(usd);
     }
@@ -831,18 +846,26 @@ pub fn spend_slot(
     let agent = explicit_agent(actor, "quota spend-slot")?;
     find_todo(state, req.todo)?;
     if req.slots == 0 {
-        return Err(Error::usage("--slots must be at least 1"));
+        return Err(Error::usage("--slots must be at least 1").with_hint("e.g. --slots 1"));
     }
     if req.usd.is_some_and(|u| !u.is_finite() || u < 0.0) {
-        return Err(Error::usage("--usd must be a non-negative amount"));
+        return Err(Error::usage("--usd must be a non-negative amount").with_hint("e.g. --usd 0.42"));
     }
     if state.goal.status == GoalStatus::Stopped || crate::quota::is_paused(state) {
         return Err(Error::refused(format!(
             "goal {} is paused; nothing is spent while it is",
             state.goal.id
         ))
-        .with_hint("a person resumes it first (or raises --compute)")
-        .with_next(&state.goal.id, None, NextStep::ResumeGoal));
+        .with_hint("a person resumes it first")
+        .with_next(
+            &state.goal.id,
+            None,
+            if state.goal.status == GoalStatus::Stopped {
+                NextStep::ResumeGoal
+            } else {
+                NextStep::RestoreCompute
+            },
+        ));
     }
     check_turn_binding(state, agent, turn, req.todo)?;
     let refresh = |e: Error, t: Option<&str>| {
@@ -861,7 +884,8 @@ pub fn spend_slot(
                     .with_hint(format!("spend for --todo-id {}", run.todo)));
             }
             if let Some(s) = run.spent_by {
-                return Err(Error::refused(format!("the writeback of turn {t} is already accounted by {s}")));
+                return Err(Error::refused(format!("the writeback of turn {t} is already accounted by {s}"))
+                    .with_hint("each turn spends once; a new turn gets a new --turn-instance-id"));
             }
             run
         }
@@ -908,7 +932,8 @@ pub fn scheduler_report(state: &GoalState, actor: &Actor, req: &SchedulerReport)
     if let Some(c) = req.cadence_minutes
         && (c == 0 || c > 1440)
     {
-        return Err(Error::usage(format!("--cadence-minutes must be between 1 and 1440, not {c}")));
+        return Err(Error::usage(format!("--cadence-minutes must be between 1 and 1440, not {c}"))
+            .with_hint("e.g. --cadence-minutes 6"));
     }
     if let Some(r) = &req.rrule {
         let ok = r.starts_with("FREQ=")
@@ -979,7 +1004,11 @@ fn takeover(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp) 
         || req.note.is_some()
         || req.evidence.is_some();
     if other {
-        return Err(Error::usage("a takeover changes only the claim; make other changes in a second update"));
+        return Err(Error::usage("a takeover changes only the claim; make other changes in a second update")
+            .with_hint(format!(
+                "loopx todo update --todo-id {} --claimed-by <agent> --takeover-reason \"…\" first, then the rest",
+                req.todo
+            )));
     }
     not_closed(state, todo, "take over")?;
     not_reserved(state, todo, actor, "take over", now)?;
@@ -1058,7 +1087,9 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
     let todo = find_todo(state, req.todo)?;
     let id = todo.id;
     if todo.role == Role::User {
-        return Err(Error::refused(format!("todo {id} is a user todo; agents never lease it")));
+        return Err(Error::refused(format!("todo {id} is a user todo; agents never lease it")).with_hint(
+            format!("a person completes it: loopx todo complete --todo-id {id} --agent-id user"),
+        ));
     }
     if let Some(v) = req.expected_version
         && v != todo.lease_version
@@ -1075,7 +1106,8 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
             return Err(Error::usage(format!(
                 "a lease lasts between 1 s and {} days",
                 MAX_LEASE_SECS / 86_400
-            )));
+            ))
+            .with_hint("e.g. --ttl 45m"));
         }
         Ok(now.saturating_add(std::time::Duration::from_secs(secs)))
     };
@@ -1088,7 +1120,8 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
             )
         })?;
         if &l.owner != me || todo.claimed_by.as_ref() != Some(me) {
-            return Err(Error::conflict(format!("the lease on {id} belongs to {}, not {me}", l.owner)));
+            return Err(Error::conflict(format!("the lease on {id} belongs to {}, not {me}", l.owner))
+                .with_hint(format!("ask {} to transfer it, or wait until it expires", l.owner)));
         }
         if l.key.is_some() && l.key != req.key {
             return Err(Error::refused(format!(
@@ -1116,7 +1149,7 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
                 ))
                 .with_hint(format!("wait for it to expire, or ask {} to transfer it", l.owner)));
             }
-            if let Some(c) = todo.claimed_by.as_ref().filter(|c| *c != me) {
+            if let Some(c) = todo.holder().filter(|c| *c != me) {
                 return Err(Error::conflict(format!("todo {id} is claimed by {c}; a lease never overrides a peer"))
                     .with_hint(format!(
                         "take it over explicitly: loopx todo update --todo-id {id} --agent-id {me} --claimed-by {me} --takeover-reason \"…\" (by {c}, or once {c}'s lease expired)"
@@ -1154,12 +1187,16 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
                 return Err(Error::refused(format!(
                     "the lease on {id} expired at {}; renew it first",
                     l.expires_at
-                )));
+                ))
+                .with_hint(format!("loopx lease renew --todo-id {id} --agent-id {me} --ttl 45m")));
             }
             if state.agent(to).is_none() {
                 return Err(Error::identity(format!(
                     "agent {to} is not registered on goal {}",
                     state.goal.id
+                ))
+                .with_hint(format!(
+                    "register it first: loopx agent register --agent-id {to} --agent-type <type>"
                 )));
             }
             if to == me {
@@ -1182,7 +1219,13 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
 fn check_thread(req: &BindThread) -> Result<()> {
     let ok = |s: &str| !s.is_empty() && s.len() <= 200 && s.bytes().all(|b| b.is_ascii_graphic());
     if !ok(&req.host) || !ok(&req.thread) {
-        return Err(Error::usage("a host and a session id are short printable words"));
+        return Err(Error::usage("a host and a session id are short printable words")
+            .with_hint("e.g. --host claude-code --thread 5f1c2d3e (the id the host gives its session)"));
+    }
+    if req.thread.contains(['<', '>']) {
+        return Err(Error::usage(format!("session id {:?} looks like a placeholder", req.thread)).with_hint(
+            "use the session id the host gives (e.g. Claude Code's session_id, Codex's thread id)",
+        ));
     }
     Ok(())
 }
@@ -1205,9 +1248,46 @@ pub fn bind_thread(state: &GoalState, actor: &Actor, req: &BindThread) -> Result
             "agent {agent} is already bound to {} session {}; two sessions never share an identity",
             req.host,
             &k[prefix.len()..]
+        ))
+        .with_hint(format!(
+            "a person unbinds it first: loopx agent unbind-thread --agent-id {agent} --host {} --thread {}",
+            req.host,
+            &k[prefix.len()..]
         )));
     }
     Ok(Some(Event::ThreadBound { agent: agent.clone(), host: req.host.clone(), thread: req.thread.clone() }))
+}
+
+/// Unbinds `agent`'s host session: a person, or the agent itself. Unbinding a session that is
+/// not bound is a no-op.
+pub fn unbind_thread(
+    state: &GoalState,
+    actor: &Actor,
+    agent: &AgentId,
+    req: &BindThread,
+) -> Result<Option<Event>> {
+    check_thread(req)?;
+    if let Actor::Agent(me) = actor
+        && me != agent
+    {
+        return Err(Error::refused(format!("only a person or {agent} itself can unbind {agent}'s session"))
+            .with_hint("a person runs it in their own terminal"));
+    }
+    match state.threads.get(&crate::state::thread_key(&req.host, &req.thread)) {
+        None => Ok(None),
+        Some(a) if a == agent => Ok(Some(Event::ThreadUnbound {
+            agent: agent.clone(),
+            host: req.host.clone(),
+            thread: req.thread.clone(),
+        })),
+        Some(a) => {
+            Err(Error::conflict(format!("{} session {} acts as {a}, not {agent}", req.host, req.thread))
+                .with_hint(format!(
+                    "loopx agent unbind-thread --agent-id {a} --host {} --thread {}",
+                    req.host, req.thread
+                )))
+        }
+    }
 }
 
 pub fn set_armed(state: &GoalState, actor: &Actor, armed: bool) -> Result<Option<Event>> {
@@ -1220,7 +1300,8 @@ pub fn stop_block(state: &GoalState, actor: &Actor, req: &BindThread) -> Result<
     let agent = explicit_agent(actor, "a stop-hook continuation")?;
     check_thread(req)?;
     if state.threads.get(&crate::state::thread_key(&req.host, &req.thread)) != Some(agent) {
-        return Err(Error::identity(format!("{} session {} is not bound to {agent}", req.host, req.thread)));
+        return Err(Error::identity(format!("{} session {} is not bound to {agent}", req.host, req.thread))
+            .with_hint("the session joins with the host's entry command (/loopx, $loopx or loopx join)"));
     }
     Ok(Event::StopBlocked { agent: agent.clone(), thread: req.thread.clone() })
 }
@@ -1240,7 +1321,8 @@ pub fn offer_handoff(state: &GoalState, actor: &Actor, req: &OfferHandoff, now: 
         return Err(Error::usage(format!(
             "a handoff waits between 1 s and {} days",
             MAX_HANDOFF_SECS / 86_400
-        )));
+        ))
+        .with_hint("e.g. --ttl 24h"));
     }
     if let Some(to) = &req.to_agent {
         if to == me {
@@ -1401,10 +1483,14 @@ pub fn accept_handoff(
                 HandoffStatus::Accepted if h.accepted_by.as_ref() == Some(me) => return Ok(None),
                 HandoffStatus::Accepted => {
                     let by = h.accepted_by.as_ref().map_or("", |a| a.as_str());
-                    return Err(Error::conflict(format!("handoff {id} was taken over by {by}")));
+                    return Err(Error::conflict(format!("handoff {id} was taken over by {by}"))
+                        .with_hint("see every handoff: loopx handoff list --all"));
                 }
                 HandoffStatus::Cancelled => {
-                    return Err(Error::refused(format!("handoff {id} was cancelled")));
+                    return Err(Error::refused(format!("handoff {id} was cancelled")).with_hint(format!(
+                        "its todos went back to {}; see loopx handoff list --all",
+                        h.from
+                    )));
                 }
                 HandoffStatus::Expired => {
                     return Err(Error::refused(format!(
@@ -1414,7 +1500,11 @@ pub fn accept_handoff(
                     .with_next(&state.goal.id, Some(me), NextStep::ShouldRun));
                 }
                 HandoffStatus::Pending if !h.is_for(me, my_type) => {
-                    return Err(Error::refused(format!("handoff {id} is for {}, not {me}", h.receiver())));
+                    return Err(Error::refused(format!("handoff {id} is for {}, not {me}", h.receiver()))
+                        .with_hint(format!(
+                            "its receiver takes it over: loopx resume --host {}",
+                            h.to_host.name()
+                        )));
                 }
                 HandoffStatus::Pending => h,
             }
@@ -1481,7 +1571,8 @@ pub fn cancel_handoff(
         return Err(Error::refused(format!(
             "handoff {} is {}'s; only its sender or a person can cancel it",
             h.id, h.from
-        )));
+        ))
+        .with_hint(format!("ask {} or a person to cancel it", h.from)));
     }
     match h.status_at(now) {
         HandoffStatus::Pending => {
@@ -1492,10 +1583,14 @@ pub fn cancel_handoff(
             "handoff {} was already taken over by {}",
             h.id,
             h.accepted_by.as_ref().map_or("", |a| a.as_str())
-        ))),
+        ))
+        .with_hint(
+            "its todos are the receiver's now; a takeover moves one back: loopx todo update --claimed-by",
+        )),
         HandoffStatus::Expired => Err(Error::refused(format!(
             "handoff {} expired at {}; its todos are already open",
             h.id, h.expires_at
-        ))),
+        ))
+        .with_hint("nothing to cancel; see loopx handoff list --all")),
     }
 }

@@ -271,11 +271,13 @@ impl GoalState {
             Event::TodoClaimed { todo, agent } => {
                 let t = self.todo_mut(*todo)?;
                 t.claimed_by = Some(agent.clone());
+                t.assignee = None;
                 t.updated_at = at;
             }
             Event::TodoReleased { todo } => {
                 let t = self.todo_mut(*todo)?;
                 t.claimed_by = None;
+                t.assignee = None;
                 t.updated_at = at;
             }
             Event::TodoUpdated { todo, text, priority, status, resume_when, clear_claim, note, evidence } => {
@@ -300,6 +302,7 @@ impl GoalState {
                 }
                 if *clear_claim {
                     t.claimed_by = None;
+                    t.assignee = None;
                 }
                 if let Some(n) = note {
                     t.notes.push(Note { by: actor.to_owned(), at, text: n.clone() });
@@ -334,6 +337,7 @@ impl GoalState {
                 let t = self.todo_mut(*todo)?;
                 t.status = TodoStatus::Superseded;
                 t.claimed_by = None;
+                t.assignee = None;
                 t.resume_when = None;
                 t.superseded_by.clone_from(by);
                 if let Some(n) = note {
@@ -352,6 +356,7 @@ impl GoalState {
                     write_scope: write_scope.clone(),
                 });
                 t.claimed_by = Some(owner.clone());
+                t.assignee = None;
                 t.lease_version += 1;
                 t.updated_at = at;
             }
@@ -368,6 +373,7 @@ impl GoalState {
                 lease.owner = to.clone();
                 lease.key = None;
                 t.claimed_by = Some(to.clone());
+                t.assignee = None;
                 t.lease_version += 1;
                 t.updated_at = at;
             }
@@ -383,6 +389,7 @@ impl GoalState {
                     t.lease_version += 1;
                 }
                 t.claimed_by = Some(to.clone());
+                t.assignee = None;
                 t.notes.push(Note {
                     by: actor.to_owned(),
                     at,
@@ -485,6 +492,10 @@ impl GoalState {
             Event::ThreadBound { agent, host, thread } => {
                 self.threads.insert(thread_key(host, thread), agent.clone());
             }
+            Event::ThreadUnbound { host, thread, .. } => {
+                self.threads.remove(&thread_key(host, thread));
+                self.stop_blocks.remove(thread);
+            }
             Event::LoopArmed { agent, armed } => {
                 self.armed.retain(|a| a != agent);
                 if *armed {
@@ -510,6 +521,7 @@ impl GoalState {
                 for h in &handoff.todos {
                     let t = self.todo_mut(h.todo)?;
                     t.claimed_by = None;
+                    t.assignee = None;
                     if t.lease.take().is_some() {
                         t.lease_version += 1;
                     }
@@ -536,6 +548,7 @@ impl GoalState {
                         continue;
                     }
                     t.claimed_by = Some(agent.clone());
+                    t.assignee = None;
                     if let Some(secs) = h.lease_secs {
                         t.lease = Some(Lease {
                             owner: agent.clone(),
@@ -560,6 +573,7 @@ impl GoalState {
                     let t = self.todo_mut(h.todo)?;
                     if !t.status.is_closed() && t.claimed_by.is_none() {
                         t.claimed_by = Some(from.clone());
+                        t.assignee = None;
                         t.updated_at = at;
                     }
                 }
@@ -684,6 +698,7 @@ impl GoalState {
             class: new.class,
             status: TodoStatus::Open,
             claimed_by: new.claimed_by.clone(),
+            assignee: new.assignee.clone(),
             scopes: new.scopes.clone(),
             resume_when: None,
             after_gate: new.after_gate,
@@ -746,7 +761,7 @@ impl GoalState {
         t.role == Role::Agent
             && t.class != TodoClass::Blocker
             && (t.status == TodoStatus::Open || (t.status == TodoStatus::Deferred && t.resume_when.is_some()))
-            && t.claimed_by.as_ref().is_none_or(|c| Some(c) == agent)
+            && t.holder().is_none_or(|c| Some(c) == agent)
     }
 
     /// The todos an agent may pick, best first: candidates that are due, not held by a gate
@@ -770,7 +785,7 @@ impl GoalState {
             })
             .collect();
         let handed = agent.map(|a| self.handed_to(a, now)).unwrap_or_default();
-        picks.sort_by_key(|t| (!handed.contains(&t.id), t.claimed_by.is_none(), t.priority, t.id));
+        picks.sort_by_key(|t| (!handed.contains(&t.id), t.holder().is_none(), t.priority, t.id));
         picks.into_iter()
     }
 

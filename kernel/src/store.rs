@@ -291,7 +291,8 @@ impl FileStore {
     ) -> Result<(Self, InitOutcome)> {
         let layout = Layout::new(root);
         if !root.is_dir() {
-            return Err(Error::not_found(format!("{} is not a directory", root.display())));
+            return Err(Error::not_found(format!("{} is not a directory", root.display()))
+                .with_hint("pass the project's directory with --project DIR"));
         }
         let store = Self { layout, clock, reporter, options };
         let dir = store.layout.state_dir();

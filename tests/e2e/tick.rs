@@ -301,7 +301,7 @@ fn spend_rules_dry_run_void_and_pause() {
     s.fails(1, &["quota", "void-slot", "--spend-id", "s9"]);
     let text = s.ok(&["quota", "status"]).stdout;
     assert!(
-        text.contains("[....................] 0/1440 slots in 24 h") && text.contains("(voided)"),
+        text.contains("0 of 1,440 one-minute slots used in the last 24 h") && text.contains("(voided)"),
         "{text}"
     );
 }

@@ -224,8 +224,11 @@ fn free_text_never_poses_as_structure() {
         .unwrap()
         .to_owned();
     assert!(!ctx.lines().any(|l| l.starts_with("## ") || l.starts_with("- [ ]")), "{ctx}");
-    // Text output flattens it too: one line per todo, whatever its text.
-    assert_eq!(s.ok(&["todo", "list"]).stdout.lines().count(), 1);
+    // Text output shows each further line of a text indented under its todo: never at the
+    // start of a line, where it could pose as another todo or a heading.
+    let list = s.ok(&["todo", "list"]).stdout;
+    assert!(list.starts_with("t1 "), "{list}");
+    assert!(list.lines().skip(1).all(|l| l.starts_with(&" ".repeat(20))), "{list}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Project automation. `cargo xtask ci` runs everything CI runs.
 
 mod bench;
+mod dist;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -12,7 +13,10 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   ci                              format check, clippy (warnings denied), and the whole test suite
   bench [--quick] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md)
-        [--bin PATH]              (measure this binary instead of building the release one)";
+        [--bin PATH]              (measure this binary instead of building the release one)
+  man [--out DIR]                 man pages from the CLI's definition (default target/man)
+  dist                            release archive: binary, completions, man pages, docs
+                                  (target/dist/loopx-<version>-<host>.tar.gz)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,6 +41,17 @@ fn main() -> Result<()> {
             }
             bench::run(&opts, &workspace_root()).map(|_| ())
         }
+        Some("man") => {
+            let out = match args.get(1).map(String::as_str) {
+                Some("--out") => PathBuf::from(args.get(2).context("--out needs a directory")?),
+                Some(other) => bail!("unknown man option {other:?}\n\n{USAGE}"),
+                None => workspace_root().join("target/man"),
+            };
+            let pages = dist::man_pages(&out)?;
+            eprintln!("xtask: wrote {} man pages to {}", pages.len(), out.display());
+            Ok(())
+        }
+        Some("dist") => dist::dist(&workspace_root()).map(|_| ()),
         Some("-h" | "--help") | None => {
             println!("{USAGE}");
             Ok(())

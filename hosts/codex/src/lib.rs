@@ -129,18 +129,24 @@ pub struct HookInput {
 /// Longest hook stdin accepted.
 pub const MAX_STDIN: usize = 4 << 20;
 
+/// What to do about hook input loopx cannot read.
+const HOOK_HINT: &str =
+    "loopx hook reads the JSON the host writes to a hook's stdin; installed hooks pass it on as they get it";
+
 /// Parses hook stdin. Empty, oversized, non-object or wrong-typed input is an error.
 pub fn parse_input(bytes: &[u8]) -> Result<HookInput> {
     if bytes.len() > MAX_STDIN {
-        return Err(Error::usage(format!("hook input is {} bytes, more than {MAX_STDIN}", bytes.len())));
+        return Err(Error::usage(format!("hook input is {} bytes, more than {MAX_STDIN}", bytes.len()))
+            .with_hint(HOOK_HINT));
     }
-    let v: Value =
-        serde_json::from_slice(bytes).map_err(|e| Error::usage(format!("hook input is not JSON: {e}")))?;
+    let v: Value = serde_json::from_slice(bytes)
+        .map_err(|e| Error::usage(format!("hook input is not JSON: {e}")).with_hint(HOOK_HINT))?;
     if !v.is_object() {
-        return Err(Error::usage("hook input is not a JSON object"));
+        return Err(Error::usage("hook input is not a JSON object").with_hint(HOOK_HINT));
     }
-    serde_json::from_value(v)
-        .map_err(|e| Error::usage(format!("hook input has a field of the wrong type: {e}")))
+    serde_json::from_value(v).map_err(|e| {
+        Error::usage(format!("hook input has a field of the wrong type: {e}")).with_hint(HOOK_HINT)
+    })
 }
 
 /// Decodes one hook's stdin into the host-neutral event.

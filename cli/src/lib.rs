@@ -1,0 +1,5 @@
+//! The `loopx` command line as a library: its clap definition, so tooling (`cargo xtask man`,
+//! `cargo xtask dist`) renders man pages and completions from the very definition the binary
+//! parses. Everything else lives in the binary.
+
+pub mod args;

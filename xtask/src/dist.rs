@@ -1,0 +1,95 @@
+//! `cargo xtask man` and `cargo xtask dist`: man pages and completions rendered from the very
+//! clap definition the binary parses (`loopx_cli::args::Cli`), and a release archive.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use clap::CommandFactory;
+use clap_complete::Shell;
+
+use loopx_cli::args::Cli;
+
+/// Writes `loopx.1` and a page per command and subcommand (`loopx-todo-add.1`) into `dir`.
+/// Returns the files written.
+pub fn man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut written = Vec::new();
+    let root = Cli::command();
+    write_page(dir, "loopx", root.clone(), &mut written)?;
+    for sub in root.get_subcommands().filter(|c| !c.is_hide_set()) {
+        let name = format!("loopx-{}", sub.get_name());
+        write_page(dir, &name, sub.clone(), &mut written)?;
+        for leaf in sub.get_subcommands().filter(|c| !c.is_hide_set()) {
+            write_page(dir, &format!("{name}-{}", leaf.get_name()), leaf.clone(), &mut written)?;
+        }
+    }
+    Ok(written)
+}
+
+fn write_page(dir: &Path, name: &str, cmd: clap::Command, written: &mut Vec<PathBuf>) -> Result<()> {
+    let cmd = cmd.name(name.to_owned()).bin_name(name.replace('-', " "));
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd).render(&mut page)?;
+    let path = dir.join(format!("{name}.1"));
+    std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
+    written.push(path);
+    Ok(())
+}
+
+/// Writes the completion script for every shell clap supports into `dir`.
+pub fn completions(dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut written = Vec::new();
+    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish, Shell::PowerShell, Shell::Elvish] {
+        let path = clap_complete::generate_to(shell, &mut Cli::command(), "loopx", dir)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn host_triple() -> Result<String> {
+    let out = Command::new("rustc").arg("-vV").output().context("cannot run rustc -vV")?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+        .context("rustc -vV names no host")
+}
+
+/// Builds the release binary and packs it with its completions, man pages, README and
+/// licence notes into `target/dist/loopx-<version>-<host>.tar.gz`. Returns the archive.
+pub fn dist(workspace: &Path) -> Result<PathBuf> {
+    crate::run(
+        "release build",
+        crate::cargo().args(["build", "--release", "--locked", "-p", "loopx-cli"]).current_dir(workspace),
+    )?;
+    let name = format!("loopx-{}-{}", env!("CARGO_PKG_VERSION"), host_triple()?);
+    let out = workspace.join("target/dist");
+    let stage = out.join(&name);
+    if stage.exists() {
+        std::fs::remove_dir_all(&stage).with_context(|| format!("cannot clear {}", stage.display()))?;
+    }
+    std::fs::create_dir_all(&stage)?;
+    let bin = format!("loopx{}", std::env::consts::EXE_SUFFIX);
+    std::fs::copy(workspace.join("target/release").join(&bin), stage.join(&bin))
+        .context("cannot copy the release binary")?;
+    completions(&stage.join("completions"))?;
+    man_pages(&stage.join("man"))?;
+    for doc in ["README.md", "ARCHITECTURE.md"] {
+        std::fs::copy(workspace.join(doc), stage.join(doc)).with_context(|| format!("cannot copy {doc}"))?;
+    }
+    let archive = out.join(format!("{name}.tar.gz"));
+    let status = Command::new("tar")
+        .arg("czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&out)
+        .arg(&name)
+        .status()
+        .context("cannot run tar")?;
+    if !status.success() {
+        bail!("tar failed ({status})");
+    }
+    eprintln!("xtask: wrote {}", archive.display());
+    Ok(archive)
+}
