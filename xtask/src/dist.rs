@@ -93,3 +93,25 @@ pub fn dist(workspace: &Path) -> Result<PathBuf> {
     eprintln!("xtask: wrote {}", archive.display());
     Ok(archive)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_man_page_for_every_command_and_completions_for_every_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let pages = man_pages(dir.path()).unwrap();
+        let names: Vec<String> =
+            pages.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        for want in ["loopx.1", "loopx-handoff.1", "loopx-todo-add.1", "loopx-completions.1"] {
+            assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+        }
+        let page = std::fs::read_to_string(dir.path().join("loopx-todo-add.1")).unwrap();
+        assert!(page.contains(".SH NAME") && page.contains("\\-\\-priority"), "{page}");
+        let scripts = completions(&dir.path().join("completions")).unwrap();
+        assert_eq!(scripts.len(), 5);
+        assert!(std::fs::read_to_string(&scripts[0]).unwrap().contains("unbind-thread"));
+    }
+}
