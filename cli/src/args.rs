@@ -712,6 +712,9 @@ pub struct HookArgs {
     /// The hook event, in the host's terms (claude-code: session-start, user-prompt-submit,
     /// pre-tool-use, stop, statusline)
     pub event: String,
+    /// The agent the host's sessions act as, for a host installed with one (Cursor)
+    #[arg(long, value_name = "AGENT")]
+    pub agent_id: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -723,10 +726,10 @@ pub enum ScopeArg {
 /// The optional parts of an install; each host takes the ones it has (see loopx host list).
 #[derive(Debug, Args)]
 pub struct InstallFlags {
-    /// Claude Code: keep an armed session working while loopx says run (a Stop hook; fails open)
+    /// Claude Code, Cursor: keep an armed session working while loopx says run (a stop hook; fails open)
     #[arg(long)]
     pub stop_driver: bool,
-    /// Claude Code: deny mutating tools while loopx says not to run (a PreToolUse hook; fails closed)
+    /// Claude Code, Cursor: deny mutating tools while loopx says not to run (fails closed)
     #[arg(long)]
     pub harden: bool,
     /// Claude Code: show loopx's state in the status line
@@ -741,6 +744,9 @@ pub struct InstallFlags {
     /// Codex: loopx's MCP server in config.toml
     #[arg(long)]
     pub with_mcp: bool,
+    /// Cursor: the agent its chats act as (default cursor-1)
+    #[arg(long, value_name = "AGENT")]
+    pub agent_id: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -146,6 +146,7 @@ fn session_env(
         project_dir: cli.project.as_ref().map(|p| env.cwd.join(p)),
         stop_cap: adapter.default_stop_cap(),
         loopx: String::new(),
+        agent: None,
         options: env.options.clone(),
         reporter,
     }

@@ -20,6 +20,7 @@ pub async fn answer(
     event: &str,
     stdin: &[u8],
     cwd: PathBuf,
+    agent: Option<loopx_core::AgentId>,
     options: StoreOptions,
     reporter: Arc<dyn Reporter>,
 ) -> HostAnswer {
@@ -42,6 +43,7 @@ pub async fn answer(
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| adapter.default_stop_cap()),
         loopx: std::env::current_exe().map_or_else(|_| "loopx".to_owned(), |p| p.display().to_string()),
+        agent,
         options,
         reporter,
     };

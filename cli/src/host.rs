@@ -131,6 +131,7 @@ pub fn run(
                 features,
                 loopx: a.loopx_command(&loopx_command()),
                 goal: goal.map_or_else(|| GoalId::new("main"), Ok)?,
+                agent: options.agent_id.as_deref().map(loopx_core::AgentId::new).transpose()?,
             };
             let spec = spec(a, roots, &opts)?;
             let recovered = if *dry_run { None } else { finish_interrupted(roots, a, opts.scope)? };
@@ -225,6 +226,8 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
         (0, false) => "warn",
         _ => "FAIL",
     };
+    // What the person still does in the host: the adapter's words, in order.
+    let steps = manifest.as_ref().map(|m| a.remaining_steps(&m.options)).unwrap_or_default();
     let mut text: String =
         checks.iter().enumerate().map(|(i, (n, ok, d))| format!("{} {n}: {d}\n", mark(i, *ok))).collect();
     text.push_str(&match (ok, on_path) {
@@ -238,7 +241,13 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
             format!("repair with: loopx host install {}{}\n", a.host(), flags.unwrap_or_default())
         }
     });
+    if ok && !steps.is_empty() {
+        text.push_str(&format!("then, in {}:\n", a.host()));
+        for (i, step) in steps.iter().enumerate() {
+            text.push_str(&format!("  {}. {step}\n", i + 1));
+        }
+    }
     let warnings: Vec<String> = if on_path { vec![] } else { vec![format!("{} is not on PATH", a.host())] };
-    let v = json!({"host": a.host(), "ok": ok, "recovered": recovered, "warnings": warnings, "checks": checks.iter().map(|(n, ok, d)| json!({"name": n, "ok": ok, "detail": d})).collect::<Vec<_>>()});
+    let v = json!({"host": a.host(), "ok": ok, "recovered": recovered, "warnings": warnings, "steps": steps, "checks": checks.iter().map(|(n, ok, d)| json!({"name": n, "ok": ok, "detail": d})).collect::<Vec<_>>()});
     Ok(Rendered::new(&v, text)?.with_exit(if ok { 0 } else { 1 }))
 }

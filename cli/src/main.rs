@@ -178,9 +178,10 @@ fn run_hook(a: &args::HookArgs) -> ! {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
-        Ok((cwd, env_options()?, runtime))
+        let agent = a.agent_id.as_deref().map(loopx_core::AgentId::new).transpose()?;
+        Ok((cwd, env_options()?, runtime, agent))
     };
-    let (cwd, options, runtime) = match setup() {
+    let (cwd, options, runtime, agent) = match setup() {
         Ok(s) => s,
         Err(e) => hook_failed(Some(&a.host), Some(&a.event), &e),
     };
@@ -191,7 +192,7 @@ fn run_hook(a: &args::HookArgs) -> ! {
         &mut std::io::Read::take(std::io::stdin().lock(), hook::MAX_STDIN + 1),
         &mut stdin,
     );
-    answer_hook(&runtime.block_on(hook::answer(&a.host, &a.event, &stdin, cwd, options, reporter)))
+    answer_hook(&runtime.block_on(hook::answer(&a.host, &a.event, &stdin, cwd, agent, options, reporter)))
 }
 
 fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {

@@ -3,10 +3,11 @@
 
 use loopx_adapter_claude_code_slash::ClaudeCodeSlash;
 use loopx_adapter_codex_heartbeat::CodexHeartbeat;
+use loopx_adapter_cursor_manual::CursorManual;
 use loopx_core::host::HostAdapter;
 use loopx_core::{Error, Result};
 
-static ADAPTERS: &[&dyn HostAdapter] = &[&ClaudeCodeSlash, &CodexHeartbeat];
+static ADAPTERS: &[&dyn HostAdapter] = &[&ClaudeCodeSlash, &CodexHeartbeat, &CursorManual];
 
 /// Every registered adapter, in the order `loopx host list` shows them.
 pub fn adapters() -> &'static [&'static dyn HostAdapter] {

@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::agent::AgentType;
 use crate::decision::ShouldRunAnswer;
 use crate::error::{Error, Result};
-use crate::ids::GoalId;
+use crate::ids::{AgentId, GoalId};
 
 /// The marker every whole file loopx installs carries. A file of the same name without it
 /// belongs to the user and is never written over.
@@ -219,6 +219,10 @@ pub struct InstallOptions {
     pub loopx: String,
     /// The goal named in templates that name one.
     pub goal: GoalId,
+    /// The agent every session of the host acts as, for a host whose sessions loopx cannot
+    /// bind one by one (see [`AdapterCapabilities::install_agent`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentId>,
 }
 
 impl InstallOptions {
@@ -435,6 +439,9 @@ pub struct AdapterCapabilities {
     pub scheduler_rrule: bool,
     /// Longest prompt body the host accepts, if it has a limit.
     pub max_prompt_chars: Option<usize>,
+    /// The host's sessions cannot be told apart where loopx needs it (its MCP server or shell
+    /// sees no session): they act as one agent, named at install (`--agent-id`).
+    pub install_agent: bool,
 }
 
 /// How a host marks the environment of the commands its agent runs (its shell tool, the MCP
@@ -532,6 +539,12 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
         let _ = (opts, env);
         Vec::new()
     }
+    /// What the person still does in the host after an install with `opts` (enable a
+    /// server, start a chat), in order; `host doctor` prints them as a numbered list.
+    fn remaining_steps(&self, opts: &InstallOptions) -> Vec<String> {
+        let _ = opts;
+        Vec::new()
+    }
     /// The surfaces of this host that take a pasted prompt (`app`, `cli`), if any.
     fn prompt_surfaces(&self) -> &'static [&'static str] {
         &[]
@@ -575,6 +588,7 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
             features: caps.features.into_iter().collect(),
             loopx: loopx.to_owned(),
             goal: GoalId::new("main")?,
+            agent: None,
         };
         self.install_plan(&opts, env)
     }
@@ -590,6 +604,12 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     /// Reports a failure of loopx itself without blocking the host (never an exit code the
     /// host treats as blocking).
     fn fail_open(&self, message: &str) -> HostAnswer;
+    /// [`HostAdapter::fail_open`] for one hook point, for a host whose events want different
+    /// neutral answers.
+    fn fail_open_at(&self, point: Option<HookPoint>, message: &str) -> HostAnswer {
+        let _ = point;
+        self.fail_open(message)
+    }
     /// How the model sees one of loopx's MCP tools (`mcp__loopx__should_run`).
     fn tool_name(&self, tool: &str) -> String;
     /// The instruction that continues a session for a `run` or `replan` answer. `loopx` is how
@@ -609,6 +629,13 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
 /// The parts `install` may be asked for that `adapter` does not support.
 pub fn unsupported_features(adapter: &dyn HostAdapter, opts: &InstallOptions) -> Result<()> {
     let caps = adapter.capabilities();
+    if let (Some(a), false) = (&opts.agent, caps.install_agent) {
+        return Err(Error::usage(format!(
+            "{} sessions join as their own agents; --agent-id {a} does not apply",
+            adapter.host()
+        ))
+        .with_hint(format!("loopx host install {} without --agent-id", adapter.host())));
+    }
     if !caps.scopes.contains(&opts.scope) {
         return Err(Error::usage(format!(
             "{} does not install in {} scope",

@@ -23,7 +23,7 @@ use loopx_core::decision::DecisionKind;
 use loopx_core::host::{HookPoint, HookReply, HostAdapter, HostAnswer, HostEvent, HostEventKind, ToolEffect};
 use loopx_core::kernel::{
     AcceptHandoff, AddTodo, BindThread, CommandContext, CreateGoal, HandoffPacket, Kernel, Receipt,
-    RegisterAgent, ResumeBody, StatusView,
+    RegisterAgent, ResumeBody, SessionView, StatusView,
 };
 use loopx_core::model::{GoalStatus, Priority, Role, TodoClass};
 use loopx_core::untrusted::{flatten, quoted};
@@ -42,6 +42,9 @@ pub struct HookEnv {
     pub stop_cap: u32,
     /// How the host's shell reaches this loopx binary (its absolute path).
     pub loopx: String,
+    /// The agent every session acts as, for a host installed with one (`--agent-id` on the
+    /// hook's command line): its sessions are not bound one by one.
+    pub agent: Option<AgentId>,
     pub options: StoreOptions,
     pub reporter: Arc<dyn Reporter>,
 }
@@ -105,7 +108,7 @@ fn failed(adapter: &dyn HostAdapter, point: Option<HookPoint>, e: &Error) -> Hos
             );
             HostAnswer { stderr: note, ..adapter.encode(HookPoint::ToolGate, &HookReply::Deny(reason)) }
         }
-        _ => adapter.fail_open(&note),
+        _ => adapter.fail_open_at(point, &note),
     }
 }
 
@@ -136,7 +139,7 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
         .into());
     };
     let k = open(&root, env)?;
-    let s = k.session(None, &thread(adapter, ev)).await?;
+    let s = session_of(&k, &thread(adapter, ev), env).await?;
     let ctx = CommandContext { agent: s.agent.clone(), ..CommandContext::default() };
     let armed = s.agent.clone().filter(|_| s.armed);
     match (point, &ev.kind) {
@@ -420,7 +423,7 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
         k.create_goal(goal).await?;
     }
     let session = thread(adapter, ev);
-    let agent = join_session(adapter, &k, &session).await?;
+    let agent = join_session(adapter, &k, &session, env.agent.as_ref()).await?;
     let ctx = CommandContext { agent: Some(agent.clone()), ..CommandContext::default() };
     // A handoff waiting for this session's agent is taken over first, and told first.
     let taken = match args {
@@ -470,8 +473,35 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
     Ok(HookReply::Context(format!("{taken}{note}{next}")))
 }
 
+/// What loopx knows of a session: its bound agent, or, for a host installed with one agent
+/// for every session, that agent (once registered).
+async fn session_of(k: &FileKernel, session: &BindThread, env: &HookEnv) -> Result<SessionView> {
+    let Some(agent) = &env.agent else { return k.session(None, session).await };
+    let s = k.read(None)?;
+    Ok(SessionView {
+        goal_id: s.goal.id.clone(),
+        host: session.host.clone(),
+        thread: session.thread.clone(),
+        agent: s.agent(agent).map(|a| a.id.clone()),
+        armed: s.armed.contains(agent),
+        stop_blocks: s.stop_blocks.get(&session.thread).copied().unwrap_or(0),
+    })
+}
+
 /// The session's own agent: bound already, or registered (`<prefix>-<session>`) and bound now.
-async fn join_session(adapter: &dyn HostAdapter, k: &FileKernel, session: &BindThread) -> Result<AgentId> {
+/// A host installed with one agent for every session uses that one, registered on first use.
+async fn join_session(
+    adapter: &dyn HostAdapter,
+    k: &FileKernel,
+    session: &BindThread,
+    installed: Option<&AgentId>,
+) -> Result<AgentId> {
+    if let Some(id) = installed {
+        let ctx = CommandContext { agent: Some(id.clone()), ..CommandContext::default() };
+        let reg = RegisterAgent { id: id.clone(), agent_type: adapter.agent_type(), require_new: false };
+        k.register_agent(&ctx, reg).await?;
+        return Ok(id.clone());
+    }
     if let Some(a) = k.session(None, session).await?.agent {
         return Ok(a);
     }
@@ -508,7 +538,7 @@ pub async fn resume(
     })?;
     let k = open(&root, env)?;
     let session = BindThread { host: adapter.host().to_owned(), thread: session.to_owned() };
-    let agent = join_session(adapter, &k, &session).await?;
+    let agent = join_session(adapter, &k, &session, env.agent.as_ref()).await?;
     let ctx = CommandContext { agent: Some(agent), ..CommandContext::default() };
     let receipt = take_over(adapter, &k, &ctx, handoff).await?;
     k.set_armed(&ctx, true).await?;

@@ -1299,9 +1299,15 @@ pub fn set_armed(state: &GoalState, actor: &Actor, armed: bool) -> Result<Option
 pub fn stop_block(state: &GoalState, actor: &Actor, req: &BindThread) -> Result<Event> {
     let agent = explicit_agent(actor, "a stop-hook continuation")?;
     check_thread(req)?;
-    if state.threads.get(&crate::state::thread_key(&req.host, &req.thread)) != Some(agent) {
-        return Err(Error::identity(format!("{} session {} is not bound to {agent}", req.host, req.thread))
-            .with_hint("the session joins with the host's entry command (/loopx, $loopx or loopx join)"));
+    // A session acts as its bound agent; an unbound one as the agent its host was installed with.
+    if let Some(bound) = state.threads.get(&crate::state::thread_key(&req.host, &req.thread))
+        && bound != agent
+    {
+        return Err(Error::identity(format!(
+            "{} session {} is bound to {bound}, not {agent}",
+            req.host, req.thread
+        ))
+        .with_hint("the session joins with the host's entry command (/loopx, $loopx or loopx join)"));
     }
     Ok(Event::StopBlocked { agent: agent.clone(), thread: req.thread.clone() })
 }

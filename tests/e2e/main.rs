@@ -6,6 +6,7 @@ mod bench;
 mod commands;
 mod concurrency;
 mod conformance;
+mod cursor;
 mod demo;
 mod handoff;
 mod hook_matrix;

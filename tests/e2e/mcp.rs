@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use loopx_tests::{Sandbox, events};
 
-struct Session {
+pub(crate) struct Session {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -15,7 +15,7 @@ struct Session {
 }
 
 impl Session {
-    fn start(s: &Sandbox, args: &[&str]) -> Self {
+    pub(crate) fn start(s: &Sandbox, args: &[&str]) -> Self {
         let mut child = s
             .command()
             .arg("mcp")
@@ -56,7 +56,7 @@ impl Session {
     }
 
     /// Calls a tool; returns (is_error, parsed JSON or the error text).
-    fn call(&mut self, name: &str, args: Value) -> (bool, Value) {
+    pub(crate) fn call(&mut self, name: &str, args: Value) -> (bool, Value) {
         let r = self.request("tools/call", json!({"name": name, "arguments": args}));
         let result = &r["result"];
         let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{r}")).to_owned();
@@ -65,7 +65,7 @@ impl Session {
         (is_error, body)
     }
 
-    fn ok(&mut self, name: &str, args: Value) -> Value {
+    pub(crate) fn ok(&mut self, name: &str, args: Value) -> Value {
         let (err, body) = self.call(name, args.clone());
         assert!(!err, "{name} {args}: {body}");
         body

@@ -83,6 +83,7 @@ impl HostAdapter for ClaudeCodeSlash {
             mcp: true,
             scheduler_rrule: false,
             max_prompt_chars: None,
+            install_agent: false,
         }
     }
     fn agent_type(&self) -> AgentType {
@@ -203,6 +204,7 @@ mod tests {
             features: [Feature::StopDriver, Feature::Harden, Feature::Statusline].into_iter().collect(),
             loopx: "loopx".into(),
             goal: loopx_core::GoalId::new("main").unwrap(),
+            agent: None,
         }
     }
 

@@ -182,6 +182,7 @@ impl HostAdapter for CodexHeartbeat {
             mcp: true,
             scheduler_rrule: true,
             max_prompt_chars: Some(cx::MAX_GOAL_CHARS),
+            install_agent: false,
         }
     }
     fn agent_type(&self) -> AgentType {
@@ -431,6 +432,7 @@ mod tests {
             features: features.iter().copied().collect(),
             loopx: "/opt/loopx/bin/loopx".into(),
             goal: GoalId::new("main").unwrap(),
+            agent: None,
         }
     }
 

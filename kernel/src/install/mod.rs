@@ -624,6 +624,7 @@ fn placeholder_options(scope: InstallScope) -> Result<InstallOptions> {
         features: BTreeSet::new(),
         loopx: "loopx".to_owned(),
         goal: loopx_core::GoalId::new("main")?,
+        agent: None,
     })
 }
 

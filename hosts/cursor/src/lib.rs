@@ -1,0 +1,283 @@
+//! Facts about Cursor, from its documentation (no Cursor binary runs in loopx's tests, so they
+//! are held to the documented formats): where its files live, the rule format, what its hooks
+//! receive and must print, and how to find it. Reads and parses; never writes; holds no loop
+//! policy.
+//!
+//! - Rules: `.cursor/rules/<name>.mdc`, YAML front matter with `description` (a string),
+//!   `globs` and `alwaysApply` (a boolean); Cursor skips a rule whose front matter does not
+//!   parse, silently.
+//! - MCP: `.cursor/mcp.json` (project) or `~/.cursor/mcp.json`, stdio servers under
+//!   `mcpServers` with `command`, `args`, `env`. The server sees nothing of the chat calling it.
+//! - Skills: `.cursor/skills/<name>/SKILL.md` or `~/.cursor/skills/…`; Cursor also reads
+//!   `.claude/skills` and `.codex/skills`, which belong to other hosts' adapters.
+//! - Hooks: `.cursor/hooks.json` or `~/.cursor/hooks.json`, `{"version": 1, "hooks": {"<event>":
+//!   [{"command": …, "loop_limit"?: n}]}}`. Every hook gets JSON on stdin with
+//!   `conversation_id`, `generation_id`, `hook_event_name` and `workspace_roots` (some builds
+//!   start it with a UTF-8 byte-order mark). `stop` adds `status` and `loop_count` and may
+//!   answer `{"followup_message": …}`, which Cursor submits as the next user message, at most
+//!   `loop_limit` times; `beforeShellExecution` adds `command` and `cwd` and answers
+//!   `{"permission": "allow" | "deny" | "ask", "user_message"?, "agent_message"?}`;
+//!   `beforeSubmitPrompt` adds `prompt` and answers `{"continue": true | false,
+//!   "user_message"?}` (it cannot add context for the model). A hook answers with exit 0 and
+//!   its JSON on stdout.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use loopx_core::host::{Detection, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind, ToolEffect};
+use loopx_core::{Error, Result};
+
+/// The host's name in `loopx host …` and `loopx hook …`.
+pub const HOST: &str = "cursor";
+
+/// Cursor's configuration directory, in the project and under the home.
+pub const DIR: &str = ".cursor";
+
+/// The hook events loopx answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookEvent {
+    BeforeSubmitPrompt,
+    BeforeShellExecution,
+    Stop,
+}
+
+impl HookEvent {
+    pub const ALL: [HookEvent; 3] =
+        [HookEvent::BeforeSubmitPrompt, HookEvent::BeforeShellExecution, HookEvent::Stop];
+
+    /// The event's name in `hooks.json` and on stdin.
+    pub fn host_name(self) -> &'static str {
+        match self {
+            HookEvent::BeforeSubmitPrompt => "beforeSubmitPrompt",
+            HookEvent::BeforeShellExecution => "beforeShellExecution",
+            HookEvent::Stop => "stop",
+        }
+    }
+
+    /// The event's name on loopx's command line (`loopx hook cursor stop`).
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            HookEvent::BeforeSubmitPrompt => "before-submit-prompt",
+            HookEvent::BeforeShellExecution => "before-shell-execution",
+            HookEvent::Stop => "stop",
+        }
+    }
+}
+
+impl FromStr for HookEvent {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|e| e.cli_name() == s || e.host_name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|e| e.cli_name()).collect();
+            Error::usage(format!("unknown Cursor hook event {s:?}"))
+                .with_hint(format!("one of: {}", names.join(", ")))
+        })
+    }
+}
+
+/// What a hook receives on stdin. Unknown fields are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct HookInput {
+    pub conversation_id: String,
+    pub generation_id: Option<String>,
+    pub hook_event_name: Option<String>,
+    pub workspace_roots: Vec<String>,
+    /// `stop`: `completed`, `aborted` or `error`.
+    pub status: Option<String>,
+    /// `stop`: how many follow-ups this loop has had.
+    pub loop_count: Option<u32>,
+    /// `beforeShellExecution`.
+    pub command: Option<String>,
+    pub cwd: Option<String>,
+    /// `beforeSubmitPrompt`.
+    pub prompt: Option<String>,
+}
+
+/// Longest hook stdin accepted.
+pub const MAX_STDIN: usize = 4 << 20;
+
+/// What to do about hook input loopx cannot read.
+const HOOK_HINT: &str =
+    "loopx hook reads the JSON the host writes to a hook's stdin; installed hooks pass it on as they get it";
+
+/// Parses hook stdin (a leading byte-order mark is dropped). Empty, oversized, non-object or
+/// wrong-typed input is an error.
+pub fn parse_input(bytes: &[u8]) -> Result<HookInput> {
+    if bytes.len() > MAX_STDIN {
+        return Err(Error::usage(format!("hook input is {} bytes, more than {MAX_STDIN}", bytes.len()))
+            .with_hint(HOOK_HINT));
+    }
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let v: Value = serde_json::from_slice(bytes)
+        .map_err(|e| Error::usage(format!("hook input is not JSON: {e}")).with_hint(HOOK_HINT))?;
+    if !v.is_object() {
+        return Err(Error::usage("hook input is not a JSON object").with_hint(HOOK_HINT));
+    }
+    serde_json::from_value(v).map_err(|e| {
+        Error::usage(format!("hook input has a field of the wrong type: {e}")).with_hint(HOOK_HINT)
+    })
+}
+
+/// Decodes one hook's stdin into the host-neutral event. The chat is the session; its
+/// directory is the shell's `cwd`, else the first workspace root.
+pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
+    let input = parse_input(stdin)?;
+    let kind = match event {
+        HookEvent::BeforeSubmitPrompt => {
+            HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
+        }
+        HookEvent::BeforeShellExecution => HostEventKind::ToolCall {
+            tool: "shell".to_owned(),
+            effect: ToolEffect::Shell(input.command.clone().unwrap_or_default()),
+        },
+        HookEvent::Stop => HostEventKind::Stop,
+    };
+    let cwd = input.cwd.clone().or_else(|| input.workspace_roots.first().cloned()).map(PathBuf::from);
+    Ok(HostEvent { session: input.conversation_id.clone(), cwd, kind })
+}
+
+fn answer(v: Value) -> HostAnswer {
+    HostAnswer { stdout: v.to_string(), stderr: String::new(), exit_code: 0 }
+}
+
+/// Writes a reply in Cursor's protocol for `event`. Every event gets a JSON object: a
+/// permission hook that prints nothing may be taken as a failure.
+pub fn encode(event: HookEvent, reply: &HookReply) -> HostAnswer {
+    match (event, reply) {
+        (HookEvent::Stop, HookReply::Continue(next)) => answer(json!({"followup_message": next})),
+        (HookEvent::Stop, _) => answer(json!({})),
+        (HookEvent::BeforeShellExecution, HookReply::Deny(why)) => {
+            answer(json!({"permission": "deny", "user_message": why, "agent_message": why}))
+        }
+        (HookEvent::BeforeShellExecution, _) => answer(json!({"permission": "allow"})),
+        (HookEvent::BeforeSubmitPrompt, _) => answer(json!({"continue": true})),
+    }
+}
+
+/// A failure that does not block: exit 0 with the event's neutral answer (`{}`, or letting the
+/// prompt through), the message on stderr. The shell gate never fails open: the driver
+/// answers it with a denial.
+pub fn fail_open(event: Option<HookEvent>, message: &str) -> HostAnswer {
+    let stdout = match event {
+        Some(HookEvent::BeforeSubmitPrompt) => json!({"continue": true}),
+        _ => json!({}),
+    };
+    HostAnswer { stdout: stdout.to_string(), stderr: message.to_owned(), exit_code: 0 }
+}
+
+/// Whether `a` is an answer Cursor accepts for `event`.
+pub fn check_answer(event: Option<HookEvent>, a: &HostAnswer) -> Result<()> {
+    let bad = |why: String| Err(Error::internal(format!("not a valid Cursor answer: {why}")));
+    if a.exit_code != 0 {
+        return bad(format!("exit code {}: Cursor reads a hook's answer only on exit 0", a.exit_code));
+    }
+    let v: Value = match serde_json::from_str(&a.stdout) {
+        Ok(v) => v,
+        Err(e) => return bad(format!("stdout is not JSON ({e})")),
+    };
+    let Some(o) = v.as_object() else { return bad("stdout is not a JSON object".to_owned()) };
+    let ok = match event {
+        Some(HookEvent::Stop) => {
+            o.is_empty() || (o.len() == 1 && o["followup_message"].as_str().is_some_and(|m| !m.is_empty()))
+        }
+        Some(HookEvent::BeforeShellExecution) => {
+            matches!(o.get("permission").and_then(Value::as_str), Some("allow" | "deny" | "ask"))
+        }
+        Some(HookEvent::BeforeSubmitPrompt) => o.get("continue").is_some_and(Value::is_boolean),
+        None => o.is_empty(),
+    };
+    if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+}
+
+/// One hook entry in `hooks.json`.
+pub fn hook_entry(command: &str, loop_limit: Option<u32>) -> Value {
+    match loop_limit {
+        Some(n) => json!({"command": command, "loop_limit": n}),
+        None => json!({"command": command}),
+    }
+}
+
+/// Looks for Cursor's command-line agent (`cursor-agent`) or the editor's launcher (`cursor`).
+pub fn detect() -> Detection {
+    let path = which::which("cursor-agent").or_else(|_| which::which("cursor")).ok();
+    let version = path.as_ref().and_then(|p| {
+        let out = std::process::Command::new(p).arg("--version").output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_owned())
+    });
+    Detection { path, version }
+}
+
+/// Fixture stdin for every event, in the documented shape.
+pub fn samples() -> Vec<HookSample> {
+    let chat = "6d1f0c2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f";
+    let base = |event: &str, extra: Value| {
+        let mut v = json!({"conversation_id": chat, "generation_id": "9f8e7d6c", "hook_event_name": event,
+                           "workspace_roots": ["/home/u/p"]});
+        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        v.to_string()
+    };
+    let ev = |kind| HostEvent { session: chat.to_owned(), cwd: Some(PathBuf::from("/home/u/p")), kind };
+    vec![
+        HookSample {
+            event: "before-submit-prompt",
+            stdin: base(
+                "beforeSubmitPrompt",
+                json!({"prompt": "/loopx write the parser", "attachments": []}),
+            ),
+            expected: ev(HostEventKind::PromptSubmitted { prompt: "/loopx write the parser".to_owned() }),
+        },
+        HookSample {
+            event: "before-shell-execution",
+            stdin: base("beforeShellExecution", json!({"command": "cargo test", "cwd": "/home/u/p"})),
+            expected: ev(HostEventKind::ToolCall {
+                tool: "shell".to_owned(),
+                effect: ToolEffect::Shell("cargo test".to_owned()),
+            }),
+        },
+        HookSample {
+            event: "stop",
+            stdin: base("stop", json!({"status": "completed", "loop_count": 0})),
+            expected: ev(HostEventKind::Stop),
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_and_answers() {
+        let h =
+            parse_input(b"\xEF\xBB\xBF{\"conversation_id\":\"c\",\"workspace_roots\":[\"/p\"],\"new\":1}")
+                .unwrap();
+        assert_eq!((h.conversation_id.as_str(), h.workspace_roots.len()), ("c", 1));
+        for bad in [&b""[..], b"[1]", br#"{"conversation_id": 1}"#, br#"{"workspace_roots": "/p"}"#] {
+            assert!(parse_input(bad).is_err());
+        }
+        let e = decode(HookEvent::Stop, br#"{"conversation_id":"c","workspace_roots":["/w"]}"#).unwrap();
+        assert_eq!(e.cwd, Some(PathBuf::from("/w")));
+        assert_eq!(
+            encode(HookEvent::Stop, &HookReply::Continue("go on".into())).stdout,
+            r#"{"followup_message":"go on"}"#
+        );
+        assert_eq!(encode(HookEvent::Stop, &HookReply::Pass).stdout, "{}");
+        let deny = encode(HookEvent::BeforeShellExecution, &HookReply::Deny("no".into()));
+        assert!(check_answer(Some(HookEvent::BeforeShellExecution), &deny).is_ok());
+        assert!(deny.stdout.contains(r#""permission":"deny""#));
+        assert!(check_answer(Some(HookEvent::Stop), &fail_open(Some(HookEvent::Stop), "x")).is_ok());
+        assert!(
+            check_answer(Some(HookEvent::Stop), &HostAnswer { exit_code: 2, ..fail_open(None, "x") })
+                .is_err()
+        );
+        assert!(check_answer(Some(HookEvent::Stop), &answer(json!({"followup_message": ""}))).is_err());
+    }
+}
