@@ -217,6 +217,7 @@ pub struct Acting {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process; boxing would only obscure clap's derive
 pub enum GoalCommand {
     /// Create a goal (--goal-id names it)
     Create {
@@ -252,6 +253,8 @@ pub enum GoalCommand {
         clear_write_scope: bool,
         #[command(flatten)]
         quota: QuotaArgs,
+        #[command(flatten)]
+        notify: NotifyArgs,
         #[command(flatten)]
         acting: Acting,
     },
@@ -503,6 +506,36 @@ pub struct HistoryArgs {
     pub todo: Option<String>,
 }
 
+/// How the person is told that a gate needs them.
+#[derive(Debug, Args, Default)]
+pub struct NotifyArgs {
+    /// POST each new gate for a person (and a reminder) here: an http(s) URL, or env:NAME
+    #[arg(long, value_name = "URL")]
+    pub notify_webhook: Option<String>,
+    /// The webhook's JSON: generic, slack or feishu
+    #[arg(long, value_name = "FORMAT")]
+    pub notify_format: Option<String>,
+    /// Also run this (argv, no shell) with the message as its last argument, e.g. notify-send loopx
+    #[arg(long, value_name = "COMMAND")]
+    pub notify_command: Option<String>,
+    /// Remind once if the gate is still open this long after the notice
+    #[arg(long, value_name = "DURATION")]
+    pub notify_reminder: Option<String>,
+    /// Tell nobody any more
+    #[arg(long, conflicts_with_all = ["notify_webhook", "notify_command"])]
+    pub clear_notify: bool,
+}
+
+impl NotifyArgs {
+    pub fn is_empty(&self) -> bool {
+        self.notify_webhook.is_none()
+            && self.notify_format.is_none()
+            && self.notify_command.is_none()
+            && self.notify_reminder.is_none()
+            && !self.clear_notify
+    }
+}
+
 #[derive(Debug, Args, Default)]
 pub struct QuotaArgs {
     /// Share of the window the goal may use, 0 to 1 (0 pauses it for everyone)
@@ -527,15 +560,43 @@ pub struct QuotaArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum GateCommand {
-    /// Ask a person a question; --blocks says what it holds back
+    /// Ask a person a question, or wait on a check loopx makes itself; --blocks says what it holds back
     Ask {
+        /// The question (for a person's gate; the others say what they wait for by default)
         #[arg(long)]
-        question: String,
+        question: Option<String>,
         /// goal (every agent), agent:<id> (one agent) or todos:<id>,<id> (only those todos)
         #[arg(long, value_name = "MODE")]
         blocks: String,
+        /// person (default), timer, command, ci or pr-merged
+        #[arg(long, default_value = "person", value_name = "KIND")]
+        kind: String,
+        /// timer: until this time (RFC 3339, or +2h from now)
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        /// command: the check (argv, no shell) that must exit 0
+        #[arg(long, value_name = "COMMAND")]
+        check: Option<String>,
+        /// command, ci, pr-merged: how often loopx checks
+        #[arg(long, value_name = "DURATION")]
+        every: Option<String>,
+        /// command: how long one check may run
+        #[arg(long, default_value = "5m", value_name = "DURATION")]
+        timeout: String,
+        /// ci, pr-merged: the pull request, owner/repo#N
+        #[arg(long, value_name = "PR")]
+        pr: Option<String>,
+        /// ci: the checks that must pass (comma-separated; default: every check)
+        #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+        required_checks: Vec<String>,
         #[command(flatten)]
         acting: Acting,
+    },
+    /// Check the gates loopx answers itself that are due (or one, now), and tell the person
+    /// about theirs
+    Poll {
+        #[arg(long, value_name = "ID")]
+        gate_id: Option<String>,
     },
     /// List open gates (all with --all)
     List {

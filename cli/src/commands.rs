@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use loopx_core::kernel::*;
 use loopx_core::model::{
-    DeliveryOutcome, EvidenceKind, GateBlocks, GateStatus, HandoffMode, Priority, ResumeWhen, Role,
-    RuntimeProfile, TodoClass, TodoStatus, Validation,
+    DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, HandoffMode, NotifyFormat, NotifyPolicy,
+    Priority, PullRef, ResumeWhen, Role, RuntimeProfile, TodoClass, TodoStatus, Validation,
 };
 use loopx_core::{AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, TodoId, exit};
-use loopx_kernel::{FileKernel, Reporter, SystemClock, find_root};
+use loopx_kernel::{FileKernel, Reporter, find_root};
 
 use crate::Env;
 use crate::args::*;
@@ -73,7 +73,8 @@ fn project_root(cli: &Cli, env: &Env) -> Result<PathBuf> {
 }
 
 fn open(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>) -> Result<FileKernel> {
-    FileKernel::open(&project_root(cli, env)?, Arc::new(SystemClock), reporter, env.options.clone())
+    Ok(FileKernel::open(&project_root(cli, env)?, env.clock.clone(), reporter, env.options.clone())?
+        .with_gates(env.gates.clone()))
 }
 
 fn evidence(kind: &str, summary: String) -> Result<NewEvidence> {
@@ -232,7 +233,7 @@ async fn init(
     if let Some(t) = &a.title {
         loopx_core::model::check_text("title", t)?;
     }
-    let (k, outcome) = FileKernel::init(&root, Arc::new(SystemClock), reporter.clone(), env.options.clone())?;
+    let (k, outcome) = FileKernel::init(&root, env.clock.clone(), reporter.clone(), env.options.clone())?;
     let wanted = match (&goal, &a.objective) {
         (Some(g), _) => Some(g.clone()),
         (None, Some(_)) => Some(GoalId::new("main")?),
@@ -349,6 +350,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
             write_scope,
             clear_write_scope,
             quota,
+            notify,
             acting,
         }) => {
             let quota = QuotaChange {
@@ -366,12 +368,14 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
                 && handoff_mode.is_none()
                 && write_scope.is_empty()
                 && !clear_write_scope
+                && notify.is_empty()
             {
                 return Err(Error::usage("nothing to set").with_hint(
-                    "pass --objective, --title, --default, --write-scope, or a quota flag such as --compute 0.5",
+                    "pass --objective, --title, --default, --write-scope, a quota flag such as --compute 0.5, or --notify-webhook",
                 ));
             }
             let handoff_mode = handoff_mode.as_deref().map(str::parse::<HandoffMode>).transpose()?;
+            let before = k.show_goal(g).await?;
             let req = SetGoal {
                 objective: objective.clone(),
                 title: title.clone(),
@@ -379,8 +383,9 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
                 quota,
                 handoff_mode,
                 write_scope: (*clear_write_scope || !write_scope.is_empty()).then(|| write_scope.clone()),
+                notify: notify_policy(notify, before.goal.notify.as_ref())?,
+                clear_notify: notify.clear_notify,
             };
-            let before = k.show_goal(g).await?;
             let r = k.set_goal(&context(cli, acting)?, req).await?;
             Rendered::new(&r, text::goal_changes(&before.goal, before.is_default, &r, style))
         }
@@ -542,6 +547,116 @@ async fn handoff(cli: &Cli, k: &FileKernel, a: &HandoffArgs) -> Result<Rendered>
     }
 }
 
+/// The kind of a gate from `gate ask`'s flags; a flag the kind does not take is refused.
+fn gate_kind(
+    kind: &str,
+    until: Option<&str>,
+    check: Option<&str>,
+    every: Option<&str>,
+    timeout: &str,
+    pr: Option<&str>,
+    required: &[String],
+) -> Result<GateKind> {
+    let secs = |d: &str| loopx_core::time::parse_duration(d).map(|d| d.as_secs());
+    let every_or = |default: &str| secs(every.unwrap_or(default));
+    let stray = |flag: &str, given: bool| -> Result<()> {
+        if given {
+            return Err(Error::usage(format!("--{flag} does not apply to a {kind} gate"))
+                .with_hint("see loopx gate ask --help for the flags of each kind"));
+        }
+        Ok(())
+    };
+    let pr_of = || {
+        pr.ok_or_else(|| {
+            Error::usage(format!("a {kind} gate names its pull request"))
+                .with_hint("e.g. --pr acme/importer#42")
+        })
+        .and_then(PullRef::parse)
+    };
+    match kind {
+        "person" => {
+            stray("until", until.is_some())?;
+            stray("check", check.is_some())?;
+            stray("pr", pr.is_some())?;
+            stray("every", every.is_some())?;
+            stray("required-checks", !required.is_empty())?;
+            Ok(GateKind::Person)
+        }
+        "timer" => {
+            stray("check", check.is_some())?;
+            stray("pr", pr.is_some())?;
+            let until = until.ok_or_else(|| {
+                Error::usage("a timer gate opens until a time")
+                    .with_hint("e.g. --until +2h or --until 2026-12-01T09:00:00Z")
+            })?;
+            let until = match until.strip_prefix('+') {
+                Some(d) => loopx_core::Timestamp::from_system_time(std::time::SystemTime::now())
+                    .saturating_add(loopx_core::time::parse_duration(d)?),
+                None => loopx_core::Timestamp::parse_rfc3339(until)?,
+            };
+            Ok(GateKind::Timer { until })
+        }
+        "command" => {
+            stray("pr", pr.is_some())?;
+            stray("until", until.is_some())?;
+            let check = check.ok_or_else(|| {
+                Error::usage("a command gate names its check")
+                    .with_hint("e.g. --check \"cargo test -p importer\"")
+            })?;
+            let argv = shell_words::split(check).map_err(|e| {
+                Error::usage(format!("cannot split --check: {e}")).with_hint("quote it as a shell would")
+            })?;
+            Ok(GateKind::Command { argv, every_secs: every_or("10m")?, timeout_secs: secs(timeout)? })
+        }
+        "ci" => {
+            stray("until", until.is_some())?;
+            stray("check", check.is_some())?;
+            Ok(GateKind::Ci { pr: pr_of()?, required: required.to_vec(), every_secs: every_or("2m")? })
+        }
+        "pr-merged" => {
+            stray("until", until.is_some())?;
+            stray("check", check.is_some())?;
+            stray("required-checks", !required.is_empty())?;
+            Ok(GateKind::PrMerged { pr: pr_of()?, every_secs: every_or("5m")? })
+        }
+        other => Err(Error::usage(format!("invalid gate kind {other:?}"))
+            .with_hint("one of: person, timer, command, ci, pr-merged")),
+    }
+}
+
+/// The notify policy `goal set` asks for, on top of the goal's current one.
+fn notify_policy(a: &NotifyArgs, current: Option<&NotifyPolicy>) -> Result<Option<NotifyPolicy>> {
+    if a.clear_notify
+        || (a.notify_webhook.is_none()
+            && a.notify_command.is_none()
+            && a.notify_format.is_none()
+            && a.notify_reminder.is_none())
+    {
+        return Ok(None);
+    }
+    let mut p = current.cloned().unwrap_or(NotifyPolicy {
+        webhook: None,
+        format: NotifyFormat::Generic,
+        command: None,
+        remind_after_secs: None,
+    });
+    if let Some(w) = &a.notify_webhook {
+        p.webhook = Some(w.clone());
+    }
+    if let Some(f) = &a.notify_format {
+        p.format = f.parse()?;
+    }
+    if let Some(c) = &a.notify_command {
+        p.command = Some(shell_words::split(c).map_err(|e| {
+            Error::usage(format!("cannot split --notify-command: {e}")).with_hint("quote it as a shell would")
+        })?);
+    }
+    if let Some(r) = &a.notify_reminder {
+        p.remind_after_secs = Some(loopx_core::time::parse_duration(r)?.as_secs());
+    }
+    Ok(Some(p))
+}
+
 async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Result<Rendered> {
     let goal = goal_arg(cli)?;
     match cmd {
@@ -563,7 +678,8 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
                     return Err(Error::usage("--task-class user_gate needs --role user")
                         .with_hint("or ask directly: loopx gate ask --question \"…\" --blocks goal"));
                 }
-                let req = AskGate { question: text_arg(t)?, blocks: GateBlocks::Goal };
+                let req =
+                    AskGate { question: text_arg(t)?, blocks: GateBlocks::Goal, kind: GateKind::Person };
                 let r = k.ask_gate(&context(cli, acting)?, req).await?;
                 return Rendered::new(&r, text::gate_receipt("asked", &r, style));
             }
@@ -659,10 +775,43 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
 
 async fn gate(cli: &Cli, k: &FileKernel, cmd: &GateCommand, style: Style) -> Result<Rendered> {
     match cmd {
-        GateCommand::Ask { question, blocks, acting } => {
-            let req = AskGate { question: question.clone(), blocks: GateBlocks::parse(blocks)? };
+        GateCommand::Ask {
+            question,
+            blocks,
+            kind,
+            until,
+            check,
+            every,
+            timeout,
+            pr,
+            required_checks,
+            acting,
+        } => {
+            let kind = gate_kind(
+                kind,
+                until.as_deref(),
+                check.as_deref(),
+                every.as_deref(),
+                timeout,
+                pr.as_deref(),
+                required_checks,
+            )?;
+            let question = match question {
+                Some(q) => q.clone(),
+                None if !kind.is_person() => format!("waiting for {}", kind.describe()),
+                None => {
+                    return Err(Error::usage("a person's gate asks a question")
+                        .with_hint("pass --question \"…\" (or --kind timer|command|ci|pr-merged for a check loopx makes)"));
+                }
+            };
+            let req = AskGate { question, blocks: GateBlocks::parse(blocks)?, kind };
             let r = k.ask_gate(&context(cli, acting)?, req).await?;
             Rendered::new(&r, text::gate_receipt("asked", &r, style))
+        }
+        GateCommand::Poll { gate_id } => {
+            let only = gate_id.as_deref().map(str::parse).transpose()?;
+            let p = k.poll_gates(goal_arg(cli)?.as_ref(), only).await?;
+            Rendered::new(&p, text::gate_poll(&p))
         }
         GateCommand::List { all } => {
             let l = k.list_gates(goal_arg(cli)?.as_ref(), *all).await?;

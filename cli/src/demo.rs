@@ -413,7 +413,14 @@ impl Demo {
         if let Some(q) = &r.question {
             let g = self
                 .k
-                .ask_gate(&plain, AskGate { question: q.clone(), blocks: GateBlocks::Todos(vec![todo]) })
+                .ask_gate(
+                    &plain,
+                    AskGate {
+                        question: q.clone(),
+                        blocks: GateBlocks::Todos(vec![todo]),
+                        kind: loopx_core::model::GateKind::Person,
+                    },
+                )
                 .await?;
             self.say(id.as_str(), host, format!("asks {} (holds {todo}): \"{q}\"", g.body.gate.id));
         }

@@ -55,6 +55,55 @@ impl Reporter for StderrReporter {
 pub struct Env {
     pub cwd: PathBuf,
     pub options: StoreOptions,
+    /// The providers gates are checked with and the notifier, from the environment.
+    pub gates: loopx_kernel::gates::GateRuntime,
+    /// The wall clock; in a debug build, `LOOPX_TEST_CLOCK_SKEW_MS` moves it, so tests can
+    /// reach a gate's next check without waiting for it. A release build ignores the variable.
+    pub clock: Arc<dyn loopx_core::Clock>,
+}
+
+/// The wall clock moved by a fixed amount (debug builds only; see [`Env::clock`]).
+#[derive(Debug)]
+struct SkewedClock(i64);
+
+impl loopx_core::Clock for SkewedClock {
+    fn now(&self) -> loopx_core::Timestamp {
+        let now = loopx_kernel::SystemClock.now();
+        loopx_core::Timestamp::from_unix_millis(now.unix_millis().saturating_add(self.0))
+    }
+}
+
+fn clock() -> Arc<dyn loopx_core::Clock> {
+    let skew = std::env::var("LOOPX_TEST_CLOCK_SKEW_MS").ok().and_then(|v| v.trim().parse::<i64>().ok());
+    match skew {
+        Some(ms) if cfg!(debug_assertions) => Arc::new(SkewedClock(ms)),
+        _ => Arc::new(loopx_kernel::SystemClock),
+    }
+}
+
+/// Gate providers from the environment: GitHub at `LOOPX_GITHUB_API` (default api.github.com)
+/// with the token in `GITHUB_TOKEN` or `GH_TOKEN` (read, never stored), and the notifier; each
+/// call bounded by `LOOPX_HTTP_DEADLINE_MS` (20 s).
+fn gate_runtime() -> Result<loopx_kernel::gates::GateRuntime, Error> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let deadline = match var("LOOPX_HTTP_DEADLINE_MS") {
+        Some(ms) => Duration::from_millis(ms.trim().parse().map_err(|_| {
+            Error::usage(format!("LOOPX_HTTP_DEADLINE_MS must be a number of milliseconds, not {ms:?}"))
+                .with_hint("e.g. LOOPX_HTTP_DEADLINE_MS=20000, or unset it for the default")
+        })?),
+        None => Duration::from_secs(20),
+    };
+    let base = var("LOOPX_GITHUB_API").unwrap_or_else(|| loopx_providers::github::DEFAULT_BASE.to_owned());
+    let token = var("GITHUB_TOKEN").or_else(|| var("GH_TOKEN"));
+    let github = loopx_providers::GitHub::new(&base, token, deadline).map_err(|e| {
+        Error::usage(format!("LOOPX_GITHUB_API: {}", e.message)).with_hint(e.hint.unwrap_or_default())
+    })?;
+    let notify = loopx_providers::Notify::new(Box::new(move |k| std::env::var(k).ok()), deadline)?;
+    Ok(loopx_kernel::gates::GateRuntime {
+        pulls: Some(Arc::new(github)),
+        notifier: Some(Arc::new(notify)),
+        poll_on_should_run: true,
+    })
 }
 
 fn env_options() -> Result<StoreOptions, Error> {
@@ -200,10 +249,13 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
         cwd: std::env::current_dir()
             .map_err(|e| Error::internal(format!("cannot read the working directory: {e}")))?,
         options: env_options()?,
+        gates: gate_runtime()?,
+        clock: clock(),
     };
     let timings = std::env::var_os("LOOPX_TIMINGS").is_some_and(|v| v != "0");
     let reporter: Arc<dyn Reporter> = Arc::new(StderrReporter { printer: printer.clone(), timings });
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
     if let args::Command::Mcp(a) = &cli.command {
@@ -214,6 +266,8 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             agent: a.agent_id.as_deref().map(loopx_core::AgentId::new).transpose()?,
             session: cli.session.clone(),
             options: env.options.clone(),
+            gates: env.gates.clone(),
+            clock: env.clock.clone(),
             reporter,
             client: std::sync::OnceLock::new(),
         };

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use loopx_core::kernel::*;
 use loopx_core::model::{DeliveryOutcome, EvidenceKind, GateBlocks, TodoStatus};
 use loopx_core::{AgentId, Error, GoalId, IdempotencyKey, Result};
-use loopx_kernel::{FileKernel, Reporter, StoreOptions, SystemClock, find_root};
+use loopx_kernel::{FileKernel, Reporter, StoreOptions, find_root};
 
 /// Protocol revisions this server speaks, newest first.
 const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -32,6 +32,9 @@ pub struct Server {
     /// without an agent act as the agent bound to it.
     pub session: Option<BindThread>,
     pub options: StoreOptions,
+    /// The providers gates are checked with, and the notifier.
+    pub gates: loopx_kernel::gates::GateRuntime,
+    pub clock: Arc<dyn loopx_core::Clock>,
     pub reporter: Arc<dyn Reporter>,
     /// The host whose MCP client said hello (`clientInfo.name`), when it names the calling
     /// session on each call (`params._meta`) instead of in the server's environment.
@@ -291,7 +294,8 @@ impl Server {
                     .with_hint("create one with: loopx init --goal-id main --objective \"…\"")
             })?,
         };
-        FileKernel::open(&root, Arc::new(SystemClock), self.reporter.clone(), self.options.clone())
+        Ok(FileKernel::open(&root, self.clock.clone(), self.reporter.clone(), self.options.clone())?
+            .with_gates(self.gates.clone()))
     }
 
     /// The acting agent: the server's own when it was started with one (a call naming
@@ -379,7 +383,11 @@ impl Server {
             "complete_task" => self.complete(parse(name, args)?, session).await,
             "ask_user" => {
                 let a: ta::AskUser = parse(name, args)?;
-                let req = AskGate { question: a.question, blocks: GateBlocks::parse(&a.blocks)? };
+                let req = AskGate {
+                    question: a.question,
+                    blocks: GateBlocks::parse(&a.blocks)?,
+                    kind: loopx_core::model::GateKind::Person,
+                };
                 to_value(&self.kernel()?.ask_gate(&self.context(session, None, None)?, req).await?)
             }
             "add_evidence" => {

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use loopx_core::agent::AgentTypeInfo;
 use loopx_core::decision::{QuotaView, ShouldRunAnswer};
 use loopx_core::kernel::*;
-use loopx_core::model::{Evidence, GoalStatus, Todo, TodoStatus};
+use loopx_core::model::{Evidence, GateStatus, GoalStatus, Todo, TodoStatus};
 
 use crate::output::Style;
 
@@ -406,6 +406,9 @@ pub fn status(s: &StatusView, style: Style) -> String {
             }
         }
     }
+    for g in s.gates.iter().filter(|g| g.kind.is_some()) {
+        let _ = writeln!(out, "waits on:    {}", check_line(g));
+    }
     for n in &s.next_by_agent {
         let what = n
             .todo
@@ -522,20 +525,80 @@ pub fn gate_receipt(verb: &str, r: &Receipt<GateBody>, style: Style) -> String {
     )
 }
 
+/// A gate loopx checks itself: what it waits for, what it saw last, when it looks again.
+fn check_line(q: &loopx_core::decision::OpenQuestion) -> String {
+    let mut line =
+        format!("{} {} ({}): {}", q.gate, q.kind.as_deref().unwrap_or("person"), q.blocks, one(&q.question));
+    if let Some(c) = &q.last_check {
+        let _ = write!(line, " — last check: {}", one(c));
+    }
+    if let Some(t) = q.next_check_at {
+        let _ = write!(line, " — next at {t}");
+    }
+    line
+}
+
+/// `loopx gate poll`.
+pub fn gate_poll(p: &GatePoll) -> String {
+    let mut out = String::new();
+    if let Some(s) = &p.skipped {
+        let _ = writeln!(out, "not checked: {s}");
+    }
+    for g in &p.checked {
+        let seen = g.check.as_ref().map(|c| one(&c.summary)).unwrap_or_default();
+        let next = g
+            .check
+            .as_ref()
+            .filter(|_| g.status == GateStatus::Open)
+            .map(|c| format!("; next check at {}", c.next_at))
+            .unwrap_or_default();
+        let _ = writeln!(out, "{} {} {}: {seen}{next}", g.id, g.kind.word(), g.status);
+    }
+    for n in &p.notified {
+        let what = if n.reminder { "reminder" } else { "notice" };
+        match &n.error {
+            Some(e) => {
+                let _ = writeln!(
+                    out,
+                    "{}: the {what} to the person failed: {} (tried again later)",
+                    n.gate,
+                    one(e)
+                );
+            }
+            None => {
+                let _ = writeln!(out, "{}: {what} sent ({})", n.gate, n.channel.as_deref().unwrap_or(""));
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("nothing was due\n");
+    }
+    out
+}
+
 pub fn gate_list(l: &GateList) -> String {
     if l.gates.is_empty() {
         return "no open gates\n".to_owned();
     }
     let mut out = String::new();
     for g in &l.gates {
-        let (first, rest) = lines(&g.question, 30);
+        let (first, rest) = lines(&g.question, 40);
         let _ = writeln!(
             out,
-            "{:<4} {:<9} {:<14} {first}{rest}",
+            "{:<4} {:<9} {:<9} {:<14} {first}{rest}",
             g.id.to_string(),
             g.status.as_str(),
+            g.kind.word(),
             g.blocks.to_string()
         );
+        if let Some(c) = &g.check {
+            let next = if g.status == GateStatus::Open {
+                format!("; next check at {}", c.next_at)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(out, "{:40}last check {}: {}{next}", "", c.at, one(&c.summary));
+        }
     }
     out
 }

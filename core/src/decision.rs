@@ -76,6 +76,15 @@ pub struct OpenQuestion {
     pub question: String,
     /// `goal`, `agent:<id>` or `todos:<ids>`.
     pub blocks: String,
+    /// For a gate loopx answers itself: `timer`, `command`, `ci` or `pr-merged`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// What loopx saw the last time it checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_check: Option<String>,
+    /// When it checks next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_check_at: Option<Timestamp>,
 }
 
 /// What the agent should surface to its person.

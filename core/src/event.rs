@@ -8,8 +8,8 @@ use crate::agent::AgentType;
 use crate::decision::DecisionRecord;
 use crate::ids::{AgentId, GateId, HandoffId, SpendId, TodoId};
 use crate::model::{
-    CompletionContinuation, Evidence, GateBlocks, GateStatus, Handoff, HandoffMode, NewTodo, Priority,
-    QuotaPolicy, ResumeWhen, RunRecord, Spend, TodoStatus,
+    CompletionContinuation, Evidence, GateBlocks, GateCheck, GateKind, GateStatus, Handoff, HandoffMode,
+    NewTodo, NotifyPolicy, Priority, QuotaPolicy, ResumeWhen, RunRecord, Spend, TodoStatus,
 };
 use crate::time::Timestamp;
 
@@ -35,6 +35,12 @@ pub enum Event {
         /// The whole new write scope, when it changed (empty: no limit).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         write_scope: Option<Vec<String>>,
+        /// The whole new notify policy, when it changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        notify: Option<NotifyPolicy>,
+        /// Nobody is notified any more.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        clear_notify: bool,
     },
     GoalStopped {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,6 +132,28 @@ pub enum Event {
         gate: GateId,
         question: String,
         blocks: GateBlocks,
+        #[serde(default, skip_serializing_if = "GateKind::is_person")]
+        kind: GateKind,
+    },
+    /// loopx checked a gate it answers itself: what it saw, and the answer it gives, if any
+    /// (`open` re-arms a rejected gate whose pull request has a new head commit).
+    GateChecked {
+        gate: GateId,
+        check: GateCheck,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<GateStatus>,
+    },
+    /// loopx told the person about their gate, or failed to, or (`attempt`) is about to: the
+    /// attempt is recorded first, so two processes never send the same notice.
+    GateNotified {
+        gate: GateId,
+        /// `webhook`, `command`, or both, comma-separated.
+        channel: String,
+        reminder: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        attempt: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     GateAnswered {
         gate: GateId,
@@ -248,6 +276,8 @@ impl Event {
             Event::LeaseReleased { .. } => "lease_released",
             Event::TodoTakenOver { .. } => "todo_taken_over",
             Event::GateAsked { .. } => "gate_asked",
+            Event::GateChecked { .. } => "gate_checked",
+            Event::GateNotified { .. } => "gate_notified",
             Event::GateAnswered { .. } => "gate_answered",
             Event::DecisionRecorded { .. } => "decision_recorded",
             Event::RunRecorded { .. } => "run_recorded",
@@ -281,6 +311,17 @@ impl Event {
                 "write scope cleared".to_owned()
             }
             Event::GoalUpdated { write_scope: Some(w), .. } => format!("write scope set: {}", w.join(" ")),
+            Event::GoalUpdated { notify: Some(n), .. } => {
+                let mut how = Vec::new();
+                if n.webhook.is_some() {
+                    how.push(format!("a {} webhook", n.format));
+                }
+                if let Some(c) = &n.command {
+                    how.push(format!("`{}`", c.join(" ")));
+                }
+                format!("the person is notified through {}", how.join(" and "))
+            }
+            Event::GoalUpdated { clear_notify: true, .. } => "notifications off".to_owned(),
             Event::GoalUpdated { .. } => "goal updated".to_owned(),
             Event::GoalStopped { reason } => match reason {
                 Some(r) => format!("goal stopped: {r}"),
@@ -318,7 +359,25 @@ impl Event {
             Event::TodoTakenOver { todo, from, to, reason } => {
                 format!("{todo} taken over from {from} by {to}: {reason}")
             }
-            Event::GateAsked { gate, question, blocks } => format!("{gate} asked ({blocks}): {question}"),
+            Event::GateAsked { gate, question, blocks, kind } if kind.is_person() => {
+                format!("{gate} asked ({blocks}): {question}")
+            }
+            Event::GateAsked { gate, blocks, kind, .. } => {
+                format!("{gate} waits for {} ({blocks})", kind.describe())
+            }
+            Event::GateChecked { gate, check, verdict } => match verdict {
+                Some(GateStatus::Open) => format!("{gate} re-armed: {}", check.summary),
+                Some(s) => format!("{gate} {s} by loopx: {}", check.summary),
+                None => format!("{gate} checked: {}", check.summary),
+            },
+            Event::GateNotified { gate, channel, reminder, attempt, error } => {
+                let what = if *reminder { "reminder" } else { "notice" };
+                match (attempt, error) {
+                    (true, _) => format!("{gate}: sending the person a {what} ({channel})"),
+                    (false, Some(e)) => format!("{gate}: the {what} to the person failed ({channel}): {e}"),
+                    (false, None) => format!("{gate}: the person was sent a {what} ({channel})"),
+                }
+            }
             Event::GateAnswered { gate, status, .. } => format!("{gate} {status}"),
             Event::DecisionRecorded { record } => match record.todo() {
                 Some(t) => {

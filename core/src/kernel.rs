@@ -71,6 +71,10 @@ pub struct SetGoal {
     pub handoff_mode: Option<HandoffMode>,
     /// Replace the paths agents may edit (globs under the project root; empty: no limit).
     pub write_scope: Option<Vec<String>>,
+    /// How the person is told a gate needs them.
+    pub notify: Option<crate::model::NotifyPolicy>,
+    /// Tell nobody any more.
+    pub clear_notify: bool,
 }
 
 /// Changes to a goal's quota policy; `None` keeps the current value.
@@ -549,6 +553,10 @@ pub trait Kernel: Send + Sync {
     async fn accept_handoff(&self, ctx: &CommandContext, req: AcceptHandoff) -> Result<Receipt<ResumeBody>>;
     /// Withdraws a pending handoff (its sender or a person); the todos go back to the sender.
     async fn cancel_handoff(&self, ctx: &CommandContext, req: CancelHandoff) -> Result<Receipt<HandoffBody>>;
+    /// Checks the gates loopx answers itself that are due (or `only`, due or not, but never
+    /// twice in a minute), records what it saw and the answers it gives, and tells the person
+    /// about their open gates (once, and one reminder).
+    async fn poll_gates(&self, goal: Option<&GoalId>, only: Option<GateId>) -> Result<GatePoll>;
     /// Pending handoffs, or every handoff with `all`.
     async fn list_handoffs(&self, goal: Option<&GoalId>, all: bool) -> Result<HandoffList>;
     /// What a receiver on `host` (as `agent`, when known) is told first: the oldest pending
@@ -559,6 +567,30 @@ pub trait Kernel: Send + Sync {
         host: AgentType,
         agent: Option<&AgentId>,
     ) -> Result<Option<HandoffPacket>>;
+}
+
+/// What `loopx gate poll` did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GatePoll {
+    pub goal_id: GoalId,
+    /// The gates it checked, as they stand now.
+    pub checked: Vec<Gate>,
+    /// The notices it sent (or tried to): `(gate, error)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notified: Vec<NoticeResult>,
+    /// Why a gate asked for was not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoticeResult {
+    pub gate: GateId,
+    pub reminder: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 // ---- handoffs -----------------------------------------------------------------------------
@@ -644,6 +676,8 @@ pub struct ResumeBody {
 pub struct AskGate {
     pub question: String,
     pub blocks: GateBlocks,
+    /// A person answers it, or a check loopx makes itself.
+    pub kind: crate::model::GateKind,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

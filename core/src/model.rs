@@ -168,6 +168,9 @@ pub struct Goal {
     pub write_scope: Vec<String>,
     pub handoff_mode: HandoffMode,
     pub quota: QuotaPolicy,
+    /// How a person is told when a gate needs them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<NotifyPolicy>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -557,6 +560,9 @@ pub struct Gate {
     pub id: GateId,
     pub question: String,
     pub blocks: GateBlocks,
+    /// Who or what answers it: a person, or a check loopx makes itself.
+    #[serde(default, skip_serializing_if = "GateKind::is_person")]
+    pub kind: GateKind,
     pub status: GateStatus,
     pub asked_by: String,
     pub asked_at: Timestamp,
@@ -566,6 +572,184 @@ pub struct Gate {
     pub answered_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The latest check of a gate loopx answers itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<GateCheck>,
+    /// Telling the person a person's gate is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notified: Option<NotifyState>,
+}
+
+impl Gate {
+    /// Whether a person must answer it.
+    pub fn is_persons(&self) -> bool {
+        self.kind.is_person()
+    }
+}
+
+/// A pull request: `owner/repo#N`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PullRef {
+    pub owner: String,
+    pub repo: String,
+    pub number: u64,
+}
+
+impl PullRef {
+    /// Parses `owner/repo#N`.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        let bad = || {
+            Error::usage(format!("invalid pull request {}", quote_input(s)))
+                .with_hint("name it as owner/repo#number, e.g. --pr acme/importer#42")
+        };
+        let (path, n) = s.split_once('#').ok_or_else(bad)?;
+        let (owner, repo) = path.split_once('/').ok_or_else(bad)?;
+        let word = |w: &str| {
+            !w.is_empty()
+                && w.len() <= 100
+                && w.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+                && w != "."
+                && w != ".."
+        };
+        let number: u64 = n.parse().map_err(|_| bad())?;
+        if !word(owner) || !word(repo) || number == 0 {
+            return Err(bad());
+        }
+        Ok(Self { owner: owner.to_owned(), repo: repo.to_owned(), number })
+    }
+}
+
+impl fmt::Display for PullRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}#{}", self.owner, self.repo, self.number)
+    }
+}
+
+/// Who or what answers a gate. A person's gate waits for a person; the others are checks loopx
+/// makes itself (`loopx gate poll`, and should-run when one is due) and close themselves.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GateKind {
+    #[default]
+    Person,
+    /// Open until a time.
+    Timer { until: Timestamp },
+    /// Open until the command (argv, no shell) exits 0; checked every `every_secs`, each run
+    /// bounded by `timeout_secs`.
+    Command { argv: Vec<String>, every_secs: u64, timeout_secs: u64 },
+    /// Open until every required check of the pull request's head commit succeeded (every
+    /// check when none is named); rejected when one failed; open again on a new head commit.
+    Ci {
+        pr: PullRef,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        required: Vec<String>,
+        every_secs: u64,
+    },
+    /// Open until the pull request is merged; rejected when it is closed unmerged.
+    PrMerged { pr: PullRef, every_secs: u64 },
+}
+
+impl GateKind {
+    pub fn is_person(&self) -> bool {
+        matches!(self, GateKind::Person)
+    }
+
+    /// `person`, `timer`, `command`, `ci`, `pr-merged`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            GateKind::Person => "person",
+            GateKind::Timer { .. } => "timer",
+            GateKind::Command { .. } => "command",
+            GateKind::Ci { .. } => "ci",
+            GateKind::PrMerged { .. } => "pr-merged",
+        }
+    }
+
+    /// How often it is checked; a timer needs no check but its time.
+    pub fn every_secs(&self) -> Option<u64> {
+        match self {
+            GateKind::Person | GateKind::Timer { .. } => None,
+            GateKind::Command { every_secs, .. }
+            | GateKind::Ci { every_secs, .. }
+            | GateKind::PrMerged { every_secs, .. } => Some(*every_secs),
+        }
+    }
+
+    /// What it waits for, in words (the question of a gate nobody asked in words).
+    pub fn describe(&self) -> String {
+        match self {
+            GateKind::Person => "a person's answer".to_owned(),
+            GateKind::Timer { until } => format!("the time {until}"),
+            GateKind::Command { argv, .. } => format!("`{}` to exit 0", argv.join(" ")),
+            GateKind::Ci { pr, required, .. } if required.is_empty() => {
+                format!("every check of {pr}'s head commit to pass")
+            }
+            GateKind::Ci { pr, required, .. } => {
+                format!("{} to pass on {pr}'s head commit", required.join(", "))
+            }
+            GateKind::PrMerged { pr, .. } => format!("{pr} to be merged"),
+        }
+    }
+}
+
+/// What loopx saw the last time it checked a gate itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateCheck {
+    pub at: Timestamp,
+    /// What it saw, in words: check names and conclusions, an exit code, an error.
+    pub summary: String,
+    /// The pull request's head commit the checks were of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_sha: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// When it is checked next.
+    pub next_at: Timestamp,
+    /// Checks in a row that could not see the world (the provider failed): "unknown".
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub unknown: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Telling the person about their gate: the first message and one reminder.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotifyState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reminded_at: Option<Timestamp>,
+    /// The latest attempt, delivered or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tried_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub failures: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+word_enum!(
+    /// The shape of a notify webhook's JSON: loopx's own, Slack's `text`, Feishu/Lark's
+    /// `msg_type: text`.
+    NotifyFormat, "notify format" { Generic = "generic", Slack = "slack", Feishu = "feishu" }
+);
+
+/// How a person is told that a gate needs them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotifyPolicy {
+    /// A URL to POST to, or `env:NAME` for a URL held in that environment variable (where a
+    /// webhook's URL is itself a secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
+    pub format: NotifyFormat,
+    /// A command (argv, no shell) run with the message as its last argument.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// A reminder this long after the first message, while the gate is still open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind_after_secs: Option<u64>,
 }
 
 /// One `refresh-state` writeback: what a turn did.

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::AgentType;
 use crate::continuation::Continuation;
 use crate::error::Result;
-use crate::ids::{AgentId, TodoId};
+use crate::ids::{AgentId, GateId, TodoId};
 use crate::model::{EvidenceKind, Priority};
 use crate::time::Timestamp;
 
@@ -91,6 +91,8 @@ pub enum ObservationRequest {
     RunCommand { argv: Vec<String>, cwd: PathBuf, timeout_ms: u64 },
     /// Ask a check service whether the named check is green.
     CheckStatus { name: String },
+    /// A pull request: its state, its head commit, and that commit's checks.
+    PullRequest { owner: String, repo: String, number: u64 },
     /// Read the time.
     Now,
 }
@@ -111,6 +113,15 @@ pub enum Observation {
         green: bool,
         detail: String,
     },
+    PullRequestObserved {
+        /// `open` or `closed`.
+        state: String,
+        merged: bool,
+        head_sha: String,
+        url: String,
+        /// Every check run and commit status of the head commit.
+        checks: Vec<CheckResult>,
+    },
     TimeObserved {
         now: Timestamp,
     },
@@ -127,13 +138,71 @@ pub trait Provider: Send + Sync {
     async fn observe(&self, request: &ObservationRequest) -> Result<Observation>;
 }
 
+/// One check of a commit: a check run, or a commit status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub name: String,
+    /// `queued`, `in_progress`, `completed` (check runs); statuses are always completed.
+    pub status: String,
+    /// Once completed: `success`, `failure`, `neutral`, `cancelled`, `skipped`, `timed_out`,
+    /// `action_required`, `stale`; a status's `success`, `failure`, `error` or `pending`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conclusion: Option<String>,
+}
+
+impl CheckResult {
+    pub fn passed(&self) -> bool {
+        self.status == "completed"
+            && matches!(self.conclusion.as_deref(), Some("success" | "neutral" | "skipped"))
+    }
+    pub fn failed(&self) -> bool {
+        self.status == "completed"
+            && matches!(
+                self.conclusion.as_deref(),
+                Some("failure" | "cancelled" | "timed_out" | "action_required" | "error" | "stale")
+            )
+    }
+}
+
+/// What a capability's proposal is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Subject {
+    Todo(TodoId),
+    Gate(GateId),
+}
+
 /// A typed change a capability proposes; the kernel commits or refuses it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TransitionProposal {
-    CompleteTodo { todo: TodoId, evidence: EvidenceDraft },
-    AddEvidence { todo: TodoId, evidence: EvidenceDraft },
-    KeepWaiting { reason: String },
+    CompleteTodo {
+        todo: TodoId,
+        evidence: EvidenceDraft,
+    },
+    AddEvidence {
+        todo: TodoId,
+        evidence: EvidenceDraft,
+    },
+    /// Answer a gate loopx checks itself: approved (what it waited for happened), rejected
+    /// (it cannot happen as things stand), or open again (a rejected CI gate's pull request has
+    /// a new head commit).
+    AnswerGate {
+        gate: GateId,
+        status: crate::model::GateStatus,
+        summary: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        head_sha: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+    },
+    KeepWaiting {
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        head_sha: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+    },
 }
 
 /// Why an observation does not support a transition.
@@ -150,7 +219,26 @@ pub trait Capability: Send + Sync {
     /// writes. An observation of a kind this capability does not understand is a rejection.
     fn validate(
         &self,
-        todo: TodoId,
+        subject: Subject,
         observation: &Observation,
     ) -> std::result::Result<TransitionProposal, Rejection>;
+}
+
+/// A message for a person: a gate needs them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notification {
+    pub goal: crate::ids::GoalId,
+    pub gate: GateId,
+    pub question: String,
+    /// The command that answers it.
+    pub answer_with: String,
+    pub reminder: bool,
+}
+
+/// Tells a person. Implementations (a webhook, a local command) live outside the kernel, which
+/// records every attempt; a failure never blocks the loop.
+#[async_trait]
+pub trait Notifier: Send + Sync {
+    /// Delivers `n` under `policy`; returns the channels used, or why it failed.
+    async fn notify(&self, policy: &crate::model::NotifyPolicy, n: &Notification) -> Result<String>;
 }

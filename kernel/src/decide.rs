@@ -191,7 +191,7 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
         .map(|g| g.id)
         .collect();
     if !blocking.is_empty() {
-        return ask_user(state, blocking);
+        return gated(state, blocking);
     }
     let selectable: Vec<_> = state.selectable(Some(me), now).collect();
     let held: Vec<GateId> = {
@@ -200,14 +200,17 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
             .iter()
             .filter(|t| state.candidate(t, Some(me)) && !state.is_waiting(t, now))
             .filter_map(|t| state.gate_holding(t))
-            .filter(|g| state.gate(*g).is_some_and(|g| g.status == GateStatus::Open))
+            // Open gates, and rejected ones loopx still checks (a new head commit opens them).
+            .filter(|g| {
+                state.gate(*g).is_some_and(|g| g.status == GateStatus::Open || crate::gates::checkable(g))
+            })
             .collect();
         ids.sort();
         ids.dedup();
         ids
     };
     if selectable.is_empty() && !held.is_empty() {
-        return ask_user(state, held);
+        return gated(state, held);
     }
     let gated_elsewhere = !held.is_empty(); // row 5b: carried into rows 6–8
     // Row 6.
@@ -330,6 +333,32 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
     }
 }
 
+/// Rows 5 and 5b's answer when gates hold the agent's work: ask the user when a person must
+/// answer one, otherwise wait for the checks loopx makes itself (until the next is due).
+fn gated(state: &GoalState, gates: Vec<GateId>) -> Decision {
+    let persons: Vec<GateId> =
+        gates.iter().copied().filter(|g| state.gate(*g).is_some_and(|g| g.is_persons())).collect();
+    if !persons.is_empty() {
+        return ask_user(state, persons);
+    }
+    let typed: Vec<&loopx_core::model::Gate> = gates.iter().filter_map(|g| state.gate(*g)).collect();
+    let until = typed.iter().filter_map(|g| crate::gates::due_at(g)).min();
+    let reason = match typed.first() {
+        Some(g) => {
+            let seen = g
+                .check
+                .as_ref()
+                .map(|c| format!("; last check: {}", quoted(&c.summary, 240)))
+                .unwrap_or_default();
+            let next = until.map(|t| format!("; next check at {t}")).unwrap_or_default();
+            format!("{} waits for {}{seen}{next}", g.id, g.kind.describe())
+        }
+        None => "waiting for a gate".to_owned(),
+    };
+    let on = typed.first().map(|g| format!("gate {} ({})", g.id, g.kind.word()));
+    Decision::wait(RunState::Waiting, reason, until, on)
+}
+
 fn ask_user(state: &GoalState, gates: Vec<GateId>) -> Decision {
     let first = gates.first().and_then(|g| state.gate(*g));
     let reason = match first {
@@ -343,6 +372,18 @@ fn ask_user(state: &GoalState, gates: Vec<GateId>) -> Decision {
         continuation: Continuation::AskUser { gates, fallback: None },
         selected: None,
         claim_required: false,
+    }
+}
+
+/// A gate as a question: a person's, or a check loopx makes itself with what it last saw.
+pub fn open_question(g: &loopx_core::model::Gate, max: usize) -> OpenQuestion {
+    OpenQuestion {
+        gate: g.id,
+        question: short(&g.question, max),
+        blocks: g.blocks.to_string(),
+        kind: (!g.is_persons()).then(|| g.kind.word().to_owned()),
+        last_check: g.check.as_ref().map(|c| short(&c.summary, max)),
+        next_check_at: crate::gates::due_at(g).filter(|_| !g.is_persons()),
     }
 }
 
@@ -468,13 +509,9 @@ pub fn answer(
         .or_else(|| agent.and_then(|a| state.agent(a)).map(|a| RuntimeProfile::for_agent_type(a.agent_type)))
         .unwrap_or(RuntimeProfile::Generic);
     let quota = quota::view(state, now);
-    let questions: Vec<OpenQuestion> = state
-        .open_gates()
-        .take(5)
-        .map(|g| OpenQuestion { gate: g.id, question: short(&g.question, 240), blocks: g.blocks.to_string() })
-        .collect();
+    let questions: Vec<OpenQuestion> = state.open_gates().take(5).map(|g| open_question(g, 240)).collect();
     let user_todos = state.todos.iter().filter(|t| t.role == Role::User && !t.status.is_closed()).count();
-    let notify = !questions.is_empty()
+    let notify = questions.iter().any(|q| q.kind.is_none())
         || d.decision == DecisionKind::AskUser
         || (d.decision == DecisionKind::Wait && d.state == RunState::Waiting && user_todos > 0);
     let selected_todo = d.selected.and_then(|id| state.todo(id)).map(|t| SelectedTodo {

@@ -9,11 +9,11 @@ use serde::de::DeserializeOwned;
 
 use std::time::Duration;
 
-use loopx_core::decision::{OpenQuestion, ShouldRunAnswer, TurnRef};
+use loopx_core::decision::{ShouldRunAnswer, TurnRef};
 use loopx_core::event::Event;
 use loopx_core::kernel::*;
 use loopx_core::model::RuntimeProfile;
-use loopx_core::traits::{Capability, EvidenceDraft, TransitionProposal};
+use loopx_core::traits::{Capability, EvidenceDraft, Subject, TransitionProposal};
 use loopx_core::{Clock, Error, GoalId, Result, TodoId};
 
 use crate::Reporter;
@@ -29,6 +29,8 @@ use crate::store::{FileStore, InitOutcome, Store, StoreOptions};
 #[derive(Debug)]
 pub struct FileKernel {
     store: FileStore,
+    /// What gate checks and notices may use (none: timers only, nobody told).
+    pub(crate) gates: crate::gates::GateRuntime,
 }
 
 impl FileKernel {
@@ -39,7 +41,7 @@ impl FileKernel {
         reporter: Arc<dyn Reporter>,
         options: StoreOptions,
     ) -> Result<Self> {
-        Ok(Self { store: FileStore::open(root, clock, reporter, options)? })
+        Ok(Self { store: FileStore::open(root, clock, reporter, options)?, gates: Default::default() })
     }
 
     /// Creates or reuses `.loopx/` at `root`.
@@ -50,11 +52,17 @@ impl FileKernel {
         options: StoreOptions,
     ) -> Result<(Self, InitOutcome)> {
         let (store, outcome) = FileStore::init(root, clock, reporter, options)?;
-        Ok((Self { store }, outcome))
+        Ok((Self { store, gates: Default::default() }, outcome))
     }
 
     pub fn store(&self) -> &FileStore {
         &self.store
+    }
+
+    /// The providers gate checks and notices use, and whether should-run checks gates itself.
+    pub fn with_gates(mut self, gates: crate::gates::GateRuntime) -> Self {
+        self.gates = gates;
+        self
     }
 
     /// The goal a command addresses: the one named, or the project's default.
@@ -156,7 +164,7 @@ impl FileKernel {
                     self.store.layout().root(),
                     Duration::from_secs(v.timeout_secs),
                 )?;
-                match CommandPassed.validate(id, &observation) {
+                match CommandPassed.validate(Subject::Todo(id), &observation) {
                     Ok(TransitionProposal::CompleteTodo { evidence, .. }) => Some(evidence),
                     Ok(_) => return Err(Error::internal("unexpected validation proposal")),
                     Err(rejection) => {
@@ -190,6 +198,79 @@ impl FileKernel {
             _ => None,
         };
         Ok(validated)
+    }
+
+    /// should-run's turn, under the lock: a replay returns the decision recorded for the turn;
+    /// a new turn's decision is recorded.
+    fn decide_turn(
+        &self,
+        txn: &mut crate::store::Txn<'_>,
+        ctx: &CommandContext,
+        turn: &str,
+        profile: Option<RuntimeProfile>,
+        now: loopx_core::Timestamp,
+        out: &mut Option<ShouldRunAnswer>,
+    ) -> Result<()> {
+        let turn = turn.to_owned();
+        let (agent, d) = decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
+        let Some(agent) = agent else {
+            // Paused, and nobody named: there is no turn to record.
+            *out = Some(decide::answer(&txn.state, None, &d, profile, now, None));
+            return Ok(());
+        };
+        if let Some(recorded) = txn.state.decisions.get(&decision_key(&agent, &turn)).cloned() {
+            let r = recorded.record;
+            let d = decide::Decision {
+                decision: r.decision(),
+                state: r.state,
+                reason: format!("the decision recorded for turn {turn} at event {}", recorded.seq),
+                selected: r.todo(),
+                claim_required: matches!(
+                    r.continuation,
+                    loopx_core::continuation::Continuation::Run { claim_required: true, .. }
+                ),
+                continuation: r.continuation,
+            };
+            let t = TurnRef { id: turn.clone(), recorded_seq: recorded.seq, replayed: true };
+            *out = Some(decide::answer(&txn.state, Some(&agent), &d, profile, now, Some(t)));
+            return Ok(());
+        }
+        let record = loopx_core::decision::DecisionRecord {
+            agent: agent.clone(),
+            turn: turn.clone(),
+            state: d.state,
+            continuation: d.continuation.clone(),
+        };
+        let receipt =
+            txn.commit(agent.as_str(), Event::DecisionRecorded { record }, None, false, |_| Ok(Nothing {}))?;
+        let t = TurnRef { id: turn.clone(), recorded_seq: receipt.seq, replayed: false };
+        *out = Some(decide::answer(&txn.state, Some(&agent), &d, profile, now, Some(t)));
+        Ok(())
+    }
+
+    /// Polls due gates and notices before a decision; a failure is said, never fatal.
+    async fn poll_before_deciding(&self, goal: &GoalId) {
+        if let Err(e) = self.poll(goal, None, !self.gates.poll_on_should_run).await {
+            self.store.reporter().warn(&format!("could not check the gates that are due: {}", e.message));
+        }
+    }
+
+    /// Asks the gate (without telling anyone).
+    fn ask_gate_only(&self, ctx: &CommandContext, req: AskGate) -> Result<Receipt<GateBody>> {
+        self.mutate(
+            ctx,
+            "gate.ask",
+            &req,
+            person,
+            |s, _| rules::ask_gate(s, &req, self.now()).map(Some),
+            |s| {
+                s.gates
+                    .last()
+                    .cloned()
+                    .map(|gate| GateBody { gate })
+                    .ok_or_else(|| Error::internal("no gate"))
+            },
+        )
     }
 
     fn now(&self) -> loopx_core::Timestamp {
@@ -313,10 +394,7 @@ fn packet(s: &GoalState, h: &loopx_core::model::Handoff, now: loopx_core::Timest
         objective: s.goal.objective.clone(),
         done,
         left: left.into_iter().map(TodoSummary::from).collect(),
-        gates: s
-            .open_gates()
-            .map(|g| OpenQuestion { gate: g.id, question: g.question.clone(), blocks: g.blocks.to_string() })
-            .collect(),
+        gates: s.open_gates().map(|g| decide::open_question(g, 100_000)).collect(),
     }
 }
 
@@ -610,7 +688,7 @@ impl Kernel for FileKernel {
     async fn status(&self, goal: Option<&GoalId>) -> Result<StatusView> {
         let s = self.read(goal)?;
         let now = self.now();
-        let asked = s.open_gates().map(|g| UserItem {
+        let asked = s.open_gates().filter(|g| g.is_persons()).map(|g| UserItem {
             gate: Some(g.id),
             todo: None,
             text: g.question.clone(),
@@ -640,10 +718,7 @@ impl Kernel for FileKernel {
                 })
             })
             .collect();
-        let gates = s
-            .open_gates()
-            .map(|g| OpenQuestion { gate: g.id, question: g.question.clone(), blocks: g.blocks.to_string() })
-            .collect();
+        let gates = s.open_gates().map(|g| decide::open_question(g, 100_000)).collect();
         let next_by_agent = s
             .agents
             .iter()
@@ -799,6 +874,11 @@ impl Kernel for FileKernel {
         Ok(found.map(|h| packet(&s, h, now)))
     }
 
+    async fn poll_gates(&self, goal: Option<&GoalId>, only: Option<loopx_core::GateId>) -> Result<GatePoll> {
+        let goal = self.resolve_goal(goal)?;
+        self.poll(&goal, only, false).await
+    }
+
     async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport> {
         doctor::run(&self.store, goal)
     }
@@ -818,73 +898,52 @@ impl Kernel for FileKernel {
         profile: Option<RuntimeProfile>,
     ) -> Result<ShouldRunAnswer> {
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
-        let now = self.now();
+        let mut now = self.now();
         let Some(turn) = &ctx.key else {
-            let s = self.store.read(&goal)?;
+            let mut s = self.store.read(&goal)?;
+            if self.poll_needed(&s, now) {
+                self.poll_before_deciding(&goal).await;
+                (s, now) = (self.store.read(&goal)?, self.now());
+            }
             let (agent, d) = decide::decide(&s, rules::session_agent(&s, ctx)?.as_ref(), now)?;
             return Ok(decide::answer(&s, agent.as_ref(), &d, profile, now, None));
         };
         let turn = turn.as_str().to_owned();
         let mut out = None;
-        self.store.transact(&goal, &mut |txn| {
-            let (agent, d) =
-                decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
-            let Some(agent) = agent else {
-                // Paused, and nobody named: there is no turn to record.
-                out = Some(decide::answer(&txn.state, None, &d, profile, now, None));
-                return Ok(());
-            };
-            if let Some(recorded) = txn.state.decisions.get(&decision_key(&agent, &turn)).cloned() {
-                let r = recorded.record;
-                let d = decide::Decision {
-                    decision: r.decision(),
-                    state: r.state,
-                    reason: format!("the decision recorded for turn {turn} at event {}", recorded.seq),
-                    selected: r.todo(),
-                    claim_required: matches!(
-                        r.continuation,
-                        loopx_core::continuation::Continuation::Run { claim_required: true, .. }
-                    ),
-                    continuation: r.continuation,
-                };
-                let t = TurnRef { id: turn.clone(), recorded_seq: recorded.seq, replayed: true };
-                out = Some(decide::answer(&txn.state, Some(&agent), &d, profile, now, Some(t)));
-                return Ok(());
+        // Gates and notices due are handled first (outside the lock), once.
+        let mut polled = false;
+        loop {
+            let mut poll_first = false;
+            self.store.transact(&goal, &mut |txn| {
+                if !polled && self.poll_needed(&txn.state, now) {
+                    poll_first = true;
+                    return Ok(());
+                }
+                self.decide_turn(txn, ctx, &turn, profile, now, &mut out)
+            })?;
+            if !poll_first {
+                break;
             }
-            let record = loopx_core::decision::DecisionRecord {
-                agent: agent.clone(),
-                turn: turn.clone(),
-                state: d.state,
-                continuation: d.continuation.clone(),
-            };
-            let receipt =
-                txn.commit(agent.as_str(), Event::DecisionRecorded { record }, None, false, |_| {
-                    Ok(Nothing {})
-                })?;
-            let t = TurnRef { id: turn.clone(), recorded_seq: receipt.seq, replayed: false };
-            out = Some(decide::answer(&txn.state, Some(&agent), &d, profile, now, Some(t)));
-            Ok(())
-        })?;
+            self.poll_before_deciding(&goal).await;
+            (polled, now) = (true, self.now());
+        }
         out.ok_or_else(|| Error::internal("should-run returned no answer"))
     }
 
     async fn ask_gate(&self, ctx: &CommandContext, req: AskGate) -> Result<Receipt<GateBody>> {
-        self.mutate(
-            ctx,
-            "gate.ask",
-            &req,
-            person,
-            |s, _| rules::ask_gate(s, &req).map(Some),
-            |s| {
-                s.gates
-                    .last()
-                    .cloned()
-                    .map(|gate| GateBody { gate })
-                    .ok_or_else(|| Error::internal("no gate"))
-            },
-        )
+        let receipt = self.ask_gate_only(ctx, req)?;
+        // The person is told at once (a failure is recorded, never fails the question).
+        if receipt.body.gate.is_persons() && !receipt.replayed {
+            let goal = receipt.goal_id.clone();
+            if let Err(e) = self.send_notices(&goal).await {
+                self.store.reporter().warn(&format!(
+                    "could not notify the person about {}: {}",
+                    receipt.body.gate.id, e.message
+                ));
+            }
+        }
+        Ok(receipt)
     }
-
     async fn answer_gate(&self, ctx: &CommandContext, req: AnswerGate) -> Result<Receipt<GateBody>> {
         let id = req.gate;
         self.mutate(

@@ -6,6 +6,7 @@ pub mod decide;
 pub mod doctor;
 pub mod file_kernel;
 pub mod fs;
+pub mod gates;
 pub mod hook;
 pub mod install;
 pub mod lock;

@@ -11,9 +11,10 @@ use sha2::{Digest, Sha256};
 
 use loopx_core::model::EvidenceKind;
 use loopx_core::traits::{
-    Capability, EvidenceDraft, Observation, ObservationRequest, Provider, Rejection, TransitionProposal,
+    Capability, EvidenceDraft, Observation, ObservationRequest, Provider, Rejection, Subject,
+    TransitionProposal,
 };
-use loopx_core::{Error, Result, TodoId};
+use loopx_core::{Error, Result};
 
 /// Runs commands: argv, never a shell; output is digested, not kept.
 #[derive(Debug, Default, Clone, Copy)]
@@ -157,16 +158,28 @@ impl Capability for CommandPassed {
 
     fn validate(
         &self,
-        todo: TodoId,
+        subject: Subject,
         observation: &Observation,
     ) -> std::result::Result<TransitionProposal, Rejection> {
         let evidence = command_evidence(observation)
             .ok_or_else(|| Rejection { reason: "not a command observation".to_owned() })?;
-        match observation {
-            Observation::CommandExited { exit_code: Some(0), .. } => {
-                Ok(TransitionProposal::CompleteTodo { todo, evidence })
-            }
-            _ => Err(Rejection { reason: evidence.summary }),
+        let passed = matches!(observation, Observation::CommandExited { exit_code: Some(0), .. });
+        match (subject, passed) {
+            (Subject::Todo(todo), true) => Ok(TransitionProposal::CompleteTodo { todo, evidence }),
+            (Subject::Todo(_), false) => Err(Rejection { reason: evidence.summary }),
+            // A gate's check: it passed, or it waits for the next check.
+            (Subject::Gate(gate), true) => Ok(TransitionProposal::AnswerGate {
+                gate,
+                status: loopx_core::model::GateStatus::Approved,
+                summary: evidence.summary.replacen("validation", "check", 1),
+                head_sha: None,
+                url: None,
+            }),
+            (Subject::Gate(_), false) => Ok(TransitionProposal::KeepWaiting {
+                reason: evidence.summary.replacen("validation", "check", 1),
+                head_sha: None,
+                url: None,
+            }),
         }
     }
 }

@@ -50,7 +50,8 @@ pub fn goal_md(state: &GoalState) -> String {
         q.budget_tokens.map(|b| format!(", {}/{b} tokens", q.tokens_used)).unwrap_or_default()
     );
 
-    let gates: Vec<_> = state.open_gates().collect();
+    let gates: Vec<_> = state.open_gates().filter(|g| g.is_persons()).collect();
+    let checks: Vec<_> = state.gates.iter().filter(|g| crate::gates::checkable(g)).collect();
     let open = |t: &&loopx_core::model::Todo| !t.status.is_closed();
     let user_todos: Vec<_> = state.todos.iter().filter(open).filter(|t| t.role == Role::User).collect();
     if !gates.is_empty() || !user_todos.is_empty() {
@@ -67,6 +68,25 @@ pub fn goal_md(state: &GoalState) -> String {
         }
         for t in user_todos.iter().take(LISTED) {
             let _ = writeln!(out, "- [ ] {} {} {}", t.id, t.priority, one_line(&t.text));
+        }
+    }
+    if !checks.is_empty() {
+        let _ = writeln!(out, "\n## Waiting on checks\n");
+        for g in checks.iter().take(LISTED) {
+            let seen = g
+                .check
+                .as_ref()
+                .map(|c| format!("; last check: {}", one_line(&c.summary)))
+                .unwrap_or_default();
+            let next = crate::gates::due_at(g).map(|t| format!("; next at {t}")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "- {} {} (blocks {}): waits for {}{seen}{next}",
+                g.id,
+                g.kind.word(),
+                g.blocks,
+                one_line(&g.kind.describe())
+            );
         }
     }
     let handoffs: Vec<_> = state.handoffs.iter().filter(|h| h.is_pending(now)).collect();

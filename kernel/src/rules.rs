@@ -8,11 +8,11 @@ use loopx_core::kernel::{
     SchedulerReport, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo, VoidSlot,
 };
 use loopx_core::model::{
-    CompletionContinuation, Evidence, GateBlocks, GateStatus, GoalStatus, HandedTodo, Handoff, HandoffMode,
-    HandoffStatus, NewTodo, QuotaPolicy, ResumeWhen, Role, RunRecord, Spend, Todo, TodoStatus, check_ref,
-    check_text,
+    CompletionContinuation, Evidence, GateBlocks, GateCheck, GateKind, GateStatus, GoalStatus, HandedTodo,
+    Handoff, HandoffMode, HandoffStatus, NewTodo, NotifyPolicy, QuotaPolicy, ResumeWhen, Role, RunRecord,
+    Spend, Todo, TodoStatus, check_ref, check_text,
 };
-use loopx_core::traits::EvidenceDraft;
+use loopx_core::traits::{EvidenceDraft, TransitionProposal};
 use loopx_core::{AgentId, AgentType, Error, EvidenceId, GateId, HandoffId, Result, Timestamp, TodoId};
 
 use loopx_core::next::NextStep;
@@ -286,15 +286,79 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
         check_scopes(w)?;
     }
     let write_scope = req.write_scope.clone().filter(|w| *w != state.goal.write_scope);
+    if let Some(n) = &req.notify {
+        check_notify(n)?;
+    }
+    let notify = req.notify.clone().filter(|n| Some(n) != state.goal.notify.as_ref());
+    let clear_notify = req.clear_notify && state.goal.notify.is_some();
     if objective.is_none()
         && title.is_none()
         && quota.is_none()
         && handoff_mode.is_none()
         && write_scope.is_none()
+        && notify.is_none()
+        && !clear_notify
     {
         return Ok(None);
     }
-    Ok(Some(Event::GoalUpdated { objective, title, quota, handoff_mode, write_scope }))
+    Ok(Some(Event::GoalUpdated { objective, title, quota, handoff_mode, write_scope, notify, clear_notify }))
+}
+
+/// A webhook is `http(s)://host/…` without credentials in it, or `env:NAME`; a command is a
+/// non-empty argv; at least one of them.
+fn check_notify(n: &NotifyPolicy) -> Result<()> {
+    if n.webhook.is_none() && n.command.is_none() {
+        return Err(Error::usage("say how to notify: a webhook, a command, or both").with_hint(
+            "e.g. --notify-webhook https://hooks.example.com/loopx or --notify-command \"notify-send loopx\"",
+        ));
+    }
+    if let Some(w) = &n.webhook {
+        check_webhook(w)?;
+    }
+    if let Some(c) = &n.command
+        && (c.is_empty() || c.iter().any(|a| check_ref("word", a, MAX_REF_LEN).is_err()))
+    {
+        return Err(
+            Error::usage("invalid notify command").with_hint("e.g. --notify-command \"notify-send loopx\"")
+        );
+    }
+    if n.remind_after_secs.is_some_and(|s| s == 0 || s > 30 * 86_400) {
+        return Err(Error::usage("a reminder comes between 1 s and 30 days after the notice")
+            .with_hint("e.g. --notify-reminder 4h"));
+    }
+    Ok(())
+}
+
+/// A webhook URL loopx may store: `env:NAME` (the URL is read from that variable when it is
+/// used), or an http(s) URL with no user, password or token in it.
+pub fn check_webhook(w: &str) -> Result<()> {
+    check_ref("webhook", w, MAX_REF_LEN)?;
+    if let Some(name) = w.strip_prefix("env:") {
+        let ok = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        return if ok {
+            Ok(())
+        } else {
+            Err(Error::usage(format!("invalid variable name in {w:?}"))
+                .with_hint("e.g. env:LOOPX_WEBHOOK_URL"))
+        };
+    }
+    let rest = w.strip_prefix("https://").or_else(|| w.strip_prefix("http://")).ok_or_else(|| {
+        Error::usage(format!("a webhook is an http(s) URL, not {w:?}"))
+            .with_hint("e.g. https://hooks.example.com/loopx, or env:NAME for a URL kept in a variable")
+    })?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let query = rest.split_once('?').map(|(_, q)| q.to_ascii_lowercase()).unwrap_or_default();
+    let secret_param = ["token", "key", "secret", "password", "sig", "signature", "auth"]
+        .iter()
+        .any(|p| query.split('&').any(|kv| kv.split('=').next() == Some(p)));
+    if authority.contains('@') || secret_param {
+        return Err(Error::usage("the webhook URL holds credentials, which loopx never stores")
+            .with_hint("keep the URL in an environment variable and pass --notify-webhook env:NAME"));
+    }
+    if authority.is_empty() {
+        return Err(Error::usage(format!("the webhook URL {w:?} names no host")));
+    }
+    Ok(())
 }
 
 pub fn stop_goal(state: &GoalState, reason: Option<&String>) -> Result<Option<Event>> {
@@ -673,8 +737,9 @@ pub fn find_gate(state: &GoalState, id: GateId) -> Result<&loopx_core::model::Ga
     })
 }
 
-pub fn ask_gate(state: &GoalState, req: &AskGate) -> Result<Event> {
+pub fn ask_gate(state: &GoalState, req: &AskGate, now: Timestamp) -> Result<Event> {
     check_text("question", &req.question)?;
+    check_gate_kind(&req.kind, now)?;
     match &req.blocks {
         GateBlocks::Goal => {}
         GateBlocks::Agent(a) => {
@@ -696,7 +761,108 @@ pub fn ask_gate(state: &GoalState, req: &AskGate) -> Result<Event> {
         gate: state.next_gate_id(),
         question: req.question.clone(),
         blocks: req.blocks.clone(),
+        kind: req.kind.clone(),
     })
+}
+
+/// Longest a check command may run, and the longest between two checks.
+pub const MAX_CHECK_SECS: u64 = 6 * 3600;
+pub const MAX_EVERY_SECS: u64 = 24 * 3600;
+
+fn check_gate_kind(kind: &GateKind, now: Timestamp) -> Result<()> {
+    let _ = now;
+    match kind {
+        GateKind::Person | GateKind::Timer { .. } => Ok(()),
+        GateKind::Command { argv, every_secs, timeout_secs } => {
+            if argv.is_empty() || argv.iter().any(|a| check_ref("word", a, MAX_REF_LEN).is_err()) {
+                return Err(Error::usage("invalid check command")
+                    .with_hint("give the check to run, e.g. --check \"cargo test -p importer\""));
+            }
+            if *timeout_secs == 0 || *timeout_secs > MAX_CHECK_SECS {
+                return Err(Error::usage(format!(
+                    "a check runs between 1 s and {} h",
+                    MAX_CHECK_SECS / 3600
+                ))
+                .with_hint("e.g. --timeout 5m"));
+            }
+            check_every(*every_secs)
+        }
+        GateKind::Ci { required, every_secs, .. } => {
+            for r in required {
+                check_ref("check name", r, MAX_REF_LEN)?;
+            }
+            check_every(*every_secs)
+        }
+        GateKind::PrMerged { every_secs, .. } => check_every(*every_secs),
+    }
+}
+
+fn check_every(every_secs: u64) -> Result<()> {
+    if !(60..=MAX_EVERY_SECS).contains(&every_secs) {
+        return Err(Error::usage("a gate is checked every 1 min to 24 h").with_hint("e.g. --every 10m"));
+    }
+    Ok(())
+}
+
+/// loopx's own answer to a gate it checks: the proposal of the gate's capability (or, when the
+/// world could not be seen, "unknown"), recorded with what was seen. `None` when the gate is no
+/// longer one to check (a person answered it meanwhile).
+pub fn gate_checked(
+    state: &GoalState,
+    gate: GateId,
+    proposal: &TransitionProposal,
+    unknown: Option<&str>,
+    now: Timestamp,
+) -> Result<Option<Event>> {
+    let g = find_gate(state, gate)?;
+    let Some(every) = g.kind.every_secs().or(matches!(g.kind, GateKind::Timer { .. }).then_some(60)) else {
+        return Ok(None);
+    };
+    if !crate::gates::checkable(g) {
+        return Ok(None);
+    }
+    let prior_unknown = g.check.as_ref().map_or(0, |c| c.unknown);
+    let next_at = |secs: u64| now.saturating_add(std::time::Duration::from_secs(secs));
+    let (summary, head_sha, url, verdict, unknown_count) = match (unknown, proposal) {
+        (Some(why), _) => {
+            // Unknown is never an answer: look again soon, backing off to the gate's period.
+            let n = prior_unknown.saturating_add(1);
+            let summary = format!("unknown, will retry: {why}");
+            let retry = (60 * u64::from(n)).min(every);
+            return Ok(Some(Event::GateChecked {
+                gate,
+                check: GateCheck {
+                    at: now,
+                    summary,
+                    head_sha: g.check.as_ref().and_then(|c| c.head_sha.clone()),
+                    url: g.check.as_ref().and_then(|c| c.url.clone()),
+                    next_at: next_at(retry),
+                    unknown: n,
+                },
+                verdict: None,
+            }));
+        }
+        (None, TransitionProposal::AnswerGate { status, summary, head_sha, url, .. }) => {
+            (summary.clone(), head_sha.clone(), url.clone(), Some(*status), 0)
+        }
+        (None, TransitionProposal::KeepWaiting { reason, head_sha, url }) => {
+            (reason.clone(), head_sha.clone(), url.clone(), None, 0)
+        }
+        (None, other) => return Err(Error::internal(format!("a gate's capability proposed {other:?}"))),
+    };
+    // A rejected CI gate is looked at again only for a new head commit.
+    let verdict = match (g.status, verdict) {
+        (GateStatus::Rejected, _) => {
+            let old = g.check.as_ref().and_then(|c| c.head_sha.as_ref());
+            if head_sha.is_some() && head_sha.as_ref() != old { Some(GateStatus::Open) } else { None }
+        }
+        (_, v) => v,
+    };
+    Ok(Some(Event::GateChecked {
+        gate,
+        check: GateCheck { at: now, summary, head_sha, url, next_at: next_at(every), unknown: unknown_count },
+        verdict,
+    }))
 }
 
 /// Gates are answered by people: an agent never decides its own gate.

@@ -145,6 +145,7 @@ impl GoalState {
                 write_scope: Vec::new(),
                 handoff_mode: HandoffMode::SoftClaim,
                 quota: QuotaPolicy::default(),
+                notify: None,
                 created_at: first.at,
                 updated_at: first.at,
             },
@@ -233,7 +234,21 @@ impl GoalState {
                 }
             }
             Event::GoalCreated { .. } => return Err("a second goal_created event".to_owned()),
-            Event::GoalUpdated { objective, title, quota, handoff_mode, write_scope } => {
+            Event::GoalUpdated {
+                objective,
+                title,
+                quota,
+                handoff_mode,
+                write_scope,
+                notify,
+                clear_notify,
+            } => {
+                if *clear_notify {
+                    self.goal.notify = None;
+                }
+                if let Some(n) = notify {
+                    self.goal.notify = Some(n.clone());
+                }
                 if let Some(w) = write_scope {
                     self.goal.write_scope.clone_from(w);
                 }
@@ -397,7 +412,7 @@ impl GoalState {
                 });
                 t.updated_at = at;
             }
-            Event::GateAsked { gate, question, blocks } => {
+            Event::GateAsked { gate, question, blocks, kind } => {
                 if *gate != self.next_gate_id() {
                     return Err(format!("gate {gate} asked where {} was next", self.next_gate_id()));
                 }
@@ -405,13 +420,54 @@ impl GoalState {
                     id: *gate,
                     question: question.clone(),
                     blocks: blocks.clone(),
+                    kind: kind.clone(),
                     status: GateStatus::Open,
                     asked_by: actor.to_owned(),
                     asked_at: at,
                     answered_by: None,
                     answered_at: None,
                     note: None,
+                    check: None,
+                    notified: None,
                 });
+            }
+            Event::GateChecked { gate, check, verdict } => {
+                let g = self.gate_mut(*gate)?;
+                g.check = Some(check.clone());
+                match verdict {
+                    Some(GateStatus::Open) => {
+                        g.status = GateStatus::Open;
+                        g.answered_by = None;
+                        g.answered_at = None;
+                        g.note = None;
+                    }
+                    Some(s) => {
+                        g.status = *s;
+                        g.answered_by = Some(actor.to_owned());
+                        g.answered_at = Some(at);
+                        g.note = Some(check.summary.clone());
+                    }
+                    None => {}
+                }
+            }
+            Event::GateNotified { gate, reminder, attempt, error, .. } => {
+                let n = self.gate_mut(*gate)?.notified.get_or_insert_with(Default::default);
+                n.tried_at = Some(at);
+                match error {
+                    _ if *attempt => {}
+                    Some(e) => {
+                        n.failures = n.failures.saturating_add(1);
+                        n.last_error = Some(e.clone());
+                    }
+                    None if *reminder => {
+                        n.reminded_at = Some(at);
+                        n.last_error = None;
+                    }
+                    None => {
+                        n.sent_at = Some(at);
+                        n.last_error = None;
+                    }
+                }
             }
             Event::GateAnswered { gate, status, note } => {
                 let g = self.gate_mut(*gate)?;

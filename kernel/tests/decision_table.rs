@@ -113,7 +113,8 @@ impl Sim {
     }
 
     fn gate(&mut self, blocks: GateBlocks) -> GateId {
-        let e = rules::ask_gate(&self.state, &AskGate { question: "may I?".into(), blocks }).unwrap();
+        let req = AskGate { question: "may I?".into(), blocks, kind: loopx_core::model::GateKind::Person };
+        let e = rules::ask_gate(&self.state, &req, self.now).unwrap();
         self.apply("user", e);
         self.state.gates.last().unwrap().id
     }

@@ -8,6 +8,7 @@ mod concurrency;
 mod conformance;
 mod cursor;
 mod demo;
+mod gates;
 mod handoff;
 mod hook_matrix;
 mod hooks_claude;

@@ -1,0 +1,604 @@
+//! Gates that close themselves: each kind of gate loopx checks is a [`Capability`] that turns a
+//! provider's observation into a typed proposal (approve, reject, open again, keep waiting).
+//! The kernel records every check through the ordinary rules (`rules::gate_checked`); an
+//! observation that could not be made is "unknown, will retry", never an answer.
+//!
+//! Execution path: the gate's request → a [`Provider`] (the clock, the process runner, GitHub)
+//! → an [`Observation`] → the gate's capability → a [`TransitionProposal`] → the kernel.
+
+use std::sync::Arc;
+
+use loopx_core::event::Event;
+use loopx_core::kernel::{GatePoll, NoticeResult};
+use loopx_core::model::{Gate, GateKind, GateStatus, NotifyPolicy};
+use loopx_core::traits::{
+    Capability, CheckResult, Notification, Notifier, Observation, ObservationRequest, Provider, Rejection,
+    Subject, TransitionProposal,
+};
+use loopx_core::{Error, GateId, GoalId, Result, Timestamp};
+
+use crate::FileKernel;
+use crate::state::GoalState;
+use crate::store::Store;
+
+/// The providers gate checks and notices may use, and how much `should-run` checks by itself.
+#[derive(Clone, Default)]
+pub struct GateRuntime {
+    /// The pull-request provider (GitHub); without it, CI and merge gates are not checked.
+    pub pulls: Option<Arc<dyn Provider>>,
+    /// Tells a person a gate needs them; without it, nobody is told.
+    pub notifier: Option<Arc<dyn Notifier>>,
+    /// `should-run` checks due gates itself (command gates included) before it decides.
+    /// Without it (in hooks, which must answer fast), it only closes timers that are due.
+    pub poll_on_should_run: bool,
+}
+
+impl std::fmt::Debug for GateRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateRuntime")
+            .field("pulls", &self.pulls.as_ref().map(|p| p.name()))
+            .field("notifier", &self.notifier.is_some())
+            .field("poll_on_should_run", &self.poll_on_should_run)
+            .finish()
+    }
+}
+
+/// Least time between two checks of one gate, whoever asks.
+pub const MIN_CHECK_GAP_MS: i64 = 60_000;
+
+/// Whether loopx checks `g` at all: a gate of a kind loopx answers, still open (or a CI gate
+/// loopx rejected, which a new head commit opens again).
+pub fn checkable(g: &Gate) -> bool {
+    match (&g.kind, g.status) {
+        (GateKind::Person, _) => false,
+        (_, GateStatus::Open) => true,
+        (GateKind::Ci { .. }, GateStatus::Rejected) => g.answered_by.as_deref() == Some("loopx"),
+        _ => false,
+    }
+}
+
+/// When `g` is next due: a timer at its time, the others at their scheduled check (now, if
+/// never checked).
+pub fn due_at(g: &Gate) -> Option<Timestamp> {
+    if !checkable(g) {
+        return None;
+    }
+    match (&g.kind, &g.check) {
+        (GateKind::Timer { until }, _) => Some(*until),
+        (_, Some(c)) => Some(c.next_at),
+        (_, None) => Some(g.asked_at),
+    }
+}
+
+/// Whether `g` was checked less than a minute before `now`.
+pub fn checked_lately(g: &Gate, now: Timestamp) -> bool {
+    g.check.as_ref().is_some_and(|c| now.unix_millis() - c.at.unix_millis() < MIN_CHECK_GAP_MS)
+}
+
+/// The gates due at `now` that `runtime` can check (`timers_only`: the clock's alone).
+pub fn due(state: &GoalState, now: Timestamp, runtime: &GateRuntime, timers_only: bool) -> Vec<GateId> {
+    state
+        .gates
+        .iter()
+        .filter(|g| due_at(g).is_some_and(|t| t <= now) && !checked_lately(g, now))
+        .filter(|g| match &g.kind {
+            GateKind::Timer { .. } => true,
+            GateKind::Command { .. } => !timers_only,
+            GateKind::Ci { .. } | GateKind::PrMerged { .. } => !timers_only && runtime.pulls.is_some(),
+            GateKind::Person => false,
+        })
+        .map(|g| g.id)
+        .collect()
+}
+
+/// What to ask the world for a gate of `kind`; `None` for the clock (a timer) and a person.
+pub fn request(kind: &GateKind, root: &std::path::Path) -> Option<ObservationRequest> {
+    match kind {
+        GateKind::Person | GateKind::Timer { .. } => None,
+        GateKind::Command { argv, timeout_secs, .. } => Some(ObservationRequest::RunCommand {
+            argv: argv.clone(),
+            cwd: root.to_path_buf(),
+            timeout_ms: timeout_secs.saturating_mul(1000),
+        }),
+        GateKind::Ci { pr, .. } | GateKind::PrMerged { pr, .. } => Some(ObservationRequest::PullRequest {
+            owner: pr.owner.clone(),
+            repo: pr.repo.clone(),
+            number: pr.number,
+        }),
+    }
+}
+
+/// The capability that reads an observation for a gate of `kind`.
+pub fn capability(kind: &GateKind) -> Box<dyn Capability> {
+    match kind {
+        GateKind::Person => Box::new(PersonOnly),
+        GateKind::Timer { until } => Box::new(TimerPassed { until: *until }),
+        GateKind::Command { .. } => Box::new(crate::process::CommandPassed),
+        GateKind::Ci { required, .. } => Box::new(ChecksGreen { required: required.clone() }),
+        GateKind::PrMerged { .. } => Box::new(PullMerged),
+    }
+}
+
+/// A person's gate: no observation answers it.
+struct PersonOnly;
+
+impl Capability for PersonOnly {
+    fn name(&self) -> &'static str {
+        "person"
+    }
+    fn validate(&self, _: Subject, _: &Observation) -> Result<TransitionProposal, Rejection> {
+        Err(Rejection { reason: "a person answers this gate".to_owned() })
+    }
+}
+
+fn gate_of(subject: Subject) -> Result<GateId, Rejection> {
+    match subject {
+        Subject::Gate(g) => Ok(g),
+        Subject::Todo(t) => Err(Rejection { reason: format!("{t} is a todo, not a gate") }),
+    }
+}
+
+fn answer(
+    gate: GateId,
+    status: GateStatus,
+    summary: String,
+    sha: Option<&str>,
+    url: Option<&str>,
+) -> TransitionProposal {
+    TransitionProposal::AnswerGate {
+        gate,
+        status,
+        summary,
+        head_sha: sha.map(str::to_owned),
+        url: url.map(str::to_owned),
+    }
+}
+
+fn wait(reason: String, sha: Option<&str>, url: Option<&str>) -> TransitionProposal {
+    TransitionProposal::KeepWaiting { reason, head_sha: sha.map(str::to_owned), url: url.map(str::to_owned) }
+}
+
+/// Open until a time.
+#[derive(Debug)]
+pub struct TimerPassed {
+    pub until: Timestamp,
+}
+
+impl Capability for TimerPassed {
+    fn name(&self) -> &'static str {
+        "timer"
+    }
+    fn validate(&self, subject: Subject, o: &Observation) -> Result<TransitionProposal, Rejection> {
+        let gate = gate_of(subject)?;
+        match o {
+            Observation::TimeObserved { now } if *now >= self.until => {
+                Ok(answer(gate, GateStatus::Approved, format!("{} has passed", self.until), None, None))
+            }
+            Observation::TimeObserved { .. } => Ok(wait(format!("until {}", self.until), None, None)),
+            _ => Err(Rejection { reason: "a timer reads the time".to_owned() }),
+        }
+    }
+}
+
+/// Every required check of the pull request's head commit succeeded (every check, when none is
+/// named); a failed one rejects.
+#[derive(Debug)]
+pub struct ChecksGreen {
+    pub required: Vec<String>,
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..7).unwrap_or(sha)
+}
+
+/// The latest result of each check, by name: a re-run replaces the earlier one.
+fn latest(checks: &[CheckResult]) -> Vec<&CheckResult> {
+    let mut out: Vec<&CheckResult> = Vec::new();
+    for c in checks {
+        match out.iter_mut().find(|x| x.name == c.name) {
+            // A completed result wins over a queued one of the same name; otherwise the later.
+            Some(x) if x.status == "completed" && c.status != "completed" => {}
+            Some(x) => *x = c,
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+impl Capability for ChecksGreen {
+    fn name(&self) -> &'static str {
+        "ci-green"
+    }
+    fn validate(&self, subject: Subject, o: &Observation) -> Result<TransitionProposal, Rejection> {
+        let gate = gate_of(subject)?;
+        let Observation::PullRequestObserved { state, merged, head_sha, url, checks } = o else {
+            return Err(Rejection { reason: "CI gates read a pull request".to_owned() });
+        };
+        let (sha, url) = (Some(head_sha.as_str()), Some(url.as_str()));
+        if state == "closed" && !merged {
+            return Ok(answer(
+                gate,
+                GateStatus::Rejected,
+                "the pull request was closed without merging".to_owned(),
+                sha,
+                url,
+            ));
+        }
+        let latest = latest(checks);
+        let named: Vec<(&str, Option<&CheckResult>)> = if self.required.is_empty() {
+            latest.iter().map(|c| (c.name.as_str(), Some(*c))).collect()
+        } else {
+            self.required
+                .iter()
+                .map(|r| (r.as_str(), latest.iter().copied().find(|c| c.name == *r)))
+                .collect()
+        };
+        let failed: Vec<String> = named
+            .iter()
+            .filter_map(|(n, c)| {
+                c.filter(|c| c.failed())
+                    .map(|c| format!("{n} ({})", c.conclusion.as_deref().unwrap_or("failed")))
+            })
+            .collect();
+        if !failed.is_empty() {
+            let summary = format!("required check failed on {}: {}", short(head_sha), failed.join(", "));
+            return Ok(answer(gate, GateStatus::Rejected, summary, sha, url));
+        }
+        if named.is_empty() {
+            return Ok(wait(format!("no checks reported yet on {}", short(head_sha)), sha, url));
+        }
+        let pending: Vec<&str> =
+            named.iter().filter(|(_, c)| !c.is_some_and(CheckResult::passed)).map(|(n, _)| *n).collect();
+        if pending.is_empty() {
+            let names: Vec<&str> = named.iter().map(|(n, _)| *n).collect();
+            return Ok(answer(
+                gate,
+                GateStatus::Approved,
+                format!("{} passed on {}", names.join(", "), short(head_sha)),
+                sha,
+                url,
+            ));
+        }
+        Ok(wait(format!("waiting for {} on {}", pending.join(", "), short(head_sha)), sha, url))
+    }
+}
+
+/// The pull request was merged; closed unmerged rejects.
+#[derive(Debug)]
+pub struct PullMerged;
+
+impl Capability for PullMerged {
+    fn name(&self) -> &'static str {
+        "pr-merged"
+    }
+    fn validate(&self, subject: Subject, o: &Observation) -> Result<TransitionProposal, Rejection> {
+        let gate = gate_of(subject)?;
+        let Observation::PullRequestObserved { state, merged, head_sha, url, .. } = o else {
+            return Err(Rejection { reason: "merge gates read a pull request".to_owned() });
+        };
+        let (sha, url) = (Some(head_sha.as_str()), Some(url.as_str()));
+        Ok(match (*merged, state.as_str()) {
+            (true, _) => {
+                answer(gate, GateStatus::Approved, format!("merged at {}", short(head_sha)), sha, url)
+            }
+            (false, "closed") => {
+                answer(gate, GateStatus::Rejected, "closed without merging".to_owned(), sha, url)
+            }
+            _ => wait("open, not merged yet".to_owned(), sha, url),
+        })
+    }
+}
+
+/// Least time between two notice attempts for one gate, doubling with each failure (to an hour).
+fn notice_backoff_ms(failures: u32) -> i64 {
+    (60_000_i64 << failures.min(6)).min(3_600_000)
+}
+
+/// Whether the person should be told about `g` now: the first notice, or the reminder. `None`
+/// when nothing is due.
+pub fn notice_due(g: &Gate, policy: &NotifyPolicy, now: Timestamp) -> Option<bool> {
+    if !g.is_persons() || g.status != GateStatus::Open {
+        return None;
+    }
+    let n = g.notified.clone().unwrap_or_default();
+    // After a failure, wait before trying again (longer after each); an attempt in flight (a
+    // claim with no outcome yet) is left to its process for a minute.
+    let in_flight = n.tried_at.is_some_and(|t| Some(t) != n.sent_at && Some(t) != n.reminded_at);
+    let rested = n.tried_at.is_none_or(|t| {
+        let waited = now.unix_millis() - t.unix_millis();
+        (n.failures == 0 && !in_flight) || waited >= notice_backoff_ms(n.failures)
+    });
+    match (n.sent_at, policy.remind_after_secs, n.reminded_at) {
+        (None, _, _) => rested.then_some(false),
+        (Some(sent), Some(after), None) => {
+            let at = sent
+                .unix_millis()
+                .saturating_add(i64::try_from(after.saturating_mul(1000)).unwrap_or(i64::MAX));
+            (rested && now.unix_millis() >= at).then_some(true)
+        }
+        _ => None,
+    }
+}
+
+/// The gates whose person should be told now, and whether it is the reminder.
+pub fn notices_due(state: &GoalState, now: Timestamp, runtime: &GateRuntime) -> Vec<(GateId, bool)> {
+    let (Some(policy), Some(_)) = (&state.goal.notify, &runtime.notifier) else { return Vec::new() };
+    state.gates.iter().filter_map(|g| notice_due(g, policy, now).map(|r| (g.id, r))).collect()
+}
+
+/// The channels a policy uses, as the notice records them.
+fn channels(policy: &NotifyPolicy) -> String {
+    let mut c = Vec::new();
+    if policy.webhook.is_some() {
+        c.push("webhook");
+    }
+    if policy.command.is_some() {
+        c.push("command");
+    }
+    c.join(",")
+}
+
+impl FileKernel {
+    /// Checks the due gates (or `only`), records what it saw, and sends the notices due.
+    pub(crate) async fn poll(
+        &self,
+        goal: &GoalId,
+        only: Option<GateId>,
+        timers_only: bool,
+    ) -> Result<GatePoll> {
+        let s = self.store().read(goal)?;
+        let now = self.store().clock().now();
+        let runtime = &self.gates;
+        let mut skipped = None;
+        let ids = match only {
+            Some(id) => {
+                let g = crate::rules::find_gate(&s, id)?;
+                if g.is_persons() {
+                    return Err(Error::usage(format!("gate {id} is a person's: loopx does not check it"))
+                        .with_hint(format!("a person answers it: loopx gate answer {id} --approve")));
+                }
+                if !checkable(g) {
+                    skipped = Some(format!("gate {id} is {}: nothing to check", g.status));
+                    vec![]
+                } else if checked_lately(g, now) {
+                    skipped = Some(format!("gate {id} was checked less than a minute ago"));
+                    vec![]
+                } else if matches!(g.kind, GateKind::Ci { .. } | GateKind::PrMerged { .. })
+                    && runtime.pulls.is_none()
+                {
+                    skipped = Some("no pull-request provider here".to_owned());
+                    vec![]
+                } else {
+                    vec![id]
+                }
+            }
+            None => due(&s, now, runtime, timers_only),
+        };
+        let mut checked = Vec::new();
+        for id in ids {
+            let Some(g) = s.gate(id).cloned() else { continue };
+            let (proposal, unknown) = self.observe(&g, now).await;
+            let now = self.store().clock().now();
+            self.store().transact(goal, &mut |txn| {
+                // Someone else checked or answered it meanwhile: theirs stands.
+                let current = txn.state.gate(id);
+                if current.map(|c| (&c.check, c.status)) != Some((&g.check, g.status)) {
+                    return Ok(());
+                }
+                if let Some(e) =
+                    crate::rules::gate_checked(&txn.state, id, &proposal, unknown.as_deref(), now)?
+                {
+                    txn.commit("loopx", e, None, false, |_| Ok(()))?;
+                }
+                Ok(())
+            })?;
+            checked.push(id);
+        }
+        let notified = self.send_notices(goal).await?;
+        let s = self.store().read(goal)?;
+        Ok(GatePoll {
+            goal_id: goal.clone(),
+            checked: checked.iter().filter_map(|id| s.gate(*id).cloned()).collect(),
+            notified,
+            skipped,
+        })
+    }
+
+    /// Observes the world for `g` and reads it with the gate's capability: the proposal, or
+    /// why nothing could be seen ("unknown").
+    async fn observe(&self, g: &Gate, now: Timestamp) -> (TransitionProposal, Option<String>) {
+        let unknown = |why: String| {
+            (TransitionProposal::KeepWaiting { reason: why.clone(), head_sha: None, url: None }, Some(why))
+        };
+        let observation = match (&g.kind, request(&g.kind, self.store().layout().root())) {
+            (GateKind::Timer { .. }, _) => Ok(Observation::TimeObserved { now }),
+            (_, Some(ObservationRequest::RunCommand { argv, cwd, timeout_ms })) => {
+                crate::process::ProcessProvider.run(&argv, &cwd, std::time::Duration::from_millis(timeout_ms))
+            }
+            (_, Some(req)) => match &self.gates.pulls {
+                Some(p) => p.observe(&req).await,
+                None => Err(Error::usage("no pull-request provider here")),
+            },
+            (_, None) => Err(Error::internal("nothing to observe for this gate")),
+        };
+        match observation {
+            Err(e) => unknown(e.message),
+            Ok(o) => match capability(&g.kind).validate(Subject::Gate(g.id), &o) {
+                Ok(p) => (p, None),
+                Err(r) => unknown(r.reason),
+            },
+        }
+    }
+
+    /// Tells the person about each of their gates a notice is due for: the attempt is recorded
+    /// first (so no two processes send it), then the outcome. A failure is recorded and tried
+    /// again later; it never fails the command.
+    pub(crate) async fn send_notices(&self, goal: &GoalId) -> Result<Vec<NoticeResult>> {
+        let Some(notifier) = self.gates.notifier.clone() else { return Ok(Vec::new()) };
+        let s = self.store().read(goal)?;
+        let Some(policy) = s.goal.notify.clone() else { return Ok(Vec::new()) };
+        let now = self.store().clock().now();
+        let channel = channels(&policy);
+        let mut out = Vec::new();
+        for (id, reminder) in notices_due(&s, now, &self.gates) {
+            let Some(g) = s.gate(id).cloned() else { continue };
+            let mut claimed = false;
+            self.store().transact(goal, &mut |txn| {
+                let current = txn.state.gate(id);
+                if current.map(|c| &c.notified) != Some(&g.notified) {
+                    return Ok(());
+                }
+                let e = Event::GateNotified {
+                    gate: id,
+                    channel: channel.clone(),
+                    reminder,
+                    attempt: true,
+                    error: None,
+                };
+                txn.commit("loopx", e, None, false, |_| Ok(()))?;
+                claimed = true;
+                Ok(())
+            })?;
+            if !claimed {
+                continue;
+            }
+            let n = Notification {
+                goal: goal.clone(),
+                gate: id,
+                question: g.question.clone(),
+                answer_with: format!(
+                    "loopx --goal-id {goal} gate answer {id} --approve (or --reject, --cancel)"
+                ),
+                reminder,
+            };
+            let result = notifier.notify(&policy, &n).await;
+            let error = result.as_ref().err().map(|e| e.message.clone());
+            let used = result.unwrap_or_else(|_| channel.clone());
+            let e = Event::GateNotified {
+                gate: id,
+                channel: used.clone(),
+                reminder,
+                attempt: false,
+                error: error.clone(),
+            };
+            self.store().transact(goal, &mut |txn| {
+                txn.commit("loopx", e.clone(), None, false, |_| Ok(())).map(|_| ())
+            })?;
+            out.push(NoticeResult { gate: id, reminder, channel: Some(used), error });
+        }
+        Ok(out)
+    }
+
+    /// Whether should-run must poll first: a gate or a notice is due that this process may
+    /// handle.
+    pub(crate) fn poll_needed(&self, state: &GoalState, now: Timestamp) -> bool {
+        let timers_only = !self.gates.poll_on_should_run;
+        !due(state, now, &self.gates, timers_only).is_empty()
+            || (!timers_only && !notices_due(state, now, &self.gates).is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pr(state: &str, merged: bool, sha: &str, checks: &[(&str, &str, Option<&str>)]) -> Observation {
+        Observation::PullRequestObserved {
+            state: state.into(),
+            merged,
+            head_sha: sha.into(),
+            url: "https://github.com/a/b/pull/1".into(),
+            checks: checks
+                .iter()
+                .map(|(n, s, c)| CheckResult {
+                    name: (*n).into(),
+                    status: (*s).into(),
+                    conclusion: c.map(Into::into),
+                })
+                .collect(),
+        }
+    }
+
+    fn verdict(p: &TransitionProposal) -> Option<GateStatus> {
+        match p {
+            TransitionProposal::AnswerGate { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn ci_green_reads_the_required_checks_of_the_head_commit() {
+        let g = Subject::Gate(GateId::from_number(1));
+        let ci = ChecksGreen { required: vec!["build".into(), "test".into()] };
+        let v = |o: &Observation| verdict(&ci.validate(g, o).unwrap());
+        let done = |c: &'static str| ("build", "completed", Some(c));
+        assert_eq!(
+            v(&pr("open", false, "abc1234def", &[done("success"), ("test", "in_progress", None)])),
+            None
+        );
+        assert_eq!(v(&pr("open", false, "abc1234def", &[done("success")])), None, "test not reported yet");
+        assert_eq!(
+            v(&pr(
+                "open",
+                false,
+                "abc1234def",
+                &[
+                    done("success"),
+                    ("test", "completed", Some("success")),
+                    ("lint", "completed", Some("failure"))
+                ]
+            )),
+            Some(GateStatus::Approved),
+            "an unrequired failure does not matter"
+        );
+        let failed = ci
+            .validate(
+                g,
+                &pr("open", false, "abc1234def", &[done("failure"), ("test", "completed", Some("success"))]),
+            )
+            .unwrap();
+        assert_eq!(verdict(&failed), Some(GateStatus::Rejected));
+        assert!(
+            matches!(&failed, TransitionProposal::AnswerGate { summary, .. } if summary.contains("build (failure)"))
+        );
+        // A re-run replaces the failure.
+        assert_eq!(
+            v(&pr(
+                "open",
+                false,
+                "abc1234def",
+                &[done("failure"), done("success"), ("test", "completed", Some("success"))]
+            )),
+            Some(GateStatus::Approved)
+        );
+        let all = ChecksGreen { required: vec![] };
+        assert_eq!(verdict(&all.validate(g, &pr("open", false, "s", &[])).unwrap()), None, "no checks yet");
+        assert_eq!(
+            verdict(&all.validate(g, &pr("closed", false, "s", &[])).unwrap()),
+            Some(GateStatus::Rejected)
+        );
+        assert!(all.validate(g, &Observation::TimeObserved { now: Timestamp::from_unix_millis(0) }).is_err());
+        assert!(
+            all.validate(Subject::Todo(loopx_core::TodoId::from_number(1)), &pr("open", false, "s", &[]))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn merged_and_timer() {
+        let g = Subject::Gate(GateId::from_number(1));
+        assert_eq!(
+            verdict(&PullMerged.validate(g, &pr("closed", true, "s", &[])).unwrap()),
+            Some(GateStatus::Approved)
+        );
+        assert_eq!(
+            verdict(&PullMerged.validate(g, &pr("closed", false, "s", &[])).unwrap()),
+            Some(GateStatus::Rejected)
+        );
+        assert_eq!(verdict(&PullMerged.validate(g, &pr("open", false, "s", &[])).unwrap()), None);
+        let t = TimerPassed { until: Timestamp::from_unix_millis(1000) };
+        let at = |ms| Observation::TimeObserved { now: Timestamp::from_unix_millis(ms) };
+        assert_eq!(verdict(&t.validate(g, &at(999)).unwrap()), None);
+        assert_eq!(verdict(&t.validate(g, &at(1000)).unwrap()), Some(GateStatus::Approved));
+    }
+}

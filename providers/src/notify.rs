@@ -1,0 +1,128 @@
+//! Telling a person that a gate needs them: a POST to a webhook (loopx's JSON, Slack's `text`,
+//! or Feishu/Lark's `msg_type: text`), and/or a local command given the message as its last
+//! argument. A webhook kept in an environment variable (`env:NAME`) is read only here, when a
+//! notice is sent, and never written anywhere; no error names a webhook's address.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::json;
+
+use loopx_core::model::{NotifyFormat, NotifyPolicy};
+use loopx_core::traits::{Notification, Notifier};
+use loopx_core::{Error, Result};
+
+/// How a notifier reads an environment variable (the CLI passes `std::env::var`).
+pub type Env = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Sends notices by the goal's policy.
+pub struct Notify {
+    client: reqwest::Client,
+    env: Env,
+    deadline: Duration,
+}
+
+impl std::fmt::Debug for Notify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notify").field("deadline", &self.deadline).finish()
+    }
+}
+
+impl Notify {
+    pub fn new(env: Env, deadline: Duration) -> Result<Self> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| Error::internal(format!("cannot start an HTTP client: {e}")))?;
+        Ok(Self { client, env, deadline })
+    }
+
+    fn url(&self, webhook: &str) -> Result<String> {
+        match webhook.strip_prefix("env:") {
+            Some(name) => (self.env)(name).filter(|v| !v.trim().is_empty()).ok_or_else(|| {
+                Error::usage(format!("the webhook's variable {name} is not set"))
+                    .with_hint(format!("export {name}=<the webhook URL> where the agents run"))
+            }),
+            None => Ok(webhook.to_owned()),
+        }
+    }
+
+    async fn post(&self, webhook: &str, format: NotifyFormat, n: &Notification, text: &str) -> Result<()> {
+        let url = self.url(webhook)?;
+        let body = match format {
+            NotifyFormat::Generic => json!({
+                "source": "loopx", "goal": n.goal, "gate": n.gate, "question": n.question,
+                "answer_with": n.answer_with, "reminder": n.reminder, "text": text,
+            }),
+            NotifyFormat::Slack => json!({"text": text}),
+            NotifyFormat::Feishu => json!({"msg_type": "text", "content": {"text": text}}),
+        };
+        let resp = self.client.post(&url).json(&body).timeout(self.deadline).send().await.map_err(|e| {
+            let why = if e.is_timeout() { "no answer in time" } else { "it could not be reached" };
+            Error::busy(format!("the webhook was not told: {why}"))
+        })?;
+        if !resp.status().is_success() {
+            return Err(Error::busy(format!("the webhook answered {}", resp.status().as_u16())));
+        }
+        Ok(())
+    }
+
+    fn run(&self, argv: &[String], text: &str) -> Result<()> {
+        let (program, args) =
+            argv.split_first().ok_or_else(|| Error::usage("the notify command is empty"))?;
+        let mut child = std::process::Command::new(program)
+            .args(args)
+            .arg(text)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| Error::busy(format!("the notify command `{program}` did not start: {e}")))?;
+        let until = Instant::now() + self.deadline;
+        loop {
+            match child.try_wait() {
+                Ok(Some(s)) if s.success() => return Ok(()),
+                Ok(Some(s)) => {
+                    return Err(Error::busy(format!("the notify command `{program}` failed ({s})")));
+                }
+                Ok(None) if Instant::now() >= until => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(Error::busy(format!(
+                        "the notify command `{program}` did not finish in time"
+                    )));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => return Err(Error::busy(format!("the notify command `{program}`: {e}"))),
+            }
+        }
+    }
+}
+
+/// The message: the question, and the command that answers it.
+pub fn message(n: &Notification) -> String {
+    let what = if n.reminder { "still needs you" } else { "needs you" };
+    format!("loopx: goal {} {what}. {} asks: {}\nAnswer with: {}", n.goal, n.gate, n.question, n.answer_with)
+}
+
+#[async_trait]
+impl Notifier for Notify {
+    async fn notify(&self, policy: &NotifyPolicy, n: &Notification) -> Result<String> {
+        let text = message(n);
+        let mut used = Vec::new();
+        let mut failed = Vec::new();
+        if let Some(w) = &policy.webhook {
+            match self.post(w, policy.format, n, &text).await {
+                Ok(()) => used.push("webhook"),
+                Err(e) => failed.push(e.message),
+            }
+        }
+        if let Some(c) = &policy.command {
+            match self.run(c, &text) {
+                Ok(()) => used.push("command"),
+                Err(e) => failed.push(e.message),
+            }
+        }
+        if failed.is_empty() { Ok(used.join(",")) } else { Err(Error::busy(failed.join("; "))) }
+    }
+}
