@@ -26,7 +26,8 @@ const MAX_PAGES: usize = 10;
 pub struct GitHub {
     base: String,
     token: Option<String>,
-    client: reqwest::Client,
+    /// Made on first use: most commands never ask GitHub, and a TLS client costs start-up time.
+    client: std::sync::OnceLock<reqwest::Client>,
     deadline: Duration,
 }
 
@@ -54,11 +55,23 @@ impl GitHub {
     /// `base` without a trailing slash; every call of one observation finishes within `deadline`.
     pub fn new(base: &str, token: Option<String>, deadline: Duration) -> Result<Self> {
         check_base(base)?;
-        let client = reqwest::Client::builder()
+        Ok(Self {
+            base: base.trim_end_matches('/').to_owned(),
+            token,
+            client: std::sync::OnceLock::new(),
+            deadline,
+        })
+    }
+
+    fn client(&self) -> Result<&reqwest::Client> {
+        if let Some(c) = self.client.get() {
+            return Ok(c);
+        }
+        let c = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::limited(5))
             .build()
             .map_err(|e| Error::internal(format!("cannot start an HTTP client: {e}")))?;
-        Ok(Self { base: base.trim_end_matches('/').to_owned(), token, client, deadline })
+        Ok(self.client.get_or_init(|| c))
     }
 
     fn headers(&self) -> HeaderMap {
@@ -84,7 +97,7 @@ impl GitHub {
             if left.is_zero() {
                 return Err(unavailable(what, "no answer within the deadline"));
             }
-            let sent = self.client.get(url).headers(self.headers()).timeout(left).send().await;
+            let sent = self.client()?.get(url).headers(self.headers()).timeout(left).send().await;
             let retry_in = match sent {
                 Err(e) if e.is_timeout() => return Err(unavailable(what, "no answer within the deadline")),
                 Err(e) => {

@@ -17,7 +17,8 @@ pub type Env = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// Sends notices by the goal's policy.
 pub struct Notify {
-    client: reqwest::Client,
+    /// Made on first use, like the GitHub provider's.
+    client: std::sync::OnceLock<reqwest::Client>,
     env: Env,
     deadline: Duration,
 }
@@ -30,11 +31,18 @@ impl std::fmt::Debug for Notify {
 
 impl Notify {
     pub fn new(env: Env, deadline: Duration) -> Result<Self> {
-        let client = reqwest::Client::builder()
+        Ok(Self { client: std::sync::OnceLock::new(), env, deadline })
+    }
+
+    fn client(&self) -> Result<&reqwest::Client> {
+        if let Some(c) = self.client.get() {
+            return Ok(c);
+        }
+        let c = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| Error::internal(format!("cannot start an HTTP client: {e}")))?;
-        Ok(Self { client, env, deadline })
+        Ok(self.client.get_or_init(|| c))
     }
 
     fn url(&self, webhook: &str) -> Result<String> {
@@ -57,10 +65,11 @@ impl Notify {
             NotifyFormat::Slack => json!({"text": text}),
             NotifyFormat::Feishu => json!({"msg_type": "text", "content": {"text": text}}),
         };
-        let resp = self.client.post(&url).json(&body).timeout(self.deadline).send().await.map_err(|e| {
-            let why = if e.is_timeout() { "no answer in time" } else { "it could not be reached" };
-            Error::busy(format!("the webhook was not told: {why}"))
-        })?;
+        let resp =
+            self.client()?.post(&url).json(&body).timeout(self.deadline).send().await.map_err(|e| {
+                let why = if e.is_timeout() { "no answer in time" } else { "it could not be reached" };
+                Error::busy(format!("the webhook was not told: {why}"))
+            })?;
         if !resp.status().is_success() {
             return Err(Error::busy(format!("the webhook answered {}", resp.status().as_u16())));
         }
