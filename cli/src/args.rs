@@ -143,8 +143,10 @@ pub struct OfferArgs {
 pub enum HandoffCommand {
     /// Withdraw a pending handoff (its sender or a person); the todos go back to the sender
     Cancel {
+        /// The handoff to withdraw (h1, …)
         #[arg(long, value_name = "ID")]
         handoff_id: String,
+        /// Why, for the history
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]
@@ -152,6 +154,7 @@ pub enum HandoffCommand {
     },
     /// Pending handoffs (every one with --all)
     List {
+        /// Accepted, cancelled and expired handoffs too
         #[arg(long)]
         all: bool,
     },
@@ -221,8 +224,10 @@ pub struct Acting {
 pub enum GoalCommand {
     /// Create a goal (--goal-id names it)
     Create {
+        /// What the goal is for, in a sentence
         #[arg(long)]
         objective: String,
+        /// A short name
         #[arg(long)]
         title: Option<String>,
         /// Make it the project's default goal
@@ -235,8 +240,10 @@ pub enum GoalCommand {
     Show,
     /// Change the objective or title, or make the goal the default
     Set {
+        /// What the goal is for, in a sentence
         #[arg(long)]
         objective: Option<String>,
+        /// A short name
         #[arg(long)]
         title: Option<String>,
         /// Make it the project's default goal
@@ -260,6 +267,7 @@ pub enum GoalCommand {
     },
     /// Stop the goal for every agent
     Stop {
+        /// Why, for the history and for the agents
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]
@@ -276,6 +284,7 @@ pub enum GoalCommand {
 pub enum AgentCommand {
     /// Register an agent on the goal (additive: never removes another)
     Register {
+        /// The agent's id (letters, digits, - and _)
         #[arg(long, value_name = "AGENT")]
         agent_id: String,
         /// One of `loopx agent types` (aliases accepted)
@@ -291,11 +300,13 @@ pub enum AgentCommand {
     Types,
     /// The steps that activate loopx for an agent type (claude-code, codex-cli, codex-app, …)
     Onboard {
+        /// The kind of agent: claude-code, codex, cursor, …
         #[arg(long, value_name = "TYPE")]
         agent_type: String,
     },
     /// Bind a host session (thread) to an agent: one agent per session
     BindThread {
+        /// The agent the thread acts as
         #[arg(long, value_name = "AGENT")]
         agent_id: String,
         /// The host, e.g. claude-code
@@ -358,13 +369,16 @@ pub enum TodoCommand {
         /// Every todo, closed ones too
         #[arg(long)]
         all: bool,
+        /// Only todos for this role
         #[arg(long)]
         role: Option<String>,
+        /// Only todos this agent holds
         #[arg(long, value_name = "AGENT")]
         claimed_by: Option<String>,
     },
     /// Show one todo with its notes and evidence
     Show {
+        /// The todo (t1, …)
         #[arg(long, value_name = "ID")]
         todo_id: String,
     },
@@ -375,6 +389,7 @@ pub enum TodoCommand {
     },
     /// Claim an open todo for an agent (exactly one claimer wins)
     Claim {
+        /// The todo (t1, …)
         #[arg(long, value_name = "ID")]
         todo_id: String,
         #[command(flatten)]
@@ -386,6 +401,7 @@ pub enum TodoCommand {
     Complete(CompleteArgs),
     /// Close a todo in favour of replacements
     Supersede {
+        /// The todo to supersede (t1, …)
         #[arg(long, value_name = "ID")]
         todo_id: String,
         /// An existing replacement todo (repeatable)
@@ -394,6 +410,7 @@ pub enum TodoCommand {
         /// Create a replacement todo with this text (repeatable)
         #[arg(long)]
         text: Vec<String>,
+        /// Why, for the history
         #[arg(long)]
         note: Option<String>,
         #[command(flatten)]
@@ -401,6 +418,7 @@ pub enum TodoCommand {
     },
     /// Give up a claim
     Release {
+        /// The todo (t1, …)
         #[arg(long, value_name = "ID")]
         todo_id: String,
         #[command(flatten)]
@@ -410,10 +428,13 @@ pub enum TodoCommand {
 
 #[derive(Debug, Args)]
 pub struct UpdateArgs {
+    /// The todo (t1, …)
     #[arg(long, value_name = "ID")]
     pub todo_id: String,
+    /// New text
     #[arg(long)]
     pub text: Option<String>,
+    /// New priority: P0 (most urgent) to P4
     #[arg(long)]
     pub priority: Option<String>,
     /// open, blocked or deferred (done only through `todo complete`)
@@ -425,6 +446,7 @@ pub struct UpdateArgs {
     /// Drop the todo's claim
     #[arg(long)]
     pub clear_claim: bool,
+    /// A note for the history
     #[arg(long)]
     pub note: Option<String>,
     /// Attach evidence with this summary
@@ -445,6 +467,7 @@ pub struct UpdateArgs {
 
 #[derive(Debug, Args)]
 pub struct CompleteArgs {
+    /// The todo (t1, …)
     #[arg(long, value_name = "ID")]
     pub todo_id: String,
     /// What proves the todo is done
@@ -456,6 +479,7 @@ pub struct CompleteArgs {
     /// Nothing follows from this todo (with --note or evidence)
     #[arg(long)]
     pub no_follow_up: bool,
+    /// A note for the history
     #[arg(long)]
     pub note: Option<String>,
     /// Create this successor todo and link it
@@ -469,18 +493,22 @@ pub struct CompleteArgs {
 pub enum EvidenceCommand {
     /// Attach evidence to a todo
     Add {
+        /// The todo the evidence is for (t1, …)
         #[arg(long, value_name = "ID")]
         todo_id: String,
         /// command, test, link, note or artifact
         #[arg(long)]
         kind: String,
+        /// What it shows, in a line
         #[arg(long)]
         summary: String,
         /// The command that was run (split like a shell would, never run)
         #[arg(long)]
         command: Option<String>,
+        /// The exit code of the command the evidence is from
         #[arg(long, allow_negative_numbers = true)]
         exit_code: Option<i32>,
+        /// Where to see it: a URL or a path
         #[arg(long)]
         link: Option<String>,
         #[command(flatten)]
@@ -488,6 +516,7 @@ pub enum EvidenceCommand {
     },
     /// List evidence, for one todo or all
     List {
+        /// Only evidence for this todo
         #[arg(long, value_name = "ID")]
         todo_id: Option<String>,
     },
@@ -595,11 +624,13 @@ pub enum GateCommand {
     /// Check the gates loopx answers itself that are due (or one, now), and tell the person
     /// about theirs
     Poll {
+        /// Check this gate now (default: every gate that is due)
         #[arg(long, value_name = "ID")]
         gate_id: Option<String>,
     },
     /// List open gates (all with --all)
     List {
+        /// Answered, rejected and cancelled gates too
         #[arg(long)]
         all: bool,
     },
@@ -607,12 +638,16 @@ pub enum GateCommand {
     Answer {
         /// The gate, e.g. g1
         gate_id: String,
+        /// Approve: the work it holds back may go on
         #[arg(long, group = "answer")]
         approve: bool,
+        /// Reject: the work it holds back stays held
         #[arg(long, group = "answer")]
         reject: bool,
+        /// Withdraw the question
         #[arg(long, group = "answer")]
         cancel: bool,
+        /// A note for the agents
         #[arg(long)]
         note: Option<String>,
         #[command(flatten)]
@@ -632,8 +667,10 @@ pub enum QuotaCommand {
     },
     /// Account compute for a turn that was written back (refresh-state first)
     SpendSlot {
+        /// The todo the compute was spent on (t1, …)
         #[arg(long, value_name = "ID")]
         todo_id: String,
+        /// How many slots
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         slots: u32,
         /// Tokens the host reports for the turn
@@ -653,8 +690,10 @@ pub enum QuotaCommand {
     },
     /// Compensate a spend (nothing is deleted)
     VoidSlot {
+        /// The spend to void (s1, …)
         #[arg(long, value_name = "ID")]
         spend_id: String,
+        /// Why, for the history
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]
@@ -664,8 +703,10 @@ pub enum QuotaCommand {
     Status,
     /// Record the cadence the host's scheduler applied
     SchedulerAck {
+        /// The interval the host now runs at, in minutes
         #[arg(long)]
         cadence_minutes: Option<u32>,
+        /// The RRULE the host now runs on (Codex App)
         #[arg(long)]
         rrule: Option<String>,
         #[command(flatten)]
@@ -673,6 +714,7 @@ pub enum QuotaCommand {
     },
     /// Record that the host could not apply the scheduler hint
     SchedulerFail {
+        /// What the host said
         #[arg(long)]
         error: String,
         #[command(flatten)]
@@ -682,6 +724,7 @@ pub enum QuotaCommand {
 
 #[derive(Debug, Args)]
 pub struct RefreshArgs {
+    /// The todo (t1, …)
     #[arg(long, value_name = "ID")]
     pub todo_id: String,
     /// One word for the kind of work: implement, review, research, fix, …
@@ -708,8 +751,10 @@ pub struct DoctorArgs {
 /// Who holds the lease, and the key and version it is presented with.
 #[derive(Debug, Args)]
 pub struct LeaseArgs {
+    /// The todo the lease is on (t1, …)
     #[arg(long, value_name = "ID")]
     pub todo_id: String,
+    /// The agent holding the lease (default: the session's agent)
     #[arg(long, value_name = "AGENT")]
     pub agent_id: Option<String>,
     /// The lease key: chosen on acquire, presented on renew, transfer and release
@@ -737,6 +782,7 @@ pub enum LeaseCommand {
     Renew {
         #[command(flatten)]
         lease: LeaseArgs,
+        /// How long the renewed lease lasts (e.g. 45m, 2h)
         #[arg(long, default_value = "45m", value_name = "DURATION")]
         ttl: String,
     },
@@ -744,6 +790,7 @@ pub enum LeaseCommand {
     Transfer {
         #[command(flatten)]
         lease: LeaseArgs,
+        /// The agent the lease goes to
         #[arg(long, value_name = "AGENT")]
         to_agent: String,
     },
@@ -754,6 +801,7 @@ pub enum LeaseCommand {
     },
     /// Show a todo's lease
     Show {
+        /// The todo (t1, …)
         #[arg(long, value_name = "ID")]
         todo_id: String,
     },
@@ -815,10 +863,15 @@ pub enum HostCommand {
     /// The hosts loopx can wire into, and whether each is installed here
     List,
     /// Whether a host is on this machine, and its version
-    Detect { host: String },
+    Detect {
+        /// claude-code, codex or cursor
+        host: String,
+    },
     /// Install the host's commands, hooks and MCP server (a plan; --dry-run shows it)
     Install {
+        /// claude-code, codex or cursor (see loopx host list)
         host: String,
+        /// project (this project's files) or user (your home's)
         #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
         scope: ScopeArg,
         #[command(flatten)]
@@ -829,16 +882,51 @@ pub enum HostCommand {
     },
     /// Remove exactly what loopx installed, giving the user's bytes back
     Uninstall {
+        /// claude-code, codex or cursor (see loopx host list)
         host: String,
+        /// project or user, as installed
         #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
         scope: ScopeArg,
+        /// Print the plan; change nothing
         #[arg(long)]
         dry_run: bool,
     },
     /// Check the host's wiring
     Doctor {
+        /// claude-code, codex or cursor (see loopx host list)
         host: String,
+        /// project or user, as installed
         #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
         scope: ScopeArg,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every command and every flag says what it is for in `--help` (and so in the man pages).
+    #[test]
+    fn every_command_and_flag_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            if cmd.get_about().is_none() && cmd.get_name() != "help" {
+                missing.push(path.clone());
+            }
+            for arg in cmd.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && !arg.is_hide_set() && arg.get_help().is_none() {
+                    missing.push(format!("{path} --{}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "", &mut missing);
+        assert!(missing.is_empty(), "without help text:\n{}", missing.join("\n"));
+    }
 }

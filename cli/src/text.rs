@@ -400,6 +400,10 @@ pub fn status(s: &StatusView, style: Style) -> String {
             Some(t) => {
                 let _ = writeln!(out, "next:        {} {} {}", t.id, t.priority, one(&t.text));
             }
+            None if s.counts.open > 0 => {
+                let _ =
+                    writeln!(out, "next:        nothing free to pick up: every open todo is held or waits");
+            }
             None => {
                 let _ =
                     writeln!(out, "next:        nothing open; add work with: loopx todo add --text \"…\"");

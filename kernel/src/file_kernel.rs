@@ -902,6 +902,8 @@ impl Kernel for FileKernel {
         let Some(turn) = &ctx.key else {
             let mut s = self.store.read(&goal)?;
             if self.poll_needed(&s, now) {
+                // A question that will be refused changes nothing: refuse it before checking.
+                decide::decide(&s, rules::session_agent(&s, ctx)?.as_ref(), now)?;
                 self.poll_before_deciding(&goal).await;
                 (s, now) = (self.store.read(&goal)?, self.now());
             }
@@ -916,6 +918,7 @@ impl Kernel for FileKernel {
             let mut poll_first = false;
             self.store.transact(&goal, &mut |txn| {
                 if !polled && self.poll_needed(&txn.state, now) {
+                    decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
                     poll_first = true;
                     return Ok(());
                 }

@@ -465,8 +465,12 @@ fn timer_and_command_gates_close_themselves() {
     );
     assert_eq!(r.json()["decision"], "run", "{}", r.stdout);
     assert_eq!(s.json(&["gate", "list", "--all"])["gates"][2]["status"], "approved");
-    // Bad kinds and flags change nothing.
+    // Bad kinds and flags change nothing; nor does a question from an unknown agent, though a
+    // gate is due.
+    s.ok(&["gate", "ask", "--kind", "command", "--check", "true", "--blocks", "todos:t2"]);
     let before = s.tree();
+    s.fails(1, &["quota", "should-run", "--agent-id", "nobody"]);
+    s.fails(1, &["quota", "should-run", "--agent-id", "nobody", "--turn-instance-id", "t-1"]);
     s.fails(2, &["gate", "ask", "--kind", "timer", "--blocks", "goal"]);
     s.fails(2, &["gate", "ask", "--kind", "ci", "--pr", "not-a-pr", "--blocks", "goal"]);
     s.fails(
@@ -610,4 +614,19 @@ fn no_token_or_credential_ever_reaches_loopx_dir_or_output() {
     let r = s.run_with(&["status"], b"", &[("LOOPX_GITHUB_API", "https://user:pw@github.example.com")]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(!r.stderr.contains("pw@"), "{}", r.stderr);
+}
+
+/// `status` says why nothing is next when the open work waits on gates, and on what.
+#[test]
+fn status_says_the_work_waits_on_a_gate() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["todo", "add", "--text", "publish the notes"]);
+    s.ok(&["gate", "ask", "--kind", "timer", "--until", "+2h", "--blocks", "todos:t1"]);
+    let out = s.ok(&["status"]).stdout;
+    assert!(out.contains("next:        nothing free to pick up: every open todo is held or waits"), "{out}");
+    assert!(out.contains("waits on:    g1 timer (todos:t1): waiting for the time "), "{out}");
+    s.ok(&["gate", "answer", "g1", "--cancel"]);
+    let out = s.ok(&["status"]).stdout;
+    assert!(out.contains("next:        t1 P2 publish the notes"), "{out}");
 }

@@ -82,6 +82,10 @@ fn the_check_catches_each_kind_of_violation() {
     caught(Layer::Kernel, "fn a() { let _ = std::env::var(\"X\"); }");
     caught(Layer::Kernel, "fn a() { println!(\"x\"); }");
     caught(Layer::Kernel, "fn a() { eprintln!(\"{}\", 1); }");
+    // Providers reach the network and run commands, but read no environment and touch no file.
+    caught(Layer::Provider, "fn a() { let _ = std::env::var(\"GITHUB_TOKEN\"); }");
+    caught(Layer::Provider, "use tokio::fs; async fn a() { fs::write(\"x\", \"y\").await.ok(); }");
+    caught(Layer::Provider, "fn a() { println!(\"token\"); }");
     // Module directories are read, not tripped over; test modules are exempt.
     let fine = [
         (Layer::Core, "mod inner { pub fn a() -> std::path::PathBuf { std::path::PathBuf::new() } }"),
@@ -94,6 +98,7 @@ fn the_check_catches_each_kind_of_violation() {
             Layer::Kernel,
             "fn a() { std::fs::write(\"x\", \"y\").ok(); let _ = std::process::Command::new(\"cargo\"); }",
         ),
+        (Layer::Provider, "fn a() { let _ = std::process::Command::new(\"notify-send\"); }"),
     ];
     for (layer, src) in fine {
         assert_eq!(check_source(layer, "fine.rs", src), vec![], "{layer:?} refused legitimate code:\n{src}");
@@ -112,6 +117,7 @@ fn the_check_catches_each_kind_of_violation() {
     assert!(!check_deps(&deps("loopx-adapter-claude-code-slash", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-host-codex", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-core", &["loopx-kernel"])).is_empty());
+    assert!(!check_deps(&deps("loopx-providers", &["loopx-kernel"])).is_empty());
     assert!(
         check_deps(&deps("loopx-adapter-codex-heartbeat", &["loopx-core", "loopx-host-codex"])).is_empty()
     );
@@ -124,8 +130,10 @@ fn the_check_finds_a_violation_in_a_nested_module_file_on_disk() {
     std::fs::create_dir_all(&src).unwrap();
     std::fs::write(dir.path().join("core/src/lib.rs"), "pub mod deep;\n").unwrap();
     std::fs::write(src.join("mod.rs"), "use std::{env, fs};\n").unwrap();
-    std::fs::create_dir_all(dir.path().join("kernel/src")).unwrap();
-    std::fs::write(dir.path().join("kernel/src/lib.rs"), "").unwrap();
+    for krate in ["kernel", "providers"] {
+        std::fs::create_dir_all(dir.path().join(krate).join("src")).unwrap();
+        std::fs::write(dir.path().join(krate).join("src/lib.rs"), "").unwrap();
+    }
     let v = check_workspace(dir.path());
     assert_eq!(v.len(), 2, "{v:?}");
     assert!(v.iter().all(|x| x.file == "core/src/deep/er/mod.rs"), "{v:?}");

@@ -22,6 +22,9 @@ pub enum Layer {
     Host,
     /// `adapters/*`: pure plans and answers: no file, process, network or environment access.
     Adapter,
+    /// `providers/`: observes the world (network, processes) for the kernel; touches no file,
+    /// reads no environment (the CLI hands it what it needs), never prints or exits.
+    Provider,
 }
 
 const PRINTING: [&str; 5] = ["println", "eprintln", "print", "eprint", "dbg"];
@@ -62,6 +65,7 @@ impl Layer {
                 v
             }
             Layer::Adapter => vec!["std::fs", "std::env", "std::net", "std::process", "tokio"],
+            Layer::Provider => vec!["std::fs", "tokio::fs", "std::env", "std::process::exit"],
         }
     }
 
@@ -69,6 +73,7 @@ impl Layer {
         match dir {
             "core" => Some(Layer::Core),
             "kernel" => Some(Layer::Kernel),
+            "providers" => Some(Layer::Provider),
             d if d.starts_with("hosts/") => Some(Layer::Host),
             d if d.starts_with("adapters/") => Some(Layer::Adapter),
             _ => None,
@@ -229,7 +234,7 @@ pub fn check_source(layer: Layer, file: &str, src: &str) -> Vec<Violation> {
 /// Every violation under `root` (the workspace), crate by crate, file by file.
 pub fn check_workspace(root: &Path) -> Vec<Violation> {
     let mut out = Vec::new();
-    let mut dirs = vec!["core".to_owned(), "kernel".to_owned()];
+    let mut dirs = vec!["core".to_owned(), "kernel".to_owned(), "providers".to_owned()];
     for family in ["hosts", "adapters"] {
         if let Ok(entries) = std::fs::read_dir(root.join(family)) {
             for e in entries.flatten().filter(|e| e.path().join("Cargo.toml").is_file()) {
@@ -269,7 +274,7 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
     for (name, on) in deps {
         let allowed = |d: &str| match name.as_str() {
             "loopx-core" => false,
-            "loopx-kernel" => d == "loopx-core",
+            "loopx-kernel" | "loopx-providers" => d == "loopx-core",
             n if n.starts_with("loopx-host-") => d == "loopx-core",
             n if n.starts_with("loopx-adapter-") => {
                 // Core, and the one host crate whose host the adapter is named after.
