@@ -47,6 +47,11 @@ pub enum Event {
         reason: Option<String>,
     },
     GoalResumed {},
+    /// This loopx took over a goal written before the archive: `archived` closed todos left
+    /// the live state for `archive.jsonl`. Changes no work.
+    StoreUpgraded {
+        archived: u64,
+    },
     AgentRegistered {
         agent: AgentId,
         agent_type: AgentType,
@@ -244,6 +249,7 @@ impl Event {
         !matches!(
             self,
             Event::DecisionRecorded { .. }
+                | Event::StoreUpgraded { .. }
                 | Event::SchedulerAcked { .. }
                 | Event::SchedulerFailed { .. }
                 | Event::StopBlocked { .. }
@@ -262,6 +268,7 @@ impl Event {
             Event::GoalUpdated { .. } => "goal_updated",
             Event::GoalStopped { .. } => "goal_stopped",
             Event::GoalResumed {} => "goal_resumed",
+            Event::StoreUpgraded { .. } => "store_upgraded",
             Event::AgentRegistered { .. } => "agent_registered",
             Event::TodoAdded { .. } => "todo_added",
             Event::TodoClaimed { .. } => "todo_claimed",
@@ -328,6 +335,9 @@ impl Event {
                 None => "goal stopped".to_owned(),
             },
             Event::GoalResumed {} => "goal resumed".to_owned(),
+            Event::StoreUpgraded { archived } => {
+                format!("store upgraded: {archived} closed todo(s) moved to the archive")
+            }
             Event::AgentRegistered { agent, agent_type } => {
                 format!("agent {agent} registered ({agent_type})")
             }

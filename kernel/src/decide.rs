@@ -103,9 +103,10 @@ pub fn resolve_agent(state: &GoalState, requested: Option<&AgentId>) -> Result<A
 fn is_terminal(state: &GoalState, me: &AgentId) -> bool {
     !state.todos.is_empty()
         && state.todos.iter().all(|t| t.status.is_closed())
-        && state.todos.iter().any(|t| {
-            t.completion.as_ref().is_some_and(|c| c.continuation == CompletionContinuation::NoFollowup)
-        })
+        && (state.archive.no_followup
+            || state.todos.iter().any(|t| {
+                t.completion.as_ref().is_some_and(|c| c.continuation == CompletionContinuation::NoFollowup)
+            }))
         && !state.open_gates().any(|g| match &g.blocks {
             GateBlocks::Goal => true,
             GateBlocks::Agent(a) => a == me,

@@ -8,7 +8,7 @@ use loopx_core::{GoalId, Result};
 use crate::fs::read_optional;
 use crate::log;
 use crate::render;
-use crate::store::{FileStore, Snapshot, Store, replay};
+use crate::store::{FileStore, SNAPSHOT_SCHEMA_VERSION, Snapshot, Store, replay};
 
 fn check(name: &str, ok: bool, detail: impl Into<String>) -> DoctorCheck {
     DoctorCheck { name: name.to_owned(), ok, detail: detail.into() }
@@ -143,13 +143,14 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
     } else {
         checks.push(check("event log", true, format!("{events} events, hash chain verified")));
     }
-    let replayed = match replay(id, &scan) {
+    let (replayed, archive) = match replay(id, &scan) {
         Ok(s) => s,
         Err(e) => {
             checks.push(check("replay", false, e.message));
             return DoctorGoal { goal_id: id.clone(), events, checks };
         }
     };
+    checks.push(archive_check(&layout.archive(id), &archive, &replayed));
     let snap =
         read_optional(&layout.snapshot(id)).ok().flatten().map(|b| serde_json::from_slice::<Snapshot>(&b));
     match snap {
@@ -163,7 +164,13 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
         )),
         Some(Ok(snap)) => {
             let same_state = serde_json::to_value(&snap.state).ok() == serde_json::to_value(&replayed).ok();
-            if snap.seq == replayed.seq && snap.head == scan.head() && same_state {
+            if snap.schema_version < SNAPSHOT_SCHEMA_VERSION {
+                checks.push(check(
+                    "snapshot",
+                    false,
+                    "written by an older loopx (the whole state in one file); the next command upgrades the store",
+                ));
+            } else if snap.seq == replayed.seq && snap.head == scan.head() && same_state {
                 checks.push(check("snapshot", true, format!("matches a full replay at event {}", snap.seq)));
             } else if snap.seq < replayed.seq {
                 checks.push(check(
@@ -199,6 +206,31 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
         }
     }
     DoctorGoal { goal_id: id.clone(), events, checks }
+}
+
+/// The archive against the lines a full replay makes: the same bytes, or a failed check.
+fn archive_check(path: &std::path::Path, lines: &[String], state: &crate::state::GoalState) -> DoctorCheck {
+    let expected: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let found = read_optional(path).ok().flatten().unwrap_or_default();
+    // Bytes after the state's end belong to a commit that never finished.
+    let committed = found.get(..expected.len()).unwrap_or(&found);
+    if committed == expected.as_bytes() {
+        let what = if lines.is_empty() {
+            "empty: no closed todo has left the live state yet".to_owned()
+        } else {
+            format!(
+                "{} closed todo(s) with {} evidence record(s), matches a full replay",
+                state.archive.todos, state.archive.evidence
+            )
+        };
+        return check("archive", true, what);
+    }
+    let what = if committed.len() < expected.len() {
+        "is shorter than a replay of the log makes it (the next command rebuilds it)"
+    } else {
+        "does not match a replay of the log (edited by hand?); loopx doctor --repair rebuilds it from the log"
+    };
+    check("archive", false, what)
 }
 
 /// `doctor --repair`: mends what it can, then reports as `doctor` does, with one `repair`

@@ -554,9 +554,17 @@ impl Kernel for FileKernel {
 
     async fn list_todos(&self, goal: Option<&GoalId>, filter: &TodoFilter) -> Result<TodoList> {
         let state = self.read(goal)?;
-        let todos = state
-            .todos
-            .iter()
+        // Closed work beyond the most recent is in the archive, read only when asked for.
+        let wants_closed = filter.all || filter.statuses.iter().any(|s| s.is_closed());
+        let archived =
+            if wants_closed { self.store.archive(&state.goal.id, &state.archive)? } else { Vec::new() };
+        let mut all: Vec<&loopx_core::model::Todo> =
+            state.todos.iter().chain(archived.iter().map(|a| &a.todo)).collect();
+        if !archived.is_empty() {
+            all.sort_by_key(|t| t.id);
+        }
+        let todos = all
+            .into_iter()
             .filter(|t| {
                 let status_ok = if filter.all {
                     true
@@ -571,11 +579,26 @@ impl Kernel for FileKernel {
             })
             .map(TodoSummary::from)
             .collect();
-        Ok(TodoList { goal_id: state.goal.id.clone(), todos, total: state.todos.len() })
+        let total = usize::try_from(state.todos_total).unwrap_or(usize::MAX);
+        Ok(TodoList { goal_id: state.goal.id.clone(), todos, total })
     }
 
     async fn show_todo(&self, goal: Option<&GoalId>, todo: TodoId) -> Result<TodoDetail> {
         let state = self.read(goal)?;
+        if state.is_archived(todo) {
+            let archived = self.store.archive(&state.goal.id, &state.archive)?;
+            let a = archived
+                .into_iter()
+                .find(|a| a.todo.id == todo)
+                .ok_or_else(|| Error::integrity(format!("todo {todo} is missing from the goal's archive")))?;
+            let (mut t, mut evidence) = (a.todo, a.evidence);
+            // Evidence recorded after it was archived (by a loopx before the archive).
+            for e in state.evidence.iter().filter(|e| e.todo == todo) {
+                t.evidence.push(e.id);
+                evidence.push(e.clone());
+            }
+            return Ok(TodoDetail { goal_id: state.goal.id.clone(), todo: t, evidence });
+        }
         let t = rules::find_todo(&state, todo)?.clone();
         let evidence = t.evidence.iter().filter_map(|e| state.evidence(*e).cloned()).collect();
         Ok(TodoDetail { goal_id: state.goal.id.clone(), todo: t, evidence })
@@ -678,10 +701,20 @@ impl Kernel for FileKernel {
 
     async fn list_evidence(&self, goal: Option<&GoalId>, todo: Option<TodoId>) -> Result<EvidenceList> {
         let state = self.read(goal)?;
-        if let Some(t) = todo {
-            rules::find_todo(&state, t)?;
-        }
-        let evidence = state.evidence.iter().filter(|e| todo.is_none_or(|t| e.todo == t)).cloned().collect();
+        let archived = match todo {
+            Some(t) if !state.is_archived(t) => {
+                rules::find_todo(&state, t)?;
+                Vec::new()
+            }
+            _ => self.store.archive(&state.goal.id, &state.archive)?,
+        };
+        let mut evidence: Vec<_> = archived
+            .into_iter()
+            .flat_map(|a| a.evidence)
+            .chain(state.evidence.iter().cloned())
+            .filter(|e| todo.is_none_or(|t| e.todo == t))
+            .collect();
+        evidence.sort_by_key(|e| e.id);
         Ok(EvidenceList { goal_id: state.goal.id.clone(), evidence })
     }
 
@@ -737,7 +770,7 @@ impl Kernel for FileKernel {
             in_progress,
             counts: s.counts(),
             agents: s.agents.iter().map(|a| a.id.clone()).collect(),
-            evidence: s.evidence.len(),
+            evidence: usize::try_from(s.evidence_total).unwrap_or(usize::MAX),
             latest_evidence: s.evidence.last().cloned(),
             events: s.seq,
             last_event_at: Some(s.last_event_at),
@@ -1059,7 +1092,7 @@ impl Kernel for FileKernel {
             |s, a| {
                 let mut next = s.clone();
                 let mut steps = Vec::new();
-                evidence_before.set(s.evidence.len());
+                evidence_before.set(s.evidence_total);
                 let step = |next: &mut GoalState, steps: &mut Vec<Event>, e: Event| {
                     next.apply_step(&e, now, a.name()).map_err(Error::internal)?;
                     steps.push(e);
@@ -1085,8 +1118,10 @@ impl Kernel for FileKernel {
                 };
                 Ok(SettleBody {
                     successor: todo.successors.last().copied(),
-                    evidence: s.evidence[evidence_before.get().min(s.evidence.len())..]
+                    evidence: s
+                        .evidence
                         .iter()
+                        .filter(|e| e.id.number() > evidence_before.get())
                         .map(|e| e.id)
                         .collect(),
                     run: run.id,

@@ -1,5 +1,5 @@
 //! The only module that writes durable files. Atomic write = temp file in the same directory
-//! → write → fsync → rename → fsync the directory.
+//! → write → fsync → rename → fsync the directory; views derived from the log skip the fsyncs.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -10,12 +10,25 @@ use loopx_core::{Error, Result};
 /// Writes `bytes` to `path` atomically: readers see the old file or the new one, never a mix.
 /// Keeps the existing file's permissions.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    atomic_write_with(path, bytes, &|| {})
+    atomic_write_with(path, bytes, Sync::Durable, &|| {})
 }
 
-/// [`atomic_write`], calling `before_rename` once the new content is durable in its temporary
-/// file (a seam for crash tests).
-pub fn atomic_write_with(path: &Path, bytes: &[u8], before_rename: &dyn Fn()) -> Result<()> {
+/// Whether an atomic write waits for the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sync {
+    /// fsync the file before the rename and the directory after it: the write survives a
+    /// power loss.
+    Durable,
+    /// A view derived from the log (snapshot, GOAL.md): atomic for every reader, but not
+    /// waited for. After a power loss it may be old, empty or missing, which the next command
+    /// notices (it is checked against the log) and rebuilds; a process killed at any point
+    /// loses nothing, as the page cache outlives it.
+    View,
+}
+
+/// [`atomic_write`], calling `before_rename` once the new content is in its temporary file (a
+/// seam for crash tests); with [`Sync::View`], nothing is fsynced.
+pub fn atomic_write_with(path: &Path, bytes: &[u8], sync: Sync, before_rename: &dyn Fn()) -> Result<()> {
     let dir = parent(path)?;
     let mut tmp = tempfile_in(dir, path)?;
     let (file, tmp_path) = (&mut tmp.0, tmp.1.clone());
@@ -24,10 +37,15 @@ pub fn atomic_write_with(path: &Path, bytes: &[u8], before_rename: &dyn Fn()) ->
         if let Ok(meta) = fs::metadata(path) {
             let _ = file.set_permissions(meta.permissions());
         }
-        file.sync_all().map_err(|e| Error::io("sync", &tmp_path, &e))?;
+        if sync == Sync::Durable {
+            file.sync_all().map_err(|e| Error::io("sync", &tmp_path, &e))?;
+        }
         before_rename();
         fs::rename(&tmp_path, path).map_err(|e| Error::io("replace", path, &e))?;
-        sync_dir(dir)
+        if sync == Sync::Durable {
+            sync_dir(dir)?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp_path);
@@ -35,12 +53,12 @@ pub fn atomic_write_with(path: &Path, bytes: &[u8], before_rename: &dyn Fn()) ->
     result
 }
 
-/// Like [`atomic_write`], but leaves the file alone when it already holds `bytes`.
-/// Returns whether it wrote.
-pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
+/// Writes a view ([`Sync::View`]) unless the file already holds `bytes`. Returns whether it
+/// wrote.
+pub fn write_view_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
     match fs::read(path) {
         Ok(existing) if existing == bytes => Ok(false),
-        _ => atomic_write(path, bytes).map(|()| true),
+        _ => atomic_write_with(path, bytes, Sync::View, &|| {}).map(|()| true),
     }
 }
 
@@ -76,6 +94,11 @@ pub fn check_state_file(path: &Path) -> Result<()> {
 pub fn append_durable(file: &mut File, path: &Path, line: &[u8]) -> Result<()> {
     file.write_all(line).map_err(|e| Error::io("append to", path, &e))?;
     file.sync_data().map_err(|e| Error::io("sync", path, &e))
+}
+
+/// Appends without waiting for the disk, for a view derived from the log (see [`Sync::View`]).
+pub fn append_view(file: &mut File, path: &Path, bytes: &[u8]) -> Result<()> {
+    file.write_all(bytes).map_err(|e| Error::io("append to", path, &e))
 }
 
 /// Opens a file for appending, creating it.
@@ -203,8 +226,8 @@ mod tests {
         let p = dir.path().join("a.json");
         atomic_write(&p, b"one").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"one");
-        assert!(!write_if_changed(&p, b"one").unwrap());
-        assert!(write_if_changed(&p, b"two").unwrap());
+        assert!(!write_view_if_changed(&p, b"one").unwrap());
+        assert!(write_view_if_changed(&p, b"two").unwrap());
         assert_eq!(fs::read(&p).unwrap(), b"two");
         let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temp files left behind");

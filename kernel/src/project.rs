@@ -84,6 +84,10 @@ impl Layout {
     pub fn goal_md(&self, id: &GoalId) -> PathBuf {
         self.goal_dir(id).join("GOAL.md")
     }
+    /// Closed todos that left the live state, with their evidence (see `state::ArchiveHead`).
+    pub fn archive(&self, id: &GoalId) -> PathBuf {
+        self.goal_dir(id).join("archive.jsonl")
+    }
     pub fn goal_lock(&self, id: &GoalId) -> PathBuf {
         self.goal_dir(id).join("lock")
     }

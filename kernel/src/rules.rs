@@ -155,6 +155,13 @@ pub fn lane_of(todo: &Todo) -> Lane {
 
 pub fn find_todo(state: &GoalState, id: TodoId) -> Result<&Todo> {
     state.todo(id).ok_or_else(|| {
+        if state.is_archived(id) {
+            return Error::refused(format!(
+                "todo {id} is closed and archived on goal {}: it can no longer change",
+                state.goal.id
+            ))
+            .with_hint(format!("read it with: loopx todo show --todo-id {id}"));
+        }
         Error::not_found(format!("todo {id} not found on goal {}", state.goal.id))
             .with_hint("see the goal's todos")
             .with_next(&state.goal.id, None, NextStep::ListTodos)
@@ -218,7 +225,7 @@ fn not_closed(state: &GoalState, todo: &Todo, doing: &str) -> Result<()> {
 
 fn room_for(state: &GoalState, n: usize) -> Result<()> {
     if state.todos.len() + n > MAX_TODOS {
-        return Err(Error::refused(format!("goal {} holds the maximum of {MAX_TODOS} todos", state.goal.id))
+        return Err(Error::refused(format!("goal {} holds the maximum of {MAX_TODOS} live todos", state.goal.id))
             .with_hint("start a new goal for the next stretch of work: loopx goal create --goal-id next --objective \"…\""));
     }
     Ok(())
@@ -559,6 +566,8 @@ fn check_resume(state: &GoalState, todo: TodoId, r: &ResumeWhen) -> Result<()> {
             Err(Error::usage(format!("todo {todo} cannot wait for itself"))
                 .with_hint("wait for another todo (--resume-when todo:<id>), a time or a gate"))
         }
+        // An archived todo is closed: waiting for it is allowed (and over at once if it is done).
+        ResumeWhen::TodoDone(other) if state.is_archived(*other) => Ok(()),
         ResumeWhen::TodoDone(other) => find_todo(state, *other).map(|_| ()),
         ResumeWhen::At(_) => Ok(()),
         ResumeWhen::GateAnswered(g) => {

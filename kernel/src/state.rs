@@ -22,6 +22,9 @@ pub const DECISIONS_KEPT: usize = 512;
 pub const RUNS_KEPT: usize = 256;
 /// Spends older than this (before the latest event) leave the state: no window is longer.
 pub const SPEND_HORIZON_MS: i64 = 7 * 24 * 3600 * 1000;
+/// Closed todos kept in the live state, the most recently closed; older ones move to the goal's
+/// archive (`archive.jsonl`) with their evidence, so a mutation's cost follows the open work.
+pub const CLOSED_KEPT: usize = 64;
 
 use crate::log::EventLine;
 
@@ -41,9 +44,10 @@ pub struct GoalState {
     pub last_event_at: Timestamp,
     pub goal: Goal,
     pub agents: Vec<Agent>,
-    /// `todos[n - 1]` is todo `tn`.
+    /// The live todos (every one not closed, and the [`CLOSED_KEPT`] most recently closed),
+    /// in id order; the others are in the archive.
     pub todos: Vec<Todo>,
-    /// `evidence[n - 1]` is evidence `en`.
+    /// The live todos' evidence, in id order.
     pub evidence: Vec<Evidence>,
     pub receipts: BTreeMap<String, StoredReceipt>,
     /// Receipt keys, oldest first, for eviction.
@@ -87,6 +91,66 @@ pub struct GoalState {
     /// Every handoff, `handoffs[n - 1]` being `hn`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handoffs: Vec<Handoff>,
+    // The fields below were added with the archive. Each is left out of the JSON while it
+    // holds its default, so a state without archived todos encodes as it did before them.
+    /// Todos ever added (the live ones and the archived).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub todos_total: u64,
+    /// Evidence ever recorded.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub evidence_total: u64,
+    /// The live closed todos, in the order they closed: the first leaves for the archive next.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    pub closed_order: VecDeque<TodoId>,
+    /// What the archive holds, and the hash of its last line.
+    #[serde(default, skip_serializing_if = "ArchiveHead::is_empty")]
+    pub archive: ArchiveHead,
+    /// Archive lines made by the last event applied, for the store to append. Not state.
+    #[serde(skip)]
+    pub archived_now: Vec<String>,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The archive of a goal: closed todos that left the live state, each with its evidence, one
+/// JSON line each, hash-chained like the log. The live state holds this head, so the state root
+/// covers the archive and a line edited by hand no longer matches it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveHead {
+    /// Archived todos.
+    pub todos: u64,
+    /// Of them, done (the others were superseded).
+    pub done: u64,
+    /// Evidence records archived with them.
+    pub evidence: u64,
+    /// Length of `archive.jsonl` in bytes.
+    pub bytes: u64,
+    /// Hash of its last line (the genesis hash while empty).
+    pub hash: String,
+    /// The archived todos that were superseded rather than done (a todo waiting for one never
+    /// resumes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub superseded: Vec<TodoId>,
+    /// Some archived todo was completed with no follow-up (the goal may be finished).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_followup: bool,
+}
+
+impl ArchiveHead {
+    pub fn is_empty(&self) -> bool {
+        self.todos == 0
+    }
+}
+
+/// One line of `archive.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArchivedTodo {
+    /// Hash of the line before (the genesis hash for the first).
+    pub prev: String,
+    pub todo: Todo,
+    pub evidence: Vec<Evidence>,
 }
 
 /// A turn's decision and the event that recorded it.
@@ -169,24 +233,37 @@ impl GoalState {
             stop_blocks: BTreeMap::new(),
             work_seq: first.seq,
             handoffs: Vec::new(),
+            todos_total: 0,
+            evidence_total: 0,
+            closed_order: VecDeque::new(),
+            archive: ArchiveHead::default(),
+            archived_now: Vec::new(),
         };
         state.keep_receipt(first);
         Ok(state)
     }
 
+    /// A live todo.
     pub fn todo(&self, id: TodoId) -> Option<&Todo> {
-        usize::try_from(id.number()).ok().and_then(|n| self.todos.get(n.checked_sub(1)?))
+        self.todos.binary_search_by_key(&id, |t| t.id).ok().map(|i| &self.todos[i])
     }
 
     fn todo_mut(&mut self, id: TodoId) -> Result<&mut Todo, String> {
-        usize::try_from(id.number())
-            .ok()
-            .and_then(|n| self.todos.get_mut(n.checked_sub(1)?))
-            .ok_or_else(|| format!("event names unknown todo {id}"))
+        match self.todos.binary_search_by_key(&id, |t| t.id) {
+            Ok(i) => Ok(&mut self.todos[i]),
+            Err(_) if self.is_archived(id) => Err(format!("event changes todo {id}, which is archived")),
+            Err(_) => Err(format!("event names unknown todo {id}")),
+        }
     }
 
+    /// Whether `id` was added and has since left the live state for the archive.
+    pub fn is_archived(&self, id: TodoId) -> bool {
+        id.number() >= 1 && id.number() <= self.todos_total && self.todo(id).is_none()
+    }
+
+    /// Live evidence.
     pub fn evidence(&self, id: EvidenceId) -> Option<&Evidence> {
-        usize::try_from(id.number()).ok().and_then(|n| self.evidence.get(n.checked_sub(1)?))
+        self.evidence.binary_search_by_key(&id, |e| e.id).ok().map(|i| &self.evidence[i])
     }
 
     pub fn agent(&self, id: &AgentId) -> Option<&Agent> {
@@ -194,11 +271,11 @@ impl GoalState {
     }
 
     pub fn next_todo_id(&self, offset: u64) -> TodoId {
-        TodoId::from_number(self.todos.len() as u64 + 1 + offset)
+        TodoId::from_number(self.todos_total + 1 + offset)
     }
 
     pub fn next_evidence_id(&self) -> EvidenceId {
-        EvidenceId::from_number(self.evidence.len() as u64 + 1)
+        EvidenceId::from_number(self.evidence_total + 1)
     }
 
     /// Folds one event in. Fails only on an event that contradicts the state, which a log
@@ -207,7 +284,9 @@ impl GoalState {
         if line.seq != self.seq + 1 {
             return Err(format!("event {} applied after event {}", line.seq, self.seq));
         }
+        self.archived_now.clear();
         self.apply_event(&line.event, line.at, line.actor.as_str(), line.seq)?;
+        self.archive_overflow()?;
         if line.event.changes_work() {
             self.work_seq = line.seq;
         }
@@ -271,6 +350,7 @@ impl GoalState {
                 self.goal.stop_reason.clone_from(reason);
                 self.goal.updated_at = at;
             }
+            Event::StoreUpgraded { .. } => {}
             Event::GoalResumed {} => {
                 self.goal.status = GoalStatus::Active;
                 self.goal.stop_reason = None;
@@ -331,6 +411,7 @@ impl GoalState {
                 if let Some(s) = successor {
                     self.add_todo(s, actor, at)?;
                 }
+                self.closed_order.push_back(*todo);
                 let t = self.todo_mut(*todo)?;
                 t.status = TodoStatus::Done;
                 t.resume_when = None;
@@ -349,6 +430,7 @@ impl GoalState {
                 for n in new {
                     self.add_todo(n, actor, at)?;
                 }
+                self.closed_order.push_back(*todo);
                 let t = self.todo_mut(*todo)?;
                 t.status = TodoStatus::Superseded;
                 t.claimed_by = None;
@@ -746,6 +828,7 @@ impl GoalState {
         if new.id != self.next_todo_id(0) {
             return Err(format!("todo {} added where {} was next", new.id, self.next_todo_id(0)));
         }
+        self.todos_total += 1;
         self.todos.push(Todo {
             id: new.id,
             text: new.text.clone(),
@@ -778,15 +861,67 @@ impl GoalState {
         if e.id != self.next_evidence_id() {
             return Err(format!("evidence {} added where {} was next", e.id, self.next_evidence_id()));
         }
-        self.todo_mut(e.todo)?.evidence.push(e.id);
+        // Evidence for a todo already archived (a log from before the archive may hold it)
+        // stays live: archived lines never change.
+        if !self.is_archived(e.todo) {
+            self.todo_mut(e.todo)?.evidence.push(e.id);
+        }
+        self.evidence_total += 1;
         self.evidence.push(e);
+        Ok(())
+    }
+
+    /// Moves the closed todos beyond the [`CLOSED_KEPT`] most recent into the archive, with
+    /// their evidence: the lines go to `archived_now` and the head moves on.
+    fn archive_overflow(&mut self) -> Result<(), String> {
+        while self.closed_order.len() > CLOSED_KEPT {
+            let Some(id) = self.closed_order.pop_front() else { break };
+            let Ok(i) = self.todos.binary_search_by_key(&id, |t| t.id) else { continue };
+            if !self.todos[i].status.is_closed() {
+                continue;
+            }
+            let todo = self.todos.remove(i);
+            let mut evidence = Vec::new();
+            for e in &todo.evidence {
+                if let Ok(j) = self.evidence.binary_search_by_key(e, |x| x.id) {
+                    evidence.push(self.evidence.remove(j));
+                }
+            }
+            let head = &mut self.archive;
+            if head.hash.is_empty() {
+                head.hash = crate::log::GENESIS.to_owned();
+            }
+            head.todos += 1;
+            head.evidence += evidence.len() as u64;
+            if todo.status == TodoStatus::Done {
+                head.done += 1;
+                head.no_followup |= todo
+                    .completion
+                    .as_ref()
+                    .is_some_and(|c| c.continuation == loopx_core::model::CompletionContinuation::NoFollowup);
+            } else {
+                head.superseded.push(todo.id);
+            }
+            let line = ArchivedTodo { prev: head.hash.clone(), todo, evidence };
+            let text =
+                serde_json::to_string(&line).map_err(|e| format!("cannot encode an archive line: {e}"))?;
+            head.hash = crate::log::line_hash(text.as_bytes());
+            head.bytes += text.len() as u64 + 1;
+            self.archived_now.push(text);
+        }
         Ok(())
     }
 
     // ---- queries ---------------------------------------------------------------------------
 
     pub fn counts(&self) -> TodoCounts {
-        let mut c = TodoCounts { total: self.todos.len(), ..TodoCounts::default() };
+        let a = &self.archive;
+        let mut c = TodoCounts {
+            total: usize::try_from(self.todos_total).unwrap_or(usize::MAX),
+            done: usize::try_from(a.done).unwrap_or(usize::MAX),
+            superseded: a.superseded.len(),
+            ..TodoCounts::default()
+        };
         for t in &self.todos {
             match t.status {
                 TodoStatus::Open => c.open += 1,
@@ -804,9 +939,10 @@ impl GoalState {
         match &todo.resume_when {
             None => false,
             Some(ResumeWhen::At(t)) => now < *t,
-            Some(ResumeWhen::TodoDone(other)) => {
-                self.todo(*other).is_none_or(|o| o.status != TodoStatus::Done)
-            }
+            Some(ResumeWhen::TodoDone(other)) => match self.todo(*other) {
+                Some(o) => o.status != TodoStatus::Done,
+                None => !self.is_archived(*other) || self.archive.superseded.contains(other),
+            },
             Some(ResumeWhen::GateAnswered(g)) => self.gate(*g).is_none_or(|g| g.status == GateStatus::Open),
         }
     }

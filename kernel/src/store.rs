@@ -24,7 +24,12 @@ use crate::lock::{self, LockGuard};
 use crate::log::{self, EventLine, GENESIS, Scan};
 use crate::project::{Layout, ProjectFile, ProjectGoal, STORE_SCHEMA_VERSION};
 use crate::render;
-use crate::state::{GoalState, StoredReceipt};
+use crate::state::{ArchiveHead, ArchivedTodo, GoalState, StoredReceipt};
+
+/// The version of `snapshot.json`. Version 2 holds the live state only, beside `archive.jsonl`;
+/// a version 1 snapshot (the whole state) is rebuilt from the log on first use, which writes the
+/// archive and records the upgrade as an event.
+pub const SNAPSHOT_SCHEMA_VERSION: u32 = 2;
 
 /// How long a command waits for a goal lock before it fails with "busy".
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -44,6 +49,9 @@ pub trait Store: Send + Sync + fmt::Debug {
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()>;
     /// Every committed line, verified. For history and doctor; costs O(log).
     fn scan(&self, id: &GoalId) -> Result<Scan>;
+    /// The archived todos `head` describes (as read with the state), verified against it.
+    /// Costs O(archive); only lists and lookups of closed work need it.
+    fn archive(&self, id: &GoalId, head: &ArchiveHead) -> Result<Vec<ArchivedTodo>>;
 }
 
 /// Options fixed when a store is opened.
@@ -186,6 +194,18 @@ impl Txn<'_> {
         kfs::append_durable(&mut file, &events, text.as_bytes())?;
         self.store.fault_point("after-append");
         self.committed = true;
+        // The event is durable; the archive follows it (a crash before the snapshot is
+        // written leaves a stale snapshot, and recovery rebuilds the archive from the log).
+        if !next.archived_now.is_empty()
+            && let Err(e) = self.store.append_archive(&self.id, &self.state.archive, &next.archived_now)
+        {
+            self.store.reporter.warn(&format!(
+                "the change is committed, but the archive could not be written ({}); the next command rebuilds it",
+                e.message
+            ));
+            let _ = fs::remove_file(self.store.layout.snapshot(&self.id));
+        }
+        self.store.fault_point("after-archive");
         self.state = next;
         self.head = hash;
         let prior_md = self.goal_md_digest.take();
@@ -370,7 +390,14 @@ impl FileStore {
         let l = &self.layout;
         let mut v = vec![l.state_dir(), l.project_file(), l.project_lock(), l.goals_dir()];
         if let Some(id) = id {
-            v.extend([l.goal_dir(id), l.events(id), l.snapshot(id), l.goal_md(id), l.goal_lock(id)]);
+            v.extend([
+                l.goal_dir(id),
+                l.events(id),
+                l.snapshot(id),
+                l.goal_md(id),
+                l.goal_lock(id),
+                l.archive(id),
+            ]);
         }
         v
     }
@@ -399,7 +426,7 @@ impl FileStore {
         };
         let events = self.layout.events(id);
         let (len, mtime) = log_stat(&events)?;
-        let current = file.schema_version == STORE_SCHEMA_VERSION
+        let current = file.schema_version == SNAPSHOT_SCHEMA_VERSION
             && &file.goal_id == id
             && file.log_len == len
             && file.log_mtime_ns == mtime;
@@ -416,6 +443,11 @@ impl FileStore {
         let Ok(state) = serde_json::from_str::<GoalState>(file.state.get()) else {
             return Ok(Loaded::Stale);
         };
+        // An archive shorter than the state says lost lines (rebuilt from the log); a longer
+        // one holds lines of a commit that never finished, which the next append cuts.
+        if archive_len(&self.layout.archive(id))? < state.archive.bytes {
+            return Ok(Loaded::Stale);
+        }
         Ok(Loaded::Current(Box::new(Snapshot {
             schema_version: file.schema_version,
             goal_id: file.goal_id,
@@ -456,8 +488,8 @@ impl FileStore {
         }
         let old =
             kfs::read_optional(&self.layout.snapshot(id))?.map(|b| serde_json::from_slice::<Snapshot>(&b));
-        let state = replay(id, &scan)?;
-        check_root(id, &scan, &state)?;
+        let (state, archive) = replay(id, &scan)?;
+        let legacy = check_root(id, &scan, &state, &archive)?;
         match old {
             None => self
                 .reporter
@@ -496,7 +528,12 @@ impl FileStore {
             self.reporter
                 .warn(&format!("recovered goal {id}: removed {name}, left by a write that never finished"));
         }
-        let head = scan.head().to_owned();
+        let mut head = scan.head().to_owned();
+        self.write_archive(id, &archive)?;
+        let mut state = state;
+        if legacy {
+            (state, head) = self.record_upgrade(id, state, head)?;
+        }
         // The log is the truth and was read whole: a view that cannot be written now (a full
         // disk) is rebuilt by a later command; this one goes on from the log.
         if let Err(e) = self.write_projections(id, &state, &head, None) {
@@ -550,12 +587,12 @@ impl FileStore {
                 md_path.display()
             ));
         }
-        kfs::write_if_changed(&md_path, md.as_bytes())?;
+        kfs::write_view_if_changed(&md_path, md.as_bytes())?;
         let (log_len, log_mtime_ns) = log_stat(&self.layout.events(id))?;
         let raw = serde_json::value::RawValue::from_string(state_json.to_owned())
             .map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
         let snap = SnapshotFile {
-            schema_version: STORE_SCHEMA_VERSION,
+            schema_version: SNAPSHOT_SCHEMA_VERSION,
             goal_id: id.clone(),
             seq: state.seq,
             head: head.to_owned(),
@@ -566,7 +603,7 @@ impl FileStore {
         };
         let bytes =
             serde_json::to_vec(&snap).map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
-        kfs::atomic_write_with(&self.layout.snapshot(id), &bytes, &|| {
+        kfs::atomic_write_with(&self.layout.snapshot(id), &bytes, kfs::Sync::View, &|| {
             self.fault_point("before-snapshot-rename")
         })
     }
@@ -591,7 +628,9 @@ impl FileStore {
         self.goal_exists_check(id)?;
         let _guard = self.lock_goal(id)?;
         let (mut state, mut head, _) = self.load_locked(id)?;
+        let archive_before = state.archive.clone();
         let mut lines = Vec::new();
+        let mut archived = Vec::new();
         while let Some(event) = make(&state)? {
             let line = EventLine {
                 seq: state.seq + 1,
@@ -606,6 +645,7 @@ impl FileStore {
             state
                 .apply(&line)
                 .map_err(|e| Error::refused(format!("event {} does not apply: {e}", line.seq)))?;
+            archived.append(&mut state.archived_now);
             lines.push(line);
         }
         // Only the last line's root is ever checked; hashing every intermediate state would
@@ -627,6 +667,9 @@ impl FileStore {
         let events = self.layout.events(id);
         let mut file = kfs::open_append(&events)?;
         kfs::append_durable(&mut file, &events, text.as_bytes())?;
+        if !archived.is_empty() {
+            self.append_archive(id, &archive_before, &archived)?;
+        }
         self.write_projections_json(id, &state, &state_json, &head, None)?;
         Ok(n)
     }
@@ -733,7 +776,8 @@ impl FileStore {
                 .push(format!("goal {id}: no valid event is left; recreate the goal with loopx goal create"));
             return Ok(actions);
         }
-        let state = replay(id, &scan)?;
+        let (state, archive) = replay(id, &scan)?;
+        self.write_archive(id, &archive)?;
         let snap_path = self.layout.snapshot(id);
         if let Some(old) = kfs::read_optional(&snap_path)? {
             let matches = serde_json::from_slice::<Snapshot>(&old).is_ok_and(|s| {
@@ -851,6 +895,113 @@ impl Store for FileStore {
         let bytes = fs::read(&events).map_err(|e| Error::io("read", &events, &e))?;
         log::scan(&bytes).map_err(|(_, b)| chain_error(&events, &b))
     }
+
+    fn archive(&self, id: &GoalId, head: &ArchiveHead) -> Result<Vec<ArchivedTodo>> {
+        if head.is_empty() {
+            return Ok(Vec::new());
+        }
+        let path = self.layout.archive(id);
+        let bytes = kfs::read_optional(&path)?.unwrap_or_default();
+        read_archive(&path, &bytes, head)
+    }
+}
+
+/// The lines of `archive.jsonl` up to `head` (lines after it belong to no committed state),
+/// each checked to follow the one before, the last one to hash to `head`.
+pub fn read_archive(path: &Path, bytes: &[u8], head: &ArchiveHead) -> Result<Vec<ArchivedTodo>> {
+    let damaged = |what: String| {
+        Error::integrity(format!("{}: {what}", path.display()))
+            .with_hint("run `loopx doctor --repair` to rebuild it from the event log")
+    };
+    let len = usize::try_from(head.bytes).unwrap_or(usize::MAX);
+    let Some(bytes) = bytes.get(..len) else {
+        return Err(damaged(format!("holds {} bytes; the goal's state records {len}", bytes.len())));
+    };
+    let mut out = Vec::new();
+    let mut prev = GENESIS.to_owned();
+    for (i, line) in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).enumerate() {
+        let a: ArchivedTodo = serde_json::from_slice(line)
+            .map_err(|e| damaged(format!("line {} is not an archived todo: {e}", i + 1)))?;
+        if a.prev != prev {
+            return Err(damaged(format!(
+                "line {} does not follow the line before it (edited by hand?)",
+                i + 1
+            )));
+        }
+        prev = log::line_hash(line);
+        out.push(a);
+    }
+    if prev != head.hash || out.len() as u64 != head.todos {
+        return Err(damaged("does not end where the goal's state says it does (edited by hand?)".to_owned()));
+    }
+    Ok(out)
+}
+
+fn archive_len(path: &Path) -> Result<u64> {
+    match fs::symlink_metadata(path) {
+        Ok(m) => Ok(m.len()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(Error::io("read", path, &e)),
+    }
+}
+
+impl FileStore {
+    /// Appends `lines` to the archive, which must end where `before` says (a longer file
+    /// holds lines of a commit that never finished: they are cut first).
+    fn append_archive(&self, id: &GoalId, before: &ArchiveHead, lines: &[String]) -> Result<()> {
+        let path = self.layout.archive(id);
+        if archive_len(&path)? > before.bytes {
+            kfs::truncate_durable(&path, before.bytes)?;
+        }
+        let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for l in lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+        let mut file = kfs::open_append(&path)?;
+        kfs::append_view(&mut file, &path, text.as_bytes())
+    }
+
+    /// Writes the whole archive, as replaying the log made it.
+    fn write_archive(&self, id: &GoalId, lines: &[String]) -> Result<()> {
+        let path = self.layout.archive(id);
+        if lines.is_empty() && archive_len(&path)? == 0 {
+            return Ok(());
+        }
+        let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for l in lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+        kfs::atomic_write_with(&path, text.as_bytes(), kfs::Sync::View, &|| {})
+    }
+
+    /// Records that this loopx took over a goal written before the archive: one
+    /// `store_upgraded` event, whose state root is the new encoding's.
+    fn record_upgrade(&self, id: &GoalId, mut state: GoalState, head: String) -> Result<(GoalState, String)> {
+        let line = EventLine {
+            seq: state.seq + 1,
+            at: self.clock.now(),
+            actor: "loopx".to_owned(),
+            event: Event::StoreUpgraded { archived: state.archive.todos },
+            turn: None,
+            receipt: None,
+            root: None,
+            prev: head,
+        };
+        state.apply(&line).map_err(Error::internal)?;
+        let line = EventLine { root: Some(log::state_root(encode_state(&state)?.as_bytes())), ..line };
+        let text =
+            serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
+        let events = self.layout.events(id);
+        let mut file = kfs::open_append(&events)?;
+        kfs::append_durable(&mut file, &events, format!("{text}\n").as_bytes())?;
+        self.reporter.warn(&format!(
+            "goal {id}: upgraded its store: {} closed todo(s) moved to archive.jsonl; the live state keeps the open work",
+            state.archive.todos
+        ));
+        Ok((state, log::line_hash(text.as_bytes())))
+    }
 }
 
 /// The receipt stored under `key` (`scope:actor:turn#fingerprint`). The same turn used for a
@@ -892,29 +1043,62 @@ pub fn stored_receipt<T: DeserializeOwned>(
 
 /// Checks a replayed state against the state root of the log's last line: a log whose lines
 /// do not fold into the state it records disagrees with itself.
-fn check_root(id: &GoalId, scan: &Scan, state: &GoalState) -> Result<()> {
-    let Some(root) = scan.lines.last().and_then(|l| l.root.as_ref()) else { return Ok(()) };
-    if *root != log::state_root(encode_state(state)?.as_bytes()) {
+///
+/// A log written before the archive records roots of the whole state in its old encoding; its
+/// last root is checked against that encoding, and `Ok(true)` says the store needs upgrading.
+fn check_root(id: &GoalId, scan: &Scan, state: &GoalState, archive: &[String]) -> Result<bool> {
+    let Some(root) = scan.lines.last().and_then(|l| l.root.as_ref()) else {
+        return Ok(!scan.lines.iter().any(|l| matches!(l.event, Event::StoreUpgraded { .. })));
+    };
+    if *root == log::state_root(encode_state(state)?.as_bytes()) {
+        return Ok(false);
+    }
+    let upgraded = scan.lines.iter().any(|l| matches!(l.event, Event::StoreUpgraded { .. }));
+    if upgraded || *root != log::state_root(encode_state(&whole_state(state, archive)?)?.as_bytes()) {
         return Err(Error::integrity(format!(
             "goal {id}: replaying events.jsonl does not give the state its last event records (event {})",
             state.seq
         ))
         .with_hint("run `loopx doctor` to see what is wrong; nothing was changed"));
     }
-    Ok(())
+    Ok(true)
 }
 
-/// Folds a verified scan into state.
-pub fn replay(id: &GoalId, scan: &Scan) -> Result<GoalState> {
+/// `state` as loopx encoded it before the archive: every todo and all evidence inline, in id
+/// order, and none of the archive's bookkeeping.
+fn whole_state(state: &GoalState, archive: &[String]) -> Result<GoalState> {
+    let mut whole = state.clone();
+    for line in archive {
+        let a: ArchivedTodo =
+            serde_json::from_str(line).map_err(|e| Error::internal(format!("an archive line: {e}")))?;
+        let mut todo = a.todo;
+        // Evidence recorded after the todo left stayed live; the old encoding lists it.
+        todo.evidence.extend(state.evidence.iter().filter(|e| e.todo == todo.id).map(|e| e.id));
+        whole.todos.push(todo);
+        whole.evidence.extend(a.evidence);
+    }
+    whole.todos.sort_by_key(|t| t.id);
+    whole.evidence.sort_by_key(|e| e.id);
+    whole.todos_total = 0;
+    whole.evidence_total = 0;
+    whole.closed_order.clear();
+    whole.archive = ArchiveHead::default();
+    Ok(whole)
+}
+
+/// Folds a verified scan into state, with the archive lines it made, in order.
+pub fn replay(id: &GoalId, scan: &Scan) -> Result<(GoalState, Vec<String>)> {
     let mut lines = scan.lines.iter();
     let first =
         lines.next().ok_or_else(|| Error::integrity(format!("goal {id}: events.jsonl holds no events")))?;
     let mut state =
         GoalState::genesis(id, first).map_err(|e| Error::integrity(format!("goal {id}, event 1: {e}")))?;
+    let mut archive = Vec::new();
     for line in lines {
         state.apply(line).map_err(|e| Error::integrity(format!("goal {id}, event {}: {e}", line.seq)))?;
+        archive.append(&mut state.archived_now);
     }
-    Ok(state)
+    Ok((state, archive))
 }
 
 pub fn chain_error(path: &Path, b: &log::ChainBreak) -> Error {

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! End-to-end suite: every test runs the real `loopx` binary in a temporary sandbox.
 
+mod archive;
 mod bad_input;
 mod bench;
 mod commands;
