@@ -158,11 +158,29 @@ macro_rules! seq_id {
         }
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
+                crate::ids::parse_str(d, |s| s.parse().map_err(|e: Error| e.message))
             }
         }
     };
+}
+
+/// Deserializes a string through `parse` without copying it when the input lends it (ids and
+/// times are read by the ten thousand when a large state loads).
+pub(crate) fn parse_str<'de, D, T>(d: D, parse: fn(&str) -> Result<T, String>) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    struct V<T>(fn(&str) -> Result<T, String>);
+    impl<T> serde::de::Visitor<'_> for V<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<T, E> {
+            (self.0)(s).map_err(E::custom)
+        }
+    }
+    d.deserialize_str(V(parse))
 }
 
 seq_id!(

@@ -65,8 +65,9 @@ impl Serialize for Timestamp {
 
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        humantime::parse_rfc3339(&s).map(Self::from_system_time).map_err(serde::de::Error::custom)
+        crate::ids::parse_str(d, |s| {
+            humantime::parse_rfc3339(s).map(Self::from_system_time).map_err(|e| e.to_string())
+        })
     }
 }
 

@@ -151,26 +151,30 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
         }
     };
     checks.push(archive_check(&layout.archive(id), &archive, &replayed));
-    let snap =
-        read_optional(&layout.snapshot(id)).ok().flatten().map(|b| serde_json::from_slice::<Snapshot>(&b));
+    let bytes = read_optional(&layout.snapshot(id)).ok().flatten();
+    let snap = bytes.as_deref().map(|b| Snapshot::decode(b).ok_or(b));
     match snap {
         None => {
             checks.push(check("snapshot", false, "snapshot.json is missing (the next command rebuilds it)"))
         }
-        Some(Err(e)) => checks.push(check(
-            "snapshot",
-            false,
-            format!("snapshot.json is unreadable ({e}); the next command rebuilds it"),
-        )),
+        Some(Err(b)) => {
+            // Before the archive, the snapshot was one JSON document holding the whole state.
+            let older = serde_json::from_slice::<serde_json::Value>(b).is_ok_and(|v| {
+                v["schema_version"].as_u64().is_some_and(|n| n < u64::from(SNAPSHOT_SCHEMA_VERSION))
+            });
+            checks.push(check(
+                "snapshot",
+                false,
+                if older {
+                    "written by an older loopx (the whole state in one file); the next command upgrades the store"
+                } else {
+                    "snapshot.json is unreadable; the next command rebuilds it"
+                },
+            ))
+        }
         Some(Ok(snap)) => {
             let same_state = serde_json::to_value(&snap.state).ok() == serde_json::to_value(&replayed).ok();
-            if snap.schema_version < SNAPSHOT_SCHEMA_VERSION {
-                checks.push(check(
-                    "snapshot",
-                    false,
-                    "written by an older loopx (the whole state in one file); the next command upgrades the store",
-                ));
-            } else if snap.seq == replayed.seq && snap.head == scan.head() && same_state {
+            if snap.seq == replayed.seq && snap.head == scan.head() && same_state {
                 checks.push(check("snapshot", true, format!("matches a full replay at event {}", snap.seq)));
             } else if snap.seq < replayed.seq {
                 checks.push(check(

@@ -71,10 +71,11 @@ impl Default for StoreOptions {
     }
 }
 
-/// `snapshot.json` as the fast path reads and writes it: the state kept as raw JSON, whose
-/// hash must equal the state root of the log's last line.
+/// The first line of `snapshot.json`: what the state after it was derived from. The state
+/// follows on the next line as the exact bytes its root hashes, so a read hashes and decodes
+/// them once, without another pass over them.
 #[derive(Debug, Serialize, Deserialize)]
-struct SnapshotFile<'a> {
+struct SnapshotHeader {
     schema_version: u32,
     goal_id: GoalId,
     seq: u64,
@@ -82,8 +83,14 @@ struct SnapshotFile<'a> {
     log_len: u64,
     log_mtime_ns: u64,
     goal_md_digest: String,
-    #[serde(borrow)]
-    state: &'a serde_json::value::RawValue,
+}
+
+/// Splits `snapshot.json` into its header and its state's bytes.
+fn split_snapshot(bytes: &[u8]) -> Option<(SnapshotHeader, &[u8])> {
+    let nl = bytes.iter().position(|b| *b == b'\n')?;
+    let header = serde_json::from_slice(&bytes[..nl]).ok()?;
+    let state = &bytes[nl + 1..];
+    Some((header, state.strip_suffix(b"\n").unwrap_or(state)))
 }
 
 /// What loading a snapshot found.
@@ -97,7 +104,7 @@ enum Loaded {
 }
 
 /// `snapshot.json`: the state at event `seq`, and the log it was derived from.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct Snapshot {
     pub schema_version: u32,
     pub goal_id: GoalId,
@@ -111,6 +118,25 @@ pub struct Snapshot {
     /// SHA-256 prefix of the GOAL.md rendered with this snapshot.
     pub goal_md_digest: String,
     pub state: GoalState,
+}
+
+impl Snapshot {
+    /// Reads a `snapshot.json` (a header line, then the state); `None` if it is not one this
+    /// loopx wrote (damaged, or from an older loopx).
+    pub fn decode(bytes: &[u8]) -> Option<Snapshot> {
+        let (h, state) = split_snapshot(bytes)?;
+        let state = serde_json::from_slice(state).ok()?;
+        Some(Snapshot {
+            schema_version: h.schema_version,
+            goal_id: h.goal_id,
+            seq: h.seq,
+            head: h.head,
+            log_len: h.log_len,
+            log_mtime_ns: h.log_mtime_ns,
+            goal_md_digest: h.goal_md_digest,
+            state,
+        })
+    }
 }
 
 /// A goal's state, locked for one mutation.
@@ -159,13 +185,17 @@ impl Txn<'_> {
             root: None,
             prev: self.head.clone(),
         };
-        let mut next = self.state.clone();
+        let archive_before = &self.state.archive.clone();
+        // Applied in place (a copy of a large state costs as much as encoding it): from here
+        // on, a failure leaves the transaction spent, and nothing was written.
+        self.committed = true;
+        let next = &mut self.state;
         next.apply(&line).map_err(|e| Error::internal(format!("cannot apply own event: {e}")))?;
         let receipt = Receipt {
             goal_id: self.id.clone(),
             seq: line.seq,
             changed: true,
-            body: body(&next)?,
+            body: body(next)?,
             replayed: false,
         };
         if line.turn.is_some() {
@@ -176,7 +206,7 @@ impl Txn<'_> {
             }
             next.keep_receipt(&line);
         }
-        let state_json = encode_state(&next)?;
+        let state_json = encode_state(next)?;
         line.root = Some(log::state_root(state_json.as_bytes()));
         let mut text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
@@ -193,11 +223,10 @@ impl Txn<'_> {
         }
         kfs::append_durable(&mut file, &events, text.as_bytes())?;
         self.store.fault_point("after-append");
-        self.committed = true;
         // The event is durable; the archive follows it (a crash before the snapshot is
         // written leaves a stale snapshot, and recovery rebuilds the archive from the log).
         if !next.archived_now.is_empty()
-            && let Err(e) = self.store.append_archive(&self.id, &self.state.archive, &next.archived_now)
+            && let Err(e) = self.store.append_archive(&self.id, archive_before, &next.archived_now)
         {
             self.store.reporter.warn(&format!(
                 "the change is committed, but the archive could not be written ({}); the next command rebuilds it",
@@ -206,7 +235,6 @@ impl Txn<'_> {
             let _ = fs::remove_file(self.store.layout.snapshot(&self.id));
         }
         self.store.fault_point("after-archive");
-        self.state = next;
         self.head = hash;
         let prior_md = self.goal_md_digest.take();
         // The event is committed: whatever happens to the views now, the command succeeded.
@@ -421,7 +449,7 @@ impl FileStore {
         let Some(bytes) = kfs::read_optional(&self.layout.snapshot(id))? else {
             return Ok(Loaded::Stale);
         };
-        let Ok(file) = serde_json::from_slice::<SnapshotFile<'_>>(&bytes) else {
+        let Some((file, state_json)) = split_snapshot(&bytes) else {
             return Ok(Loaded::Stale);
         };
         let events = self.layout.events(id);
@@ -436,11 +464,11 @@ impl FileStore {
         let last = log::last_line(&events, len).map_err(|e| Error::io("read", &events, &e))?;
         // A log written by an older loopx has no root yet; its next commit adds one.
         if let Some(root) = last.and_then(|l| l.root)
-            && root != log::state_root(file.state.get().as_bytes())
+            && root != log::state_root(state_json)
         {
             return Ok(Loaded::Tampered);
         }
-        let Ok(state) = serde_json::from_str::<GoalState>(file.state.get()) else {
+        let Ok(state) = serde_json::from_slice::<GoalState>(state_json) else {
             return Ok(Loaded::Stale);
         };
         // An archive shorter than the state says lost lines (rebuilt from the log); a longer
@@ -486,8 +514,7 @@ impl FileStore {
                 scan.torn_bytes
             ));
         }
-        let old =
-            kfs::read_optional(&self.layout.snapshot(id))?.map(|b| serde_json::from_slice::<Snapshot>(&b));
+        let old = kfs::read_optional(&self.layout.snapshot(id))?.map(|b| Snapshot::decode(&b).ok_or(()));
         let (state, archive) = replay(id, &scan)?;
         let legacy = check_root(id, &scan, &state, &archive)?;
         match old {
@@ -589,9 +616,7 @@ impl FileStore {
         }
         kfs::write_view_if_changed(&md_path, md.as_bytes())?;
         let (log_len, log_mtime_ns) = log_stat(&self.layout.events(id))?;
-        let raw = serde_json::value::RawValue::from_string(state_json.to_owned())
-            .map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
-        let snap = SnapshotFile {
+        let header = SnapshotHeader {
             schema_version: SNAPSHOT_SCHEMA_VERSION,
             goal_id: id.clone(),
             seq: state.seq,
@@ -599,10 +624,13 @@ impl FileStore {
             log_len,
             log_mtime_ns,
             goal_md_digest: log::line_hash(md.as_bytes()),
-            state: &raw,
         };
-        let bytes =
-            serde_json::to_vec(&snap).map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
+        let mut bytes = serde_json::to_vec(&header)
+            .map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
+        bytes.reserve(state_json.len() + 2);
+        bytes.push(b'\n');
+        bytes.extend_from_slice(state_json.as_bytes());
+        bytes.push(b'\n');
         kfs::atomic_write_with(&self.layout.snapshot(id), &bytes, kfs::Sync::View, &|| {
             self.fault_point("before-snapshot-rename")
         })
@@ -780,7 +808,7 @@ impl FileStore {
         self.write_archive(id, &archive)?;
         let snap_path = self.layout.snapshot(id);
         if let Some(old) = kfs::read_optional(&snap_path)? {
-            let matches = serde_json::from_slice::<Snapshot>(&old).is_ok_and(|s| {
+            let matches = Snapshot::decode(&old).is_some_and(|s| {
                 s.seq == state.seq && serde_json::to_value(&s.state).ok() == serde_json::to_value(&state).ok()
             });
             if !matches {

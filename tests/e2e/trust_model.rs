@@ -162,10 +162,13 @@ fn a_hand_edited_snapshot_is_never_trusted() {
     s.ok(&["goal", "set", "--compute", "0"]);
     let snap = s.state_dir().join("goals/main/snapshot.json");
     let before = std::fs::metadata(s.events_path("main")).unwrap().modified().unwrap();
-    let mut v: Value = serde_json::from_slice(&std::fs::read(&snap).unwrap()).unwrap();
-    v["state"]["goal"]["quota"]["compute"] = json!(1.0);
-    v["state"]["gates"][0]["status"] = json!("approved");
-    std::fs::write(&snap, serde_json::to_vec(&v).unwrap()).unwrap();
+    // snapshot.json: a header line, then the state.
+    let text = std::fs::read_to_string(&snap).unwrap();
+    let (header, state) = text.split_once('\n').unwrap();
+    let mut v: Value = serde_json::from_str(state).unwrap();
+    v["goal"]["quota"]["compute"] = json!(1.0);
+    v["gates"][0]["status"] = json!("approved");
+    std::fs::write(&snap, format!("{header}\n{v}\n")).unwrap();
     assert_eq!(std::fs::metadata(s.events_path("main")).unwrap().modified().unwrap(), before);
     for args in [&["status", "--json"][..], &["quota", "should-run", "--json"], &["gate", "list", "--json"]] {
         let r = s.ok(args);
@@ -175,12 +178,13 @@ fn a_hand_edited_snapshot_is_never_trusted() {
             assert_eq!((j["decision"].as_str(), j["state"].as_str()), (Some("stop"), Some("paused")));
         }
     }
-    let v: Value = serde_json::from_slice(&std::fs::read(&snap).unwrap()).unwrap();
-    assert_eq!(v["state"]["goal"]["quota"]["compute"], json!(0.0), "rebuilt from the log");
+    let text = std::fs::read_to_string(&snap).unwrap();
+    let (header, state) = text.split_once('\n').unwrap();
+    let mut v: Value = serde_json::from_str(state).unwrap();
+    assert_eq!(v["goal"]["quota"]["compute"], json!(0.0), "rebuilt from the log");
     let r = {
-        let mut v = v.clone();
-        v["state"]["goal"]["quota"]["compute"] = json!(1.0);
-        std::fs::write(&snap, serde_json::to_vec(&v).unwrap()).unwrap();
+        v["goal"]["quota"]["compute"] = json!(1.0);
+        std::fs::write(&snap, format!("{header}\n{v}\n")).unwrap();
         s.ok(&["todo", "add", "--text", "more"])
     };
     assert!(r.stderr.contains("does not hash to the state the event log records"), "{}", r.stderr);

@@ -14,8 +14,8 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use loopx_core::GoalId;
-use loopx_core::kernel::AddTodo;
-use loopx_core::model::{Priority, Role, TodoClass};
+use loopx_core::kernel::{AddTodo, CompleteTodo, NewEvidence};
+use loopx_core::model::{EvidenceKind, Priority, Role, TodoClass};
 use loopx_kernel::rules::{self, Actor};
 use loopx_kernel::{FileStore, Silent, StoreOptions, SystemClock};
 
@@ -296,12 +296,13 @@ fn fixture(kind: &str, root: &Path, n: u64) -> Result<()> {
     Ok(())
 }
 
-/// `xtask bench-fixture todos|history DIR N`.
+/// `xtask bench-fixture todos|closed|history DIR N`.
 pub fn build_fixture(args: &[String]) -> Result<()> {
-    let [kind, dir, n] = args else { bail!("usage: xtask bench-fixture todos|history DIR N") };
+    let [kind, dir, n] = args else { bail!("usage: xtask bench-fixture todos|closed|history DIR N") };
     let (root, n) = (Path::new(dir), n.parse::<u64>()?);
     match kind.as_str() {
         "todos" => add_todos(root, usize::try_from(n)?),
+        "closed" => close_todos(root, usize::try_from(n)?),
         "history" => grow_history(root, n),
         other => bail!("unknown fixture {other:?}"),
     }
@@ -326,6 +327,60 @@ fn add_todos(root: &Path, n: usize) -> Result<()> {
             validation: None,
         };
         rules::add_todo(state, &req).map(Some)
+    })?;
+    Ok(())
+}
+
+/// Adds `n` todos to goal `main` and completes nine in ten of them as agent `a` (claimed, then
+/// completed with one piece of evidence), in the order a long-running goal would: a goal whose
+/// history is mostly closed work.
+fn close_todos(root: &Path, n: usize) -> Result<()> {
+    let goal = GoalId::new("main")?;
+    let agent = Actor::Agent(loopx_core::AgentId::new("a")?);
+    let at = loopx_core::Timestamp::from_unix_millis(0);
+    // Per todo: add it; then, for nine in ten, claim it and complete it.
+    let (mut made, mut step) = (0usize, 0u8);
+    store(root)?.bulk_append(&goal, "a", &mut |state| {
+        let last = state.next_todo_id(0).number().saturating_sub(1);
+        let last = loopx_core::TodoId::from_number(last);
+        match step {
+            0 if made == n => Ok(None),
+            0 => {
+                made += 1;
+                step = if made % 10 == 0 { 0 } else { 1 };
+                let req = AddTodo {
+                    text: format!("todo number {made} with a realistic line of descriptive text"),
+                    priority: [Priority::P0, Priority::P1, Priority::P2, Priority::P3][made % 4],
+                    role: Role::Agent,
+                    class: TodoClass::Advance,
+                    scopes: vec![],
+                    after_gate: None,
+                    validation: None,
+                };
+                rules::add_todo(state, &req).map(Some)
+            }
+            1 => {
+                step = 2;
+                rules::claim(state, &agent, last, at)
+            }
+            _ => {
+                step = 0;
+                let req = CompleteTodo {
+                    todo: last,
+                    evidence: Some(NewEvidence {
+                        kind: EvidenceKind::Test,
+                        summary: format!("tests pass for {last}"),
+                        command: None,
+                        exit_code: Some(0),
+                        link: None,
+                    }),
+                    no_follow_up: false,
+                    note: None,
+                    next_todo: None,
+                };
+                rules::complete(state, &agent, &req, None, at)
+            }
+        }
     })?;
     Ok(())
 }
@@ -356,21 +411,43 @@ fn json_field(out: &str, pointer: &str) -> Result<String> {
         .with_context(|| format!("no {pointer} in {out}"))
 }
 
-/// The five-command tick, `runs` times, each command timed.
-fn ticks(b: &Bench, root: &Path, label: &str, runs: usize) -> Result<Vec<Stat>> {
+/// What a mutation writes: the log's and the archive's growth, and the views it rewrites
+/// (snapshot.json and GOAL.md, whole).
+fn written(root: &Path, before: (u64, u64)) -> Result<u64> {
+    let dir = root.join(GOAL_DIR);
+    let (log, archive) = appended(root)?;
+    let views =
+        std::fs::metadata(dir.join("snapshot.json"))?.len() + std::fs::metadata(dir.join("GOAL.md"))?.len();
+    Ok(log - before.0 + archive - before.1 + views)
+}
+
+/// The sizes of the log and the archive.
+fn appended(root: &Path) -> Result<(u64, u64)> {
+    let dir = root.join(GOAL_DIR);
+    let archive = std::fs::metadata(dir.join("archive.jsonl")).map_or(0, |m| m.len());
+    Ok((std::fs::metadata(dir.join("events.jsonl"))?.len(), archive))
+}
+
+/// The five-command tick, `runs` times, each command timed; with the mean bytes written per
+/// mutation.
+fn ticks(b: &Bench, root: &Path, label: &str, runs: usize) -> Result<(Vec<Stat>, u64)> {
     let names = ["should-run", "claim", "complete", "refresh-state", "spend-slot", "whole tick"];
     let mut ms: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut rss = None;
+    let mut bytes: Vec<u64> = Vec::new();
     for i in 0..runs {
-        let turn = format!("bench-{}-{i}", label.replace(' ', "-"));
+        let slug: String = label.chars().filter(char::is_ascii_alphanumeric).collect();
+        let turn = format!("bench-{slug}-{i}");
         let start = Instant::now();
         let mut timed = |k: usize, args: Vec<&str>| -> Result<String> {
+            let before = appended(root)?;
             let (t, code, out, err, r) = run_once(&b.bin, root, &args, &[])?;
             if code != 0 {
                 bail!("tick {i}: loopx {args:?} failed: {err}");
             }
             ms[k].push(t.as_secs_f64() * 1e3);
             rss = rss.max(r);
+            bytes.push(written(root, before)?);
             Ok(out)
         };
         let out =
@@ -391,7 +468,8 @@ fn ticks(b: &Bench, root: &Path, label: &str, runs: usize) -> Result<Vec<Stat>> 
         timed(4, [&["quota", "spend-slot"][..], &t].concat())?;
         ms[5].push(start.elapsed().as_secs_f64() * 1e3);
     }
-    Ok(names.iter().zip(ms).map(|(n, v)| stat(&format!("tick {label}: {n}"), v, rss)).collect())
+    let per = bytes.iter().sum::<u64>() / (bytes.len() as u64).max(1);
+    Ok((names.iter().zip(ms).map(|(n, v)| stat(&format!("tick {label}: {n}"), v, rss)).collect(), per))
 }
 
 fn throughput(b: &mut Bench, procs: usize, total: usize) -> Result<Throughput> {
@@ -517,7 +595,9 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     let mut b = Bench { bin, dir: tempfile::Builder::new().prefix("loopx-bench-").tempdir()?, projects: 0 };
     let (runs, warm) = if opts.quick { (10, 2) } else { (50, 5) };
     let sizes_todos: &[usize] = if opts.quick { &[10, 1_000] } else { &[10, 1_000, 10_000] };
-    let sizes_events: &[u64] = if opts.quick { &[100, 10_000] } else { &[100, 10_000, 100_000] };
+    // Goals that have run a long time: 90 % of their todos closed.
+    let sizes_closed: &[usize] = if opts.quick { &[1_000] } else { &[10_000, 100_000] };
+    let sizes_events: &[u64] = if opts.quick { &[100, 10_000] } else { &[100, 10_000, 1_000_000] };
     let mut timings = Vec::new();
     let mut sizes = BTreeMap::new();
 
@@ -525,21 +605,27 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     let home = b.dir.path().to_path_buf();
     timings.push(b.measure("start-up: loopx --version", &home, &["--version"], warm, runs * 2)?);
 
-    for &n in sizes_todos {
-        eprintln!("xtask: the tick on {n} todos");
-        let root = b.project(&format!("todos{n}"))?;
-        fixture("todos", &root, (n + runs + warm) as u64)?;
-        timings.push(b.measure(&format!("should-run, {n} todos"), &root, SHOULD_RUN, warm, runs)?);
+    let cases = sizes_todos.iter().map(|n| (*n, 0)).chain(sizes_closed.iter().map(|n| (*n, n * 9 / 10)));
+    for (n, closed) in cases {
+        let label = if closed == 0 { format!("{n} todos") } else { format!("{n} todos (90 % closed)") };
+        eprintln!("xtask: the tick on {label}");
+        let root = b.project(&format!("todos{n}-{closed}"))?;
+        if closed > 0 {
+            fixture("closed", &root, n as u64)?;
+        }
+        fixture("todos", &root, (if closed > 0 { runs + warm } else { n + runs + warm }) as u64)?;
+        timings.push(b.measure(&format!("should-run, {label}"), &root, SHOULD_RUN, warm, runs)?);
         let out = b.ok(&root, SHOULD_RUN)?;
-        sizes.insert(format!("should-run output bytes, {n} todos"), out.len() as u64);
+        sizes.insert(format!("should-run output bytes, {label}"), out.len() as u64);
         let snap = root.join(GOAL_DIR).join("snapshot.json");
-        sizes.insert(format!("snapshot bytes, {n} todos"), std::fs::metadata(&snap)?.len());
-        timings.extend(ticks(&b, &root, &format!("{n} todos"), runs)?);
+        sizes.insert(format!("snapshot bytes, {label}"), std::fs::metadata(&snap)?.len());
+        let (stats, per_mutation) = ticks(&b, &root, &label, runs)?;
+        timings.extend(stats);
+        sizes.insert(format!("bytes written per mutation, {label}"), per_mutation);
         let log = std::fs::read_to_string(root.join(GOAL_DIR).join("events.jsonl"))?;
         let tick_lines: Vec<&str> = log.lines().rev().take(runs * 5).collect();
         let bytes: usize = tick_lines.iter().map(|l| l.len() + 1).sum();
-        sizes
-            .insert(format!("bytes per event in ticks, {n} todos"), (bytes / tick_lines.len().max(1)) as u64);
+        sizes.insert(format!("bytes per event in ticks, {label}"), (bytes / tick_lines.len().max(1)) as u64);
     }
 
     eprintln!("xtask: hook answers");
