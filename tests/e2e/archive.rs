@@ -290,3 +290,49 @@ fn an_old_store_whose_log_disagrees_with_itself_is_refused_not_upgraded() {
     assert!(r.stderr.contains("does not give the state its last event records"), "{}", r.stderr);
     assert_eq!(s.tree(), before, "nothing written");
 }
+
+#[test]
+fn kill_minus_nine_while_archiving_leaves_a_committed_prefix() {
+    let s = goal_with_closed(CLOSED_KEPT);
+    let mut seed: u64 = 0x5eed_cafe;
+    let mut below = |n: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    let (mut acked, mut killed) = (0usize, 0usize);
+    let mut i = 0u64;
+    // Every completion now archives a todo; kill some of them anywhere on the way.
+    while i < 40 || ((acked < 3 || killed < 3) && i < 200) {
+        let id = format!("t{}", CLOSED_KEPT as u64 + 1 + i);
+        s.ok(&["todo", "add", "--text", &format!("more {i}")]);
+        s.ok(&["todo", "claim", "--todo-id", &id, "--agent-id", "a"]);
+        let mut child = s
+            .command()
+            .args(["todo", "complete", "--todo-id", &id, "--agent-id", "a", "--evidence", "done"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(below(6000 + 100 * i)));
+        let _ = child.kill();
+        if child.wait().unwrap().success() {
+            acked += 1;
+        } else {
+            killed += 1;
+        }
+        // The next command always succeeds, recovering if it must, and every acknowledged
+        // completion is there.
+        let r = s.run(&["todo", "list", "--status", "done", "--json"]);
+        assert_eq!(r.code, 0, "after kill {i}: {}", r.stderr);
+        assert!(ids(&r.json()).len() >= CLOSED_KEPT + acked, "after kill {i}");
+        i += 1;
+    }
+    let done = ids(&s.json(&["todo", "list", "--status", "done"])).len();
+    assert!(done >= CLOSED_KEPT + acked && done <= CLOSED_KEPT + acked + killed);
+    assert_eq!(
+        lines(&goal_file(&s, "archive.jsonl")),
+        done - CLOSED_KEPT,
+        "one line per completion past the kept"
+    );
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
+}

@@ -411,6 +411,17 @@ fn json_field(out: &str, pointer: &str) -> Result<String> {
         .with_context(|| format!("no {pointer} in {out}"))
 }
 
+/// The last `n` bytes of the file at `path` (its first line may be cut).
+fn log_tail(path: &Path, n: u64) -> Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(n)))?;
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// What a mutation writes: the log's and the archive's growth, and the views it rewrites
 /// (snapshot.json and GOAL.md, whole).
 fn written(root: &Path, before: (u64, u64)) -> Result<u64> {
@@ -622,8 +633,11 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
         let (stats, per_mutation) = ticks(&b, &root, &label, runs)?;
         timings.extend(stats);
         sizes.insert(format!("bytes written per mutation, {label}"), per_mutation);
-        let log = std::fs::read_to_string(root.join(GOAL_DIR).join("events.jsonl"))?;
-        let tick_lines: Vec<&str> = log.lines().rev().take(runs * 5).collect();
+        // Only the log's tail: reading a large log would grow this process, and a child's
+        // peak RSS counts the image of the process that launched it.
+        let log = log_tail(&root.join(GOAL_DIR).join("events.jsonl"), 1 << 20)?;
+        let tick_lines: Vec<&str> =
+            log.lines().skip(1).collect::<Vec<_>>().into_iter().rev().take(runs * 5).collect();
         let bytes: usize = tick_lines.iter().map(|l| l.len() + 1).sum();
         sizes.insert(format!("bytes per event in ticks, {label}"), (bytes / tick_lines.len().max(1)) as u64);
     }
