@@ -317,18 +317,22 @@ fn add_todos(root: &Path, n: usize) -> Result<()> {
             return Ok(None);
         }
         left -= 1;
-        let req = AddTodo {
-            text: format!("todo number {} with a realistic line of descriptive text", n - left),
-            priority: [Priority::P0, Priority::P1, Priority::P2, Priority::P3][left % 4],
-            role: Role::Agent,
-            class: TodoClass::Advance,
-            scopes: vec![],
-            after_gate: None,
-            validation: None,
-        };
-        rules::add_todo(state, &req).map(Some)
+        rules::add_todo(state, &bench_todo(n - left, left % 4)).map(Some)
     })?;
     Ok(())
+}
+
+/// Bench todo number `k`, of priority P`p`.
+fn bench_todo(k: usize, p: usize) -> AddTodo {
+    AddTodo {
+        text: format!("todo number {k} with a realistic line of descriptive text"),
+        priority: [Priority::P0, Priority::P1, Priority::P2, Priority::P3][p % 4],
+        role: Role::Agent,
+        class: TodoClass::Advance,
+        scopes: vec![],
+        after_gate: None,
+        validation: None,
+    }
 }
 
 /// Adds `n` todos to goal `main` and completes nine in ten of them as agent `a` (claimed, then
@@ -348,16 +352,7 @@ fn close_todos(root: &Path, n: usize) -> Result<()> {
             0 => {
                 made += 1;
                 step = if made % 10 == 0 { 0 } else { 1 };
-                let req = AddTodo {
-                    text: format!("todo number {made} with a realistic line of descriptive text"),
-                    priority: [Priority::P0, Priority::P1, Priority::P2, Priority::P3][made % 4],
-                    role: Role::Agent,
-                    class: TodoClass::Advance,
-                    scopes: vec![],
-                    after_gate: None,
-                    validation: None,
-                };
-                rules::add_todo(state, &req).map(Some)
+                rules::add_todo(state, &bench_todo(made, made)).map(Some)
             }
             1 => {
                 step = 2;
