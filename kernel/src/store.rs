@@ -521,6 +521,8 @@ impl FileStore {
             None => self
                 .reporter
                 .warn(&format!("recovered goal {id}: snapshot.json was missing; rebuilt from the event log")),
+            // A snapshot from before the archive: the upgrade below says what happened.
+            Some(Err(_)) if legacy => {}
             Some(Err(_)) => self.reporter.warn(&format!(
                 "recovered goal {id}: snapshot.json was unreadable; rebuilt from the event log"
             )),

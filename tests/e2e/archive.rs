@@ -248,6 +248,7 @@ fn a_store_from_before_the_archive_is_upgraded_on_first_use() {
     let log_before = std::fs::read(s.events_path("main")).unwrap();
     let r = s.ok(&["todo", "list", "--all", "--json"]);
     assert!(r.stderr.contains("upgraded its store"), "{}", r.stderr);
+    assert!(!r.stderr.contains("unreadable"), "an old snapshot is not a damaged one: {}", r.stderr);
     assert_eq!(r.json(), expected(&want, "todo-list-all.json"), "every todo reads as before");
     // The log is kept as it was, with the upgrade recorded once after it.
     let log = std::fs::read(s.events_path("main")).unwrap();
