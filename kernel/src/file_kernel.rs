@@ -771,7 +771,7 @@ impl Kernel for FileKernel {
             counts: s.counts(),
             agents: s.agents.iter().map(|a| a.id.clone()).collect(),
             evidence: usize::try_from(s.evidence_total).unwrap_or(usize::MAX),
-            latest_evidence: s.evidence.last().cloned(),
+            latest_evidence: s.latest_evidence().cloned(),
             events: s.seq,
             last_event_at: Some(s.last_event_at),
             handoffs: s.handoffs.iter().filter(|h| h.is_pending(now)).cloned().collect(),

@@ -136,6 +136,10 @@ pub struct ArchiveHead {
     /// Some archived todo was completed with no follow-up (the goal may be finished).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_followup: bool,
+    /// The latest evidence that left with its todo (the goal's latest, if no live todo has
+    /// newer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_evidence: Option<Evidence>,
 }
 
 impl ArchiveHead {
@@ -259,6 +263,11 @@ impl GoalState {
     /// Whether `id` was added and has since left the live state for the archive.
     pub fn is_archived(&self, id: TodoId) -> bool {
         id.number() >= 1 && id.number() <= self.todos_total && self.todo(id).is_none()
+    }
+
+    /// The goal's latest evidence, live or archived.
+    pub fn latest_evidence(&self) -> Option<&Evidence> {
+        self.evidence.last().into_iter().chain(self.archive.last_evidence.as_ref()).max_by_key(|e| e.id)
     }
 
     /// Live evidence.
@@ -893,6 +902,11 @@ impl GoalState {
             }
             head.todos += 1;
             head.evidence += evidence.len() as u64;
+            if let Some(e) = evidence.iter().max_by_key(|e| e.id)
+                && head.last_evidence.as_ref().is_none_or(|l| l.id < e.id)
+            {
+                head.last_evidence = Some(e.clone());
+            }
             if todo.status == TodoStatus::Done {
                 head.done += 1;
                 head.no_followup |= todo

@@ -139,6 +139,7 @@ fn a_todo_waiting_for_a_superseded_one_still_waits_once_it_is_archived() {
     let st = s.json(&["status"]);
     assert_eq!(st["counts"]["superseded"], CLOSED_KEPT + 1);
     assert_eq!(st["counts"]["deferred"], 1);
+    assert_eq!(st["latest_evidence"]["summary"], "proof 1", "the latest evidence left with t1: {st}");
 }
 
 #[test]
