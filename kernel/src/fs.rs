@@ -29,11 +29,18 @@ pub enum Sync {
 /// [`atomic_write`], calling `before_rename` once the new content is in its temporary file (a
 /// seam for crash tests); with [`Sync::View`], nothing is fsynced.
 pub fn atomic_write_with(path: &Path, bytes: &[u8], sync: Sync, before_rename: &dyn Fn()) -> Result<()> {
+    atomic_write_parts(path, &[bytes], sync, before_rename)
+}
+
+/// [`atomic_write_with`] of `parts` one after the other, without joining them first.
+pub fn atomic_write_parts(path: &Path, parts: &[&[u8]], sync: Sync, before_rename: &dyn Fn()) -> Result<()> {
     let dir = parent(path)?;
     let mut tmp = tempfile_in(dir, path)?;
     let (file, tmp_path) = (&mut tmp.0, tmp.1.clone());
     let result = (|| {
-        file.write_all(bytes).map_err(|e| Error::io("write", &tmp_path, &e))?;
+        for bytes in parts {
+            file.write_all(bytes).map_err(|e| Error::io("write", &tmp_path, &e))?;
+        }
         if let Ok(meta) = fs::metadata(path) {
             let _ = file.set_permissions(meta.permissions());
         }

@@ -206,8 +206,9 @@ impl Txn<'_> {
             }
             next.keep_receipt(&line);
         }
-        let state_json = encode_state(next)?;
-        line.root = Some(log::state_root(state_json.as_bytes()));
+        let hint = fs::metadata(self.store.layout.snapshot(&self.id)).map_or(0, |m| m.len());
+        let state_json = encode_state_sized(next, usize::try_from(hint).unwrap_or(0))?;
+        line.root = Some(log::state_root(&state_json));
         let mut text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
         let hash = log::line_hash(text.as_bytes());
@@ -593,7 +594,7 @@ impl FileStore {
         &self,
         id: &GoalId,
         state: &GoalState,
-        state_json: &str,
+        state_json: &[u8],
         head: &str,
         prior_md: Option<&str>,
     ) -> Result<()> {
@@ -627,21 +628,30 @@ impl FileStore {
             log_mtime_ns,
             goal_md_digest: log::line_hash(md.as_bytes()),
         };
-        let mut bytes = serde_json::to_vec(&header)
+        let mut header = serde_json::to_vec(&header)
             .map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
-        bytes.reserve(state_json.len() + 2);
-        bytes.push(b'\n');
-        bytes.extend_from_slice(state_json.as_bytes());
-        bytes.push(b'\n');
-        kfs::atomic_write_with(&self.layout.snapshot(id), &bytes, kfs::Sync::View, &|| {
-            self.fault_point("before-snapshot-rename")
-        })
+        header.push(b'\n');
+        kfs::atomic_write_parts(
+            &self.layout.snapshot(id),
+            &[&header, state_json, b"\n"],
+            kfs::Sync::View,
+            &|| self.fault_point("before-snapshot-rename"),
+        )
     }
 }
 
 /// A state's canonical JSON: what its root hashes and the snapshot holds.
-fn encode_state(state: &GoalState) -> Result<String> {
-    serde_json::to_string(state).map_err(|e| Error::internal(format!("cannot encode the state: {e}")))
+fn encode_state(state: &GoalState) -> Result<Vec<u8>> {
+    encode_state_sized(state, 0)
+}
+
+/// [`encode_state`] into a buffer of `hint` bytes (the last snapshot's size): a large state is
+/// then written once, without the buffer doubling (and holding both halves) as it grows.
+fn encode_state_sized(state: &GoalState, hint: usize) -> Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(hint + hint / 16);
+    serde_json::to_writer(&mut buf, state)
+        .map_err(|e| Error::internal(format!("cannot encode the state: {e}")))?;
+    Ok(buf)
 }
 
 impl FileStore {
@@ -682,7 +692,7 @@ impl FileStore {
         // cost the whole state per event.
         let state_json = encode_state(&state)?;
         if let Some(last) = lines.last_mut() {
-            last.root = Some(log::state_root(state_json.as_bytes()));
+            last.root = Some(log::state_root(&state_json));
         }
         let mut text = String::new();
         let n = lines.len() as u64;
@@ -877,7 +887,7 @@ impl Store for FileStore {
                 prev: GENESIS.to_owned(),
             };
             let state = GoalState::genesis(id, &line).map_err(Error::internal)?;
-            let line = EventLine { root: Some(log::state_root(encode_state(&state)?.as_bytes())), ..line };
+            let line = EventLine { root: Some(log::state_root(&encode_state(&state)?)), ..line };
             let text = serde_json::to_string(&line)
                 .map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
             let mut file = kfs::open_append(&events)?;
@@ -1020,7 +1030,7 @@ impl FileStore {
             prev: head,
         };
         state.apply(&line).map_err(Error::internal)?;
-        let line = EventLine { root: Some(log::state_root(encode_state(&state)?.as_bytes())), ..line };
+        let line = EventLine { root: Some(log::state_root(&encode_state(&state)?)), ..line };
         let text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
         let events = self.layout.events(id);
@@ -1080,11 +1090,11 @@ fn check_root(id: &GoalId, scan: &Scan, state: &GoalState, archive: &[String]) -
     let Some(root) = scan.lines.last().and_then(|l| l.root.as_ref()) else {
         return Ok(!scan.lines.iter().any(|l| matches!(l.event, Event::StoreUpgraded { .. })));
     };
-    if *root == log::state_root(encode_state(state)?.as_bytes()) {
+    if *root == log::state_root(&encode_state(state)?) {
         return Ok(false);
     }
     let upgraded = scan.lines.iter().any(|l| matches!(l.event, Event::StoreUpgraded { .. }));
-    if upgraded || *root != log::state_root(encode_state(&whole_state(state, archive)?)?.as_bytes()) {
+    if upgraded || *root != log::state_root(&encode_state(&whole_state(state, archive)?)?) {
         return Err(Error::integrity(format!(
             "goal {id}: replaying events.jsonl does not give the state its last event records (event {})",
             state.seq
