@@ -318,9 +318,10 @@ pub struct Todo {
     /// A check the kernel itself runs before it accepts completion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation: Option<Validation>,
-    /// The latest lease; it binds only while `expires_at` is in the future.
+    /// The latest lease; it binds only while `expires_at` is in the future. (Boxed, like
+    /// `completion`: most live todos have neither, and a goal holds thousands of them.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease: Option<Lease>,
+    pub lease: Option<Box<Lease>>,
     /// Bumped by every lease change; `--expected-version` compares against it.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub lease_version: u64,
@@ -331,7 +332,7 @@ pub struct Todo {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub superseded_by: Vec<TodoId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completion: Option<Completion>,
+    pub completion: Option<Box<Completion>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<EvidenceId>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

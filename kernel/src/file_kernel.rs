@@ -345,7 +345,7 @@ fn lease_body(s: &GoalState, id: TodoId, now: loopx_core::Timestamp) -> Result<L
     Ok(LeaseBody {
         todo: id,
         claimed_by: t.claimed_by.clone(),
-        lease: t.lease.clone(),
+        lease: t.lease.as_deref().cloned(),
         active: t.lease.as_ref().is_some_and(|l| l.is_active(now)),
         version: t.lease_version,
     })

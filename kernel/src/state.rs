@@ -427,12 +427,12 @@ impl GoalState {
                 if let Some(s) = successor {
                     t.successors.push(s.id);
                 }
-                t.completion = Some(Completion {
+                t.completion = Some(Box::new(Completion {
                     continuation: *continuation,
                     by: actor.to_owned(),
                     at,
                     note: note.clone(),
-                });
+                }));
                 t.updated_at = at;
             }
             Event::TodoSuperseded { todo, by, new, note } => {
@@ -454,13 +454,13 @@ impl GoalState {
             Event::EvidenceAdded { evidence } => self.add_evidence(evidence.clone())?,
             Event::LeaseAcquired { todo, owner, expires_at, key, write_scope } => {
                 let t = self.todo_mut(*todo)?;
-                t.lease = Some(Lease {
+                t.lease = Some(Box::new(Lease {
                     owner: owner.clone(),
                     acquired_at: at,
                     expires_at: *expires_at,
                     key: key.clone(),
                     write_scope: write_scope.clone(),
-                });
+                }));
                 t.claimed_by = Some(owner.clone());
                 t.assignee = None;
                 t.lease_version += 1;
@@ -697,13 +697,13 @@ impl GoalState {
                     t.claimed_by = Some(agent.clone());
                     t.assignee = None;
                     if let Some(secs) = h.lease_secs {
-                        t.lease = Some(Lease {
+                        t.lease = Some(Box::new(Lease {
                             owner: agent.clone(),
                             acquired_at: at,
                             expires_at: at.saturating_add(std::time::Duration::from_secs(secs)),
                             key: None,
                             write_scope: h.write_scope.clone(),
-                        });
+                        }));
                         t.lease_version += 1;
                     }
                     t.updated_at = at;
