@@ -627,6 +627,22 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
 }
 
 /// The parts `install` may be asked for that `adapter` does not support.
+/// A host's hook event, named as loopx's command line spells it (`cli`) or as the host does
+/// (`native`); anything else is refused with the names loopx takes.
+pub fn parse_hook_event<E: Copy>(
+    s: &str,
+    host: &str,
+    all: &[E],
+    cli: fn(E) -> &'static str,
+    native: fn(E) -> &'static str,
+) -> Result<E> {
+    all.iter().copied().find(|e| cli(*e) == s || native(*e) == s).ok_or_else(|| {
+        let names: Vec<&str> = all.iter().map(|e| cli(*e)).collect();
+        Error::usage(format!("unknown {host} hook event {s:?}"))
+            .with_hint(format!("one of: {}", names.join(", ")))
+    })
+}
+
 pub fn unsupported_features(adapter: &dyn HostAdapter, opts: &InstallOptions) -> Result<()> {
     let caps = adapter.capabilities();
     if let (Some(a), false) = (&opts.agent, caps.install_agent) {

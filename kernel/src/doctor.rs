@@ -214,7 +214,7 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
 
 /// The archive against the lines a full replay makes: the same bytes, or a failed check.
 fn archive_check(path: &std::path::Path, lines: &[String], state: &crate::state::GoalState) -> DoctorCheck {
-    let expected: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let expected = crate::store::archive_text(lines);
     let found = read_optional(path).ok().flatten().unwrap_or_default();
     // Bytes after the state's end belong to a commit that never finished.
     let committed = found.get(..expected.len()).unwrap_or(&found);

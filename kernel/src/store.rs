@@ -977,6 +977,16 @@ pub fn read_archive(path: &Path, bytes: &[u8], head: &ArchiveHead) -> Result<Vec
     Ok(out)
 }
 
+/// Archive lines as the file holds them, each ended by a newline.
+pub fn archive_text(lines: &[String]) -> String {
+    let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for l in lines {
+        text.push_str(l);
+        text.push('\n');
+    }
+    text
+}
+
 fn archive_len(path: &Path) -> Result<u64> {
     match fs::symlink_metadata(path) {
         Ok(m) => Ok(m.len()),
@@ -993,13 +1003,8 @@ impl FileStore {
         if archive_len(&path)? > before.bytes {
             kfs::truncate_durable(&path, before.bytes)?;
         }
-        let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-        for l in lines {
-            text.push_str(l);
-            text.push('\n');
-        }
         let mut file = kfs::open_append(&path)?;
-        kfs::append_view(&mut file, &path, text.as_bytes())
+        kfs::append_view(&mut file, &path, archive_text(lines).as_bytes())
     }
 
     /// Writes the whole archive, as replaying the log made it.
@@ -1008,12 +1013,7 @@ impl FileStore {
         if lines.is_empty() && archive_len(&path)? == 0 {
             return Ok(());
         }
-        let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-        for l in lines {
-            text.push_str(l);
-            text.push('\n');
-        }
-        kfs::atomic_write_with(&path, text.as_bytes(), kfs::Sync::View, &|| {})
+        kfs::atomic_write_with(&path, archive_text(lines).as_bytes(), kfs::Sync::View, &|| {})
     }
 
     /// Records that this loopx took over a goal written before the archive: one

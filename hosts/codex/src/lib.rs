@@ -101,11 +101,7 @@ impl HookEvent {
 impl FromStr for HookEvent {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|e| e.cli_name() == s || e.host_name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Self::ALL.iter().map(|e| e.cli_name()).collect();
-            Error::usage(format!("unknown Codex hook event {s:?}"))
-                .with_hint(format!("one of: {}", names.join(", ")))
-        })
+        loopx_core::host::parse_hook_event(s, "Codex", &Self::ALL, Self::cli_name, Self::host_name)
     }
 }
 
