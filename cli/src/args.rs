@@ -72,7 +72,7 @@ pub enum Command {
     Lease(LeaseCommand),
     /// The objective, what needs you, what is next, and what proves progress
     Status,
-    /// Ask a person, list and answer the questions that hold work back
+    /// Questions for a person and waits loopx checks itself (time, command, CI): ask, poll, list, answer
     #[command(subcommand)]
     Gate(GateCommand),
     /// Should this agent run now, and on what? Spend, void and quota status
@@ -82,7 +82,7 @@ pub enum Command {
     RefreshState(RefreshArgs),
     /// The goal's latest events
     History(HistoryArgs),
-    /// Verify the event log, the snapshot and GOAL.md (and, with --repair, mend what can be)
+    /// Verify the event log, the archive, the snapshot and GOAL.md (and, with --repair, mend what can be)
     Doctor(DoctorArgs),
     /// Serve the tick to a host over stdio (Model Context Protocol)
     Mcp(McpArgs),
