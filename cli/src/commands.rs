@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use loopx_core::decision::QuotaView;
 use loopx_core::kernel::*;
 use loopx_core::model::{
     DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, HandoffMode, NotifyFormat, NotifyPolicy,
@@ -834,6 +835,15 @@ async fn gate(cli: &Cli, k: &FileKernel, cmd: &GateCommand, style: Style) -> Res
     }
 }
 
+/// The quota a spend receipt shows: the one its command left, or (for a replayed receipt,
+/// which does not keep it) the quota now.
+async fn spent_quota(cli: &Cli, k: &FileKernel, r: &Receipt<SpendBody>) -> Result<QuotaView> {
+    match &r.body.quota {
+        Some(q) => Ok(q.clone()),
+        None => Ok(k.quota_status(goal_arg(cli)?.as_ref()).await?.quota),
+    }
+}
+
 async fn quota(cli: &Cli, k: &FileKernel, cmd: &QuotaCommand, style: Style) -> Result<Rendered> {
     match cmd {
         QuotaCommand::ShouldRun { runtime_profile, acting } => {
@@ -850,14 +860,14 @@ async fn quota(cli: &Cli, k: &FileKernel, cmd: &QuotaCommand, style: Style) -> R
                 dry_run: *dry_run,
             };
             let r = k.spend_slot(&context(cli, acting)?, req).await?;
-            let q = k.quota_status(goal_arg(cli)?.as_ref()).await?;
-            Rendered::new(&r, text::spend_receipt(&r, &q.quota))
+            let q = spent_quota(cli, k, &r).await?;
+            Rendered::new(&r, text::spend_receipt(&r, &q))
         }
         QuotaCommand::VoidSlot { spend_id, reason, acting } => {
             let req = VoidSlot { spend: spend_id.parse::<SpendId>()?, reason: reason.clone() };
             let r = k.void_slot(&context(cli, acting)?, req).await?;
-            let q = k.quota_status(goal_arg(cli)?.as_ref()).await?;
-            Rendered::new(&r, text::spend_receipt(&r, &q.quota))
+            let q = spent_quota(cli, k, &r).await?;
+            Rendered::new(&r, text::spend_receipt(&r, &q))
         }
         QuotaCommand::Status => {
             let q = k.quota_status(goal_arg(cli)?.as_ref()).await?;

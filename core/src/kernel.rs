@@ -755,6 +755,10 @@ pub struct SpendBody {
     pub spend: Spend,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// The quota just after the change, for a person's reading; not part of the receipt (a
+    /// replayed receipt has none, and its reader asks for the quota now).
+    #[serde(skip)]
+    pub quota: Option<crate::decision::QuotaView>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

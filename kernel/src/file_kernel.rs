@@ -1058,7 +1058,7 @@ impl Kernel for FileKernel {
                     .rev()
                     .find(|x| same_turn(x.turn.as_deref(), &x.agent, turn.as_deref(), ctx));
                 let spend = spend.cloned().ok_or_else(|| Error::internal("no spend"))?;
-                Ok(SpendBody { spend, dry_run })
+                Ok(SpendBody { spend, dry_run, quota: Some(quota::view(s, now)) })
             }
         };
         if !req.dry_run {
@@ -1154,6 +1154,7 @@ impl Kernel for FileKernel {
 
     async fn void_slot(&self, ctx: &CommandContext, req: VoidSlot) -> Result<Receipt<SpendBody>> {
         let id = req.spend;
+        let now = self.now();
         self.mutate(
             ctx,
             "quota.void",
@@ -1167,7 +1168,7 @@ impl Kernel for FileKernel {
                     .find(|x| x.id == id)
                     .cloned()
                     .ok_or_else(|| Error::internal("no spend"))?;
-                Ok(SpendBody { spend, dry_run: false })
+                Ok(SpendBody { spend, dry_run: false, quota: Some(quota::view(s, now)) })
             },
         )
     }

@@ -279,22 +279,19 @@ fn spend_rules_dry_run_void_and_pause() {
     let paused = s.json(&["quota", "should-run", "--agent-id", "a"]);
     assert_eq!(paused["state"], "paused");
     s.ok(&["goal", "set", "--compute", "1"]);
-    let spent = s.json(&[
-        "quota",
-        "spend-slot",
-        "--agent-id",
-        "a",
-        "--todo-id",
-        "t1",
-        "--execute",
-        "--tokens",
-        "1200",
-        "--usd",
-        "0.5",
-    ]);
-    assert_eq!(spent["spend"]["id"], "s1");
+    let spend =
+        ["quota", "spend-slot", "--agent-id", "a", "--todo-id", "t1", "--execute", "--tokens", "1200"];
+    let spent = s.ok(&[&spend[..], &["--usd", "0.5"]].concat()).stdout;
+    assert!(
+        spent.starts_with("s1 spent 1 slot(s) for a on t1\n")
+            && spent.contains("quota: 1 of 1,440 one-minute slots used in the last 24 h"),
+        "{spent}"
+    );
     let voided = s.json(&["quota", "void-slot", "--spend-id", "s1", "--reason", "host retried"]);
     assert_eq!(voided["spend"]["voided"], true);
+    // A replayed void tells the quota as it is now.
+    let again = s.ok(&["quota", "void-slot", "--spend-id", "s1"]).stdout;
+    assert!(again.contains("quota: 0 of 1,440 one-minute slots used"), "{again}");
     let q = s.json(&["quota", "status"]);
     assert_eq!((q["quota"]["used_slots"].as_u64(), q["quota"]["tokens_used"].as_u64()), (Some(0), Some(0)));
     assert_eq!(s.json(&["quota", "void-slot", "--spend-id", "s1"])["changed"], false);
