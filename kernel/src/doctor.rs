@@ -8,6 +8,7 @@ use loopx_core::{GoalId, Result};
 use crate::fs::read_optional;
 use crate::log;
 use crate::render;
+use crate::state::GoalState;
 use crate::store::{FileStore, SNAPSHOT_SCHEMA_VERSION, Snapshot, Store, replay};
 
 fn check(name: &str, ok: bool, detail: impl Into<String>) -> DoctorCheck {
@@ -113,43 +114,11 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
             return DoctorGoal { goal_id: id.clone(), events: 0, checks };
         }
     };
-    let scan = match log::scan(&bytes) {
-        Ok(scan) => scan,
-        Err((partial, b)) => {
-            checks.push(check(
-                "event log",
-                false,
-                format!(
-                    "line {} (byte {}): {}; the {} line(s) before it verify. Commands refuse this goal until it is repaired",
-                    b.line,
-                    b.offset,
-                    b.reason,
-                    partial.lines.len()
-                ),
-            ));
-            return DoctorGoal { goal_id: id.clone(), events: partial.lines.len() as u64, checks };
-        }
+    let (scan, replayed, archive) = match verify_log(id, &bytes, &mut checks) {
+        Ok(verified) => verified,
+        Err(events) => return DoctorGoal { goal_id: id.clone(), events, checks },
     };
     let events = scan.lines.len() as u64;
-    if scan.torn_bytes > 0 {
-        checks.push(check(
-            "event log",
-            false,
-            format!(
-                "{events} events verify; then an incomplete final line of {} bytes that was never committed (the next command cuts it off)",
-                scan.torn_bytes
-            ),
-        ));
-    } else {
-        checks.push(check("event log", true, format!("{events} events, hash chain verified")));
-    }
-    let (replayed, archive) = match replay(id, &scan) {
-        Ok(s) => s,
-        Err(e) => {
-            checks.push(check("replay", false, e.message));
-            return DoctorGoal { goal_id: id.clone(), events, checks };
-        }
-    };
     checks.push(archive_check(&layout.archive(id), &archive, &replayed));
     let bytes = read_optional(&layout.snapshot(id)).ok().flatten();
     let snap = bytes.as_deref().map(|b| Snapshot::decode(b).ok_or(b));
@@ -210,6 +179,54 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
         }
     }
     DoctorGoal { goal_id: id.clone(), events, checks }
+}
+
+/// The checks every store makes of a goal's log: its hash chain (`event log`), and that its
+/// events fold into a state (`replay`). Returns the scan, the replayed state and the archive
+/// lines it made; or, when a check failed, how many events verified.
+pub(crate) fn verify_log(
+    id: &GoalId,
+    bytes: &[u8],
+    checks: &mut Vec<DoctorCheck>,
+) -> std::result::Result<(log::Scan, GoalState, Vec<String>), u64> {
+    let scan = match log::scan(bytes) {
+        Ok(scan) => scan,
+        Err((partial, b)) => {
+            checks.push(check(
+                "event log",
+                false,
+                format!(
+                    "line {} (byte {}): {}; the {} line(s) before it verify. Commands refuse this goal until it is repaired",
+                    b.line,
+                    b.offset,
+                    b.reason,
+                    partial.lines.len()
+                ),
+            ));
+            return Err(partial.lines.len() as u64);
+        }
+    };
+    let events = scan.lines.len() as u64;
+    if scan.torn_bytes > 0 {
+        checks.push(check(
+            "event log",
+            false,
+            format!(
+                "{events} events verify; then an incomplete final line of {} bytes that was never committed (the next command cuts it off)",
+                scan.torn_bytes
+            ),
+        ));
+    } else {
+        checks.push(check("event log", true, format!("{events} events, hash chain verified")));
+    }
+    let (replayed, archive) = match replay(id, &scan) {
+        Ok(s) => s,
+        Err(e) => {
+            checks.push(check("replay", false, e.message));
+            return Err(events);
+        }
+    };
+    Ok((scan, replayed, archive))
 }
 
 /// The archive against the lines a full replay makes: the same bytes, or a failed check.

@@ -17,7 +17,7 @@ use loopx_core::traits::{
 };
 use loopx_core::{Error, GateId, GoalId, Result, Timestamp};
 
-use crate::FileKernel;
+use crate::StateKernel;
 use crate::state::GoalState;
 use crate::store::Store;
 
@@ -338,7 +338,7 @@ fn channels(policy: &NotifyPolicy) -> String {
     c.join(",")
 }
 
-impl FileKernel {
+impl<S: Store> StateKernel<S> {
     /// Checks the due gates (or `only`), records what it saw, and sends the notices due.
     pub(crate) async fn poll(
         &self,
@@ -410,7 +410,7 @@ impl FileKernel {
         let unknown = |why: String| {
             (TransitionProposal::KeepWaiting { reason: why.clone(), head_sha: None, url: None }, Some(why))
         };
-        let observation = match (&g.kind, request(&g.kind, self.store().layout().root())) {
+        let observation = match (&g.kind, request(&g.kind, self.store().root())) {
             (GateKind::Timer { .. }, _) => Ok(Observation::TimeObserved { now }),
             (_, Some(ObservationRequest::RunCommand { argv, cwd, timeout_ms })) => {
                 crate::process::ProcessProvider.run(&argv, &cwd, std::time::Duration::from_millis(timeout_ms))

@@ -1,16 +1,17 @@
 //! loopx-kernel: the only crate that writes durable files. It keeps `.loopx/`: the per-goal
 //! hash-chained event log, the snapshot, the GOAL.md projection and the locks, and implements
-//! the [`loopx_core::kernel::Kernel`] command surface over them ([`FileKernel`]).
+//! the [`loopx_core::kernel::Kernel`] command surface over any [`Store`] ([`StateKernel`]):
+//! the file store ([`FileKernel`]) and the in-memory one ([`MemKernel`]).
 
 pub mod decide;
 pub mod doctor;
-pub mod file_kernel;
 pub mod fs;
 pub mod gates;
 pub mod hook;
 pub mod install;
 pub mod lock;
 pub mod log;
+pub mod mem_store;
 pub mod policy;
 pub mod process;
 pub mod project;
@@ -18,14 +19,18 @@ pub mod quota;
 pub mod render;
 pub mod rules;
 pub mod state;
+pub mod state_kernel;
 pub mod store;
+#[cfg(feature = "testkit")]
+pub mod store_suite;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
 use std::fmt;
 
-pub use file_kernel::FileKernel;
+pub use mem_store::MemStore;
 pub use project::{Layout, find_root};
+pub use state_kernel::{FileKernel, MemKernel, StateKernel};
 pub use store::{FileStore, InitOutcome, Store, StoreOptions};
 
 /// Where the kernel tells people what happened on the side: recoveries, lock waits. The CLI

@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use loopx_core::event::Event;
-use loopx_core::kernel::Receipt;
+use loopx_core::kernel::{DoctorReport, Receipt};
 use loopx_core::{Clock, Error, GoalId, Result};
 
 use crate::Reporter;
@@ -52,6 +52,38 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// The archived todos `head` describes (as read with the state), verified against it.
     /// Costs O(archive); only lists and lookups of closed work need it.
     fn archive(&self, id: &GoalId, head: &ArchiveHead) -> Result<Vec<ArchivedTodo>>;
+    /// Makes one commit durable, for [`Txn::commit`], under the goal's lock. An error means
+    /// nothing was committed; once the event is durable, the store's own views failing is a
+    /// warning (they are rebuilt from the log), never an error.
+    fn append(&self, id: &GoalId, commit: &Commit<'_>) -> Result<()>;
+    /// The project's directory: where the goal's work happens (command gates run there).
+    fn root(&self) -> &Path;
+    fn clock(&self) -> &dyn Clock;
+    fn reporter(&self) -> &dyn Reporter;
+    /// Verifies what the fast path trusts, changing nothing.
+    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport>;
+    /// Mends the project's goal list, returning what it did.
+    fn repair_project(&self) -> Result<Vec<String>>;
+    /// Mends what can be mended without losing committed data, then reports as `doctor` does.
+    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport>;
+}
+
+/// One commit, as [`Txn::commit`] hands it to [`Store::append`].
+#[derive(Debug)]
+pub struct Commit<'a> {
+    /// The event line's JSON (without its newline); it records `state`'s root.
+    pub line: &'a str,
+    /// The line's hash: the log's new head.
+    pub hash: &'a str,
+    /// The state after the event.
+    pub state: &'a GoalState,
+    /// `state`'s canonical encoding, whose root the line records.
+    pub state_json: &'a [u8],
+    /// The archive before the event (the todos it archived are `state.archived_now`).
+    pub archive_before: &'a ArchiveHead,
+    /// What the store's views were when the transaction loaded them (the file store: GOAL.md's
+    /// digest, to notice a hand edit).
+    pub views: Option<&'a str>,
 }
 
 /// Options fixed when a store is opened.
@@ -142,15 +174,36 @@ impl Snapshot {
 /// A goal's state, locked for one mutation.
 #[derive(Debug)]
 pub struct Txn<'a> {
-    store: &'a FileStore,
+    store: &'a dyn Store,
     id: GoalId,
     pub state: GoalState,
     head: String,
-    goal_md_digest: Option<String>,
+    views: Option<String>,
+    /// The size the state's encoding had last time, to size its buffer.
+    size_hint: usize,
     committed: bool,
 }
 
-impl Txn<'_> {
+impl<'a> Txn<'a> {
+    /// A transaction on goal `id`, whose log ends at `head` with `state`; `views` is handed
+    /// back to the store with the commit.
+    pub fn new(
+        store: &'a dyn Store,
+        id: GoalId,
+        state: GoalState,
+        head: String,
+        views: Option<String>,
+    ) -> Self {
+        Txn { store, id, state, head, views, size_hint: 0, committed: false }
+    }
+
+    /// Sizes the state's encoding buffer for `bytes` (the last encoding's size): a large state
+    /// is then encoded once, without the buffer doubling (and holding both halves) as it grows.
+    pub fn with_size_hint(mut self, bytes: usize) -> Self {
+        self.size_hint = bytes;
+        self
+    }
+
     /// The stored receipt for `key`, if a command with that key was committed before.
     pub fn replay<T: DeserializeOwned>(
         &self,
@@ -177,7 +230,7 @@ impl Txn<'_> {
         }
         let mut line = EventLine {
             seq: self.state.seq + 1,
-            at: self.store.clock.now(),
+            at: self.store.clock().now(),
             actor: actor.to_owned(),
             event,
             turn: key,
@@ -206,52 +259,24 @@ impl Txn<'_> {
             }
             next.keep_receipt(&line);
         }
-        let hint = fs::metadata(self.store.layout.snapshot(&self.id)).map_or(0, |m| m.len());
-        let state_json = encode_state_sized(next, usize::try_from(hint).unwrap_or(0))?;
+        let state_json = encode_state_sized(next, self.size_hint)?;
         line.root = Some(log::state_root(&state_json));
-        let mut text =
+        let text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
         let hash = log::line_hash(text.as_bytes());
-        text.push('\n');
-
-        let layout = &self.store.layout;
-        let events = layout.events(&self.id);
-        let mut file = kfs::open_append(&events)?;
-        self.store.fault_point("after-lock");
-        if self.store.options.fault.as_deref() == Some("disk-full") {
-            let full = std::io::Error::from_raw_os_error(28); // ENOSPC
-            return Err(Error::io("append to", &events, &full));
-        }
-        kfs::append_durable(&mut file, &events, text.as_bytes())?;
-        self.store.fault_point("after-append");
-        // The event is durable; the archive follows it (a crash before the snapshot is
-        // written leaves a stale snapshot, and recovery rebuilds the archive from the log).
-        if !next.archived_now.is_empty()
-            && let Err(e) = self.store.append_archive(&self.id, archive_before, &next.archived_now)
-        {
-            self.store.reporter.warn(&format!(
-                "the change is committed, but the archive could not be written ({}); the next command rebuilds it",
-                e.message
-            ));
-            let _ = fs::remove_file(self.store.layout.snapshot(&self.id));
-        }
-        self.store.fault_point("after-archive");
-        self.head = hash;
-        let prior_md = self.goal_md_digest.take();
-        // The event is committed: whatever happens to the views now, the command succeeded.
-        // A view that could not be written is stale, and the next command rebuilds it.
-        if let Err(e) = self.store.write_projections_json(
+        let views = self.views.take();
+        self.store.append(
             &self.id,
-            &self.state,
-            &state_json,
-            &self.head,
-            prior_md.as_deref(),
-        ) {
-            self.store.reporter.warn(&format!(
-                "the change is committed, but the goal's views could not be written ({}); the next command rebuilds them",
-                e.message
-            ));
-        }
+            &Commit {
+                line: &text,
+                hash: &hash,
+                state: &self.state,
+                state_json: &state_json,
+                archive_before,
+                views: views.as_deref(),
+            },
+        )?;
+        self.head = hash;
         Ok(receipt)
     }
 
@@ -264,7 +289,7 @@ impl Txn<'_> {
     ) -> Result<Receipt<T>> {
         let line = EventLine {
             seq: self.state.seq + 1,
-            at: self.store.clock.now(),
+            at: self.store.clock().now(),
             actor: actor.to_owned(),
             event,
             turn: None,
@@ -374,14 +399,6 @@ impl FileStore {
 
     pub fn layout(&self) -> &Layout {
         &self.layout
-    }
-
-    pub fn clock(&self) -> &dyn Clock {
-        self.clock.as_ref()
-    }
-
-    pub fn reporter(&self) -> &dyn Reporter {
-        self.reporter.as_ref()
     }
 
     fn lock_project(&self) -> Result<LockGuard> {
@@ -640,8 +657,27 @@ impl FileStore {
     }
 }
 
+/// A new goal's first line, by the person who created it, with the state it makes.
+pub(crate) fn genesis(id: &GoalId, first: Event, at: loopx_core::Timestamp) -> Result<(GoalState, String)> {
+    let line = EventLine {
+        seq: 1,
+        at,
+        actor: "user".to_owned(),
+        event: first,
+        turn: None,
+        receipt: None,
+        root: None,
+        prev: GENESIS.to_owned(),
+    };
+    let state = GoalState::genesis(id, &line).map_err(Error::internal)?;
+    let line = EventLine { root: Some(log::state_root(&encode_state(&state)?)), ..line };
+    let text =
+        serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
+    Ok((state, text))
+}
+
 /// A state's canonical JSON: what its root hashes and the snapshot holds.
-fn encode_state(state: &GoalState) -> Result<Vec<u8>> {
+pub(crate) fn encode_state(state: &GoalState) -> Result<Vec<u8>> {
     encode_state_sized(state, 0)
 }
 
@@ -876,20 +912,7 @@ impl Store for FileStore {
         kfs::create_dir_all(&self.layout.goal_dir(id))?;
         let state = {
             let _goal = self.lock_goal(id)?;
-            let line = EventLine {
-                seq: 1,
-                at: self.clock.now(),
-                actor: "user".to_owned(),
-                event: first,
-                turn: None,
-                receipt: None,
-                root: None,
-                prev: GENESIS.to_owned(),
-            };
-            let state = GoalState::genesis(id, &line).map_err(Error::internal)?;
-            let line = EventLine { root: Some(log::state_root(&encode_state(&state)?)), ..line };
-            let text = serde_json::to_string(&line)
-                .map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
+            let (state, text) = genesis(id, first, self.clock.now())?;
             let mut file = kfs::open_append(&events)?;
             kfs::append_durable(&mut file, &events, format!("{text}\n").as_bytes())?;
             kfs::sync_dir(&self.layout.goal_dir(id))?;
@@ -925,7 +948,9 @@ impl Store for FileStore {
         self.goal_exists_check(id)?;
         let _guard = self.lock_goal(id)?;
         let (state, head, goal_md_digest) = self.load_locked(id)?;
-        let mut txn = Txn { store: self, id: id.clone(), state, head, goal_md_digest, committed: false };
+        let hint = fs::metadata(self.layout.snapshot(id)).map_or(0, |m| m.len());
+        let mut txn = Txn::new(self, id.clone(), state, head, goal_md_digest)
+            .with_size_hint(usize::try_from(hint).unwrap_or(0));
         f(&mut txn)
     }
 
@@ -943,6 +968,67 @@ impl Store for FileStore {
         let path = self.layout.archive(id);
         let bytes = kfs::read_optional(&path)?.unwrap_or_default();
         read_archive(&path, &bytes, head)
+    }
+
+    /// Append and fsync the line; then the archive, then GOAL.md and the snapshot.
+    fn append(&self, id: &GoalId, c: &Commit<'_>) -> Result<()> {
+        let events = self.layout.events(id);
+        let mut file = kfs::open_append(&events)?;
+        self.fault_point("after-lock");
+        if self.options.fault.as_deref() == Some("disk-full") {
+            let full = std::io::Error::from_raw_os_error(28); // ENOSPC
+            return Err(Error::io("append to", &events, &full));
+        }
+        let mut text = String::with_capacity(c.line.len() + 1);
+        text.push_str(c.line);
+        text.push('\n');
+        kfs::append_durable(&mut file, &events, text.as_bytes())?;
+        self.fault_point("after-append");
+        // The event is durable; the archive follows it (a crash before the snapshot is
+        // written leaves a stale snapshot, and recovery rebuilds the archive from the log).
+        if !c.state.archived_now.is_empty()
+            && let Err(e) = self.append_archive(id, c.archive_before, &c.state.archived_now)
+        {
+            self.reporter.warn(&format!(
+                "the change is committed, but the archive could not be written ({}); the next command rebuilds it",
+                e.message
+            ));
+            let _ = fs::remove_file(self.layout.snapshot(id));
+        }
+        self.fault_point("after-archive");
+        // The event is committed: whatever happens to the views now, the command succeeded.
+        // A view that could not be written is stale, and the next command rebuilds it.
+        if let Err(e) = self.write_projections_json(id, c.state, c.state_json, c.hash, c.views) {
+            self.reporter.warn(&format!(
+                "the change is committed, but the goal's views could not be written ({}); the next command rebuilds them",
+                e.message
+            ));
+        }
+        Ok(())
+    }
+
+    fn root(&self) -> &Path {
+        self.layout.root()
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
+    fn reporter(&self) -> &dyn Reporter {
+        self.reporter.as_ref()
+    }
+
+    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        crate::doctor::run(self, only)
+    }
+
+    fn repair_project(&self) -> Result<Vec<String>> {
+        FileStore::repair_project(self)
+    }
+
+    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        crate::doctor::repair(self, only)
     }
 }
 
@@ -1086,7 +1172,7 @@ pub fn stored_receipt<T: DeserializeOwned>(
 ///
 /// A log written before the archive records roots of the whole state in its old encoding; its
 /// last root is checked against that encoding, and `Ok(true)` says the store needs upgrading.
-fn check_root(id: &GoalId, scan: &Scan, state: &GoalState, archive: &[String]) -> Result<bool> {
+pub(crate) fn check_root(id: &GoalId, scan: &Scan, state: &GoalState, archive: &[String]) -> Result<bool> {
     let Some(root) = scan.lines.last().and_then(|l| l.root.as_ref()) else {
         return Ok(!scan.lines.iter().any(|l| matches!(l.event, Event::StoreUpgraded { .. })));
     };

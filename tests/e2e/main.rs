@@ -25,6 +25,7 @@ mod real_claude;
 mod real_codex;
 mod real_handoff;
 mod snapshots;
+mod stores;
 mod text_output;
 mod tick;
 mod trust;

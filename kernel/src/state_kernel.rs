@@ -1,4 +1,5 @@
-//! `FileKernel`: the [`Kernel`] command surface over a [`Store`].
+//! [`StateKernel`]: the [`Kernel`] command surface over any [`Store`]; [`FileKernel`] is it
+//! over the embedded file store.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,20 +19,26 @@ use loopx_core::{Clock, Error, GoalId, Result, TodoId};
 
 use crate::Reporter;
 use crate::decide;
-use crate::doctor;
 use crate::process::{self, CommandPassed, ProcessProvider};
 use crate::quota;
 use crate::rules::{self, Actor, Lane};
 use crate::state::{GoalState, decision_key};
 use crate::store::{FileStore, InitOutcome, Store, StoreOptions};
 
-/// The kernel over the embedded file store.
+/// The kernel over a store: the rules, the decision table and the gates, with the store
+/// keeping what they commit.
 #[derive(Debug)]
-pub struct FileKernel {
-    store: FileStore,
+pub struct StateKernel<S: Store> {
+    store: S,
     /// What gate checks and notices may use (none: timers only, nobody told).
     pub(crate) gates: crate::gates::GateRuntime,
 }
+
+/// The kernel over the embedded file store.
+pub type FileKernel = StateKernel<FileStore>;
+
+/// The kernel over the in-memory store (tests and simulations).
+pub type MemKernel = StateKernel<crate::MemStore>;
 
 impl FileKernel {
     /// Opens the project at `root` (the directory holding `.loopx/`).
@@ -41,7 +48,7 @@ impl FileKernel {
         reporter: Arc<dyn Reporter>,
         options: StoreOptions,
     ) -> Result<Self> {
-        Ok(Self { store: FileStore::open(root, clock, reporter, options)?, gates: Default::default() })
+        Ok(Self::over(FileStore::open(root, clock, reporter, options)?))
     }
 
     /// Creates or reuses `.loopx/` at `root`.
@@ -52,10 +59,17 @@ impl FileKernel {
         options: StoreOptions,
     ) -> Result<(Self, InitOutcome)> {
         let (store, outcome) = FileStore::init(root, clock, reporter, options)?;
-        Ok((Self { store, gates: Default::default() }, outcome))
+        Ok((Self::over(store), outcome))
+    }
+}
+
+impl<S: Store> StateKernel<S> {
+    /// The kernel over `store`.
+    pub fn over(store: S) -> Self {
+        Self { store, gates: Default::default() }
     }
 
-    pub fn store(&self) -> &FileStore {
+    pub fn store(&self) -> &S {
         &self.store
     }
 
@@ -159,11 +173,8 @@ impl FileKernel {
                 };
                 // Every other rule first, so a refused completion never runs the command.
                 rules::complete(state, &actor, req, Some(&placeholder), self.now())?;
-                let observation = ProcessProvider.run(
-                    &v.argv,
-                    self.store.layout().root(),
-                    Duration::from_secs(v.timeout_secs),
-                )?;
+                let observation =
+                    ProcessProvider.run(&v.argv, self.store.root(), Duration::from_secs(v.timeout_secs))?;
                 match CommandPassed.validate(Subject::Todo(id), &observation) {
                     Ok(TransitionProposal::CompleteTodo { evidence, .. }) => Some(evidence),
                     Ok(_) => return Err(Error::internal("unexpected validation proposal")),
@@ -416,7 +427,7 @@ fn governs(what: &'static str) -> impl Fn(&GoalState) -> Result<Lane> {
 }
 
 #[async_trait]
-impl Kernel for FileKernel {
+impl<S: Store> Kernel for StateKernel<S> {
     async fn create_goal(&self, req: CreateGoal) -> Result<Receipt<GoalBody>> {
         loopx_core::model::check_text("objective", &req.objective)?;
         if let Some(t) = &req.title {
@@ -933,7 +944,7 @@ impl Kernel for FileKernel {
     }
 
     async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport> {
-        doctor::run(&self.store, goal)
+        self.store.doctor(goal)
     }
 
     async fn repair(&self, goal: Option<&GoalId>) -> Result<DoctorReport> {
@@ -942,7 +953,7 @@ impl Kernel for FileKernel {
             self.store.repair_project()?;
             self.resolve_goal(Some(g))?;
         }
-        doctor::repair(&self.store, goal)
+        self.store.repair(goal)
     }
 
     async fn should_run(

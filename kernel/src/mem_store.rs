@@ -1,0 +1,286 @@
+//! The in-memory store: each goal's hash-chained log, its state and its archive kept in the
+//! process, behind the same commit protocol as the file store (the state root recorded on
+//! every line, a replay checked against it). For tests and simulations, where a file system
+//! costs time and proves nothing: nothing outlives the process.
+//!
+//! Clones share the data, like two processes opening one project. Writers of a goal take its
+//! lock, in order, for as long as their transaction runs; a reader takes none.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use loopx_core::event::Event;
+use loopx_core::kernel::{DoctorCheck, DoctorGoal, DoctorReport};
+use loopx_core::{Clock, Error, GoalId, Result};
+
+use crate::Reporter;
+use crate::doctor::verify_log;
+use crate::log::{self, Scan};
+use crate::project::{ProjectFile, ProjectGoal};
+use crate::state::{ArchiveHead, ArchivedTodo, GoalState};
+use crate::store::{
+    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, genesis, read_archive, replay,
+};
+
+/// The embedded store's stand-in, in memory.
+#[derive(Clone)]
+pub struct MemStore {
+    root: PathBuf,
+    clock: Arc<dyn Clock>,
+    reporter: Arc<dyn Reporter>,
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    project: Mutex<ProjectFile>,
+    goals: Mutex<BTreeMap<GoalId, Arc<MemGoal>>>,
+}
+
+#[derive(Default)]
+struct MemGoal {
+    /// Held by a transaction from its load to its end: one writer at a time.
+    writer: Mutex<()>,
+    data: Mutex<GoalData>,
+}
+
+#[derive(Default)]
+struct GoalData {
+    /// The log's bytes, one JSON line per event, as `events.jsonl` holds them.
+    log: Vec<u8>,
+    /// The state after the log's last line, and that line's hash; `None` once the log was
+    /// changed behind the store's back (it is then replayed and checked, as the file store
+    /// replays a log whose size or time changed).
+    current: Option<(GoalState, String)>,
+    /// Archive lines, in order.
+    archive: Vec<String>,
+}
+
+impl std::fmt::Debug for MemStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemStore").field("root", &self.root).finish_non_exhaustive()
+    }
+}
+
+/// A poisoned lock means a thread panicked mid-commit: the store cannot vouch for its data.
+fn locked<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock().map_err(|_| Error::internal("a thread panicked while it held the in-memory store"))
+}
+
+impl MemStore {
+    /// An empty project whose work happens in `root` (command gates run there).
+    pub fn new(root: &Path, clock: Arc<dyn Clock>, reporter: Arc<dyn Reporter>) -> Self {
+        Self { root: root.to_path_buf(), clock, reporter, inner: Arc::default() }
+    }
+
+    fn goal(&self, id: &GoalId) -> Result<Arc<MemGoal>> {
+        locked(&self.inner.goals)?.get(id).cloned().ok_or_else(|| {
+            Error::not_found(format!("goal {id} not found in this project"))
+                .with_hint("see the goals with: loopx goal list")
+        })
+    }
+
+    /// Changes goal `id`'s log bytes as a hand edit or a torn write would; the next command
+    /// sees it as the file store sees a changed `events.jsonl`. For the store conformance
+    /// suite.
+    pub fn edit_log(&self, id: &GoalId, edit: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
+        let goal = self.goal(id)?;
+        let mut data = locked(&goal.data)?;
+        edit(&mut data.log);
+        data.current = None;
+        Ok(())
+    }
+
+    /// The state and head, replaying the log (and cutting a torn last line) if it changed.
+    fn load<'g>(&self, id: &GoalId, data: &'g mut GoalData) -> Result<&'g (GoalState, String)> {
+        if data.current.is_none() {
+            let scan = log::scan(&data.log).map_err(|(_, b)| chain_error(&log_name(id), &b))?;
+            if scan.torn_bytes > 0 {
+                data.log.truncate(usize::try_from(scan.valid_len).unwrap_or(usize::MAX));
+                self.reporter.warn(&format!(
+                    "recovered goal {id}: cut an incomplete final line ({} bytes) from its log; it was never committed",
+                    scan.torn_bytes
+                ));
+            }
+            let (state, archive) = replay(id, &scan)?;
+            if check_root(id, &scan, &state, &archive)? {
+                return Err(Error::integrity(format!("goal {id}: the log was written by an older loopx")));
+            }
+            data.archive = archive;
+            data.current = Some((state, scan.head().to_owned()));
+        }
+        data.current.as_ref().ok_or_else(|| Error::internal("no state after loading"))
+    }
+
+    fn scan_goal(&self, id: &GoalId) -> Result<Scan> {
+        let goal = self.goal(id)?;
+        let data = locked(&goal.data)?;
+        log::scan(&data.log).map_err(|(_, b)| chain_error(&log_name(id), &b))
+    }
+
+    fn goal_report(&self, id: &GoalId) -> Result<DoctorGoal> {
+        let goal = self.goal(id)?;
+        let _writer = locked(&goal.writer)?;
+        let data = locked(&goal.data)?;
+        let mut checks = Vec::new();
+        let (scan, replayed, archive) = match verify_log(id, &data.log, &mut checks) {
+            Ok(verified) => verified,
+            Err(events) => return Ok(DoctorGoal { goal_id: id.clone(), events, checks }),
+        };
+        let events = scan.lines.len() as u64;
+        if let Some((state, _)) = &data.current {
+            let same = encode_state(state)? == encode_state(&replayed)?;
+            checks.push(check(
+                "state",
+                same,
+                if same { "matches a full replay" } else { "differs from a replay" },
+            ));
+        }
+        let same = archive == data.archive;
+        checks.push(check(
+            "archive",
+            same,
+            if same { "matches a full replay" } else { "differs from a replay" },
+        ));
+        Ok(DoctorGoal { goal_id: id.clone(), events, checks })
+    }
+}
+
+fn log_name(id: &GoalId) -> PathBuf {
+    PathBuf::from(format!("memory:goals/{id}/events.jsonl"))
+}
+
+fn check(name: &str, ok: bool, detail: &str) -> DoctorCheck {
+    DoctorCheck { name: name.to_owned(), ok, detail: detail.to_owned() }
+}
+
+impl Store for MemStore {
+    fn project(&self) -> Result<ProjectFile> {
+        Ok(locked(&self.inner.project)?.clone())
+    }
+
+    fn update_project(&self, f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>) -> Result<ProjectFile> {
+        let mut project = locked(&self.inner.project)?;
+        let mut next = project.clone();
+        if f(&mut next)? {
+            *project = next;
+        }
+        Ok(project.clone())
+    }
+
+    fn create_goal(&self, id: &GoalId, first: Event, make_default: bool) -> Result<GoalState> {
+        let mut project = locked(&self.inner.project)?;
+        if project.has_goal(id) {
+            return Err(Error::conflict(format!("goal {id} already exists"))
+                .with_hint(format!("see it with: loopx goal show --goal-id {id}")));
+        }
+        let (state, text) = genesis(id, first, self.clock.now())?;
+        let data = GoalData {
+            log: format!("{text}\n").into_bytes(),
+            current: Some((state.clone(), log::line_hash(text.as_bytes()))),
+            archive: Vec::new(),
+        };
+        locked(&self.inner.goals)?
+            .insert(id.clone(), Arc::new(MemGoal { writer: Mutex::new(()), data: Mutex::new(data) }));
+        project.goals.push(ProjectGoal {
+            id: id.clone(),
+            title: state.goal.title.clone(),
+            created_at: state.goal.created_at,
+        });
+        if make_default || project.default_goal.is_none() {
+            project.default_goal = Some(id.clone());
+        }
+        Ok(state)
+    }
+
+    fn read(&self, id: &GoalId) -> Result<GoalState> {
+        let goal = self.goal(id)?;
+        let mut data = locked(&goal.data)?;
+        self.load(id, &mut data).map(|(state, _)| state.clone())
+    }
+
+    fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
+        let goal = self.goal(id)?;
+        let _writer = locked(&goal.writer)?;
+        let (state, head) = {
+            let mut data = locked(&goal.data)?;
+            self.load(id, &mut data)?.clone()
+        };
+        f(&mut Txn::new(self, id.clone(), state, head, None))
+    }
+
+    fn scan(&self, id: &GoalId) -> Result<Scan> {
+        self.scan_goal(id)
+    }
+
+    fn archive(&self, id: &GoalId, head: &ArchiveHead) -> Result<Vec<ArchivedTodo>> {
+        if head.is_empty() {
+            return Ok(Vec::new());
+        }
+        let goal = self.goal(id)?;
+        let data = locked(&goal.data)?;
+        let text = archive_text(&data.archive);
+        read_archive(&PathBuf::from(format!("memory:goals/{id}/archive.jsonl")), text.as_bytes(), head)
+    }
+
+    /// Called by [`Txn::commit`] under the writer lock [`MemStore::transact`] holds.
+    fn append(&self, id: &GoalId, c: &Commit<'_>) -> Result<()> {
+        let goal = self.goal(id)?;
+        let mut data = locked(&goal.data)?;
+        data.log.extend_from_slice(c.line.as_bytes());
+        data.log.push(b'\n');
+        data.archive.extend(c.state.archived_now.iter().cloned());
+        data.current = Some((c.state.clone(), c.hash.to_owned()));
+        Ok(())
+    }
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
+    fn reporter(&self) -> &dyn Reporter {
+        self.reporter.as_ref()
+    }
+
+    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        let project = self.project()?;
+        let goals: Vec<GoalId> = match only {
+            Some(g) => vec![g.clone()],
+            None => project.goals.iter().map(|g| g.id.clone()).collect(),
+        };
+        let reports = goals.iter().map(|g| self.goal_report(g)).collect::<Result<Vec<_>>>()?;
+        let healthy = reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
+        let listed = format!("{} goal(s), in memory", project.goals.len());
+        Ok(DoctorReport { healthy, project: vec![check("project", true, &listed)], goals: reports })
+    }
+
+    fn repair_project(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// Rebuilds each goal's state and archive from its log (which must verify).
+    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        let goals: Vec<GoalId> = match only {
+            Some(g) => vec![g.clone()],
+            None => self.project()?.goals.into_iter().map(|g| g.id).collect(),
+        };
+        let mut actions = Vec::new();
+        for id in &goals {
+            let goal = self.goal(id)?;
+            let _writer = locked(&goal.writer)?;
+            let mut data = locked(&goal.data)?;
+            data.current = None;
+            self.load(id, &mut data)?;
+            actions.push(format!("goal {id}: state and archive rebuilt from its log"));
+        }
+        let mut report = self.doctor(only)?;
+        let done = actions.iter().map(|a| check("repair", true, a));
+        report.project.splice(0..0, done);
+        Ok(report)
+    }
+}

@@ -1,0 +1,57 @@
+//! The store conformance suite (`loopx_kernel::store_suite`) on every store: the file store
+//! and the in-memory one. A new store adds a backend and one `store_conformance!` line.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use loopx_core::GoalId;
+use loopx_kernel::store_suite::Backend;
+use loopx_kernel::{FileStore, MemStore, Silent, Store, StoreOptions, SystemClock, store_conformance};
+
+/// File stores in temporary directories, kept until the backend is dropped.
+#[derive(Default)]
+struct Files(Mutex<Vec<tempfile::TempDir>>);
+
+impl Backend for Files {
+    type S = FileStore;
+    fn fresh(&self) -> FileStore {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) =
+            FileStore::init(dir.path(), Arc::new(SystemClock), Arc::new(Silent), StoreOptions::default())
+                .unwrap();
+        self.0.lock().unwrap().push(dir);
+        store
+    }
+    fn reopen(&self, store: &FileStore) -> FileStore {
+        FileStore::open(store.root(), Arc::new(SystemClock), Arc::new(Silent), StoreOptions::default())
+            .unwrap()
+    }
+    fn edit_log(&self, store: &FileStore, goal: &GoalId, edit: &dyn Fn(&mut Vec<u8>)) {
+        // A later modification time, as a hand edit has: the fast path trusts size and time.
+        std::thread::sleep(Duration::from_millis(20));
+        let path = store.layout().events(goal);
+        let mut bytes = std::fs::read(&path).unwrap();
+        edit(&mut bytes);
+        std::fs::write(&path, bytes).unwrap();
+    }
+}
+
+/// In-memory stores; a reopened one shares its data, as two processes share a directory.
+struct Memory;
+
+impl Backend for Memory {
+    type S = MemStore;
+    fn fresh(&self) -> MemStore {
+        MemStore::new(Path::new("."), Arc::new(SystemClock), Arc::new(Silent))
+    }
+    fn reopen(&self, store: &MemStore) -> MemStore {
+        store.clone()
+    }
+    fn edit_log(&self, store: &MemStore, goal: &GoalId, edit: &dyn Fn(&mut Vec<u8>)) {
+        store.edit_log(goal, edit).unwrap();
+    }
+}
+
+store_conformance!(file_store, Files::default());
+store_conformance!(memory_store, Memory);
