@@ -184,7 +184,7 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
 /// The checks every store makes of a goal's log: its hash chain (`event log`), and that its
 /// events fold into a state (`replay`). Returns the scan, the replayed state and the archive
 /// lines it made; or, when a check failed, how many events verified.
-pub(crate) fn verify_log(
+pub fn verify_log(
     id: &GoalId,
     bytes: &[u8],
     checks: &mut Vec<DoctorCheck>,

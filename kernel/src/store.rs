@@ -658,7 +658,7 @@ impl FileStore {
 }
 
 /// A new goal's first line, by the person who created it, with the state it makes.
-pub(crate) fn genesis(id: &GoalId, first: Event, at: loopx_core::Timestamp) -> Result<(GoalState, String)> {
+pub fn genesis(id: &GoalId, first: Event, at: loopx_core::Timestamp) -> Result<(GoalState, String)> {
     let line = EventLine {
         seq: 1,
         at,
@@ -677,7 +677,7 @@ pub(crate) fn genesis(id: &GoalId, first: Event, at: loopx_core::Timestamp) -> R
 }
 
 /// A state's canonical JSON: what its root hashes and the snapshot holds.
-pub(crate) fn encode_state(state: &GoalState) -> Result<Vec<u8>> {
+pub fn encode_state(state: &GoalState) -> Result<Vec<u8>> {
     encode_state_sized(state, 0)
 }
 
@@ -1172,7 +1172,7 @@ pub fn stored_receipt<T: DeserializeOwned>(
 ///
 /// A log written before the archive records roots of the whole state in its old encoding; its
 /// last root is checked against that encoding, and `Ok(true)` says the store needs upgrading.
-pub(crate) fn check_root(id: &GoalId, scan: &Scan, state: &GoalState, archive: &[String]) -> Result<bool> {
+pub fn check_root(id: &GoalId, scan: &Scan, state: &GoalState, archive: &[String]) -> Result<bool> {
     let Some(root) = scan.lines.last().and_then(|l| l.root.as_ref()) else {
         return Ok(!scan.lines.iter().any(|l| matches!(l.event, Event::StoreUpgraded { .. })));
     };

@@ -118,6 +118,8 @@ fn the_check_catches_each_kind_of_violation() {
     assert!(!check_deps(&deps("loopx-host-codex", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-core", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-providers", &["loopx-kernel"])).is_empty());
+    assert!(!check_deps(&deps("loopx-pgstore", &["loopx-cli"])).is_empty());
+    assert!(check_deps(&deps("loopx-pgstore", &["loopx-core", "loopx-kernel"])).is_empty());
     assert!(
         check_deps(&deps("loopx-adapter-codex-heartbeat", &["loopx-core", "loopx-host-codex"])).is_empty()
     );

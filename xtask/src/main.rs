@@ -2,6 +2,7 @@
 
 mod bench;
 mod dist;
+mod pg;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -113,10 +114,17 @@ fn ci() -> Result<()> {
         cargo().args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]),
     )?;
     ensure_hosts()?;
+    // The PostgreSQL store's tests need a database; the server stops when `_server` drops.
+    let (url, _server) = pg::for_tests()?;
     let has_nextest = cargo().args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success());
+    let mut tests = cargo();
     if has_nextest {
-        run("cargo nextest run", cargo().args(["nextest", "run", "--workspace", "--locked"]))
+        tests.args(["nextest", "run", "--workspace", "--locked"]);
     } else {
-        run("cargo test", cargo().args(["test", "--workspace", "--locked"]))
+        tests.args(["test", "--workspace", "--locked"]);
     }
+    if let Some(url) = url {
+        tests.env("LOOPX_TEST_PG_URL", url);
+    }
+    run(if has_nextest { "cargo nextest run" } else { "cargo test" }, &mut tests)
 }

@@ -1,0 +1,560 @@
+//! loopx-pgstore: the PostgreSQL store. A goal's hash-chained log is one row an event, its
+//! state one row kept with it in the same transaction, so machines that share a database share
+//! goals. The kernel's commit protocol is unchanged: the [`Txn`] applies the event and computes
+//! its state root; [`Store::append`] inserts the line and updates the state, then commits.
+//!
+//! - **Locking**: a writer holds a transaction-scoped advisory lock on its goal from loading
+//!   the state to committing (never across anything but its own statements); a waiter gives up
+//!   after the lock timeout with "busy".
+//! - **Concurrent appends**: `(ns, goal, seq)` is the events' primary key, so two appends of the
+//!   same event number cannot both commit.
+//! - **Hand edits**: a trigger marks a goal when any of its event rows is updated or deleted;
+//!   the next command then verifies the whole chain, as the file store does when `events.jsonl`
+//!   changed size or time. A changed state row is caught by its root on every read.
+//! - **Namespaces**: one database holds many loopx projects, each under its own `ns`.
+//!
+//! Only plain connections for now (`sslmode=disable`, e.g. on loopback or a private network).
+
+use std::cell::RefCell;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::ReentrantMutex;
+use postgres::{Client, NoTls};
+use sha2::{Digest, Sha256};
+
+use loopx_core::event::Event;
+use loopx_core::kernel::{DoctorCheck, DoctorGoal, DoctorReport};
+use loopx_core::{Clock, Error, GoalId, Result};
+use loopx_kernel::doctor::verify_log;
+use loopx_kernel::log::{self, Scan};
+use loopx_kernel::project::{ProjectFile, ProjectGoal};
+use loopx_kernel::state::{ArchiveHead, ArchivedTodo, GoalState};
+use loopx_kernel::store::{
+    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, genesis, read_archive, replay,
+};
+use loopx_kernel::{Reporter, StoreOptions};
+
+/// The schema, one entry a version; a database is brought to the last on connect.
+const MIGRATIONS: &[&str] = &[r"
+CREATE TABLE loopx_projects (ns TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE loopx_goals (
+    ns TEXT NOT NULL, goal TEXT NOT NULL,
+    seq BIGINT NOT NULL, head TEXT NOT NULL, state TEXT NOT NULL,
+    dirty BOOLEAN NOT NULL DEFAULT false,
+    PRIMARY KEY (ns, goal));
+CREATE TABLE loopx_events (
+    ns TEXT NOT NULL, goal TEXT NOT NULL, seq BIGINT NOT NULL, line TEXT NOT NULL,
+    PRIMARY KEY (ns, goal, seq));
+CREATE TABLE loopx_archive (
+    ns TEXT NOT NULL, goal TEXT NOT NULL, n BIGINT NOT NULL, line TEXT NOT NULL,
+    PRIMARY KEY (ns, goal, n));
+CREATE FUNCTION loopx_events_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE loopx_goals SET dirty = true WHERE ns = OLD.ns AND goal = OLD.goal;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER loopx_events_changed AFTER UPDATE OR DELETE ON loopx_events
+    FOR EACH ROW EXECUTE FUNCTION loopx_events_changed();
+"];
+
+/// The advisory lock that serialises migrations.
+const MIGRATION_LOCK: i64 = 0x6c6f_6f70_785f_6d69;
+
+struct Conn {
+    client: Client,
+    /// A transaction is open on `client` (begun by `transact`, ended by `append` or rollback).
+    in_txn: bool,
+}
+
+/// A loopx project kept in a PostgreSQL database.
+pub struct PgStore {
+    root: PathBuf,
+    ns: String,
+    url: String,
+    clock: Arc<dyn Clock>,
+    reporter: Arc<dyn Reporter>,
+    lock_timeout: Duration,
+    /// One connection; re-entered by the thread whose transaction commits through it.
+    conn: ReentrantMutex<RefCell<Conn>>,
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore").field("ns", &self.ns).finish_non_exhaustive()
+    }
+}
+
+/// A database error as loopx reports it: an unreachable database or a lock not granted in time
+/// is "busy" (retry), anything else names the statement that failed.
+fn db(what: &str, e: &postgres::Error) -> Error {
+    let lock_wait = e.code().is_some_and(|c| *c == postgres::error::SqlState::LOCK_NOT_AVAILABLE);
+    if lock_wait {
+        return Error::busy(format!("{what}: another writer holds the goal")).with_hint("try again");
+    }
+    if e.is_closed() || e.as_db_error().is_none() {
+        return Error::busy(format!("{what}: the database is not reachable ({e})"))
+            .with_hint("check that PostgreSQL is running and the store URL is right, then try again");
+    }
+    Error::internal(format!("{what}: {e}"))
+}
+
+/// The advisory lock key of a goal.
+fn lock_key(ns: &str, goal: &GoalId) -> i64 {
+    let d = Sha256::digest(format!("{ns}\0{goal}").as_bytes());
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[..8]);
+    i64::from_be_bytes(b)
+}
+
+fn seq_i64(seq: u64) -> Result<i64> {
+    i64::try_from(seq).map_err(|_| Error::internal("event number out of range"))
+}
+
+impl PgStore {
+    /// Connects to `url` (a `postgres://` URL or a key=value string, password included: the
+    /// caller reads it from wherever the user keeps it), brings the schema up to date, and
+    /// opens project `ns` in it (created empty if new). `root` is the project's working
+    /// directory.
+    pub fn connect(
+        url: &str,
+        ns: &str,
+        root: &Path,
+        clock: Arc<dyn Clock>,
+        reporter: Arc<dyn Reporter>,
+        options: &StoreOptions,
+    ) -> Result<Self> {
+        let mut client = Client::connect(url, NoTls).map_err(|e| db("connect to the store", &e))?;
+        migrate(&mut client)?;
+        client
+            .execute(
+                "INSERT INTO loopx_projects (ns, body) VALUES ($1, $2) ON CONFLICT (ns) DO NOTHING",
+                &[&ns, &project_text(&ProjectFile::new())?],
+            )
+            .map_err(|e| db("create the project", &e))?;
+        Ok(Self {
+            root: root.to_path_buf(),
+            ns: ns.to_owned(),
+            url: url.to_owned(),
+            clock,
+            reporter,
+            lock_timeout: options.lock_timeout,
+            conn: ReentrantMutex::new(RefCell::new(Conn { client, in_txn: false })),
+        })
+    }
+
+    /// Another connection to the same project, as another process would open it.
+    pub fn reopen(&self) -> Result<Self> {
+        let options = StoreOptions { lock_timeout: self.lock_timeout, ..StoreOptions::default() };
+        Self::connect(&self.url, &self.ns, &self.root, self.clock.clone(), self.reporter.clone(), &options)
+    }
+
+    /// Changes goal `id`'s event rows as a hand edit would: `edit` works on the log's bytes, and
+    /// each complete line that changed is written back to its row (a half line is dropped: a
+    /// database never holds a torn row). For the store conformance suite.
+    pub fn edit_log(&self, id: &GoalId, edit: &dyn Fn(&mut Vec<u8>)) -> Result<()> {
+        self.with(|conn| {
+            let before = self.log_bytes(&mut conn.client, id)?;
+            let mut after = before.clone();
+            edit(&mut after);
+            let old: Vec<&[u8]> = before.split(|b| *b == b'\n').collect();
+            let lines = after.split(|b| *b == b'\n').collect::<Vec<_>>();
+            let complete = &lines[..lines.len().saturating_sub(1)];
+            for (i, line) in complete.iter().enumerate() {
+                if old.get(i) == Some(line) {
+                    continue;
+                }
+                let text = String::from_utf8_lossy(line).into_owned();
+                let seq = i64::try_from(i + 1).unwrap_or(i64::MAX);
+                conn.client
+                    .execute(
+                        "UPDATE loopx_events SET line = $4 WHERE ns = $1 AND goal = $2 AND seq = $3",
+                        &[&self.ns, &id.as_str(), &seq, &text],
+                    )
+                    .map_err(|e| db("edit the log", &e))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs `f` on the connection (not inside another call's borrow).
+    fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        let guard = self.conn.lock();
+        let mut conn =
+            guard.try_borrow_mut().map_err(|_| Error::internal("the store's connection is in use"))?;
+        f(&mut conn)
+    }
+
+    fn log_name(&self, id: &GoalId) -> PathBuf {
+        PathBuf::from(format!("postgres:{}/goals/{id}/events", self.ns))
+    }
+
+    /// The log's bytes, as `events.jsonl` would hold them.
+    fn log_bytes(&self, c: &mut Client, id: &GoalId) -> Result<Vec<u8>> {
+        let rows = c
+            .query(
+                "SELECT line FROM loopx_events WHERE ns = $1 AND goal = $2 ORDER BY seq",
+                &[&self.ns, &id.as_str()],
+            )
+            .map_err(|e| db("read the log", &e))?;
+        let mut bytes = Vec::new();
+        for r in rows {
+            bytes.extend_from_slice(r.get::<_, &str>(0).as_bytes());
+            bytes.push(b'\n');
+        }
+        Ok(bytes)
+    }
+
+    /// The goal's state and head. The state row is trusted when no event row changed since it
+    /// was written and it hashes to the root its last event records; otherwise the log is
+    /// verified and replayed (and the row rewritten when inside a transaction).
+    /// Returns whether it rewrote the rows (which the transaction must then commit).
+    fn load(&self, c: &mut Client, id: &GoalId, in_txn: bool) -> Result<(GoalState, String, bool)> {
+        let row = c
+            .query_opt(
+                "SELECT g.state, g.head, g.dirty, e.line FROM loopx_goals g \
+                 LEFT JOIN loopx_events e ON e.ns = g.ns AND e.goal = g.goal AND e.seq = g.seq \
+                 WHERE g.ns = $1 AND g.goal = $2",
+                &[&self.ns, &id.as_str()],
+            )
+            .map_err(|e| db("read the goal", &e))?
+            .ok_or_else(|| {
+                Error::not_found(format!("goal {id} not found in this project"))
+                    .with_hint("see the goals with: loopx goal list")
+            })?;
+        let (state_text, head, dirty, last): (&str, &str, bool, Option<&str>) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let root = last.and_then(|l| serde_json::from_str::<log::EventLine>(l).ok()).and_then(|l| l.root);
+        if !dirty && root.as_deref() == Some(log::state_root(state_text.as_bytes()).as_str()) {
+            let state = serde_json::from_str(state_text)
+                .map_err(|e| Error::integrity(format!("goal {id}: its state row does not decode: {e}")))?;
+            return Ok((state, head.to_owned(), false));
+        }
+        if !dirty {
+            self.reporter.warn(&format!(
+                "goal {id}: its state row does not hash to the state the log records (edited by hand?); rebuilt from the log"
+            ));
+        }
+        let bytes = self.log_bytes(c, id)?;
+        let scan = log::scan(&bytes).map_err(|(_, b)| chain_error(&self.log_name(id), &b))?;
+        let (state, archive) = replay(id, &scan)?;
+        if check_root(id, &scan, &state, &archive)? {
+            return Err(Error::integrity(format!("goal {id}: the log was written by an older loopx")));
+        }
+        let head = scan.head().to_owned();
+        if in_txn {
+            let text =
+                String::from_utf8(encode_state(&state)?).map_err(|e| Error::internal(e.to_string()))?;
+            c.execute(
+                "UPDATE loopx_goals SET state = $3, head = $4, seq = $5, dirty = false WHERE ns = $1 AND goal = $2",
+                &[&self.ns, &id.as_str(), &text, &head, &seq_i64(state.seq)?],
+            )
+            .map_err(|e| db("rewrite the goal's state", &e))?;
+            c.execute("DELETE FROM loopx_archive WHERE ns = $1 AND goal = $2", &[&self.ns, &id.as_str()])
+                .map_err(|e| db("rewrite the archive", &e))?;
+            insert_archive(c, &self.ns, id, 0, &archive)?;
+        }
+        Ok((state, head, in_txn))
+    }
+
+    fn goal_report(&self, c: &mut Client, id: &GoalId) -> Result<DoctorGoal> {
+        let mut checks = Vec::new();
+        let bytes = self.log_bytes(c, id)?;
+        let (scan, replayed, archive) = match verify_log(id, &bytes, &mut checks) {
+            Ok(v) => v,
+            Err(events) => return Ok(DoctorGoal { goal_id: id.clone(), events, checks }),
+        };
+        let events = scan.lines.len() as u64;
+        let row = c
+            .query_one("SELECT state FROM loopx_goals WHERE ns = $1 AND goal = $2", &[&self.ns, &id.as_str()])
+            .map_err(|e| db("read the goal", &e))?;
+        let same = row.get::<_, &str>(0).as_bytes() == encode_state(&replayed)?.as_slice();
+        checks.push(check(
+            "state",
+            same,
+            if same { "matches a full replay" } else { "differs from a replay of the log" },
+        ));
+        let found = archive_lines(c, &self.ns, id)?;
+        let same = found == archive;
+        checks.push(check(
+            "archive",
+            same,
+            if same { "matches a full replay" } else { "differs from a replay of the log" },
+        ));
+        Ok(DoctorGoal { goal_id: id.clone(), events, checks })
+    }
+}
+
+fn check(name: &str, ok: bool, detail: &str) -> DoctorCheck {
+    DoctorCheck { name: name.to_owned(), ok, detail: detail.to_owned() }
+}
+
+fn project_text(p: &ProjectFile) -> Result<String> {
+    serde_json::to_string(p).map_err(|e| Error::internal(format!("cannot encode the project: {e}")))
+}
+
+fn insert_archive(c: &mut Client, ns: &str, id: &GoalId, from: i64, lines: &[String]) -> Result<()> {
+    for (i, line) in lines.iter().enumerate() {
+        let n = from + i64::try_from(i).unwrap_or(i64::MAX);
+        c.execute(
+            "INSERT INTO loopx_archive (ns, goal, n, line) VALUES ($1, $2, $3, $4)",
+            &[&ns, &id.as_str(), &n, line],
+        )
+        .map_err(|e| db("append to the archive", &e))?;
+    }
+    Ok(())
+}
+
+fn archive_lines(c: &mut Client, ns: &str, id: &GoalId) -> Result<Vec<String>> {
+    let rows = c
+        .query("SELECT line FROM loopx_archive WHERE ns = $1 AND goal = $2 ORDER BY n", &[&ns, &id.as_str()])
+        .map_err(|e| db("read the archive", &e))?;
+    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+}
+
+/// Brings the database's schema to the last version, one migration at a time, under a lock.
+fn migrate(c: &mut Client) -> Result<()> {
+    c.batch_execute("CREATE TABLE IF NOT EXISTS loopx_schema (version INT NOT NULL)")
+        .map_err(|e| db("create the schema table", &e))?;
+    let mut t = c.transaction().map_err(|e| db("migrate", &e))?;
+    t.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(|e| db("migrate", &e))?;
+    let version: i32 = t
+        .query_opt("SELECT version FROM loopx_schema", &[])
+        .map_err(|e| db("read the schema version", &e))?
+        .map_or(0, |r| r.get(0));
+    let known = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
+    if version > known {
+        return Err(Error::integrity(format!(
+            "the store's schema is version {version}; this loopx knows up to {known}"
+        ))
+        .with_hint("use the loopx version that wrote this database"));
+    }
+    for sql in &MIGRATIONS[usize::try_from(version).unwrap_or(0)..] {
+        t.batch_execute(sql).map_err(|e| db("migrate the schema", &e))?;
+    }
+    t.execute("DELETE FROM loopx_schema", &[]).map_err(|e| db("migrate", &e))?;
+    t.execute("INSERT INTO loopx_schema (version) VALUES ($1)", &[&known]).map_err(|e| db("migrate", &e))?;
+    t.commit().map_err(|e| db("migrate", &e))
+}
+
+impl Store for PgStore {
+    fn project(&self) -> Result<ProjectFile> {
+        self.with(|conn| {
+            let row = conn
+                .client
+                .query_one("SELECT body FROM loopx_projects WHERE ns = $1", &[&self.ns])
+                .map_err(|e| db("read the project", &e))?;
+            serde_json::from_str(row.get::<_, &str>(0))
+                .map_err(|e| Error::integrity(format!("project {} in the store is not valid: {e}", self.ns)))
+        })
+    }
+
+    fn update_project(&self, f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>) -> Result<ProjectFile> {
+        self.with(|conn| {
+            let mut t = conn.client.transaction().map_err(|e| db("update the project", &e))?;
+            let row = t
+                .query_one("SELECT body FROM loopx_projects WHERE ns = $1 FOR UPDATE", &[&self.ns])
+                .map_err(|e| db("read the project", &e))?;
+            let mut p: ProjectFile = serde_json::from_str(row.get::<_, &str>(0)).map_err(|e| {
+                Error::integrity(format!("project {} in the store is not valid: {e}", self.ns))
+            })?;
+            if f(&mut p)? {
+                t.execute(
+                    "UPDATE loopx_projects SET body = $2 WHERE ns = $1",
+                    &[&self.ns, &project_text(&p)?],
+                )
+                .map_err(|e| db("update the project", &e))?;
+            }
+            t.commit().map_err(|e| db("update the project", &e))?;
+            Ok(p)
+        })
+    }
+
+    fn create_goal(&self, id: &GoalId, first: Event, make_default: bool) -> Result<GoalState> {
+        let (state, text) = genesis(id, first, self.clock.now())?;
+        self.with(|conn| {
+            let mut t = conn.client.transaction().map_err(|e| db("create the goal", &e))?;
+            let row = t
+                .query_one("SELECT body FROM loopx_projects WHERE ns = $1 FOR UPDATE", &[&self.ns])
+                .map_err(|e| db("read the project", &e))?;
+            let mut project: ProjectFile = serde_json::from_str(row.get::<_, &str>(0)).map_err(|e| {
+                Error::integrity(format!("project {} in the store is not valid: {e}", self.ns))
+            })?;
+            if project.has_goal(id) {
+                return Err(Error::conflict(format!("goal {id} already exists"))
+                    .with_hint(format!("see it with: loopx goal show --goal-id {id}")));
+            }
+            let state_text =
+                String::from_utf8(encode_state(&state)?).map_err(|e| Error::internal(e.to_string()))?;
+            t.execute(
+                "INSERT INTO loopx_events (ns, goal, seq, line) VALUES ($1, $2, 1, $3)",
+                &[&self.ns, &id.as_str(), &text],
+            )
+            .map_err(|e| db("create the goal", &e))?;
+            t.execute(
+                "INSERT INTO loopx_goals (ns, goal, seq, head, state) VALUES ($1, $2, 1, $3, $4)",
+                &[&self.ns, &id.as_str(), &log::line_hash(text.as_bytes()), &state_text],
+            )
+            .map_err(|e| db("create the goal", &e))?;
+            project.goals.push(ProjectGoal {
+                id: id.clone(),
+                title: state.goal.title.clone(),
+                created_at: state.goal.created_at,
+            });
+            if make_default || project.default_goal.is_none() {
+                project.default_goal = Some(id.clone());
+            }
+            t.execute(
+                "UPDATE loopx_projects SET body = $2 WHERE ns = $1",
+                &[&self.ns, &project_text(&project)?],
+            )
+            .map_err(|e| db("create the goal", &e))?;
+            t.commit().map_err(|e| db("create the goal", &e))?;
+            Ok(state.clone())
+        })
+    }
+
+    fn read(&self, id: &GoalId) -> Result<GoalState> {
+        self.with(|conn| self.load(&mut conn.client, id, false)).map(|(s, _, _)| s)
+    }
+
+    fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
+        let guard = self.conn.lock();
+        let (state, head, rewrote) = {
+            let mut conn = guard.borrow_mut();
+            let timeout = format!("SET LOCAL lock_timeout = '{}ms'", self.lock_timeout.as_millis());
+            conn.client.batch_execute(&format!("BEGIN; {timeout}")).map_err(|e| db("begin", &e))?;
+            conn.in_txn = true;
+            let loaded = conn
+                .client
+                .execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key(&self.ns, id)])
+                .map_err(|e| db(&format!("lock goal {id}"), &e))
+                .and_then(|_| self.load(&mut conn.client, id, true));
+            match loaded {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = conn.client.batch_execute("ROLLBACK");
+                    conn.in_txn = false;
+                    return Err(e);
+                }
+            }
+        };
+        let result = f(&mut Txn::new(self, id.clone(), state, head, None));
+        let mut conn = guard.borrow_mut();
+        if conn.in_txn {
+            // No event was committed (a refusal, a replay, or a failure). A state rebuilt from
+            // the log is kept; nothing else was written.
+            conn.in_txn = false;
+            let end = if rewrote { "COMMIT" } else { "ROLLBACK" };
+            conn.client.batch_execute(end).map_err(|e| db("end the transaction", &e))?;
+        }
+        result
+    }
+
+    fn scan(&self, id: &GoalId) -> Result<Scan> {
+        self.with(|conn| {
+            let bytes = self.log_bytes(&mut conn.client, id)?;
+            log::scan(&bytes).map_err(|(_, b)| chain_error(&self.log_name(id), &b))
+        })
+    }
+
+    fn archive(&self, id: &GoalId, head: &ArchiveHead) -> Result<Vec<ArchivedTodo>> {
+        if head.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lines = self.with(|conn| archive_lines(&mut conn.client, &self.ns, id))?;
+        let path = PathBuf::from(format!("postgres:{}/goals/{id}/archive", self.ns));
+        read_archive(&path, archive_text(&lines).as_bytes(), head)
+    }
+
+    /// Inside the transaction `transact` began: insert the line, update the state, append the
+    /// archived todos, commit.
+    fn append(&self, id: &GoalId, c: &Commit<'_>) -> Result<()> {
+        self.with(|conn| {
+            if !conn.in_txn {
+                return Err(Error::internal("a commit outside a transaction"));
+            }
+            let seq = seq_i64(c.state.seq)?;
+            let state = std::str::from_utf8(c.state_json).map_err(|e| Error::internal(e.to_string()))?;
+            let written = (|| {
+                conn.client.execute(
+                    "INSERT INTO loopx_events (ns, goal, seq, line) VALUES ($1, $2, $3, $4)",
+                    &[&self.ns, &id.as_str(), &seq, &c.line],
+                )?;
+                conn.client.execute(
+                    "UPDATE loopx_goals SET seq = $3, head = $4, state = $5 WHERE ns = $1 AND goal = $2",
+                    &[&self.ns, &id.as_str(), &seq, &c.hash, &state],
+                )?;
+                Ok::<_, postgres::Error>(())
+            })();
+            let written = written.map_err(|e| db("append the event", &e)).and_then(|()| {
+                let from = i64::try_from(c.archive_before.todos).unwrap_or(i64::MAX);
+                insert_archive(&mut conn.client, &self.ns, id, from, &c.state.archived_now)
+            });
+            if let Err(e) = written {
+                let _ = conn.client.batch_execute("ROLLBACK");
+                conn.in_txn = false;
+                return Err(e);
+            }
+            conn.in_txn = false;
+            conn.client.batch_execute("COMMIT").map_err(|e| db("commit", &e))
+        })
+    }
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
+    fn reporter(&self) -> &dyn Reporter {
+        self.reporter.as_ref()
+    }
+
+    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        let project = self.project()?;
+        let goals: Vec<GoalId> = match only {
+            Some(g) => vec![g.clone()],
+            None => project.goals.iter().map(|g| g.id.clone()).collect(),
+        };
+        let reports =
+            self.with(|conn| goals.iter().map(|g| self.goal_report(&mut conn.client, g)).collect())?;
+        let reports: Vec<DoctorGoal> = reports;
+        let healthy = reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
+        let listed = format!("{} goal(s), in PostgreSQL project {}", project.goals.len(), self.ns);
+        Ok(DoctorReport { healthy, project: vec![check("project", true, &listed)], goals: reports })
+    }
+
+    fn repair_project(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// Rebuilds each goal's state and archive rows from its log (which must verify).
+    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        let goals: Vec<GoalId> = match only {
+            Some(g) => vec![g.clone()],
+            None => self.project()?.goals.into_iter().map(|g| g.id).collect(),
+        };
+        let mut actions = Vec::new();
+        for id in &goals {
+            self.with(|conn| {
+                conn.client
+                    .execute(
+                        "UPDATE loopx_goals SET dirty = true WHERE ns = $1 AND goal = $2",
+                        &[&self.ns, &id.as_str()],
+                    )
+                    .map_err(|e| db("mark the goal", &e))?;
+                Ok(())
+            })?;
+            self.transact(id, &mut |_| Ok(()))?;
+            actions.push(format!("goal {id}: state and archive rebuilt from its log"));
+        }
+        let mut report = self.doctor(only)?;
+        report.project.splice(0..0, actions.iter().map(|a| check("repair", true, a)));
+        Ok(report)
+    }
+}
