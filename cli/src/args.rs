@@ -91,6 +91,9 @@ pub enum Command {
     /// Install, remove and check loopx's wiring into a host (see loopx host list)
     #[command(subcommand)]
     Host(HostCommand),
+    /// Where the project keeps its state, and moving it (to a shared PostgreSQL database, or back)
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Join the goal as this host session's own agent (run by the agent, from its shell tool)
     Join(JoinArgs),
     /// The prompt to paste into a host surface: a Codex App heartbeat, a Codex CLI /goal
@@ -206,6 +209,14 @@ pub struct InitArgs {
     /// Start a second project inside the one this directory belongs to
     #[arg(long)]
     pub nested: bool,
+    /// Keep the project's state in this PostgreSQL database (postgres://user@host:port/db),
+    /// shared with every project that points there; the password is never written, it comes
+    /// from the URL in LOOPX_STORE_URL, PGPASSWORD or ~/.pgpass
+    #[arg(long, env = "LOOPX_STORE_URL", value_name = "URL", hide_env_values = true)]
+    pub store: Option<String>,
+    /// The project's name inside the database (projects with the same name share their goals)
+    #[arg(long, value_name = "NAME", default_value = "default", requires = "store")]
+    pub store_project: String,
 }
 
 /// Who acts, and whether the call is a replayable turn.
@@ -856,6 +867,24 @@ pub struct InstallFlags {
     /// Cursor: the agent its chats act as (default cursor-1)
     #[arg(long, value_name = "AGENT")]
     pub agent_id: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Where the project's state is kept, and its goals
+    Show,
+    /// Copy every goal into another store, verify it there, and point the project at it
+    Migrate {
+        /// postgres://user@host:port/database, or `file` for this project's .loopx/
+        #[arg(long, value_name = "URL|file")]
+        to: String,
+        /// The project's name inside the database (projects with the same name share their goals)
+        #[arg(long, value_name = "NAME", default_value = "default")]
+        store_project: String,
+        /// Say what would be copied; change nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,6 @@
 //! From parsed arguments to kernel calls and rendered results.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loopx_core::decision::QuotaView;
@@ -10,7 +10,7 @@ use loopx_core::model::{
     Priority, PullRef, ResumeWhen, Role, RuntimeProfile, TodoClass, TodoStatus, Validation,
 };
 use loopx_core::{AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, TodoId, exit};
-use loopx_kernel::{FileKernel, Reporter, find_root};
+use loopx_kernel::{DynKernel, FileStore, Reporter, find_root};
 
 use crate::Env;
 use crate::args::*;
@@ -73,9 +73,15 @@ fn project_root(cli: &Cli, env: &Env) -> Result<PathBuf> {
     })
 }
 
-fn open(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>) -> Result<FileKernel> {
-    Ok(FileKernel::open(&project_root(cli, env)?, env.clock.clone(), reporter, env.options.clone())?
-        .with_gates(env.gates.clone()))
+fn open(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>) -> Result<DynKernel> {
+    open_at(&project_root(cli, env)?, env, reporter)
+}
+
+/// The kernel over the store of the project at `root` (its `.loopx/`, or the database its
+/// `project.json` names).
+fn open_at(root: &Path, env: &Env, reporter: Arc<dyn Reporter>) -> Result<DynKernel> {
+    let store = crate::store::opener()(root, env.clock.clone(), reporter, &env.options)?;
+    Ok(DynKernel::over(store).with_gates(env.gates.clone()))
 }
 
 fn evidence(kind: &str, summary: String) -> Result<NewEvidence> {
@@ -115,6 +121,7 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
             let text: String = steps.iter().enumerate().map(|(i, s)| format!("{}. {s}\n", i + 1)).collect();
             Rendered::new(&serde_json::json!({"agent_type": t, "host": host, "steps": steps}), text)
         }
+        Command::Store(s) => crate::store::run(s, &project_root(cli, env)?, env, reporter),
         Command::Join(a) => join(cli, env, reporter, a).await,
         Command::Resume(a) if cli.session.is_some() => resume_in_session(cli, env, reporter, a).await,
         Command::Demo(a) => crate::demo::run(a.keep).await,
@@ -151,6 +158,7 @@ fn session_env(
         agent: None,
         options: env.options.clone(),
         reporter,
+        open: crate::store::opener(),
     }
 }
 
@@ -234,7 +242,13 @@ async fn init(
     if let Some(t) = &a.title {
         loopx_core::model::check_text("title", t)?;
     }
-    let (k, outcome) = FileKernel::init(&root, env.clock.clone(), reporter.clone(), env.options.clone())?;
+    let outcome = match &a.store {
+        Some(url) => {
+            loopx_kernel::store::init_pointer(&root, &crate::store::store_ref(url, &a.store_project)?)?
+        }
+        None => FileStore::init(&root, env.clock.clone(), reporter.clone(), env.options.clone())?.1,
+    };
+    let k = open_at(&root, env, reporter.clone())?;
     let wanted = match (&goal, &a.objective) {
         (Some(g), _) => Some(g.clone()),
         (None, Some(_)) => Some(GoalId::new("main")?),
@@ -268,6 +282,9 @@ async fn init(
             report.created_goal = true;
             report.goal = Some(r.body);
         }
+    } else if let Ok(detail) = k.show_goal(None).await {
+        // A project that exists already (another machine's, in a shared store): its default goal.
+        report.goal = Some(GoalBody { goal: detail.goal, is_default: detail.is_default });
     }
     report.next = match &report.goal {
         None => vec!["loopx goal create --goal-id main --objective \"…\"".to_owned()],
@@ -280,7 +297,7 @@ async fn init(
     Rendered::new(&report, text::init(&report, style))
 }
 
-async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<Rendered> {
+async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Rendered> {
     let goal = goal_arg(cli)?;
     let g = goal.as_ref();
     match cmd {
@@ -291,7 +308,8 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
         | Command::Agent(AgentCommand::Types | AgentCommand::Onboard { .. })
         | Command::Mcp(_)
         | Command::Hook(_)
-        | Command::Host(_) => Err(Error::internal("dispatched twice")),
+        | Command::Host(_)
+        | Command::Store(_) => Err(Error::internal("dispatched twice")),
         Command::HeartbeatPrompt(a) => {
             let (adapter, surface) = crate::registry::surface(&a.host)?;
             let agent = AgentId::new(&a.agent_id)?;
@@ -309,7 +327,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
                 loopx: adapter.loopx_command(&this),
                 goal: detail.goal.id.clone(),
                 agent,
-                project: k.store().layout().root().to_path_buf(),
+                project: k.store().root().to_path_buf(),
                 objective: detail.goal.objective.clone(),
             };
             let p = adapter.prompt(surface, &req)?;
@@ -518,7 +536,7 @@ async fn run(cli: &Cli, k: &FileKernel, cmd: &Command, style: Style) -> Result<R
     }
 }
 
-async fn handoff(cli: &Cli, k: &FileKernel, a: &HandoffArgs) -> Result<Rendered> {
+async fn handoff(cli: &Cli, k: &DynKernel, a: &HandoffArgs) -> Result<Rendered> {
     match &a.command {
         Some(HandoffCommand::Cancel { handoff_id, reason, acting }) => {
             let req = CancelHandoff { handoff: handoff_id.parse()?, reason: reason.clone() };
@@ -658,7 +676,7 @@ fn notify_policy(a: &NotifyArgs, current: Option<&NotifyPolicy>) -> Result<Optio
     Ok(Some(p))
 }
 
-async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Result<Rendered> {
+async fn todo(cli: &Cli, k: &DynKernel, cmd: &TodoCommand, style: Style) -> Result<Rendered> {
     let goal = goal_arg(cli)?;
     match cmd {
         TodoCommand::Add {
@@ -774,7 +792,7 @@ async fn todo(cli: &Cli, k: &FileKernel, cmd: &TodoCommand, style: Style) -> Res
     }
 }
 
-async fn gate(cli: &Cli, k: &FileKernel, cmd: &GateCommand, style: Style) -> Result<Rendered> {
+async fn gate(cli: &Cli, k: &DynKernel, cmd: &GateCommand, style: Style) -> Result<Rendered> {
     match cmd {
         GateCommand::Ask {
             question,
@@ -837,14 +855,14 @@ async fn gate(cli: &Cli, k: &FileKernel, cmd: &GateCommand, style: Style) -> Res
 
 /// The quota a spend receipt shows: the one its command left, or (for a replayed receipt,
 /// which does not keep it) the quota now.
-async fn spent_quota(cli: &Cli, k: &FileKernel, r: &Receipt<SpendBody>) -> Result<QuotaView> {
+async fn spent_quota(cli: &Cli, k: &DynKernel, r: &Receipt<SpendBody>) -> Result<QuotaView> {
     match &r.body.quota {
         Some(q) => Ok(q.clone()),
         None => Ok(k.quota_status(goal_arg(cli)?.as_ref()).await?.quota),
     }
 }
 
-async fn quota(cli: &Cli, k: &FileKernel, cmd: &QuotaCommand, style: Style) -> Result<Rendered> {
+async fn quota(cli: &Cli, k: &DynKernel, cmd: &QuotaCommand, style: Style) -> Result<Rendered> {
     match cmd {
         QuotaCommand::ShouldRun { runtime_profile, acting } => {
             let profile = runtime_profile.as_deref().map(str::parse::<RuntimeProfile>).transpose()?;
@@ -887,7 +905,7 @@ async fn quota(cli: &Cli, k: &FileKernel, cmd: &QuotaCommand, style: Style) -> R
     }
 }
 
-async fn lease(cli: &Cli, k: &FileKernel, cmd: &LeaseCommand) -> Result<Rendered> {
+async fn lease(cli: &Cli, k: &DynKernel, cmd: &LeaseCommand) -> Result<Rendered> {
     let (args, op) = match cmd {
         LeaseCommand::Show { todo_id: id } => {
             let b = k.show_lease(goal_arg(cli)?.as_ref(), todo_id(id)?).await?;

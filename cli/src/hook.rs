@@ -46,6 +46,7 @@ pub async fn answer(
         agent,
         options,
         reporter,
+        open: crate::store::opener(),
     };
     hook::answer(adapter, event, stdin, &env).await
 }

@@ -10,6 +10,7 @@ mod mcp;
 mod next;
 mod output;
 mod registry;
+mod store;
 mod text;
 
 use std::path::PathBuf;

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use loopx_core::kernel::*;
 use loopx_core::model::{DeliveryOutcome, EvidenceKind, GateBlocks, TodoStatus};
 use loopx_core::{AgentId, Error, GoalId, IdempotencyKey, Result};
-use loopx_kernel::{FileKernel, Reporter, StoreOptions, find_root};
+use loopx_kernel::{DynKernel, Reporter, StoreOptions, find_root};
 
 /// Protocol revisions this server speaks, newest first.
 const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -286,7 +286,7 @@ fn to_value(v: &impl serde::Serialize) -> Result<Value> {
 }
 
 impl Server {
-    fn kernel(&self) -> Result<FileKernel> {
+    fn kernel(&self) -> Result<DynKernel> {
         let root = match &self.project {
             Some(p) => p.clone(),
             None => find_root(&self.start_dir).ok_or_else(|| {
@@ -294,8 +294,8 @@ impl Server {
                     .with_hint("create one with: loopx init --goal-id main --objective \"…\"")
             })?,
         };
-        Ok(FileKernel::open(&root, self.clock.clone(), self.reporter.clone(), self.options.clone())?
-            .with_gates(self.gates.clone()))
+        let store = crate::store::opener()(&root, self.clock.clone(), self.reporter.clone(), &self.options)?;
+        Ok(DynKernel::over(store).with_gates(self.gates.clone()))
     }
 
     /// The acting agent: the server's own when it was started with one (a call naming

@@ -31,10 +31,9 @@ use loopx_core::{AgentId, Error, GoalId, HandoffId, Result};
 
 use crate::policy::{WriteScope, check_shell, is_destructive};
 use crate::project::STATE_DIR;
-use crate::{FileKernel, Reporter, StoreOptions, SystemClock, find_root};
+use crate::{DynKernel, FileStore, Reporter, StoreOptions, SystemClock, find_root};
 
 /// What a hook runs with (the CLI reads it from the environment).
-#[derive(Debug)]
 pub struct HookEnv {
     pub cwd: PathBuf,
     /// The project directory the host names in its environment, if it does.
@@ -47,6 +46,14 @@ pub struct HookEnv {
     pub agent: Option<AgentId>,
     pub options: StoreOptions,
     pub reporter: Arc<dyn Reporter>,
+    /// Opens a project's store (the command line's opener knows every kind).
+    pub open: crate::StoreOpener,
+}
+
+impl std::fmt::Debug for HookEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookEnv").field("cwd", &self.cwd).field("agent", &self.agent).finish_non_exhaustive()
+    }
 }
 
 /// Answers one hook invocation in the adapter's host protocol. Never fails: an error becomes
@@ -116,8 +123,8 @@ fn start_dir(ev: &HostEvent, env: &HookEnv) -> PathBuf {
     ev.cwd.clone().or_else(|| env.project_dir.clone()).unwrap_or_else(|| env.cwd.clone())
 }
 
-fn open(root: &Path, env: &HookEnv) -> Result<FileKernel> {
-    FileKernel::open(root, Arc::new(SystemClock), env.reporter.clone(), env.options.clone())
+fn open(root: &Path, env: &HookEnv) -> Result<DynKernel> {
+    Ok(DynKernel::over((env.open)(root, Arc::new(SystemClock), env.reporter.clone(), &env.options)?))
 }
 
 fn thread(adapter: &dyn HostAdapter, ev: &HostEvent) -> BindThread {
@@ -236,7 +243,7 @@ fn never_an_agents(root: &Path, cwd: &Path, effect: &ToolEffect) -> Option<HookR
 /// waits while should-run says not to run; destructive commands and edits outside the write
 /// scope are refused.
 async fn tool_gate(
-    k: &FileKernel,
+    k: &DynKernel,
     root: &Path,
     agent: &AgentId,
     effect: &ToolEffect,
@@ -406,8 +413,14 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
             start.display()
         )));
     }
-    let root = found.unwrap_or(start);
-    let (k, _) = FileKernel::init(&root, Arc::new(SystemClock), env.reporter.clone(), env.options.clone())?;
+    let root = match found {
+        Some(root) => root,
+        None => {
+            FileStore::init(&start, Arc::new(SystemClock), env.reporter.clone(), env.options.clone())?;
+            start
+        }
+    };
+    let k = open(&root, env)?;
     if k.list_goals().await?.goals.is_empty() {
         if args.is_empty() || args == "off" || args == "status" {
             return Ok(HookReply::Context(format!(
@@ -475,7 +488,7 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
 
 /// What loopx knows of a session: its bound agent, or, for a host installed with one agent
 /// for every session, that agent (once registered).
-async fn session_of(k: &FileKernel, session: &BindThread, env: &HookEnv) -> Result<SessionView> {
+async fn session_of(k: &DynKernel, session: &BindThread, env: &HookEnv) -> Result<SessionView> {
     let Some(agent) = &env.agent else { return k.session(None, session).await };
     let s = k.read(None)?;
     Ok(SessionView {
@@ -492,7 +505,7 @@ async fn session_of(k: &FileKernel, session: &BindThread, env: &HookEnv) -> Resu
 /// A host installed with one agent for every session uses that one, registered on first use.
 async fn join_session(
     adapter: &dyn HostAdapter,
-    k: &FileKernel,
+    k: &DynKernel,
     session: &BindThread,
     installed: Option<&AgentId>,
 ) -> Result<AgentId> {
@@ -516,7 +529,7 @@ async fn join_session(
 
 async fn take_over(
     adapter: &dyn HostAdapter,
-    k: &FileKernel,
+    k: &DynKernel,
     ctx: &CommandContext,
     handoff: Option<HandoffId>,
 ) -> Result<Receipt<ResumeBody>> {

@@ -12,6 +12,7 @@ pub mod install;
 pub mod lock;
 pub mod log;
 pub mod mem_store;
+pub mod migrate;
 pub mod policy;
 pub mod process;
 pub mod project;
@@ -30,8 +31,8 @@ use std::fmt;
 
 pub use mem_store::MemStore;
 pub use project::{Layout, find_root};
-pub use state_kernel::{FileKernel, MemKernel, StateKernel};
-pub use store::{FileStore, InitOutcome, Store, StoreOptions};
+pub use state_kernel::{DynKernel, FileKernel, MemKernel, StateKernel};
+pub use store::{FileStore, InitOutcome, Store, StoreOpener, StoreOptions, open_file_store};
 
 /// Where the kernel tells people what happened on the side: recoveries, lock waits. The CLI
 /// prints these on stderr; a library caller may collect them.

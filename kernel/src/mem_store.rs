@@ -20,7 +20,8 @@ use crate::log::{self, Scan};
 use crate::project::{ProjectFile, ProjectGoal};
 use crate::state::{ArchiveHead, ArchivedTodo, GoalState};
 use crate::store::{
-    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, genesis, read_archive, replay,
+    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, genesis, lines_of, read_archive,
+    replay, verify_lines,
 };
 
 /// The embedded store's stand-in, in memory.
@@ -261,6 +262,29 @@ impl Store for MemStore {
 
     fn repair_project(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
+    }
+
+    fn log_lines(&self, id: &GoalId) -> Result<Vec<String>> {
+        let scan_ok = self.scan_goal(id)?;
+        let goal = self.goal(id)?;
+        let data = locked(&goal.data)?;
+        let valid = usize::try_from(scan_ok.valid_len).unwrap_or(usize::MAX);
+        lines_of(&data.log[..valid.min(data.log.len())])
+    }
+
+    fn import_goal(&self, id: &GoalId, lines: &[String]) -> Result<GoalState> {
+        let (scan, state, archive) = verify_lines(id, lines)?;
+        let mut goals = locked(&self.inner.goals)?;
+        if goals.contains_key(id) {
+            return Err(Error::conflict(format!("goal {id} already exists")));
+        }
+        let data = GoalData {
+            log: archive_text(lines).into_bytes(),
+            current: Some((state.clone(), scan.head().to_owned())),
+            archive,
+        };
+        goals.insert(id.clone(), Arc::new(MemGoal { writer: Mutex::new(()), data: Mutex::new(data) }));
+        Ok(state)
     }
 
     /// Rebuilds each goal's state and archive from its log (which must verify).

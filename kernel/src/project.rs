@@ -17,6 +17,21 @@ pub struct ProjectFile {
     pub schema_version: u32,
     pub default_goal: Option<GoalId>,
     pub goals: Vec<ProjectGoal>,
+    /// Where the project's state is kept when not in `.loopx/` (then `goals` is kept there too,
+    /// and this file only points at it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreRef>,
+}
+
+/// A store outside `.loopx/`, as `project.json` names it: never with a credential.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreRef {
+    /// The store's kind: `postgres`.
+    pub kind: String,
+    /// Where it is, without a password (`postgres://user@host:port/database`).
+    pub url: String,
+    /// The project's name inside it: projects pointing at the same name share their goals.
+    pub project: String,
 }
 
 /// A goal as `project.json` lists it.
@@ -30,7 +45,7 @@ pub struct ProjectGoal {
 
 impl ProjectFile {
     pub fn new() -> Self {
-        Self { schema_version: STORE_SCHEMA_VERSION, default_goal: None, goals: Vec::new() }
+        Self { schema_version: STORE_SCHEMA_VERSION, default_goal: None, goals: Vec::new(), store: None }
     }
     pub fn has_goal(&self, id: &GoalId) -> bool {
         self.goals.iter().any(|g| &g.id == id)

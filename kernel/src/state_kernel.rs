@@ -37,6 +37,9 @@ pub struct StateKernel<S: Store> {
 /// The kernel over the embedded file store.
 pub type FileKernel = StateKernel<FileStore>;
 
+/// The kernel over the store a project names (the command line's).
+pub type DynKernel = StateKernel<Box<dyn Store>>;
+
 /// The kernel over the in-memory store (tests and simulations).
 pub type MemKernel = StateKernel<crate::MemStore>;
 

@@ -22,7 +22,7 @@ use crate::Reporter;
 use crate::fs as kfs;
 use crate::lock::{self, LockGuard};
 use crate::log::{self, EventLine, GENESIS, Scan};
-use crate::project::{Layout, ProjectFile, ProjectGoal, STORE_SCHEMA_VERSION};
+use crate::project::{Layout, ProjectFile, ProjectGoal, STORE_SCHEMA_VERSION, StoreRef};
 use crate::render;
 use crate::state::{ArchiveHead, ArchivedTodo, GoalState, StoredReceipt};
 
@@ -66,6 +66,105 @@ pub trait Store: Send + Sync + fmt::Debug {
     fn repair_project(&self) -> Result<Vec<String>>;
     /// Mends what can be mended without losing committed data, then reports as `doctor` does.
     fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport>;
+    /// The goal's log, line by line as committed (the bytes its hash chain covers), verified.
+    fn log_lines(&self, id: &GoalId) -> Result<Vec<String>>;
+    /// Creates goal `id` from another store's log (`lines`, as [`Store::log_lines`] gives
+    /// them), after verifying its chain and that it replays to the state it records; refuses a
+    /// goal that exists. The project's goal list is the caller's (`update_project`).
+    fn import_goal(&self, id: &GoalId, lines: &[String]) -> Result<GoalState>;
+}
+
+/// Verifies a log given as lines: its chain, and that it replays to the state its last line
+/// records. Returns the scan, the state and the archive lines it makes.
+pub fn verify_lines(id: &GoalId, lines: &[String]) -> Result<(Scan, GoalState, Vec<String>)> {
+    let text = archive_text(lines);
+    let name = Path::new("imported log");
+    let scan = log::scan(text.as_bytes()).map_err(|(_, b)| chain_error(name, &b))?;
+    let (state, archive) = replay(id, &scan)?;
+    if check_root(id, &scan, &state, &archive)? {
+        return Err(Error::refused(format!(
+            "goal {id}: its log was written by an older loopx; open it once with this one first"
+        )));
+    }
+    Ok((scan, state, archive))
+}
+
+/// Splits a log's bytes into its lines.
+pub fn lines_of(bytes: &[u8]) -> Result<Vec<String>> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| String::from_utf8(l.to_vec()).map_err(|_| Error::integrity("an event line is not UTF-8")))
+        .collect()
+}
+
+/// A store chosen when the project is opened (the command line's: the file store or a
+/// database), as one type.
+impl Store for Box<dyn Store> {
+    fn project(&self) -> Result<ProjectFile> {
+        (**self).project()
+    }
+    fn update_project(&self, f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>) -> Result<ProjectFile> {
+        (**self).update_project(f)
+    }
+    fn create_goal(&self, id: &GoalId, first: Event, make_default: bool) -> Result<GoalState> {
+        (**self).create_goal(id, first, make_default)
+    }
+    fn read(&self, id: &GoalId) -> Result<GoalState> {
+        (**self).read(id)
+    }
+    fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
+        (**self).transact(id, f)
+    }
+    fn scan(&self, id: &GoalId) -> Result<Scan> {
+        (**self).scan(id)
+    }
+    fn archive(&self, id: &GoalId, head: &ArchiveHead) -> Result<Vec<ArchivedTodo>> {
+        (**self).archive(id, head)
+    }
+    fn append(&self, id: &GoalId, commit: &Commit<'_>) -> Result<()> {
+        (**self).append(id, commit)
+    }
+    fn root(&self) -> &Path {
+        (**self).root()
+    }
+    fn clock(&self) -> &dyn Clock {
+        (**self).clock()
+    }
+    fn reporter(&self) -> &dyn Reporter {
+        (**self).reporter()
+    }
+    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        (**self).doctor(only)
+    }
+    fn repair_project(&self) -> Result<Vec<String>> {
+        (**self).repair_project()
+    }
+    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        (**self).repair(only)
+    }
+    fn log_lines(&self, id: &GoalId) -> Result<Vec<String>> {
+        (**self).log_lines(id)
+    }
+    fn import_goal(&self, id: &GoalId, lines: &[String]) -> Result<GoalState> {
+        (**self).import_goal(id, lines)
+    }
+}
+
+/// Opens the store of the project at a directory: the command line's opener knows every kind
+/// of store; [`open_file_store`] knows the file store only.
+pub type StoreOpener = Arc<
+    dyn Fn(&Path, Arc<dyn Clock>, Arc<dyn Reporter>, &StoreOptions) -> Result<Box<dyn Store>> + Send + Sync,
+>;
+
+/// The opener of file stores (a project whose state is elsewhere is refused, naming it).
+pub fn open_file_store(
+    root: &Path,
+    clock: Arc<dyn Clock>,
+    reporter: Arc<dyn Reporter>,
+    options: &StoreOptions,
+) -> Result<Box<dyn Store>> {
+    Ok(Box::new(FileStore::open(root, clock, reporter, options.clone())?))
 }
 
 /// One commit, as [`Txn::commit`] hands it to [`Store::append`].
@@ -352,6 +451,9 @@ impl FileStore {
             ))
             .with_hint("create one with: loopx init --goal-id main --objective \"…\""));
         }
+        if let Ok(p) = read_project(&layout) {
+            refuse_elsewhere(&layout, &p)?;
+        }
         Ok(Self { layout, clock, reporter, options })
     }
 
@@ -369,15 +471,12 @@ impl FileStore {
                 .with_hint("pass the project's directory with --project DIR"));
         }
         let store = Self { layout, clock, reporter, options };
-        let dir = store.layout.state_dir();
         let created_project = !store.layout.project_file().exists();
         if !created_project {
-            store.project()?; // refuse to build on an unreadable project.json
+            // Refuse to build on an unreadable project.json, or on one that points elsewhere.
+            refuse_elsewhere(&store.layout, &store.project()?)?;
         }
-        kfs::create_dir_all(&dir)?;
-        if !store.layout.gitignore().exists() {
-            kfs::atomic_write(&store.layout.gitignore(), b"# loopx state is local; see loopx doctor\n*\n")?;
-        }
+        create_state_dir(&store.layout)?;
         if created_project {
             let _guard = store.lock_project()?;
             if !store.layout.project_file().exists() {
@@ -424,10 +523,7 @@ impl FileStore {
     }
 
     fn write_project(&self, p: &ProjectFile) -> Result<()> {
-        let mut bytes = serde_json::to_vec_pretty(p)
-            .map_err(|e| Error::internal(format!("cannot encode project.json: {e}")))?;
-        bytes.push(b'\n');
-        kfs::atomic_write(&self.layout.project_file(), &bytes)
+        write_project_file(&self.layout, p)
     }
 
     /// Every path a command on goal `id` touches, checked to be a regular file or directory
@@ -751,6 +847,85 @@ impl FileStore {
     }
 }
 
+/// Reads `.loopx/project.json`, refusing one that is damaged or of another version.
+pub fn read_project(layout: &Layout) -> Result<ProjectFile> {
+    let path = layout.project_file();
+    let bytes = fs::read(&path).map_err(|e| Error::io("read", &path, &e))?;
+    let p: ProjectFile = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::integrity(format!("{} is not valid: {e}", path.display())))?;
+    if p.schema_version != STORE_SCHEMA_VERSION {
+        return Err(Error::integrity(format!(
+            "{} has schema_version {}; this loopx reads version {STORE_SCHEMA_VERSION}",
+            path.display(),
+            p.schema_version
+        ))
+        .with_hint("use the loopx version that wrote this project"));
+    }
+    Ok(p)
+}
+
+/// Creates `.loopx/` at `root` pointing at `store`, for a project whose state is kept there
+/// (or reuses the one that already points there). A project that keeps its state in `.loopx/`
+/// or in another store is refused: `loopx store migrate` moves state, `init` never does.
+pub fn init_pointer(root: &Path, store: &StoreRef) -> Result<InitOutcome> {
+    let layout = Layout::new(root);
+    if !root.is_dir() {
+        return Err(Error::not_found(format!("{} is not a directory", root.display()))
+            .with_hint("pass the project's directory with --project DIR"));
+    }
+    if layout.project_file().exists() {
+        let p = read_project(&layout)?;
+        return match &p.store {
+            Some(s) if s == store => Ok(InitOutcome { created_project: false }),
+            Some(s) => Err(Error::refused(format!(
+                "{} already keeps its state in {} at {} (project {})",
+                root.display(),
+                s.kind,
+                s.url,
+                s.project
+            ))),
+            None => Err(Error::refused(format!("{} already keeps its state in .loopx/", root.display()))
+                .with_hint(format!("move it there with: loopx store migrate --to {}", store.url))),
+        };
+    }
+    create_state_dir(&layout)?;
+    let p = ProjectFile { store: Some(store.clone()), ..ProjectFile::new() };
+    write_project_file(&layout, &p)?;
+    Ok(InitOutcome { created_project: true })
+}
+
+/// Creates `.loopx/` with the `.gitignore` that keeps it out of the repository.
+fn create_state_dir(layout: &Layout) -> Result<()> {
+    kfs::create_dir_all(&layout.state_dir())?;
+    if !layout.gitignore().exists() {
+        kfs::atomic_write(&layout.gitignore(), b"# loopx state is local; see loopx doctor\n*\n")?;
+    }
+    Ok(())
+}
+
+/// Writes `.loopx/project.json` atomically.
+pub(crate) fn write_project_file(layout: &Layout, p: &ProjectFile) -> Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(p)
+        .map_err(|e| Error::internal(format!("cannot encode project.json: {e}")))?;
+    bytes.push(b'\n');
+    kfs::atomic_write(&layout.project_file(), &bytes)
+}
+
+/// Refuses to keep a project's state in `.loopx/` when its `project.json` points elsewhere.
+fn refuse_elsewhere(layout: &Layout, p: &ProjectFile) -> Result<()> {
+    match &p.store {
+        None => Ok(()),
+        Some(s) => Err(Error::refused(format!(
+            "{} keeps its state in {} at {} (project {}), not in .loopx/",
+            layout.root().display(),
+            s.kind,
+            s.url,
+            s.project
+        ))
+        .with_hint("use the loopx command line, which opens that store (loopx status)")),
+    }
+}
+
 /// `doctor --repair`: what can be mended without losing committed data is mended, and what
 /// does not check out is moved aside into dated files. Nothing is deleted.
 impl FileStore {
@@ -871,19 +1046,7 @@ impl FileStore {
 
 impl Store for FileStore {
     fn project(&self) -> Result<ProjectFile> {
-        let path = self.layout.project_file();
-        let bytes = fs::read(&path).map_err(|e| Error::io("read", &path, &e))?;
-        let p: ProjectFile = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::integrity(format!("{} is not valid: {e}", path.display())))?;
-        if p.schema_version != STORE_SCHEMA_VERSION {
-            return Err(Error::integrity(format!(
-                "{} has schema_version {}; this loopx reads version {STORE_SCHEMA_VERSION}",
-                path.display(),
-                p.schema_version
-            ))
-            .with_hint("use the loopx version that wrote this project"));
-        }
-        Ok(p)
+        read_project(&self.layout)
     }
 
     fn update_project(&self, f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>) -> Result<ProjectFile> {
@@ -1029,6 +1192,33 @@ impl Store for FileStore {
 
     fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
         crate::doctor::repair(self, only)
+    }
+
+    fn log_lines(&self, id: &GoalId) -> Result<Vec<String>> {
+        self.goal_exists_check(id)?;
+        let _guard = self.lock_goal(id)?;
+        let events = self.layout.events(id);
+        let bytes = fs::read(&events).map_err(|e| Error::io("read", &events, &e))?;
+        let scan = log::scan(&bytes).map_err(|(_, b)| chain_error(&events, &b))?;
+        let valid = usize::try_from(scan.valid_len).unwrap_or(usize::MAX);
+        lines_of(&bytes[..valid.min(bytes.len())])
+    }
+
+    /// Writes the log, then the views a replay of it makes.
+    fn import_goal(&self, id: &GoalId, lines: &[String]) -> Result<GoalState> {
+        let (scan, state, archive) = verify_lines(id, lines)?;
+        let events = self.layout.events(id);
+        if events.exists() {
+            return Err(Error::conflict(format!("goal {id} already exists in {}", events.display())));
+        }
+        kfs::create_dir_all(&self.layout.goal_dir(id))?;
+        let _guard = self.lock_goal(id)?;
+        let mut file = kfs::open_append(&events)?;
+        kfs::append_durable(&mut file, &events, archive_text(lines).as_bytes())?;
+        kfs::sync_dir(&self.layout.goal_dir(id))?;
+        self.write_archive(id, &archive)?;
+        self.write_projections(id, &state, scan.head(), None)?;
+        Ok(state)
     }
 }
 

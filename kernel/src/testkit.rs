@@ -354,6 +354,7 @@ fn hooks(a: &dyn HostAdapter) {
         agent: None,
         options: StoreOptions::default(),
         reporter: Arc::new(Silent),
+        open: Arc::new(crate::open_file_store),
     };
     for s in &samples {
         let p = a.hook_point(s.event).unwrap();

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::ReentrantMutex;
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 use sha2::{Digest, Sha256};
 
@@ -33,7 +34,8 @@ use loopx_kernel::log::{self, Scan};
 use loopx_kernel::project::{ProjectFile, ProjectGoal};
 use loopx_kernel::state::{ArchiveHead, ArchivedTodo, GoalState};
 use loopx_kernel::store::{
-    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, genesis, read_archive, replay,
+    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, genesis, lines_of, read_archive,
+    replay, verify_lines,
 };
 use loopx_kernel::{Reporter, StoreOptions};
 
@@ -60,13 +62,77 @@ CREATE TRIGGER loopx_events_changed AFTER UPDATE OR DELETE ON loopx_events
     FOR EACH ROW EXECUTE FUNCTION loopx_events_changed();
 "];
 
+/// The channel every commit is announced on (`LISTEN loopx_commits`), with a JSON payload
+/// `{"project", "goal", "seq"}`.
+pub const CHANNEL: &str = "loopx_commits";
+
 /// The advisory lock that serialises migrations.
 const MIGRATION_LOCK: i64 = 0x6c6f_6f70_785f_6d69;
 
 struct Conn {
-    client: Client,
+    /// Always there until the store is dropped (then closed off the caller's runtime).
+    client: Option<Client>,
     /// A transaction is open on `client` (begun by `transact`, ended by `append` or rollback).
     in_txn: bool,
+}
+
+/// A commit another connection made, as [`Listener::wait`] hears of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub goal: GoalId,
+    pub seq: u64,
+}
+
+/// Hears of the commits to one project, so a dashboard or a waiting agent wakes when the state
+/// changes instead of polling it.
+pub struct Listener {
+    ns: String,
+    conn: Conn,
+}
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener").field("ns", &self.ns).finish_non_exhaustive()
+    }
+}
+
+impl Listener {
+    /// The next commit to the project, or `None` when `timeout` passes first.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Option<Notice>> {
+        let deadline = std::time::Instant::now() + timeout;
+        let (ns, conn) = (&self.ns, &mut self.conn);
+        off_runtime(|| {
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let mut notices = conn.client().notifications();
+                let Some(n) = notices.timeout_iter(left).next().map_err(|e| db("listen", &e))? else {
+                    return Ok(None);
+                };
+                let v: serde_json::Value = serde_json::from_str(n.payload()).unwrap_or_default();
+                if v["project"].as_str() != Some(ns.as_str()) {
+                    continue;
+                }
+                let goal = v["goal"].as_str().and_then(|g| GoalId::new(g).ok());
+                if let (Some(goal), Some(seq)) = (goal, v["seq"].as_u64()) {
+                    return Ok(Some(Notice { goal, seq }));
+                }
+            }
+        })
+    }
+}
+
+impl Conn {
+    fn client(&mut self) -> &mut Client {
+        self.client.as_mut().unwrap_or_else(|| unreachable!("the client is taken only on drop"))
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            off_runtime(move || drop(client));
+        }
+    }
 }
 
 /// A loopx project kept in a PostgreSQL database.
@@ -87,18 +153,35 @@ impl fmt::Debug for PgStore {
     }
 }
 
-/// A database error as loopx reports it: an unreachable database or a lock not granted in time
-/// is "busy" (retry), anything else names the statement that failed.
+/// A database error as loopx reports it. An unreachable database, a server shutting down or
+/// restarting, a lost connection, or a lock not granted in time is "busy": nothing was
+/// committed, and the command is safe to retry (a turn id makes the retry exact). Anything else
+/// names the statement that failed and the server's words.
 fn db(what: &str, e: &postgres::Error) -> Error {
-    let lock_wait = e.code().is_some_and(|c| *c == postgres::error::SqlState::LOCK_NOT_AVAILABLE);
-    if lock_wait {
-        return Error::busy(format!("{what}: another writer holds the goal")).with_hint("try again");
-    }
-    if e.is_closed() || e.as_db_error().is_none() {
+    use postgres::error::SqlState;
+    let Some(server) = e.as_db_error() else {
         return Error::busy(format!("{what}: the database is not reachable ({e})"))
             .with_hint("check that PostgreSQL is running and the store URL is right, then try again");
+    };
+    let code = server.code();
+    if *code == SqlState::LOCK_NOT_AVAILABLE {
+        return Error::busy(format!("{what}: another writer holds the goal")).with_hint("try again");
     }
-    Error::internal(format!("{what}: {e}"))
+    // Classes 08 (connection), 53 (resources) and 57 (operator intervention: shutdown, restart).
+    if ["08", "53", "57"].iter().any(|class| code.code().starts_with(class)) {
+        return Error::busy(format!("{what}: the database is unavailable ({})", server.message()))
+            .with_hint("try again in a moment");
+    }
+    Error::internal(format!("{what}: {} ({})", server.message(), code.code()))
+}
+
+/// Runs `f` on a thread of its own: the client drives its own runtime, which cannot run inside
+/// the caller's (the command line answers inside one).
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(v) => v,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }
 
 /// The advisory lock key of a goal.
@@ -126,14 +209,17 @@ impl PgStore {
         reporter: Arc<dyn Reporter>,
         options: &StoreOptions,
     ) -> Result<Self> {
-        let mut client = Client::connect(url, NoTls).map_err(|e| db("connect to the store", &e))?;
-        migrate(&mut client)?;
-        client
-            .execute(
-                "INSERT INTO loopx_projects (ns, body) VALUES ($1, $2) ON CONFLICT (ns) DO NOTHING",
-                &[&ns, &project_text(&ProjectFile::new())?],
-            )
-            .map_err(|e| db("create the project", &e))?;
+        let client = off_runtime(|| {
+            let mut client = Client::connect(url, NoTls).map_err(|e| db("connect to the store", &e))?;
+            migrate(&mut client)?;
+            client
+                .execute(
+                    "INSERT INTO loopx_projects (ns, body) VALUES ($1, $2) ON CONFLICT (ns) DO NOTHING",
+                    &[&ns, &project_text(&ProjectFile::new())?],
+                )
+                .map_err(|e| db("create the project", &e))?;
+            Ok::<_, Error>(client)
+        })?;
         Ok(Self {
             root: root.to_path_buf(),
             ns: ns.to_owned(),
@@ -141,8 +227,18 @@ impl PgStore {
             clock,
             reporter,
             lock_timeout: options.lock_timeout,
-            conn: ReentrantMutex::new(RefCell::new(Conn { client, in_txn: false })),
+            conn: ReentrantMutex::new(RefCell::new(Conn { client: Some(client), in_txn: false })),
         })
+    }
+
+    /// A connection of its own that hears of every commit to this project.
+    pub fn listen(&self) -> Result<Listener> {
+        let client = off_runtime(|| {
+            let mut client = Client::connect(&self.url, NoTls).map_err(|e| db("connect to the store", &e))?;
+            client.batch_execute(&format!("LISTEN {CHANNEL}")).map_err(|e| db("listen", &e))?;
+            Ok::<_, Error>(client)
+        })?;
+        Ok(Listener { ns: self.ns.clone(), conn: Conn { client: Some(client), in_txn: false } })
     }
 
     /// Another connection to the same project, as another process would open it.
@@ -155,10 +251,10 @@ impl PgStore {
     /// each complete line that changed is written back to its row (a half line is dropped: a
     /// database never holds a torn row). For the store conformance suite.
     pub fn edit_log(&self, id: &GoalId, edit: &dyn Fn(&mut Vec<u8>)) -> Result<()> {
+        let before = self.with(|conn| self.log_bytes(conn.client(), id))?;
+        let mut after = before.clone();
+        edit(&mut after);
         self.with(|conn| {
-            let before = self.log_bytes(&mut conn.client, id)?;
-            let mut after = before.clone();
-            edit(&mut after);
             let old: Vec<&[u8]> = before.split(|b| *b == b'\n').collect();
             let lines = after.split(|b| *b == b'\n').collect::<Vec<_>>();
             let complete = &lines[..lines.len().saturating_sub(1)];
@@ -168,7 +264,7 @@ impl PgStore {
                 }
                 let text = String::from_utf8_lossy(line).into_owned();
                 let seq = i64::try_from(i + 1).unwrap_or(i64::MAX);
-                conn.client
+                conn.client()
                     .execute(
                         "UPDATE loopx_events SET line = $4 WHERE ns = $1 AND goal = $2 AND seq = $3",
                         &[&self.ns, &id.as_str(), &seq, &text],
@@ -179,12 +275,13 @@ impl PgStore {
         })
     }
 
-    /// Runs `f` on the connection (not inside another call's borrow).
-    fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+    /// Runs `f` on the connection (not inside another call's borrow), off any async runtime.
+    fn with<T: Send>(&self, f: impl FnOnce(&mut Conn) -> Result<T> + Send) -> Result<T> {
         let guard = self.conn.lock();
         let mut conn =
             guard.try_borrow_mut().map_err(|_| Error::internal("the store's connection is in use"))?;
-        f(&mut conn)
+        let conn: &mut Conn = &mut conn;
+        off_runtime(move || f(conn))
     }
 
     fn log_name(&self, id: &GoalId) -> PathBuf {
@@ -343,7 +440,7 @@ impl Store for PgStore {
     fn project(&self) -> Result<ProjectFile> {
         self.with(|conn| {
             let row = conn
-                .client
+                .client()
                 .query_one("SELECT body FROM loopx_projects WHERE ns = $1", &[&self.ns])
                 .map_err(|e| db("read the project", &e))?;
             serde_json::from_str(row.get::<_, &str>(0))
@@ -352,30 +449,50 @@ impl Store for PgStore {
     }
 
     fn update_project(&self, f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>) -> Result<ProjectFile> {
-        self.with(|conn| {
-            let mut t = conn.client.transaction().map_err(|e| db("update the project", &e))?;
-            let row = t
+        let guard = self.conn.lock();
+        let mut conn =
+            guard.try_borrow_mut().map_err(|_| Error::internal("the store's connection is in use"))?;
+        let conn: &mut Conn = &mut conn;
+        let mut p = off_runtime(|| {
+            conn.client().batch_execute("BEGIN").map_err(|e| db("update the project", &e))?;
+            let row = conn
+                .client()
                 .query_one("SELECT body FROM loopx_projects WHERE ns = $1 FOR UPDATE", &[&self.ns])
-                .map_err(|e| db("read the project", &e))?;
-            let mut p: ProjectFile = serde_json::from_str(row.get::<_, &str>(0)).map_err(|e| {
-                Error::integrity(format!("project {} in the store is not valid: {e}", self.ns))
-            })?;
-            if f(&mut p)? {
-                t.execute(
-                    "UPDATE loopx_projects SET body = $2 WHERE ns = $1",
-                    &[&self.ns, &project_text(&p)?],
-                )
-                .map_err(|e| db("update the project", &e))?;
+                .map_err(|e| db("read the project", &e));
+            let p = row.and_then(|row| {
+                serde_json::from_str::<ProjectFile>(row.get::<_, &str>(0)).map_err(|e| {
+                    Error::integrity(format!("project {} in the store is not valid: {e}", self.ns))
+                })
+            });
+            if p.is_err() {
+                let _ = conn.client().batch_execute("ROLLBACK");
             }
-            t.commit().map_err(|e| db("update the project", &e))?;
-            Ok(p)
-        })
+            p
+        })?;
+        // The change is decided here, on the caller's thread; the row stays locked meanwhile.
+        let changed = f(&mut p);
+        off_runtime(|| {
+            let written = match &changed {
+                Ok(true) => conn
+                    .client()
+                    .execute(
+                        "UPDATE loopx_projects SET body = $2 WHERE ns = $1",
+                        &[&self.ns, &project_text(&p)?],
+                    )
+                    .map(|_| ()),
+                _ => Ok(()),
+            };
+            let end = if changed.is_ok() && written.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            let ended = conn.client().batch_execute(end);
+            written.and(ended).map_err(|e| db("update the project", &e))
+        })?;
+        changed.map(|_| p)
     }
 
     fn create_goal(&self, id: &GoalId, first: Event, make_default: bool) -> Result<GoalState> {
         let (state, text) = genesis(id, first, self.clock.now())?;
         self.with(|conn| {
-            let mut t = conn.client.transaction().map_err(|e| db("create the goal", &e))?;
+            let mut t = conn.client().transaction().map_err(|e| db("create the goal", &e))?;
             let row = t
                 .query_one("SELECT body FROM loopx_projects WHERE ns = $1 FOR UPDATE", &[&self.ns])
                 .map_err(|e| db("read the project", &e))?;
@@ -417,29 +534,29 @@ impl Store for PgStore {
     }
 
     fn read(&self, id: &GoalId) -> Result<GoalState> {
-        self.with(|conn| self.load(&mut conn.client, id, false)).map(|(s, _, _)| s)
+        self.with(|conn| self.load(conn.client(), id, false)).map(|(s, _, _)| s)
     }
 
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
         let guard = self.conn.lock();
         let (state, head, rewrote) = {
             let mut conn = guard.borrow_mut();
-            let timeout = format!("SET LOCAL lock_timeout = '{}ms'", self.lock_timeout.as_millis());
-            conn.client.batch_execute(&format!("BEGIN; {timeout}")).map_err(|e| db("begin", &e))?;
-            conn.in_txn = true;
-            let loaded = conn
-                .client
-                .execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key(&self.ns, id)])
-                .map_err(|e| db(&format!("lock goal {id}"), &e))
-                .and_then(|_| self.load(&mut conn.client, id, true));
-            match loaded {
-                Ok(l) => l,
-                Err(e) => {
-                    let _ = conn.client.batch_execute("ROLLBACK");
+            let conn: &mut Conn = &mut conn;
+            off_runtime(|| {
+                let timeout = format!("SET LOCAL lock_timeout = '{}ms'", self.lock_timeout.as_millis());
+                conn.client().batch_execute(&format!("BEGIN; {timeout}")).map_err(|e| db("begin", &e))?;
+                conn.in_txn = true;
+                let loaded = conn
+                    .client()
+                    .execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key(&self.ns, id)])
+                    .map_err(|e| db(&format!("lock goal {id}"), &e))
+                    .and_then(|_| self.load(conn.client(), id, true));
+                if loaded.is_err() {
+                    let _ = conn.client().batch_execute("ROLLBACK");
                     conn.in_txn = false;
-                    return Err(e);
                 }
-            }
+                loaded
+            })?
         };
         let result = f(&mut Txn::new(self, id.clone(), state, head, None));
         let mut conn = guard.borrow_mut();
@@ -448,14 +565,15 @@ impl Store for PgStore {
             // the log is kept; nothing else was written.
             conn.in_txn = false;
             let end = if rewrote { "COMMIT" } else { "ROLLBACK" };
-            conn.client.batch_execute(end).map_err(|e| db("end the transaction", &e))?;
+            let conn: &mut Conn = &mut conn;
+            off_runtime(|| conn.client().batch_execute(end)).map_err(|e| db("end the transaction", &e))?;
         }
         result
     }
 
     fn scan(&self, id: &GoalId) -> Result<Scan> {
         self.with(|conn| {
-            let bytes = self.log_bytes(&mut conn.client, id)?;
+            let bytes = self.log_bytes(conn.client(), id)?;
             log::scan(&bytes).map_err(|(_, b)| chain_error(&self.log_name(id), &b))
         })
     }
@@ -464,7 +582,7 @@ impl Store for PgStore {
         if head.is_empty() {
             return Ok(Vec::new());
         }
-        let lines = self.with(|conn| archive_lines(&mut conn.client, &self.ns, id))?;
+        let lines = self.with(|conn| archive_lines(conn.client(), &self.ns, id))?;
         let path = PathBuf::from(format!("postgres:{}/goals/{id}/archive", self.ns));
         read_archive(&path, archive_text(&lines).as_bytes(), head)
     }
@@ -479,27 +597,30 @@ impl Store for PgStore {
             let seq = seq_i64(c.state.seq)?;
             let state = std::str::from_utf8(c.state_json).map_err(|e| Error::internal(e.to_string()))?;
             let written = (|| {
-                conn.client.execute(
+                conn.client().execute(
                     "INSERT INTO loopx_events (ns, goal, seq, line) VALUES ($1, $2, $3, $4)",
                     &[&self.ns, &id.as_str(), &seq, &c.line],
                 )?;
-                conn.client.execute(
+                conn.client().execute(
                     "UPDATE loopx_goals SET seq = $3, head = $4, state = $5 WHERE ns = $1 AND goal = $2",
                     &[&self.ns, &id.as_str(), &seq, &c.hash, &state],
                 )?;
+                // Delivered to listeners when (and only if) the transaction commits.
+                let notice = serde_json::json!({"project": self.ns, "goal": id, "seq": seq}).to_string();
+                conn.client().execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &notice])?;
                 Ok::<_, postgres::Error>(())
             })();
             let written = written.map_err(|e| db("append the event", &e)).and_then(|()| {
                 let from = i64::try_from(c.archive_before.todos).unwrap_or(i64::MAX);
-                insert_archive(&mut conn.client, &self.ns, id, from, &c.state.archived_now)
+                insert_archive(conn.client(), &self.ns, id, from, &c.state.archived_now)
             });
             if let Err(e) = written {
-                let _ = conn.client.batch_execute("ROLLBACK");
+                let _ = conn.client().batch_execute("ROLLBACK");
                 conn.in_txn = false;
                 return Err(e);
             }
             conn.in_txn = false;
-            conn.client.batch_execute("COMMIT").map_err(|e| db("commit", &e))
+            conn.client().batch_execute("COMMIT").map_err(|e| db("commit", &e))
         })
     }
 
@@ -521,8 +642,7 @@ impl Store for PgStore {
             Some(g) => vec![g.clone()],
             None => project.goals.iter().map(|g| g.id.clone()).collect(),
         };
-        let reports =
-            self.with(|conn| goals.iter().map(|g| self.goal_report(&mut conn.client, g)).collect())?;
+        let reports = self.with(|conn| goals.iter().map(|g| self.goal_report(conn.client(), g)).collect())?;
         let reports: Vec<DoctorGoal> = reports;
         let healthy = reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
         let listed = format!("{} goal(s), in PostgreSQL project {}", project.goals.len(), self.ns);
@@ -531,6 +651,52 @@ impl Store for PgStore {
 
     fn repair_project(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
+    }
+
+    fn log_lines(&self, id: &GoalId) -> Result<Vec<String>> {
+        let bytes = self.with(|conn| self.log_bytes(conn.client(), id))?;
+        log::scan(&bytes).map_err(|(_, b)| chain_error(&self.log_name(id), &b))?;
+        lines_of(&bytes)
+    }
+
+    /// One transaction: the event rows as given, the state and archive rows a replay makes.
+    fn import_goal(&self, id: &GoalId, lines: &[String]) -> Result<GoalState> {
+        let (scan, state, archive) = verify_lines(id, lines)?;
+        let state_text =
+            String::from_utf8(encode_state(&state)?).map_err(|e| Error::internal(e.to_string()))?;
+        self.with(|conn| {
+            let c = conn.client();
+            c.batch_execute("BEGIN").map_err(|e| db("import the goal", &e))?;
+            let imported = (|| {
+                let exists = c
+                    .query_opt(
+                        "SELECT 1 FROM loopx_goals WHERE ns = $1 AND goal = $2",
+                        &[&self.ns, &id.as_str()],
+                    )
+                    .map_err(|e| db("import the goal", &e))?;
+                if exists.is_some() {
+                    return Err(Error::conflict(format!("goal {id} already exists in project {}", self.ns)));
+                }
+                for (i, line) in lines.iter().enumerate() {
+                    let seq = i64::try_from(i + 1).unwrap_or(i64::MAX);
+                    c.execute(
+                        "INSERT INTO loopx_events (ns, goal, seq, line) VALUES ($1, $2, $3, $4)",
+                        &[&self.ns, &id.as_str(), &seq, line],
+                    )
+                    .map_err(|e| db("import the goal", &e))?;
+                }
+                c.execute(
+                    "INSERT INTO loopx_goals (ns, goal, seq, head, state) VALUES ($1, $2, $3, $4, $5)",
+                    &[&self.ns, &id.as_str(), &seq_i64(state.seq)?, &scan.head(), &state_text],
+                )
+                .map_err(|e| db("import the goal", &e))?;
+                insert_archive(c, &self.ns, id, 0, &archive)
+            })();
+            let end = if imported.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            let ended = c.batch_execute(end).map_err(|e| db("import the goal", &e));
+            imported.and(ended)
+        })?;
+        Ok(state)
     }
 
     /// Rebuilds each goal's state and archive rows from its log (which must verify).
@@ -542,7 +708,7 @@ impl Store for PgStore {
         let mut actions = Vec::new();
         for id in &goals {
             self.with(|conn| {
-                conn.client
+                conn.client()
                     .execute(
                         "UPDATE loopx_goals SET dirty = true WHERE ns = $1 AND goal = $2",
                         &[&self.ns, &id.as_str()],

@@ -20,6 +20,7 @@ mod integrity;
 mod layering;
 mod mcp;
 mod newcomer;
+mod postgres;
 mod readme;
 mod real_claude;
 mod real_codex;

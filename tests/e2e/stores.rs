@@ -2,7 +2,6 @@
 //! the in-memory one and the PostgreSQL one. A new store adds a backend and one `store_conformance!` line.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,28 +59,15 @@ impl Backend for Memory {
 struct Postgres(String);
 
 impl Postgres {
-    /// The database to test against; `None` only when `LOOPX_SKIP_PG=1` says to skip, loudly.
     fn from_env() -> Option<Self> {
-        match std::env::var("LOOPX_TEST_PG_URL") {
-            Ok(url) if !url.is_empty() => Some(Self(url)),
-            _ if std::env::var("LOOPX_SKIP_PG").as_deref() == Ok("1") => {
-                eprintln!("SKIPPED: the PostgreSQL store's conformance (LOOPX_SKIP_PG=1)");
-                None
-            }
-            _ => panic!(
-                "LOOPX_TEST_PG_URL is not set: run the suite with `cargo xtask ci` (which starts PostgreSQL), \
-                 point it at a database, or set LOOPX_SKIP_PG=1 to skip these tests"
-            ),
-        }
+        loopx_tests::pg::test_url("the PostgreSQL store's conformance").map(Self)
     }
 }
 
 impl Backend for Postgres {
     type S = PgStore;
     fn fresh(&self) -> PgStore {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let ns = format!("t{}-{}-{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let ns = loopx_tests::pg::unique_project("suite");
         let options = StoreOptions::default();
         PgStore::connect(&self.0, &ns, Path::new("."), Arc::new(SystemClock), Arc::new(Silent), &options)
             .unwrap()

@@ -3,6 +3,7 @@
 //! the real `loopx` binary, tree snapshots and JSON normalisation.
 
 pub mod layering;
+pub mod pg;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from(out: Output) -> Self {
+    pub fn from(out: Output) -> Self {
         Self {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

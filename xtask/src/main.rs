@@ -2,7 +2,6 @@
 
 mod bench;
 mod dist;
-mod pg;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -115,7 +114,7 @@ fn ci() -> Result<()> {
     )?;
     ensure_hosts()?;
     // The PostgreSQL store's tests need a database; the server stops when `_server` drops.
-    let (url, _server) = pg::for_tests()?;
+    let (url, _server) = loopx_tests::pg::for_tests().map_err(anyhow::Error::msg)?;
     let has_nextest = cargo().args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success());
     let mut tests = cargo();
     if has_nextest {

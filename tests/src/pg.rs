@@ -1,12 +1,21 @@
 //! A throwaway PostgreSQL server for the PostgreSQL store's tests: initialised in a temporary
 //! directory, listening on a free port of 127.0.0.1, stopped and removed when dropped.
+//! `cargo xtask ci` starts one for the suite; a test that restarts a database starts its own.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+/// What can go wrong starting a server: a message.
+pub type Result<T> = std::result::Result<T, String>;
+
+/// Runs `cmd`, failing with its name.
+fn run(what: &str, cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().map_err(|e| format!("cannot start {what}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{what} failed ({status})")) }
+}
 
 /// A running server; `url` is what `LOOPX_TEST_PG_URL` gets.
+#[derive(Debug)]
 pub struct Server {
     bin: PathBuf,
     dir: PathBuf,
@@ -17,17 +26,42 @@ pub struct Server {
 /// The database the tests use: the one `LOOPX_TEST_PG_URL` names, none when `LOOPX_SKIP_PG=1`
 /// (said loudly), or a server started here.
 pub fn for_tests() -> Result<(Option<String>, Option<Server>)> {
+    if std::env::var("LOOPX_SKIP_PG").as_deref() == Ok("1") {
+        eprintln!("LOOPX_SKIP_PG=1: the PostgreSQL store's tests are SKIPPED");
+        return Ok((None, None));
+    }
     if let Ok(url) = std::env::var("LOOPX_TEST_PG_URL")
         && !url.is_empty()
     {
         return Ok((Some(url), None));
     }
-    if std::env::var("LOOPX_SKIP_PG").as_deref() == Ok("1") {
-        eprintln!("xtask: LOOPX_SKIP_PG=1: the PostgreSQL store's tests are SKIPPED");
-        return Ok((None, None));
-    }
     let server = start()?;
     Ok((Some(server.url.clone()), Some(server)))
+}
+
+/// The database a test runs against: `LOOPX_TEST_PG_URL`, or `None` when `LOOPX_SKIP_PG=1`
+/// says to skip (said on stderr). Without either the test fails: never a silent skip.
+pub fn test_url(test: &str) -> Option<String> {
+    match std::env::var("LOOPX_TEST_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("LOOPX_SKIP_PG").as_deref() == Ok("1") => {
+            eprintln!("SKIPPED: {test} needs PostgreSQL (LOOPX_SKIP_PG=1)");
+            None
+        }
+        _ => panic!(
+            "{test}: LOOPX_TEST_PG_URL is not set: run the suite with `cargo xtask ci` (which starts \
+             PostgreSQL), point it at a database, or set LOOPX_SKIP_PG=1 to skip the PostgreSQL tests"
+        ),
+    }
+}
+
+/// A name no other test uses, for a project in the shared database.
+pub fn unique_project(prefix: &str) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{prefix}-{}-{n}-{nanos}", std::process::id())
 }
 
 /// The directory holding `initdb` and `pg_ctl`: on the PATH, or Debian's newest version.
@@ -45,27 +79,32 @@ fn binaries() -> Option<PathBuf> {
     versions.pop().map(|(_, bin)| bin)
 }
 
-fn start() -> Result<Server> {
+/// Starts a server of its own: in a new temporary directory, on a free port.
+pub fn start() -> Result<Server> {
     let Some(bin) = binaries() else {
-        bail!(
-            "PostgreSQL is needed for the PostgreSQL store's tests and was not found: install it \
+        return Err("PostgreSQL is needed for the PostgreSQL store's tests and was not found: install it \
              (Debian: apt-get install postgresql; .ci/run does), or set LOOPX_SKIP_PG=1 to skip them"
-        );
+            .to_owned());
     };
     // PostgreSQL will not run as root; there it runs as the `postgres` user Debian creates.
-    let uid = Command::new("id").arg("-u").output().context("cannot run id -u")?;
+    let uid = Command::new("id").arg("-u").output().map_err(|e| format!("cannot run id -u: {e}"))?;
     let as_postgres = String::from_utf8_lossy(&uid.stdout).trim() == "0";
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let dir = std::env::temp_dir().join(format!("loopx-ci-pg-{}", std::process::id()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))?
+        .port();
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("loopx-pg-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let server =
         Server { bin, dir, as_postgres, url: format!("postgresql://loopx@127.0.0.1:{port}/postgres") };
     if as_postgres {
-        crate::run("chown the database directory", Command::new("chown").arg("postgres").arg(&server.dir))?;
+        run("chown the database directory", Command::new("chown").arg("postgres").arg(&server.dir))?;
     }
     let data = server.dir.join("data");
-    crate::run(
+    run(
         "initdb (a throwaway PostgreSQL for the store tests)",
         server.command("initdb").arg("-D").arg(&data).args([
             "-A",
@@ -78,7 +117,7 @@ fn start() -> Result<Server> {
         ]),
     )?;
     let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1", server.dir.display());
-    crate::run(
+    run(
         &format!("start PostgreSQL on 127.0.0.1:{port}"),
         server
             .command("pg_ctl")
@@ -92,6 +131,14 @@ fn start() -> Result<Server> {
 }
 
 impl Server {
+    /// Stops the server and starts it again on the same port and data (a database restart).
+    pub fn restart(&self) -> Result<()> {
+        run(
+            "restart PostgreSQL",
+            self.command("pg_ctl").arg("-D").arg(self.dir.join("data")).args(["-w", "-m", "fast", "restart"]),
+        )
+    }
+
     fn command(&self, name: &str) -> Command {
         let bin = self.bin.join(name);
         if self.as_postgres {

@@ -1,0 +1,302 @@
+//! Which store a project keeps its state in: `.loopx/` itself, or the database its
+//! `project.json` names. `project.json` never holds a credential: the password comes from the
+//! URL in `LOOPX_STORE_URL`, from `PGPASSWORD`, or from `~/.pgpass` (or `PGPASSFILE`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+
+use loopx_core::{Clock, Error, Result};
+use loopx_kernel::migrate;
+use loopx_kernel::project::{Layout, StoreRef};
+use loopx_kernel::store::read_project;
+use loopx_kernel::{Reporter, Store, StoreOpener, StoreOptions, open_file_store};
+use loopx_pgstore::PgStore;
+
+use crate::Env;
+use crate::args::StoreCommand;
+use crate::output::Rendered;
+
+/// The environment variable naming the store `loopx init` creates a project in.
+pub const STORE_URL_VAR: &str = "LOOPX_STORE_URL";
+
+/// The opener every command uses: the store the project's `project.json` names.
+pub fn opener() -> StoreOpener {
+    Arc::new(open)
+}
+
+fn open(
+    root: &Path,
+    clock: Arc<dyn Clock>,
+    reporter: Arc<dyn Reporter>,
+    options: &StoreOptions,
+) -> Result<Box<dyn Store>> {
+    let layout = Layout::new(root);
+    // An unreadable project.json is the file store's to report (and `doctor --repair`'s to mend).
+    let named =
+        if layout.project_file().is_file() { read_project(&layout).ok().and_then(|p| p.store) } else { None };
+    match named {
+        None => open_file_store(root, clock, reporter, options),
+        Some(s) => {
+            let url = with_password(&s.url)?;
+            Ok(Box::new(PgStore::connect(&url, &s.project, root, clock, reporter, options)?))
+        }
+    }
+}
+
+/// `loopx store show` and `loopx store migrate`.
+pub fn run(cmd: &StoreCommand, root: &Path, env: &Env, reporter: Arc<dyn Reporter>) -> Result<Rendered> {
+    let here = read_project(&Layout::new(root))?;
+    let from = open(root, env.clock.clone(), reporter.clone(), &env.options)?;
+    let place = |s: &Option<StoreRef>| match s {
+        None => format!("files in {}", Layout::new(root).state_dir().display()),
+        Some(s) => format!("{} at {} (project {})", s.kind, s.url, s.project),
+    };
+    let goals = from.project()?.goals;
+    match cmd {
+        StoreCommand::Show => {
+            let ids: Vec<String> = goals.iter().map(|g| g.id.to_string()).collect();
+            let text = format!(
+                "state: {}
+goals: {}
+",
+                place(&here.store),
+                if ids.is_empty() { "none".to_owned() } else { ids.join(", ") }
+            );
+            Rendered::new(&json!({"store": here.store, "goals": ids}), text)
+        }
+        StoreCommand::Migrate { to, store_project, dry_run } => {
+            let target = if to == "file" { None } else { Some(store_ref(to, store_project)?) };
+            if target == here.store {
+                return Err(Error::refused(format!(
+                    "the project keeps its state in {} already",
+                    place(&here.store)
+                )));
+            }
+            let mut events = 0;
+            for g in &goals {
+                events += from.scan(&g.id)?.lines.len();
+            }
+            let what = format!(
+                "{} goal(s), {events} event(s), from {} to {}",
+                goals.len(),
+                place(&here.store),
+                place(&target)
+            );
+            if *dry_run {
+                let ids: Vec<String> = goals.iter().map(|g| g.id.to_string()).collect();
+                return Rendered::new(
+                    &json!({"dry_run": true, "from": here.store, "to": target, "goals": ids, "events": events}),
+                    format!("would copy {what}; nothing was changed\n"),
+                );
+            }
+            let stamp: String =
+                env.clock.now().to_string().chars().filter(char::is_ascii_alphanumeric).collect();
+            let (copied, kept) = match &target {
+                None => {
+                    let (dir, staged) = migrate::staging_store(
+                        root,
+                        &stamp,
+                        env.clock.clone(),
+                        reporter.clone(),
+                        env.options.clone(),
+                    )?;
+                    let copied = migrate::copy_goals(from.as_ref(), &staged)?;
+                    drop(staged);
+                    (copied, migrate::adopt_staged(root, &dir, &stamp)?)
+                }
+                Some(s) => {
+                    let url = if parse(to)?.password.is_some() { to.clone() } else { with_password(to)? };
+                    let db = PgStore::connect(
+                        &url,
+                        &s.project,
+                        root,
+                        env.clock.clone(),
+                        reporter.clone(),
+                        &env.options,
+                    )?;
+                    let copied = migrate::copy_goals(from.as_ref(), &db)?;
+                    (copied, migrate::point_at(root, s, &stamp)?)
+                }
+            };
+            let mut text = format!("copied {what}; each log verified on both sides\n");
+            for c in &copied {
+                text.push_str(&format!(
+                    "  {}: {} events, head {}\n",
+                    c.id,
+                    c.events,
+                    &c.head[..c.head.len().min(16)]
+                ));
+            }
+            if let Some(k) = &kept {
+                text.push_str(&format!("the file store's goals are kept in {}\n", k.display()));
+            }
+            let goals: Vec<_> =
+                copied.iter().map(|c| json!({"id": c.id, "events": c.events, "head": c.head})).collect();
+            Rendered::new(
+                &json!({"dry_run": false, "from": here.store, "to": target, "goals": goals, "kept": kept}),
+                text,
+            )
+        }
+    }
+}
+
+/// A `postgres://` URL taken apart: `scheme://user[:password]@host[:port]/database[?params]`.
+#[derive(Debug, PartialEq, Eq)]
+struct Url<'a> {
+    scheme: &'a str,
+    user: &'a str,
+    password: Option<&'a str>,
+    host: &'a str,
+    port: Option<&'a str>,
+    rest: &'a str,
+}
+
+fn parse(url: &str) -> Result<Url<'_>> {
+    let bad = || {
+        Error::usage(format!("{:?} is not a PostgreSQL URL", redacted_text(url))).with_hint(
+            "write it as postgres://user@host:5432/database (the password from PGPASSWORD or ~/.pgpass)",
+        )
+    };
+    let (scheme, after) = url.split_once("://").ok_or_else(bad)?;
+    if scheme != "postgres" && scheme != "postgresql" {
+        return Err(bad());
+    }
+    let (auth, hostpart) = after.rsplit_once('@').ok_or_else(|| {
+        Error::usage(format!("{:?} names no user", redacted_text(url)))
+            .with_hint("write it as postgres://user@host:5432/database")
+    })?;
+    let (user, password) = match auth.split_once(':') {
+        Some((u, p)) => (u, Some(p)),
+        None => (auth, None),
+    };
+    let (hostport, rest) = hostpart.find(['/', '?']).map_or((hostpart, ""), |i| hostpart.split_at(i));
+    let (host, port) = match hostport.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty() => (h, Some(p)),
+        _ => (hostport, None),
+    };
+    if user.is_empty() || host.is_empty() {
+        return Err(bad());
+    }
+    Ok(Url { scheme, user, password, host, port, rest })
+}
+
+impl Url<'_> {
+    fn without_password(&self) -> String {
+        let port = self.port.map(|p| format!(":{p}")).unwrap_or_default();
+        format!("{}://{}@{}{port}{}", self.scheme, self.user, self.host, self.rest)
+    }
+
+    fn with(&self, password: &str) -> String {
+        let port = self.port.map(|p| format!(":{p}")).unwrap_or_default();
+        let password: String = password
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+            .collect();
+        format!("{}://{}:{password}@{}{port}{}", self.scheme, self.user, self.host, self.rest)
+    }
+
+    /// The database's name (`rest` up to its parameters), or the user's, as libpq defaults.
+    fn database(&self) -> &str {
+        let db = self.rest.trim_start_matches('/').split('?').next().unwrap_or("");
+        if db.is_empty() { self.user } else { db }
+    }
+}
+
+/// `url` with any password masked, for messages.
+fn redacted_text(url: &str) -> String {
+    match url.split_once("://").and_then(|(s, a)| a.rsplit_once('@').map(|(auth, h)| (s, auth, h))) {
+        Some((s, auth, h)) if auth.contains(':') => {
+            format!("{s}://{}:***@{h}", auth.split(':').next().unwrap_or(""))
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// What `project.json` records for a store at `url`: the URL without its password.
+pub fn store_ref(url: &str, project: &str) -> Result<StoreRef> {
+    let parsed = parse(url)?;
+    if project.is_empty() || project.chars().any(char::is_control) {
+        return Err(Error::usage("--store-project needs a name").with_hint("--store-project default"));
+    }
+    Ok(StoreRef { kind: "postgres".to_owned(), url: parsed.without_password(), project: project.to_owned() })
+}
+
+/// `url` (as `project.json` keeps it) with the password found in the environment, if any.
+fn with_password(url: &str) -> Result<String> {
+    let parsed = parse(url)?;
+    if parsed.password.is_some() {
+        return Ok(url.to_owned());
+    }
+    if let Ok(full) = std::env::var(STORE_URL_VAR)
+        && let Ok(p) = parse(&full)
+        && p.password.is_some()
+        && p.without_password() == parsed.without_password()
+    {
+        return Ok(full);
+    }
+    if let Ok(password) = std::env::var("PGPASSWORD") {
+        return Ok(parsed.with(&password));
+    }
+    let file = std::env::var_os("PGPASSFILE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pgpass")));
+    let found = file.and_then(|f| std::fs::read_to_string(f).ok()).and_then(|text| {
+        pgpass_lookup(&text, parsed.host, parsed.port.unwrap_or("5432"), parsed.database(), parsed.user)
+    });
+    Ok(found.map_or_else(|| url.to_owned(), |p| parsed.with(&p)))
+}
+
+/// The password `~/.pgpass` gives (`host:port:database:user:password` lines, `*` matching
+/// anything, `\:` and `\\` escaped), the first matching line winning.
+fn pgpass_lookup(text: &str, host: &str, port: &str, db: &str, user: &str) -> Option<String> {
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let mut fields = Vec::new();
+        let mut cur = String::new();
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => cur.extend(chars.next()),
+                ':' if fields.len() < 4 => fields.push(std::mem::take(&mut cur)),
+                c => cur.push(c),
+            }
+        }
+        fields.push(cur);
+        let [h, p, d, u, password] = &fields[..] else { continue };
+        let matches = |pat: &str, v: &str| pat == "*" || pat == v;
+        if matches(h, host) && matches(p, port) && matches(d, db) && matches(u, user) {
+            return Some(password.clone());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_password_and_get_it_back_encoded() {
+        let u = parse("postgres://ann:s3cret@db.example:5433/loopx?sslmode=disable").unwrap();
+        assert_eq!(u.without_password(), "postgres://ann@db.example:5433/loopx?sslmode=disable");
+        assert_eq!(u.database(), "loopx");
+        assert_eq!(u.with("p@ss:w/d"), "postgres://ann:p%40ss%3Aw%2Fd@db.example:5433/loopx?sslmode=disable");
+        assert_eq!(parse("postgresql://bob@localhost").unwrap().database(), "bob");
+        assert_eq!(redacted_text("postgres://ann:s3cret@h/db"), "postgres://ann:***@h/db");
+        for bad in ["mysql://a@h/db", "postgres://h/db", "host=x user=y", "postgres://@h/db"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        let r = store_ref("postgres://ann:s3cret@h:1/db", "team").unwrap();
+        assert!(!r.url.contains("s3cret"), "{r:?}");
+    }
+
+    #[test]
+    fn pgpass_matches_fields_with_wildcards_and_escapes() {
+        let text = "# comment\nother:5432:*:ann:no\nh:5432:db:ann:pa\\:ss\\\\1\n*:*:*:*:fallback\n";
+        assert_eq!(pgpass_lookup(text, "h", "5432", "db", "ann").as_deref(), Some("pa:ss\\1"));
+        assert_eq!(pgpass_lookup(text, "x", "1", "y", "z").as_deref(), Some("fallback"));
+        assert_eq!(pgpass_lookup("h:5432:db:ann\n", "h", "5432", "db", "ann"), None);
+    }
+}

@@ -1,0 +1,393 @@
+//! The PostgreSQL store through the real binary: projects on several "machines" (directories)
+//! sharing one database, races and crowds of processes, clients killed mid-transaction, a
+//! database restart, a database that is down, a tampered row, migration both ways, and commit
+//! notices. Each test uses a project name of its own in the database `LOOPX_TEST_PG_URL` names
+//! (`cargo xtask ci` starts one); the restart test starts a server of its own.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use loopx_core::GoalId;
+use loopx_kernel::store::Store;
+use loopx_kernel::{Silent, StoreOptions, SystemClock};
+use loopx_pgstore::PgStore;
+use loopx_tests::pg::{test_url, unique_project};
+use loopx_tests::{Run, Sandbox};
+
+/// `url` with a password inserted (the test server trusts loopback, so any password works).
+fn with_password(url: &str, password: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (user, host) = rest.split_once('@').unwrap();
+    let user = user.split(':').next().unwrap();
+    format!("{scheme}://{user}:{password}@{host}")
+}
+
+/// `n` project directories ("machines") in the sandbox.
+fn machines(s: &Sandbox, n: usize) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| {
+            let d = s.root.join(format!("machine{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        })
+        .collect()
+}
+
+/// `loopx <args>` in `dir`, with `env`.
+fn run_at(s: &Sandbox, dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let mut c = s.command();
+    c.current_dir(dir).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    Run::from(c.output().unwrap())
+}
+
+fn ok_at(s: &Sandbox, dir: &Path, args: &[&str]) -> Run {
+    let r = run_at(s, dir, &[], args);
+    assert_eq!(r.code, 0, "loopx {args:?} in {}:\n{}\n{}", dir.display(), r.stdout, r.stderr);
+    r
+}
+
+/// Every machine pointed at project `ns` of `url`, the first creating goal `main`.
+fn team(s: &Sandbox, url: &str, ns: &str, n: usize) -> Vec<PathBuf> {
+    let dirs = machines(s, n);
+    for (i, d) in dirs.iter().enumerate() {
+        let mut args = vec!["init", "--store", url, "--store-project", ns];
+        if i == 0 {
+            args.extend(["--goal-id", "main", "--objective", "ship the importer"]);
+        }
+        ok_at(s, d, &args);
+    }
+    dirs
+}
+
+fn store(url: &str, ns: &str) -> PgStore {
+    PgStore::connect(
+        url,
+        ns,
+        Path::new("."),
+        Arc::new(SystemClock),
+        Arc::new(Silent),
+        &StoreOptions::default(),
+    )
+    .unwrap()
+}
+
+fn main_goal() -> GoalId {
+    GoalId::new("main").unwrap()
+}
+
+#[test]
+fn two_machines_share_a_goal_and_the_password_is_never_written() {
+    let Some(url) = test_url("the teams test") else { return };
+    let s = Sandbox::new();
+    let ns = unique_project("teams");
+    let secret = with_password(&url, "not-for-files");
+    let [laptop, runner] = &machines(&s, 2)[..] else { unreachable!() };
+    ok_at(
+        &s,
+        laptop,
+        &["init", "--store", &secret, "--store-project", &ns, "--goal-id", "main", "--objective", "ship"],
+    );
+    // The second machine names the store through the environment.
+    let r = run_at(&s, runner, &[("LOOPX_STORE_URL", &secret)], &["init", "--store-project", &ns]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("goal main"), "joins the existing goal: {}", r.stdout);
+    for d in [laptop, runner] {
+        let text = std::fs::read_to_string(d.join(".loopx/project.json")).unwrap();
+        assert!(text.contains("\"kind\": \"postgres\"") && !text.contains("not-for-files"), "{text}");
+        assert!(!d.join(".loopx/goals").exists(), "no state is kept in the directory");
+    }
+    ok_at(&s, laptop, &["agent", "register", "--agent-id", "laptop", "--agent-type", "claude-code"]);
+    ok_at(&s, runner, &["agent", "register", "--agent-id", "ci-runner", "--agent-type", "codex-cli"]);
+    let status = ok_at(&s, laptop, &["status", "--json"]).json();
+    let agents: Vec<&str> = status["agents"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+    assert_eq!(agents, ["laptop", "ci-runner"], "{status}");
+    let shown = ok_at(&s, runner, &["store", "show"]).stdout;
+    assert!(shown.contains(&format!("(project {ns})")) && shown.contains("goals: main"), "{shown}");
+    // A second `init --store` elsewhere is refused in a file project, and a file init in a
+    // database project is refused: nothing is moved by `init`.
+    let file = s.root.join("file-project");
+    std::fs::create_dir_all(&file).unwrap();
+    ok_at(&s, &file, &["init"]);
+    let r = run_at(&s, &file, &[], &["init", "--store", &url, "--store-project", &ns]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("loopx store migrate --to"), "{}", r.stderr);
+}
+
+#[test]
+fn one_winner_in_every_claim_race_across_eight_machines() {
+    let Some(url) = test_url("the cross-machine claim race") else { return };
+    let s = Sandbox::new();
+    let ns = unique_project("race");
+    let dirs = team(&s, &url, &ns, 8);
+    for i in 0..8 {
+        ok_at(&s, &dirs[0], &["agent", "register", "--agent-id", &format!("a{i}"), "--agent-type", "other"]);
+    }
+    let rounds = 25;
+    for round in 1..=rounds {
+        ok_at(&s, &dirs[0], &["todo", "add", "--agent-id", "user", "--text", &format!("race {round}")]);
+        let todo = format!("t{round}");
+        let children: Vec<_> = dirs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let mut c = s.command();
+                c.current_dir(d)
+                    .args(["todo", "claim", "--todo-id", &todo, "--agent-id", &format!("a{i}")])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped());
+                c.spawn().unwrap()
+            })
+            .collect();
+        let codes: Vec<i32> =
+            children.into_iter().map(|c| c.wait_with_output().unwrap().status.code().unwrap_or(-1)).collect();
+        assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "round {round}: exits {codes:?}");
+        assert!(codes.iter().all(|c| *c == 0 || *c == 1), "round {round}: losers are refused: {codes:?}");
+    }
+    let doctor = ok_at(&s, &dirs[3], &["doctor"]);
+    assert!(doctor.stdout.contains("hash chain verified"), "{}", doctor.stdout);
+}
+
+#[test]
+fn thirty_two_processes_of_mixed_mutations_lose_nothing() {
+    let Some(url) = test_url("the crowd of writers") else { return };
+    let s = Sandbox::new();
+    let ns = unique_project("crowd");
+    let dirs = team(&s, &url, &ns, 4);
+    const WRITERS: usize = 32;
+    const ROUNDS: usize = 33; // three mutations a round: 99 a writer, and its registration
+    std::thread::scope(|scope| {
+        for w in 0..WRITERS {
+            let (s, dir) = (&s, dirs[w % dirs.len()].clone());
+            scope.spawn(move || {
+                let me = format!("w{w}");
+                let go = |args: &[&str]| loop {
+                    let r = run_at(s, &dir, &[], args);
+                    match r.code {
+                        0 => return r,
+                        3 => continue, // busy: safe to retry
+                        _ => panic!("loopx {args:?}: {}", r.stderr),
+                    }
+                };
+                go(&["agent", "register", "--agent-id", &me, "--agent-type", "other"]);
+                for i in 0..ROUNDS {
+                    let text = format!("{me} item {i}");
+                    let added = go(&["todo", "add", "--agent-id", &me, "--text", &text, "--json"]).json();
+                    let id = added["todo"]["id"].as_str().unwrap().to_owned();
+                    go(&["todo", "claim", "--todo-id", &id, "--agent-id", &me]);
+                    go(&["todo", "complete", "--todo-id", &id, "--agent-id", &me, "--evidence", "checked"]);
+                }
+            });
+        }
+    });
+    let db = store(&url, &ns);
+    let state = db.read(&main_goal()).unwrap();
+    assert_eq!(state.seq, 1 + (WRITERS * (1 + 3 * ROUNDS)) as u64);
+    assert_eq!(state.todos_total, (WRITERS * ROUNDS) as u64);
+    let mut texts = BTreeSet::new();
+    let live = state.todos.iter().cloned();
+    let archived = db.archive(&main_goal(), &state.archive).unwrap().into_iter().map(|a| a.todo);
+    for t in live.chain(archived) {
+        assert!(t.status.is_closed(), "{} is {:?}", t.id, t.status);
+        assert!(texts.insert(t.text.clone()), "{} twice", t.text);
+    }
+    assert_eq!(texts.len(), WRITERS * ROUNDS);
+    let report = db.doctor(None).unwrap();
+    assert!(report.healthy, "{report:?}");
+}
+
+#[test]
+fn clients_killed_mid_transaction_leave_every_acknowledged_mutation_once() {
+    let Some(url) = test_url("the kill -9 test") else { return };
+    let s = Sandbox::new();
+    let ns = unique_project("kill");
+    let dirs = team(&s, &url, &ns, 2);
+    let acked = Mutex::new(Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(3);
+    std::thread::scope(|scope| {
+        for w in 0..6 {
+            let (s, dir, acked) = (&s, dirs[w % 2].clone(), &acked);
+            scope.spawn(move || {
+                let mut i = 0;
+                while Instant::now() < deadline {
+                    i += 1;
+                    let text = format!("w{w} n{i}");
+                    let mut c = s.command();
+                    c.current_dir(&dir)
+                        .args(["todo", "add", "--agent-id", "user", "--text", &text])
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null());
+                    let mut child = c.spawn().unwrap();
+                    // Every third one is killed a few milliseconds in: mid-connect, mid-lock
+                    // or mid-transaction.
+                    if i % 3 == 0 {
+                        std::thread::sleep(Duration::from_millis(2 + (i % 7) as u64));
+                        let _ = child.kill();
+                    }
+                    if child.wait().unwrap().success() {
+                        acked.lock().unwrap().push(text);
+                    }
+                }
+            });
+        }
+    });
+    let db = store(&url, &ns);
+    let state = db.read(&main_goal()).unwrap();
+    let texts: Vec<&str> = state.todos.iter().map(|t| t.text.as_str()).collect();
+    let unique: BTreeSet<&str> = texts.iter().copied().collect();
+    assert_eq!(unique.len(), texts.len(), "no mutation applied twice");
+    let acked = acked.into_inner().unwrap();
+    assert!(acked.len() > 20, "the run did work: {} acknowledged", acked.len());
+    for a in &acked {
+        assert!(unique.contains(a.as_str()), "acknowledged {a} is missing");
+    }
+    assert!(db.doctor(None).unwrap().healthy);
+}
+
+#[test]
+fn a_database_restart_loses_no_acknowledged_mutation() {
+    if test_url("the database restart test").is_none() {
+        return;
+    }
+    // A server of its own: the shared one serves the other tests meanwhile.
+    let server = loopx_tests::pg::start().unwrap();
+    let s = Sandbox::new();
+    let dirs = team(&s, &server.url, "restart", 1);
+    let acked = Mutex::new(Vec::new());
+    let busy = Mutex::new(0);
+    let deadline = Instant::now() + Duration::from_secs(4);
+    std::thread::scope(|scope| {
+        for w in 0..4 {
+            let (s, dir, acked, busy) = (&s, dirs[0].clone(), &acked, &busy);
+            scope.spawn(move || {
+                let mut i = 0;
+                while Instant::now() < deadline {
+                    i += 1;
+                    let text = format!("w{w} n{i}");
+                    let r = run_at(s, &dir, &[], &["todo", "add", "--agent-id", "user", "--text", &text]);
+                    match r.code {
+                        0 => acked.lock().unwrap().push(text),
+                        3 => *busy.lock().unwrap() += 1,
+                        c => panic!("exit {c}: {}", r.stderr),
+                    }
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        server.restart().unwrap();
+    });
+    let r = ok_at(&s, &dirs[0], &["todo", "list", "--json"]).json();
+    let texts: Vec<String> =
+        r["todos"].as_array().unwrap().iter().map(|t| t["text"].as_str().unwrap().to_owned()).collect();
+    let unique: BTreeSet<&String> = texts.iter().collect();
+    assert_eq!(unique.len(), texts.len(), "no mutation applied twice");
+    for a in acked.into_inner().unwrap() {
+        assert!(unique.contains(&a), "acknowledged {a} is missing after the restart");
+    }
+    assert!(ok_at(&s, &dirs[0], &["doctor"]).stdout.contains("healthy"));
+}
+
+#[test]
+fn a_database_that_is_down_is_busy_and_changes_nothing() {
+    let s = Sandbox::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("postgres://loopx@127.0.0.1:{port}/postgres");
+    let r = run_at(&s, &s.root, &[], &["init", "--store", &url, "--goal-id", "main", "--objective", "x"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("not reachable") && r.stderr.contains("try again"), "{}", r.stderr);
+    for args in [&["status"][..], &["todo", "add", "--text", "x"][..]] {
+        let r = run_at(&s, &s.root, &[], args);
+        assert_eq!(r.code, 3, "{args:?}: {}", r.stderr);
+    }
+    let project = std::fs::read_to_string(s.root.join(".loopx/project.json")).unwrap();
+    assert!(project.contains(&format!("127.0.0.1:{port}")), "{project}");
+}
+
+#[test]
+fn a_tampered_row_is_refused_by_every_command_and_named_by_doctor() {
+    let Some(url) = test_url("the tampered row test") else { return };
+    let s = Sandbox::new();
+    let ns = unique_project("tamper");
+    let dir = &team(&s, &url, &ns, 1)[0];
+    for t in ["one", "two"] {
+        ok_at(&s, dir, &["todo", "add", "--text", t]);
+    }
+    // A changed byte in event 2's payload, as someone with the database's password could make.
+    store(&url, &ns)
+        .edit_log(&main_goal(), &|log| {
+            let text = String::from_utf8(log.clone()).unwrap().replacen("\"one\"", "\"ONE\"", 1);
+            *log = text.into_bytes();
+        })
+        .unwrap();
+    for args in
+        [&["status"][..], &["todo", "add", "--text", "three"][..], &["history"][..], &["todo", "list"][..]]
+    {
+        let r = run_at(&s, dir, &[], args);
+        assert_eq!(r.code, 4, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("line 3"), "{args:?} names the line: {}", r.stderr);
+    }
+    let r = run_at(&s, dir, &[], &["doctor"]);
+    assert_eq!(r.code, 4);
+    assert!(r.stdout.contains("event log") && r.stdout.contains("line 3"), "{}", r.stdout);
+}
+
+#[test]
+fn a_project_moves_to_the_database_and_back_with_its_history_whole() {
+    let Some(url) = test_url("the migration test") else { return };
+    let s = Sandbox::new();
+    let ns = unique_project("migrate");
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "other"]);
+    for i in 0..70 {
+        s.ok(&["todo", "add", "--text", &format!("item {i}")]);
+    }
+    for i in 1..=66 {
+        let t = format!("t{i}");
+        s.ok(&["todo", "claim", "--todo-id", &t, "--agent-id", "a"]);
+        s.ok(&["todo", "complete", "--todo-id", &t, "--agent-id", "a", "--evidence", "done"]);
+    }
+    let history = |s: &Sandbox| s.json(&["history", "--limit", "1000"]);
+    let listing = |s: &Sandbox| s.json(&["todo", "list", "--all"]);
+    let (h0, l0) = (history(&s), listing(&s));
+    // A dry run changes nothing, here or there.
+    let before = s.tree();
+    let dry = s.json(&["store", "migrate", "--to", &url, "--store-project", &ns, "--dry-run"]);
+    assert_eq!((dry["dry_run"].as_bool(), dry["events"].as_u64()), (Some(true), Some(204)));
+    assert_eq!(s.tree(), before);
+    let moved = s.json(&["store", "migrate", "--to", &url, "--store-project", &ns]);
+    assert_eq!(moved["goals"][0]["events"], 204);
+    assert_eq!((history(&s), listing(&s)), (h0.clone(), l0.clone()), "the same facts from the database");
+    assert!(s.ok(&["store", "show"]).stdout.contains("postgres"));
+    // Migrating where the goal already is refuses, changing nothing.
+    let other = Sandbox::new();
+    other.init();
+    let r = other.fails(1, &["store", "migrate", "--to", &url, "--store-project", &ns]);
+    assert!(r.stderr.contains("exists in the target"), "{}", r.stderr);
+    // Work goes on in the database, then everything comes back to files.
+    s.ok(&["todo", "add", "--text", "in the database"]);
+    s.ok(&["store", "migrate", "--to", "file"]);
+    let (h2, l2) = (history(&s), listing(&s));
+    assert_eq!(h2["events"].as_array().unwrap().len(), h0["events"].as_array().unwrap().len() + 1);
+    assert_eq!(l2["todos"].as_array().unwrap().len(), 71);
+    let doctor = s.ok(&["doctor"]).stdout;
+    assert!(doctor.contains("205 events, hash chain verified") && doctor.contains("healthy"), "{doctor}");
+}
+
+#[test]
+fn a_listener_hears_of_each_commit() {
+    let Some(url) = test_url("the commit notice test") else { return };
+    let s = Sandbox::new();
+    let ns = unique_project("listen");
+    let dir = &team(&s, &url, &ns, 1)[0];
+    let mut listener = store(&url, &ns).listen().unwrap();
+    ok_at(&s, dir, &["todo", "add", "--text", "wake up"]);
+    let notice = listener.wait(Duration::from_secs(10)).unwrap().expect("a notice within 10 s");
+    assert_eq!((notice.goal.as_str(), notice.seq), ("main", 2));
+    // Nothing committed: nothing heard.
+    assert_eq!(listener.wait(Duration::from_millis(200)).unwrap(), None);
+}
