@@ -10,7 +10,7 @@ use loopx_core::model::{
     Priority, PullRef, ResumeWhen, Role, RuntimeProfile, TodoClass, TodoStatus, Validation,
 };
 use loopx_core::{AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, TodoId, exit};
-use loopx_kernel::{DynKernel, FileStore, Reporter, find_root};
+use loopx_kernel::{DynKernel, FileStore, InitOutcome, Reporter, find_root};
 
 use crate::Env;
 use crate::args::*;
@@ -246,6 +246,8 @@ async fn init(
         Some(url) => {
             loopx_kernel::store::init_pointer(&root, &crate::store::store_ref(url, &a.store_project)?)?
         }
+        // A project whose state is in a database already: `init` only opens it.
+        None if crate::store::named_store(&root).is_some() => InitOutcome { created_project: false },
         None => FileStore::init(&root, env.clock.clone(), reporter.clone(), env.options.clone())?.1,
     };
     let k = open_at(&root, env, reporter.clone())?;

@@ -32,11 +32,7 @@ fn open(
     reporter: Arc<dyn Reporter>,
     options: &StoreOptions,
 ) -> Result<Box<dyn Store>> {
-    let layout = Layout::new(root);
-    // An unreadable project.json is the file store's to report (and `doctor --repair`'s to mend).
-    let named =
-        if layout.project_file().is_file() { read_project(&layout).ok().and_then(|p| p.store) } else { None };
-    match named {
+    match named_store(root) {
         None => open_file_store(root, clock, reporter, options),
         Some(s) => {
             let url = with_password(&s.url)?;
@@ -140,6 +136,13 @@ goals: {}
             )
         }
     }
+}
+
+/// The store the project at `root` names in its `project.json`, if it names one. (An
+/// unreadable `project.json` is the file store's to report, and `doctor --repair`'s to mend.)
+pub fn named_store(root: &Path) -> Option<StoreRef> {
+    let layout = Layout::new(root);
+    layout.project_file().is_file().then(|| read_project(&layout).ok().and_then(|p| p.store)).flatten()
 }
 
 /// A `postgres://` URL taken apart: `scheme://user[:password]@host[:port]/database[?params]`.

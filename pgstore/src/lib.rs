@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use parking_lot::ReentrantMutex;
 use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::Type;
 use postgres::{Client, NoTls};
 use sha2::{Digest, Sha256};
 
@@ -65,6 +66,9 @@ CREATE TRIGGER loopx_events_changed AFTER UPDATE OR DELETE ON loopx_events
 /// The channel every commit is announced on (`LISTEN loopx_commits`), with a JSON payload
 /// `{"project", "goal", "seq"}`.
 pub const CHANNEL: &str = "loopx_commits";
+
+/// What an append is called in errors.
+const APPEND: &str = "append the event";
 
 /// The advisory lock that serialises migrations.
 const MIGRATION_LOCK: i64 = 0x6c6f_6f70_785f_6d69;
@@ -167,6 +171,11 @@ fn db(what: &str, e: &postgres::Error) -> Error {
     if *code == SqlState::LOCK_NOT_AVAILABLE {
         return Error::busy(format!("{what}: another writer holds the goal")).with_hint("try again");
     }
+    // The events' key refused a second event of the same number: another writer got there
+    // first (the advisory lock makes this rare).
+    if *code == SqlState::UNIQUE_VIOLATION && what == APPEND {
+        return Error::busy(format!("{what}: another writer appended first")).with_hint("try again");
+    }
     // Classes 08 (connection), 53 (resources) and 57 (operator intervention: shutdown, restart).
     if ["08", "53", "57"].iter().any(|class| code.code().starts_with(class)) {
         return Error::busy(format!("{what}: the database is unavailable ({})", server.message()))
@@ -211,13 +220,28 @@ impl PgStore {
     ) -> Result<Self> {
         let client = off_runtime(|| {
             let mut client = Client::connect(url, NoTls).map_err(|e| db("connect to the store", &e))?;
-            migrate(&mut client)?;
-            client
-                .execute(
-                    "INSERT INTO loopx_projects (ns, body) VALUES ($1, $2) ON CONFLICT (ns) DO NOTHING",
-                    &[&ns, &project_text(&ProjectFile::new())?],
-                )
-                .map_err(|e| db("create the project", &e))?;
+            // One round trip when the schema is current and the project exists (every command).
+            let known = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
+            let found = client.query_typed_one(
+                "SELECT (SELECT version FROM loopx_schema LIMIT 1), \
+                 EXISTS (SELECT 1 FROM loopx_projects WHERE ns = $1)",
+                &[(&ns, Type::TEXT)],
+            );
+            let project_exists = match found {
+                Ok(row) if row.get::<_, Option<i32>>(0) == Some(known) => row.get(1),
+                _ => {
+                    migrate(&mut client)?;
+                    false
+                }
+            };
+            if !project_exists {
+                client
+                    .execute(
+                        "INSERT INTO loopx_projects (ns, body) VALUES ($1, $2) ON CONFLICT (ns) DO NOTHING",
+                        &[&ns, &project_text(&ProjectFile::new())?],
+                    )
+                    .map_err(|e| db("create the project", &e))?;
+            }
             Ok::<_, Error>(client)
         })?;
         Ok(Self {
@@ -310,11 +334,11 @@ impl PgStore {
     /// Returns whether it rewrote the rows (which the transaction must then commit).
     fn load(&self, c: &mut Client, id: &GoalId, in_txn: bool) -> Result<(GoalState, String, bool)> {
         let row = c
-            .query_opt(
+            .query_typed_opt(
                 "SELECT g.state, g.head, g.dirty, e.line FROM loopx_goals g \
                  LEFT JOIN loopx_events e ON e.ns = g.ns AND e.goal = g.goal AND e.seq = g.seq \
                  WHERE g.ns = $1 AND g.goal = $2",
-                &[&self.ns, &id.as_str()],
+                &[(&self.ns, Type::TEXT), (&id.as_str(), Type::TEXT)],
             )
             .map_err(|e| db("read the goal", &e))?
             .ok_or_else(|| {
@@ -543,14 +567,18 @@ impl Store for PgStore {
             let mut conn = guard.borrow_mut();
             let conn: &mut Conn = &mut conn;
             off_runtime(|| {
-                let timeout = format!("SET LOCAL lock_timeout = '{}ms'", self.lock_timeout.as_millis());
-                conn.client().batch_execute(&format!("BEGIN; {timeout}")).map_err(|e| db("begin", &e))?;
+                // Begin, bound the wait and take the goal's lock in one round trip.
+                let begin = format!(
+                    "BEGIN; SET LOCAL lock_timeout = '{}ms'; SELECT pg_advisory_xact_lock({})",
+                    self.lock_timeout.as_millis(),
+                    lock_key(&self.ns, id)
+                );
                 conn.in_txn = true;
                 let loaded = conn
                     .client()
-                    .execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key(&self.ns, id)])
+                    .batch_execute(&begin)
                     .map_err(|e| db(&format!("lock goal {id}"), &e))
-                    .and_then(|_| self.load(conn.client(), id, true));
+                    .and_then(|()| self.load(conn.client(), id, true));
                 if loaded.is_err() {
                     let _ = conn.client().batch_execute("ROLLBACK");
                     conn.in_txn = false;
@@ -596,21 +624,28 @@ impl Store for PgStore {
             }
             let seq = seq_i64(c.state.seq)?;
             let state = std::str::from_utf8(c.state_json).map_err(|e| Error::internal(e.to_string()))?;
-            let written = (|| {
-                conn.client().execute(
-                    "INSERT INTO loopx_events (ns, goal, seq, line) VALUES ($1, $2, $3, $4)",
-                    &[&self.ns, &id.as_str(), &seq, &c.line],
-                )?;
-                conn.client().execute(
-                    "UPDATE loopx_goals SET seq = $3, head = $4, state = $5 WHERE ns = $1 AND goal = $2",
-                    &[&self.ns, &id.as_str(), &seq, &c.hash, &state],
-                )?;
-                // Delivered to listeners when (and only if) the transaction commits.
-                let notice = serde_json::json!({"project": self.ns, "goal": id, "seq": seq}).to_string();
-                conn.client().execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &notice])?;
-                Ok::<_, postgres::Error>(())
-            })();
-            let written = written.map_err(|e| db("append the event", &e)).and_then(|()| {
+            // The event, the state and the notice (delivered when, and only if, the transaction
+            // commits) in one statement: one round trip.
+            let notice = serde_json::json!({"project": self.ns, "goal": id, "seq": seq}).to_string();
+            let written = conn
+                .client()
+                .query_typed(
+                    "WITH e AS (INSERT INTO loopx_events (ns, goal, seq, line) VALUES ($1, $2, $3, $4)), \
+                     g AS (UPDATE loopx_goals SET seq = $3, head = $5, state = $6 WHERE ns = $1 AND goal = $2) \
+                     SELECT pg_notify($7, $8)",
+                    &[
+                        (&self.ns, Type::TEXT),
+                        (&id.as_str(), Type::TEXT),
+                        (&seq, Type::INT8),
+                        (&c.line, Type::TEXT),
+                        (&c.hash, Type::TEXT),
+                        (&state, Type::TEXT),
+                        (&CHANNEL, Type::TEXT),
+                        (&notice, Type::TEXT),
+                    ],
+                )
+                .map(|_| ());
+            let written = written.map_err(|e| db(APPEND, &e)).and_then(|()| {
                 let from = i64::try_from(c.archive_before.todos).unwrap_or(i64::MAX);
                 insert_archive(conn.client(), &self.ns, id, from, &c.state.archived_now)
             });

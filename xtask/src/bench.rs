@@ -46,6 +46,8 @@ pub struct Stat {
 /// One line of the throughput table.
 #[derive(Debug, Serialize)]
 pub struct Throughput {
+    /// `file` or `postgres`.
+    pub store: &'static str,
     pub processes: usize,
     pub mutations: usize,
     pub per_second: f64,
@@ -67,6 +69,12 @@ pub struct Report {
     pub throughput: Vec<Throughput>,
     pub sizes: BTreeMap<String, u64>,
     pub claim_race: ClaimRace,
+    /// The claim race on the PostgreSQL store: eight projects ("machines") on one database.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim_race_postgres: Option<ClaimRace>,
+    /// Why the PostgreSQL rows are missing, when they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub postgres_skipped: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -184,11 +192,25 @@ impl Bench {
 
     /// A fresh project with goal `main` and agent `a`.
     fn project(&mut self, name: &str) -> Result<PathBuf> {
+        self.project_in(name, None)
+    }
+
+    /// [`Bench::project`], kept in project `ns` of the database at `url` when given.
+    fn project_in(&mut self, name: &str, db: Option<(&str, &str)>) -> Result<PathBuf> {
+        let root = self.machine(name, db)?;
+        self.ok(&root, &["init", "--goal-id", "main", "--objective", "benchmark"])?;
+        self.ok(&root, &["agent", "register", "--agent-id", "a", "--agent-type", "codex-app"])?;
+        Ok(root)
+    }
+
+    /// A project directory, pointed at project `ns` of the database at `url` when given.
+    fn machine(&mut self, name: &str, db: Option<(&str, &str)>) -> Result<PathBuf> {
         self.projects += 1;
         let root = self.dir.path().join(format!("{}-{name}", self.projects));
         std::fs::create_dir_all(&root)?;
-        self.ok(&root, &["init", "--goal-id", "main", "--objective", "benchmark"])?;
-        self.ok(&root, &["agent", "register", "--agent-id", "a", "--agent-type", "codex-app"])?;
+        if let Some((url, ns)) = db {
+            self.ok(&root, &["init", "--store", url, "--store-project", ns])?;
+        }
         Ok(root)
     }
 
@@ -419,19 +441,19 @@ fn log_tail(path: &Path, n: u64) -> Result<String> {
 
 /// What a mutation writes: the log's and the archive's growth, and the views it rewrites
 /// (snapshot.json and GOAL.md, whole).
+/// (A project kept in a database writes no file: 0.)
 fn written(root: &Path, before: (u64, u64)) -> Result<u64> {
     let dir = root.join(GOAL_DIR);
     let (log, archive) = appended(root)?;
-    let views =
-        std::fs::metadata(dir.join("snapshot.json"))?.len() + std::fs::metadata(dir.join("GOAL.md"))?.len();
-    Ok(log - before.0 + archive - before.1 + views)
+    let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
+    Ok(log - before.0 + archive - before.1 + size("snapshot.json") + size("GOAL.md"))
 }
 
 /// The sizes of the log and the archive.
 fn appended(root: &Path) -> Result<(u64, u64)> {
     let dir = root.join(GOAL_DIR);
-    let archive = std::fs::metadata(dir.join("archive.jsonl")).map_or(0, |m| m.len());
-    Ok((std::fs::metadata(dir.join("events.jsonl"))?.len(), archive))
+    let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
+    Ok((size("events.jsonl"), size("archive.jsonl")))
 }
 
 /// The five-command tick, `runs` times, each command timed; with the mean bytes written per
@@ -478,8 +500,9 @@ fn ticks(b: &Bench, root: &Path, label: &str, runs: usize) -> Result<(Vec<Stat>,
     Ok((names.iter().zip(ms).map(|(n, v)| stat(&format!("tick {label}: {n}"), v, rss)).collect(), per))
 }
 
-fn throughput(b: &mut Bench, procs: usize, total: usize) -> Result<Throughput> {
-    let root = b.project(&format!("tput{procs}"))?;
+/// `total` todo adds from `procs` processes at once on the project at `root`.
+fn throughput(b: &Bench, root: &Path, store: &'static str, procs: usize, total: usize) -> Result<Throughput> {
+    let root = root.to_path_buf();
     let per = total / procs;
     let waits = Arc::new(Mutex::new((Vec::new(), Vec::new(), 0usize)));
     let start = Instant::now();
@@ -529,6 +552,7 @@ fn throughput(b: &mut Bench, procs: usize, total: usize) -> Result<Throughput> {
     g.0.sort_by(f64::total_cmp);
     g.1.sort_by(f64::total_cmp);
     Ok(Throughput {
+        store,
         processes: procs,
         mutations: per * procs,
         per_second: (per * procs) as f64 / elapsed,
@@ -577,6 +601,83 @@ fn claim_race(b: &mut Bench, trials: usize) -> Result<ClaimRace> {
         double_winners: double,
         no_winner: none,
     })
+}
+
+/// The claim race on the PostgreSQL store: eight "machines" (project directories pointing at
+/// one database project), one claimant each, racing for each todo in turn.
+fn claim_race_machines(b: &mut Bench, url: &str, trials: usize) -> Result<ClaimRace> {
+    let ns = format!("bench-race-{}", std::process::id());
+    let dirs = (0..8)
+        .map(|i| b.machine(&format!("race-machine{i}"), Some((url, &ns))))
+        .collect::<Result<Vec<_>>>()?;
+    b.ok(&dirs[0], &["goal", "create", "--goal-id", "main", "--objective", "race"])?;
+    for a in 0..8 {
+        b.ok(&dirs[0], &["agent", "register", "--agent-id", &format!("p{a}"), "--agent-type", "other"])?;
+    }
+    for t in 0..trials {
+        b.ok(&dirs[t % 8], &["todo", "add", "--agent-id", "user", "--text", &format!("race {t}")])?;
+    }
+    let (mut double, mut none) = (0, 0);
+    let start = Instant::now();
+    for trial in 0..trials {
+        let todo = format!("t{}", trial + 1);
+        let winners = std::thread::scope(|scope| {
+            let handles: Vec<_> = dirs
+                .iter()
+                .enumerate()
+                .map(|(p, dir)| {
+                    let (bin, todo) = (&b.bin, &todo);
+                    let agent = format!("p{p}");
+                    scope.spawn(move || {
+                        run_once(bin, dir, &["todo", "claim", "--todo-id", todo, "--agent-id", &agent], &[])
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()?.ok()).filter(|r| r.1 == 0).count()
+        });
+        match winners {
+            1 => {}
+            0 => none += 1,
+            _ => double += 1,
+        }
+    }
+    Ok(ClaimRace {
+        trials,
+        processes: vec![8],
+        trials_per_second: trials as f64 / start.elapsed().as_secs_f64(),
+        double_winners: double,
+        no_winner: none,
+    })
+}
+
+/// The tick and the throughput on the PostgreSQL store (loopback), and its claim race.
+fn postgres(
+    b: &mut Bench,
+    url: &str,
+    quick: bool,
+    runs: usize,
+    warm: usize,
+    timings: &mut Vec<Stat>,
+    tput: &mut Vec<Throughput>,
+) -> Result<ClaimRace> {
+    let ns = |what: &str| format!("bench-{what}-{}", std::process::id());
+    eprintln!("xtask: the tick on 10 todos, PostgreSQL");
+    let tick_ns = ns("tick");
+    let root = b.project_in("pg-tick", Some((url, &tick_ns)))?;
+    for i in 0..10 + runs + warm {
+        b.ok(&root, &["todo", "add", "--text", &format!("todo number {i}")])?;
+    }
+    timings.push(b.measure("should-run, 10 todos, PostgreSQL", &root, SHOULD_RUN, warm, runs)?);
+    timings.extend(ticks(b, &root, "10 todos, PostgreSQL", runs)?.0);
+    eprintln!("xtask: throughput, PostgreSQL");
+    let total = if quick { 64 } else { 640 };
+    for procs in [1, 8, 32] {
+        let tput_ns = ns(&format!("tput{procs}"));
+        let root = b.project_in(&format!("pg-tput{procs}"), Some((url, &tput_ns)))?;
+        tput.push(throughput(b, &root, "postgres", procs, total)?);
+    }
+    eprintln!("xtask: claim race across eight machines, PostgreSQL");
+    claim_race_machines(b, url, if quick { 9 } else { 1_000 })
 }
 
 fn build_release(root: &Path) -> Result<PathBuf> {
@@ -666,11 +767,25 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     let total = if opts.quick { 64 } else { 640 };
     let mut tput = Vec::new();
     for procs in [1, 8, 32] {
-        tput.push(throughput(&mut b, procs, total)?);
+        let root = b.project(&format!("tput{procs}"))?;
+        tput.push(throughput(&b, &root, "file", procs, total)?);
     }
 
     eprintln!("xtask: claim race");
     let race = claim_race(&mut b, if opts.quick { 9 } else { 300 })?;
+
+    // The PostgreSQL store, on a server started here unless LOOPX_TEST_PG_URL names one.
+    let (mut race_pg, mut pg_skipped) = (None, None);
+    match loopx_tests::pg::for_tests() {
+        Ok((Some(url), _server)) => {
+            race_pg = Some(postgres(&mut b, &url, opts.quick, runs, warm, &mut timings, &mut tput)?);
+        }
+        Ok((None, _)) => pg_skipped = Some("LOOPX_SKIP_PG=1".to_owned()),
+        Err(e) => {
+            eprintln!("xtask: the PostgreSQL rows are skipped: {e}");
+            pg_skipped = Some(e);
+        }
+    }
 
     let report = Report {
         schema_version: 1,
@@ -681,13 +796,17 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
         throughput: tput,
         sizes,
         claim_race: race,
+        claim_race_postgres: race_pg,
+        postgres_skipped: pg_skipped,
     };
     print!("{}", table(&report));
     if let Some(path) = &opts.json {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
     }
-    if report.claim_race.double_winners > 0 {
-        bail!("{} claim trials had more than one winner", report.claim_race.double_winners);
+    let double = report.claim_race.double_winners
+        + report.claim_race_postgres.as_ref().map_or(0, |r| r.double_winners);
+    if double > 0 {
+        bail!("{double} claim trials had more than one winner");
     }
     Ok(report)
 }
@@ -720,13 +839,14 @@ pub fn table(r: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "\n| processes | mutations | per second | lock wait p50 / p99 ms | lock hold p50 / p99 ms | busy retries |"
+        "\n| store | processes | mutations | per second | lock wait p50 / p99 ms | lock hold p50 / p99 ms | busy retries |"
     );
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
     for t in &r.throughput {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {} |",
+            "| {} | {} | {} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {} |",
+            t.store,
             t.processes,
             t.mutations,
             t.per_second,
@@ -741,11 +861,19 @@ pub fn table(r: &Report) -> String {
     for (k, v) in &r.sizes {
         let _ = writeln!(out, "| {k} | {v} |");
     }
-    let c = &r.claim_race;
-    let _ = writeln!(
-        out,
-        "\nclaim race: {} trials over {:?} processes, {:.1} trials/s, double winners {}, no winner {}",
-        c.trials, c.processes, c.trials_per_second, c.double_winners, c.no_winner
-    );
+    let race = |what: &str, c: &ClaimRace| {
+        format!(
+            "{what}: {} trials over {:?} processes, {:.1} trials/s, double winners {}, no winner {}\n",
+            c.trials, c.processes, c.trials_per_second, c.double_winners, c.no_winner
+        )
+    };
+    out.push('\n');
+    out.push_str(&race("claim race", &r.claim_race));
+    if let Some(c) = &r.claim_race_postgres {
+        out.push_str(&race("claim race on PostgreSQL, eight machines", c));
+    }
+    if let Some(why) = &r.postgres_skipped {
+        let _ = writeln!(out, "PostgreSQL rows skipped: {why}");
+    }
     out
 }
