@@ -20,8 +20,8 @@ use crate::log::{self, Scan};
 use crate::project::{ProjectFile, ProjectGoal};
 use crate::state::{ArchiveHead, ArchivedTodo, GoalState};
 use crate::store::{
-    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, genesis, lines_of, read_archive,
-    replay, verify_lines,
+    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, events_missing, genesis,
+    lines_of, read_archive, replay, verify_lines,
 };
 
 /// The embedded store's stand-in, in memory.
@@ -56,6 +56,9 @@ struct GoalData {
     current: Option<(GoalState, String)>,
     /// Archive lines, in order.
     archive: Vec<String>,
+    /// The last event this store committed (kept apart from the log, as the file store's
+    /// snapshot records it): a log that ends before it lost committed events.
+    committed: u64,
 }
 
 impl std::fmt::Debug for MemStore {
@@ -103,6 +106,9 @@ impl MemStore {
                     "recovered goal {id}: cut an incomplete final line ({} bytes) from its log; it was never committed",
                     scan.torn_bytes
                 ));
+            }
+            if data.committed > scan.lines.len() as u64 {
+                return Err(events_missing(id, data.committed, scan.lines.len() as u64));
             }
             let (state, archive) = replay(id, &scan)?;
             if check_root(id, &scan, &state, &archive)? {
@@ -181,6 +187,7 @@ impl Store for MemStore {
             log: format!("{text}\n").into_bytes(),
             current: Some((state.clone(), log::line_hash(text.as_bytes()))),
             archive: Vec::new(),
+            committed: 1,
         };
         locked(&self.inner.goals)?
             .insert(id.clone(), Arc::new(MemGoal { writer: Mutex::new(()), data: Mutex::new(data) }));
@@ -233,6 +240,7 @@ impl Store for MemStore {
         data.log.push(b'\n');
         data.archive.extend(c.state.archived_now.iter().cloned());
         data.current = Some((c.state.clone(), c.hash.to_owned()));
+        data.committed = c.state.seq;
         Ok(())
     }
 
@@ -282,6 +290,7 @@ impl Store for MemStore {
             log: archive_text(lines).into_bytes(),
             current: Some((state.clone(), scan.head().to_owned())),
             archive,
+            committed: state.seq,
         };
         goals.insert(id.clone(), Arc::new(MemGoal { writer: Mutex::new(()), data: Mutex::new(data) }));
         Ok(state)

@@ -89,6 +89,15 @@ pub fn verify_lines(id: &GoalId, lines: &[String]) -> Result<(Scan, GoalState, V
     Ok((scan, state, archive))
 }
 
+/// The error for a store whose record of its last commit (event `committed`) is ahead of its
+/// log (which ends at event `logged`): committed events were removed.
+pub fn events_missing(id: &GoalId, committed: u64, logged: u64) -> Error {
+    Error::integrity(format!(
+        "goal {id}: its last commit was event {committed} but its log ends at event {logged}: committed events are missing from the log"
+    ))
+    .with_hint("run `loopx doctor` to see what is wrong; nothing was changed")
+}
+
 /// Splits a log's bytes into its lines.
 pub fn lines_of(bytes: &[u8]) -> Result<Vec<String>> {
     bytes

@@ -6,8 +6,8 @@
 //! The commit protocol (each receipt's event is in the log, the chain verifies, the state is
 //! what a replay of the log gives); a replayed turn commits once; one winner among concurrent
 //! claims; concurrent writers lose nothing; a hand-edited history is refused by every command
-//! and named by `doctor`; a torn last line is cut and never counted; closed work moves to the
-//! archive and reads back whole.
+//! and named by `doctor`; a lost committed event is refused; a torn last line is cut and never
+//! counted; closed work moves to the archive and reads back whole.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test support: a failed expectation is a failed test
 
 use std::task::{Context, Poll};
@@ -69,6 +69,12 @@ macro_rules! store_conformance {
             fn a_hand_edited_history_is_refused_and_named() {
                 if let Some(b) = $backend {
                     $crate::store_suite::tampered(&b);
+                }
+            }
+            #[test]
+            fn a_lost_event_is_refused() {
+                if let Some(b) = $backend {
+                    $crate::store_suite::lost(&b);
                 }
             }
             #[test]
@@ -309,6 +315,27 @@ pub fn tampered<B: Backend>(b: &B) {
     assert!(!report.healthy);
     let log = report.goals[0].checks.iter().find(|c| c.name == "event log").unwrap();
     assert!(!log.ok && log.detail.contains("line 3"), "{log:?}");
+}
+
+/// The log's last committed line removed: every read and write refuses, saying events are
+/// missing, and nothing is rebuilt from the shorter log.
+pub fn lost<B: Backend>(b: &B) {
+    let k = project(b, &["a"]);
+    for text in ["one", "two"] {
+        block_on(k.add_todo(&CommandContext::default(), todo(text))).unwrap();
+    }
+    b.edit_log(k.store(), &goal(), &|log| {
+        let keep = log[..log.len() - 1].iter().rposition(|c| *c == b'\n').map_or(0, |i| i + 1);
+        log.truncate(keep);
+    });
+    let fresh = StateKernel::over(b.reopen(k.store()));
+    for e in [
+        fresh.store().read(&goal()).map(|_| ()).unwrap_err(),
+        block_on(fresh.add_todo(&CommandContext::default(), todo("three"))).map(|_| ()).unwrap_err(),
+    ] {
+        assert_eq!(e.kind, ErrorKind::Integrity, "{e:?}");
+        assert!(e.message.contains("missing"), "{}", e.message);
+    }
 }
 
 /// Half a line at the end of the log was never an event: the next commit takes its place.

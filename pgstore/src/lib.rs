@@ -35,8 +35,8 @@ use loopx_kernel::log::{self, Scan};
 use loopx_kernel::project::{ProjectFile, ProjectGoal};
 use loopx_kernel::state::{ArchiveHead, ArchivedTodo, GoalState};
 use loopx_kernel::store::{
-    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, genesis, lines_of, read_archive,
-    replay, verify_lines,
+    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, events_missing, genesis,
+    lines_of, read_archive, replay, verify_lines,
 };
 use loopx_kernel::{Reporter, StoreOptions};
 
@@ -271,9 +271,10 @@ impl PgStore {
         Self::connect(&self.url, &self.ns, &self.root, self.clock.clone(), self.reporter.clone(), &options)
     }
 
-    /// Changes goal `id`'s event rows as a hand edit would: `edit` works on the log's bytes, and
-    /// each complete line that changed is written back to its row (a half line is dropped: a
-    /// database never holds a torn row). For the store conformance suite.
+    /// Changes goal `id`'s event rows as a hand edit would: `edit` works on the log's bytes,
+    /// each complete line that changed is written back to its row, and a line removed deletes its
+    /// row (a half line is dropped: a database never holds a torn row). For the store
+    /// conformance suite.
     pub fn edit_log(&self, id: &GoalId, edit: &dyn Fn(&mut Vec<u8>)) -> Result<()> {
         let before = self.with(|conn| self.log_bytes(conn.client(), id))?;
         let mut after = before.clone();
@@ -282,6 +283,14 @@ impl PgStore {
             let old: Vec<&[u8]> = before.split(|b| *b == b'\n').collect();
             let lines = after.split(|b| *b == b'\n').collect::<Vec<_>>();
             let complete = &lines[..lines.len().saturating_sub(1)];
+            // A line removed is a row deleted.
+            let keep = i64::try_from(complete.len()).unwrap_or(i64::MAX);
+            conn.client()
+                .execute(
+                    "DELETE FROM loopx_events WHERE ns = $1 AND goal = $2 AND seq > $3",
+                    &[&self.ns, &id.as_str(), &keep],
+                )
+                .map_err(|e| db("edit the log", &e))?;
             for (i, line) in complete.iter().enumerate() {
                 if old.get(i) == Some(line) {
                     continue;
@@ -335,7 +344,7 @@ impl PgStore {
     fn load(&self, c: &mut Client, id: &GoalId, in_txn: bool) -> Result<(GoalState, String, bool)> {
         let row = c
             .query_typed_opt(
-                "SELECT g.state, g.head, g.dirty, e.line FROM loopx_goals g \
+                "SELECT g.state, g.head, g.dirty, e.line, g.seq FROM loopx_goals g \
                  LEFT JOIN loopx_events e ON e.ns = g.ns AND e.goal = g.goal AND e.seq = g.seq \
                  WHERE g.ns = $1 AND g.goal = $2",
                 &[(&self.ns, Type::TEXT), (&id.as_str(), Type::TEXT)],
@@ -345,8 +354,8 @@ impl PgStore {
                 Error::not_found(format!("goal {id} not found in this project"))
                     .with_hint("see the goals with: loopx goal list")
             })?;
-        let (state_text, head, dirty, last): (&str, &str, bool, Option<&str>) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (state_text, head, dirty, last, at): (&str, &str, bool, Option<&str>, i64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
         let root = last.and_then(|l| serde_json::from_str::<log::EventLine>(l).ok()).and_then(|l| l.root);
         if !dirty && root.as_deref() == Some(log::state_root(state_text.as_bytes()).as_str()) {
             let state = serde_json::from_str(state_text)
@@ -360,6 +369,10 @@ impl PgStore {
         }
         let bytes = self.log_bytes(c, id)?;
         let scan = log::scan(&bytes).map_err(|(_, b)| chain_error(&self.log_name(id), &b))?;
+        let committed = u64::try_from(at).unwrap_or(0);
+        if committed > scan.lines.len() as u64 {
+            return Err(events_missing(id, committed, scan.lines.len() as u64));
+        }
         let (state, archive) = replay(id, &scan)?;
         if check_root(id, &scan, &state, &archive)? {
             return Err(Error::integrity(format!("goal {id}: the log was written by an older loopx")));
@@ -563,9 +576,12 @@ impl Store for PgStore {
 
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
         let guard = self.conn.lock();
+        let asked = std::time::Instant::now();
+        let mut taken = asked;
         let (state, head, rewrote) = {
             let mut conn = guard.borrow_mut();
             let conn: &mut Conn = &mut conn;
+            let taken = &mut taken;
             off_runtime(|| {
                 // Begin, bound the wait and take the goal's lock in one round trip.
                 let begin = format!(
@@ -578,7 +594,10 @@ impl Store for PgStore {
                     .client()
                     .batch_execute(&begin)
                     .map_err(|e| db(&format!("lock goal {id}"), &e))
-                    .and_then(|()| self.load(conn.client(), id, true));
+                    .and_then(|()| {
+                        *taken = std::time::Instant::now();
+                        self.load(conn.client(), id, true)
+                    });
                 if loaded.is_err() {
                     let _ = conn.client().batch_execute("ROLLBACK");
                     conn.in_txn = false;
@@ -596,6 +615,7 @@ impl Store for PgStore {
             let conn: &mut Conn = &mut conn;
             off_runtime(|| conn.client().batch_execute(end)).map_err(|e| db("end the transaction", &e))?;
         }
+        self.reporter.lock_released(&format!("goal {id}"), taken - asked, taken.elapsed());
         result
     }
 

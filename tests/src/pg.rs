@@ -3,15 +3,21 @@
 //! `cargo xtask ci` starts one for the suite; a test that restarts a database starts its own.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// What can go wrong starting a server: a message.
 pub type Result<T> = std::result::Result<T, String>;
 
 /// Runs `cmd`, failing with its name.
 fn run(what: &str, cmd: &mut Command) -> Result<()> {
-    let status = cmd.status().map_err(|e| format!("cannot start {what}: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("{what} failed ({status})")) }
+    // Its chatter would mix with the output of whoever started the server (a bench's tables);
+    // and no pipe: the server `pg_ctl` leaves running would hold it open.
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot start {what}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{what} failed ({status}); see its messages above")) }
 }
 
 /// A running server; `url` is what `LOOPX_TEST_PG_URL` gets.
