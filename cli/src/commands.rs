@@ -244,7 +244,10 @@ async fn init(
     }
     let outcome = match &a.store {
         Some(url) => {
-            loopx_kernel::store::init_pointer(&root, &crate::store::store_ref(url, &a.store_project)?)?
+            let store = crate::store::store_ref(url, &a.store_project)?;
+            // The database is reached before anything is written here.
+            crate::store::reach(url, &store, &root, env, reporter.clone())?;
+            loopx_kernel::store::init_pointer(&root, &store)?
         }
         // A project whose state is in a database already: `init` only opens it.
         None if crate::store::named_store(&root).is_some() => InitOutcome { created_project: false },

@@ -138,6 +138,13 @@ goals: {}
     }
 }
 
+/// Connects to the database `url` names (as given, or with the password found for it), so a
+/// project is never pointed at a store it cannot reach.
+pub fn reach(url: &str, store: &StoreRef, root: &Path, env: &Env, reporter: Arc<dyn Reporter>) -> Result<()> {
+    let url = if parse(url)?.password.is_some() { url.to_owned() } else { with_password(url)? };
+    PgStore::connect(&url, &store.project, root, env.clock.clone(), reporter, &env.options).map(drop)
+}
+
 /// The store the project at `root` names in its `project.json`, if it names one. (An
 /// unreadable `project.json` is the file store's to report, and `doctor --repair`'s to mend.)
 pub fn named_store(root: &Path) -> Option<StoreRef> {

@@ -13,13 +13,15 @@
 //!   changed size or time. A changed state row is caught by its root on every read.
 //! - **Namespaces**: one database holds many loopx projects, each under its own `ns`.
 //!
-//! Only plain connections for now (`sslmode=disable`, e.g. on loopback or a private network).
+//! Connections are secured as the URL's `sslmode` says, with rustls (see [`tls`]).
 
 use std::cell::RefCell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod tls;
 
 use parking_lot::ReentrantMutex;
 use postgres::fallible_iterator::FallibleIterator;
@@ -164,6 +166,13 @@ impl fmt::Debug for PgStore {
 fn db(what: &str, e: &postgres::Error) -> Error {
     use postgres::error::SqlState;
     let Some(server) = e.as_db_error() else {
+        let text = e.to_string();
+        if text.contains("TLS") || text.contains("certificate") {
+            return Error::refused(format!("{what}: the connection could not be secured ({text})")).with_hint(
+                "name the server's CA with sslrootcert=/path/to/ca.pem in the URL (verify-full checks the certificate), \
+                 or use sslmode=require to encrypt without checking it",
+            );
+        }
         return Error::busy(format!("{what}: the database is not reachable ({e})"))
             .with_hint("check that PostgreSQL is running and the store URL is right, then try again");
     };
@@ -182,6 +191,16 @@ fn db(what: &str, e: &postgres::Error) -> Error {
             .with_hint("try again in a moment");
     }
     Error::internal(format!("{what}: {} ({})", server.message(), code.code()))
+}
+
+/// A connection to `url`, secured as its `sslmode` says (see [`tls`]). Call off the runtime.
+fn client(url: &str) -> Result<Client> {
+    let secured = tls::secure(url)?;
+    let connected = match secured.tls {
+        Some(tls) => Client::connect(&secured.url, tls),
+        None => Client::connect(&secured.url, NoTls),
+    };
+    connected.map_err(|e| db("connect to the store", &e))
 }
 
 /// Runs `f` on a thread of its own: the client drives its own runtime, which cannot run inside
@@ -219,7 +238,7 @@ impl PgStore {
         options: &StoreOptions,
     ) -> Result<Self> {
         let client = off_runtime(|| {
-            let mut client = Client::connect(url, NoTls).map_err(|e| db("connect to the store", &e))?;
+            let mut client = client(url)?;
             // One round trip when the schema is current and the project exists (every command).
             let known = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
             let found = client.query_typed_one(
@@ -258,7 +277,7 @@ impl PgStore {
     /// A connection of its own that hears of every commit to this project.
     pub fn listen(&self) -> Result<Listener> {
         let client = off_runtime(|| {
-            let mut client = Client::connect(&self.url, NoTls).map_err(|e| db("connect to the store", &e))?;
+            let mut client = client(&self.url)?;
             client.batch_execute(&format!("LISTEN {CHANNEL}")).map_err(|e| db("listen", &e))?;
             Ok::<_, Error>(client)
         })?;

@@ -297,15 +297,23 @@ fn a_database_that_is_down_is_busy_and_changes_nothing() {
     let s = Sandbox::new();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("postgres://loopx@127.0.0.1:{port}/postgres");
+    // `init` reaches the database before it writes anything.
     let r = run_at(&s, &s.root, &[], &["init", "--store", &url, "--goal-id", "main", "--objective", "x"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("not reachable") && r.stderr.contains("try again"), "{}", r.stderr);
-    for args in [&["status"][..], &["todo", "add", "--text", "x"][..]] {
+    assert!(!s.root.join(".loopx").exists(), "nothing was written");
+    // A project whose database went down: every command is busy, and nothing changes.
+    std::fs::create_dir_all(s.root.join(".loopx")).unwrap();
+    let pointer = format!(
+        r#"{{"schema_version": 1, "default_goal": null, "goals": [], "store": {{"kind": "postgres", "url": "{url}", "project": "down"}}}}"#
+    );
+    std::fs::write(s.root.join(".loopx/project.json"), &pointer).unwrap();
+    let before = s.tree();
+    for args in [&["status"][..], &["todo", "add", "--text", "x"][..], &["doctor"][..]] {
         let r = run_at(&s, &s.root, &[], args);
         assert_eq!(r.code, 3, "{args:?}: {}", r.stderr);
     }
-    let project = std::fs::read_to_string(s.root.join(".loopx/project.json")).unwrap();
-    assert!(project.contains(&format!("127.0.0.1:{port}")), "{project}");
+    assert_eq!(s.tree(), before);
 }
 
 #[test]
@@ -390,4 +398,69 @@ fn a_listener_hears_of_each_commit() {
     assert_eq!((notice.goal.as_str(), notice.seq), ("main", 2));
     // Nothing committed: nothing heard.
     assert_eq!(listener.wait(Duration::from_millis(200)).unwrap(), None);
+}
+
+#[test]
+fn connections_are_secured_as_the_url_says() {
+    if test_url("the TLS test").is_none() {
+        return;
+    }
+    // A CA, and a certificate it signed for localhost, for a server of its own with TLS on.
+    let server = loopx_tests::pg::start_with(|dir| {
+        let sh = |script: &str| {
+            let ok = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(script)
+                .current_dir(dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map_err(|e| e.to_string())?
+                .success();
+            if ok { Ok(()) } else { Err(format!("failed: {script}")) }
+        };
+        sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=loopx test CA'")?;
+        sh("openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj '/CN=localhost'")?;
+        sh("printf 'subjectAltName=DNS:localhost' > san && openssl x509 -req -in server.csr -CA ca.pem \
+            -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san")?;
+        for f in ["server.key", "server.pem"] {
+            loopx_tests::pg::give_to_server(&dir.join(f))?;
+        }
+        let ca = dir.join("ca.pem");
+        std::fs::copy(&ca, std::env::temp_dir().join(format!("loopx-test-ca-{}.pem", std::process::id())))
+            .map_err(|e| e.to_string())?;
+        Ok(format!(
+            "-c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+            dir.join("server.pem").display(),
+            dir.join("server.key").display()
+        ))
+    })
+    .unwrap();
+    let ca = std::env::temp_dir().join(format!("loopx-test-ca-{}.pem", std::process::id()));
+    let base = server.url.replace("127.0.0.1", "localhost");
+    let s = Sandbox::new();
+    let dirs = machines(&s, 4);
+    let init = |dir: &Path, query: &str, ns: &str| {
+        run_at(&s, dir, &[], &["init", "--store", &format!("{base}?{query}"), "--store-project", ns])
+    };
+    // Checked against the CA the URL names: it works, and the URL is kept as given.
+    let verified = format!("sslmode=verify-full&sslrootcert={}", ca.display());
+    let r = init(&dirs[0], &verified, "tls");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    ok_at(&s, &dirs[0], &["goal", "create", "--goal-id", "main", "--objective", "over TLS"]);
+    assert!(ok_at(&s, &dirs[0], &["status"]).stdout.contains("over TLS"));
+    // Checked against the public roots only: refused, saying how to name the CA.
+    let r = init(&dirs[1], "sslmode=verify-full", "tls");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("could not be secured") && r.stderr.contains("sslrootcert"), "{}", r.stderr);
+    // Encrypted without a check, and plain: both reach the same goal.
+    for (dir, query) in [(&dirs[2], "sslmode=require"), (&dirs[3], "sslmode=disable")] {
+        let r = init(dir, query, "tls");
+        assert_eq!(r.code, 0, "{query}: {}", r.stderr);
+        assert!(ok_at(&s, dir, &["status"]).stdout.contains("over TLS"), "{query}");
+    }
+    assert!(!dirs[1].join(".loopx").exists(), "a refused init writes nothing");
+    let r = init(&dirs[1], "sslmode=sometimes", "tls");
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let _ = std::fs::remove_file(ca);
 }

@@ -87,14 +87,33 @@ fn binaries() -> Option<PathBuf> {
 
 /// Starts a server of its own: in a new temporary directory, on a free port.
 pub fn start() -> Result<Server> {
+    start_with(|_| Ok(String::new()))
+}
+
+/// Whether the server runs as the `postgres` user (this process is root's): files it reads must
+/// then be given to that user.
+pub fn runs_as_postgres() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Gives `path` to the server's user (when it is not this process's) and makes it private.
+pub fn give_to_server(path: &Path) -> Result<()> {
+    if runs_as_postgres() {
+        run("chown a server file", Command::new("chown").arg("postgres").arg(path))?;
+    }
+    run("chmod a server file", Command::new("chmod").arg("600").arg(path))
+}
+
+/// [`start`] with more server options: `extra` gets the server's directory (to put files in)
+/// and returns `-c name=value` options.
+pub fn start_with(extra: impl FnOnce(&Path) -> Result<String>) -> Result<Server> {
     let Some(bin) = binaries() else {
         return Err("PostgreSQL is needed for the PostgreSQL store's tests and was not found: install it \
              (Debian: apt-get install postgresql; .ci/run does), or set LOOPX_SKIP_PG=1 to skip them"
             .to_owned());
     };
     // PostgreSQL will not run as root; there it runs as the `postgres` user Debian creates.
-    let uid = Command::new("id").arg("-u").output().map_err(|e| format!("cannot run id -u: {e}"))?;
-    let as_postgres = String::from_utf8_lossy(&uid.stdout).trim() == "0";
+    let as_postgres = runs_as_postgres();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("no free port: {e}"))?
@@ -122,7 +141,8 @@ pub fn start() -> Result<Server> {
             "--no-sync",
         ]),
     )?;
-    let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1", server.dir.display());
+    let more = extra(&server.dir)?;
+    let options = format!("-p {port} -k {} -c listen_addresses=127.0.0.1 {more}", server.dir.display());
     run(
         &format!("start PostgreSQL on 127.0.0.1:{port}"),
         server
