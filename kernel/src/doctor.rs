@@ -7,6 +7,7 @@ use loopx_core::{GoalId, Result};
 
 use crate::fs::read_optional;
 use crate::log;
+use crate::project::ProjectFile;
 use crate::render;
 use crate::state::GoalState;
 use crate::store::{FileStore, SNAPSHOT_SCHEMA_VERSION, Snapshot, Store, replay};
@@ -179,6 +180,24 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
         }
     }
     DoctorGoal { goal_id: id.clone(), events, checks }
+}
+
+/// The report of a store that keeps no files of its own (memory, a database): one line for the
+/// project (`place` says where it is), and `goal_report` for each goal asked about.
+pub fn report(
+    project: &ProjectFile,
+    only: Option<&GoalId>,
+    place: &str,
+    mut goal_report: impl FnMut(&GoalId) -> Result<DoctorGoal>,
+) -> Result<DoctorReport> {
+    let goals: Vec<GoalId> = match only {
+        Some(g) => vec![g.clone()],
+        None => project.goals.iter().map(|g| g.id.clone()).collect(),
+    };
+    let reports = goals.iter().map(&mut goal_report).collect::<Result<Vec<_>>>()?;
+    let healthy = reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
+    let listed = format!("{} goal(s), {place}", project.goals.len());
+    Ok(DoctorReport { healthy, project: vec![check("project", true, listed)], goals: reports })
 }
 
 /// The checks every store makes of a goal's log: its hash chain (`event log`), and that its

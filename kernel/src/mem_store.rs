@@ -17,7 +17,7 @@ use loopx_core::{Clock, Error, GoalId, Result};
 use crate::Reporter;
 use crate::doctor::verify_log;
 use crate::log::{self, Scan};
-use crate::project::{ProjectFile, ProjectGoal};
+use crate::project::ProjectFile;
 use crate::state::{ArchiveHead, ArchivedTodo, GoalState};
 use crate::store::{
     Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, events_missing, genesis,
@@ -191,14 +191,7 @@ impl Store for MemStore {
         };
         locked(&self.inner.goals)?
             .insert(id.clone(), Arc::new(MemGoal { writer: Mutex::new(()), data: Mutex::new(data) }));
-        project.goals.push(ProjectGoal {
-            id: id.clone(),
-            title: state.goal.title.clone(),
-            created_at: state.goal.created_at,
-        });
-        if make_default || project.default_goal.is_none() {
-            project.default_goal = Some(id.clone());
-        }
+        project.add_goal(id, state.goal.title.clone(), state.goal.created_at, make_default);
         Ok(state)
     }
 
@@ -257,15 +250,7 @@ impl Store for MemStore {
     }
 
     fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        let project = self.project()?;
-        let goals: Vec<GoalId> = match only {
-            Some(g) => vec![g.clone()],
-            None => project.goals.iter().map(|g| g.id.clone()).collect(),
-        };
-        let reports = goals.iter().map(|g| self.goal_report(g)).collect::<Result<Vec<_>>>()?;
-        let healthy = reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
-        let listed = format!("{} goal(s), in memory", project.goals.len());
-        Ok(DoctorReport { healthy, project: vec![check("project", true, &listed)], goals: reports })
+        crate::doctor::report(&self.project()?, only, "in memory", |g| self.goal_report(g))
     }
 
     fn repair_project(&self) -> Result<Vec<String>> {

@@ -50,6 +50,19 @@ impl ProjectFile {
     pub fn has_goal(&self, id: &GoalId) -> bool {
         self.goals.iter().any(|g| &g.id == id)
     }
+    /// Lists a new goal (the default one if asked, or if there is none yet).
+    pub fn add_goal(
+        &mut self,
+        id: &GoalId,
+        title: Option<String>,
+        created_at: Timestamp,
+        make_default: bool,
+    ) {
+        self.goals.push(ProjectGoal { id: id.clone(), title, created_at });
+        if make_default || self.default_goal.is_none() {
+            self.default_goal = Some(id.clone());
+        }
+    }
 }
 
 impl Default for ProjectFile {

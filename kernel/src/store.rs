@@ -22,7 +22,7 @@ use crate::Reporter;
 use crate::fs as kfs;
 use crate::lock::{self, LockGuard};
 use crate::log::{self, EventLine, GENESIS, Scan};
-use crate::project::{Layout, ProjectFile, ProjectGoal, STORE_SCHEMA_VERSION, StoreRef};
+use crate::project::{Layout, ProjectFile, STORE_SCHEMA_VERSION, StoreRef};
 use crate::render;
 use crate::state::{ArchiveHead, ArchivedTodo, GoalState, StoredReceipt};
 
@@ -994,10 +994,7 @@ impl FileStore {
         found.sort();
         for (created_at, id, title) in found {
             actions.push(format!("listed goal {id} in project.json (its directory was not listed)"));
-            project.goals.push(ProjectGoal { id: id.clone(), title, created_at });
-            if project.default_goal.is_none() {
-                project.default_goal = Some(id);
-            }
+            project.add_goal(&id, title, created_at, false);
         }
         if !actions.is_empty() {
             self.write_project(&project)?;
@@ -1091,14 +1088,7 @@ impl Store for FileStore {
             self.write_projections(id, &state, &log::line_hash(text.as_bytes()), None)?;
             state
         };
-        project.goals.push(ProjectGoal {
-            id: id.clone(),
-            title: state.goal.title.clone(),
-            created_at: state.goal.created_at,
-        });
-        if make_default || project.default_goal.is_none() {
-            project.default_goal = Some(id.clone());
-        }
+        project.add_goal(id, state.goal.title.clone(), state.goal.created_at, make_default);
         self.write_project(&project)?;
         Ok(state)
     }

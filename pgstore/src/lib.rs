@@ -32,9 +32,9 @@ use sha2::{Digest, Sha256};
 use loopx_core::event::Event;
 use loopx_core::kernel::{DoctorCheck, DoctorGoal, DoctorReport};
 use loopx_core::{Clock, Error, GoalId, Result};
-use loopx_kernel::doctor::verify_log;
+use loopx_kernel::doctor::{report, verify_log};
 use loopx_kernel::log::{self, Scan};
-use loopx_kernel::project::{ProjectFile, ProjectGoal};
+use loopx_kernel::project::ProjectFile;
 use loopx_kernel::state::{ArchiveHead, ArchivedTodo, GoalState};
 use loopx_kernel::store::{
     Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, events_missing, genesis,
@@ -571,14 +571,7 @@ impl Store for PgStore {
                 &[&self.ns, &id.as_str(), &log::line_hash(text.as_bytes()), &state_text],
             )
             .map_err(|e| db("create the goal", &e))?;
-            project.goals.push(ProjectGoal {
-                id: id.clone(),
-                title: state.goal.title.clone(),
-                created_at: state.goal.created_at,
-            });
-            if make_default || project.default_goal.is_none() {
-                project.default_goal = Some(id.clone());
-            }
+            project.add_goal(id, state.goal.title.clone(), state.goal.created_at, make_default);
             t.execute(
                 "UPDATE loopx_projects SET body = $2 WHERE ns = $1",
                 &[&self.ns, &project_text(&project)?],
@@ -712,15 +705,8 @@ impl Store for PgStore {
 
     fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
         let project = self.project()?;
-        let goals: Vec<GoalId> = match only {
-            Some(g) => vec![g.clone()],
-            None => project.goals.iter().map(|g| g.id.clone()).collect(),
-        };
-        let reports = self.with(|conn| goals.iter().map(|g| self.goal_report(conn.client(), g)).collect())?;
-        let reports: Vec<DoctorGoal> = reports;
-        let healthy = reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
-        let listed = format!("{} goal(s), in PostgreSQL project {}", project.goals.len(), self.ns);
-        Ok(DoctorReport { healthy, project: vec![check("project", true, &listed)], goals: reports })
+        let place = format!("in PostgreSQL project {}", self.ns);
+        self.with(|conn| report(&project, only, &place, |g| self.goal_report(conn.client(), g)))
     }
 
     fn repair_project(&self) -> Result<Vec<String>> {

@@ -564,6 +564,39 @@ fn throughput(b: &Bench, root: &Path, store: &'static str, procs: usize, total: 
     })
 }
 
+/// One race: every claimant (a project directory and an agent) claims `todo` at once; returns
+/// how many won.
+fn race(bin: &Path, claimants: &[(&Path, String)], todo: &str) -> usize {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = claimants
+            .iter()
+            .map(|(dir, agent)| {
+                scope.spawn(move || {
+                    run_once(bin, dir, &["todo", "claim", "--todo-id", todo, "--agent-id", agent], &[])
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()?.ok()).filter(|r| r.1 == 0).count()
+    })
+}
+
+/// Races with more than one winner, and with none.
+#[derive(Default)]
+struct Tally {
+    double: usize,
+    none: usize,
+}
+
+impl Tally {
+    fn add(&mut self, winners: usize) {
+        match winners {
+            1 => {}
+            0 => self.none += 1,
+            _ => self.double += 1,
+        }
+    }
+}
+
 fn claim_race(b: &mut Bench, trials: usize) -> Result<ClaimRace> {
     let root = b.project("race")?;
     let counts = [2usize, 8, 32];
@@ -571,35 +604,21 @@ fn claim_race(b: &mut Bench, trials: usize) -> Result<ClaimRace> {
         b.ok(&root, &["agent", "register", "--agent-id", &format!("p{a}"), "--agent-type", "other"])?;
     }
     fixture("todos", &root, trials as u64)?;
-    let (mut double, mut none) = (0, 0);
+    let mut tally = Tally::default();
     let start = Instant::now();
     for trial in 0..trials {
         let procs = counts[trial % counts.len()];
         let todo = format!("t{}", trial + 1);
-        let winners = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..procs)
-                .map(|p| {
-                    let (root, bin, todo) = (&root, &b.bin, &todo);
-                    let agent = format!("p{}", (p + trial) % 32);
-                    scope.spawn(move || {
-                        run_once(bin, root, &["todo", "claim", "--todo-id", todo, "--agent-id", &agent], &[])
-                    })
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()?.ok()).filter(|r| r.1 == 0).count()
-        });
-        match winners {
-            1 => {}
-            0 => none += 1,
-            _ => double += 1,
-        }
+        let claimants: Vec<(&Path, String)> =
+            (0..procs).map(|p| (root.as_path(), format!("p{}", (p + trial) % 32))).collect();
+        tally.add(race(&b.bin, &claimants, &todo));
     }
     Ok(ClaimRace {
         trials,
         processes: counts.to_vec(),
         trials_per_second: trials as f64 / start.elapsed().as_secs_f64(),
-        double_winners: double,
-        no_winner: none,
+        double_winners: tally.double,
+        no_winner: tally.none,
     })
 }
 
@@ -617,36 +636,20 @@ fn claim_race_machines(b: &mut Bench, url: &str, trials: usize) -> Result<ClaimR
     for t in 0..trials {
         b.ok(&dirs[t % 8], &["todo", "add", "--agent-id", "user", "--text", &format!("race {t}")])?;
     }
-    let (mut double, mut none) = (0, 0);
+    let mut tally = Tally::default();
     let start = Instant::now();
     for trial in 0..trials {
         let todo = format!("t{}", trial + 1);
-        let winners = std::thread::scope(|scope| {
-            let handles: Vec<_> = dirs
-                .iter()
-                .enumerate()
-                .map(|(p, dir)| {
-                    let (bin, todo) = (&b.bin, &todo);
-                    let agent = format!("p{p}");
-                    scope.spawn(move || {
-                        run_once(bin, dir, &["todo", "claim", "--todo-id", todo, "--agent-id", &agent], &[])
-                    })
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()?.ok()).filter(|r| r.1 == 0).count()
-        });
-        match winners {
-            1 => {}
-            0 => none += 1,
-            _ => double += 1,
-        }
+        let claimants: Vec<(&Path, String)> =
+            dirs.iter().enumerate().map(|(p, dir)| (dir.as_path(), format!("p{p}"))).collect();
+        tally.add(race(&b.bin, &claimants, &todo));
     }
     Ok(ClaimRace {
         trials,
         processes: vec![8],
         trials_per_second: trials as f64 / start.elapsed().as_secs_f64(),
-        double_winners: double,
-        no_winner: none,
+        double_winners: tally.double,
+        no_winner: tally.none,
     })
 }
 
