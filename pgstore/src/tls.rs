@@ -126,3 +126,24 @@ impl ServerCertVerifier for Unchecked {
         self.0.supported_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_client_gets_a_mode_it_knows_and_never_the_ca_path() {
+        let s = secure("postgres://ann@db:5432/loopx?application_name=x&sslmode=verify-full&sslrootcert=/nope.pem");
+        let e = s.err().unwrap();
+        assert!(e.message.contains("sslrootcert=/nope.pem"), "{}", e.message);
+        let s = secure("postgres://ann@db:5432/loopx?application_name=x&sslmode=verify-full").unwrap();
+        assert_eq!(s.url, "postgres://ann@db:5432/loopx?application_name=x&sslmode=require");
+        assert!(s.tls.is_some());
+        let plain = secure("postgres://ann@db/loopx?sslmode=disable").unwrap();
+        assert!(plain.tls.is_none());
+        assert_eq!(secure("postgres://ann@db/loopx").unwrap().url, "postgres://ann@db/loopx?sslmode=prefer");
+        assert!(secure("postgres://ann@db/loopx?sslmode=allow").is_err());
+        assert!(secure("host=db user=ann sslmode=disable").unwrap().tls.is_none());
+    }
+}
