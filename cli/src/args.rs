@@ -71,7 +71,10 @@ pub enum Command {
     #[command(subcommand)]
     Lease(LeaseCommand),
     /// The objective, what needs you, what is next, and what proves progress
-    Status,
+    Status(StatusArgs),
+    /// The projects `status --all` looks into: add, remove, list (kept in your configuration directory)
+    #[command(subcommand)]
+    Projects(ProjectsCommand),
     /// Questions for a person and waits loopx checks itself (time, command, CI): ask, poll, list, answer
     #[command(subcommand)]
     Gate(GateCommand),
@@ -867,6 +870,29 @@ pub struct InstallFlags {
     /// Cursor: the agent its chats act as (default cursor-1)
     #[arg(long, value_name = "AGENT")]
     pub agent_id: Option<String>,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct StatusArgs {
+    /// Every goal of every indexed project that needs a person, most urgent first (see loopx projects)
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProjectsCommand {
+    /// Add a project to the index (the one DIR is in; default: this one)
+    Add {
+        /// A directory in the project
+        dir: Option<PathBuf>,
+    },
+    /// Remove a project from the index (its files are not touched)
+    Remove {
+        /// The project's directory (default: this one)
+        dir: Option<PathBuf>,
+    },
+    /// The indexed projects, and whether each opens
+    List,
 }
 
 #[derive(Debug, Subcommand)]

@@ -122,6 +122,8 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
             Rendered::new(&serde_json::json!({"agent_type": t, "host": host, "steps": steps}), text)
         }
         Command::Store(s) => crate::store::run(s, &project_root(cli, env)?, env, reporter),
+        Command::Projects(p) => crate::projects::run(p, env),
+        Command::Status(StatusArgs { all: true }) => crate::projects::status_all(env, reporter, style).await,
         Command::Join(a) => join(cli, env, reporter, a).await,
         Command::Resume(a) if cli.session.is_some() => resume_in_session(cli, env, reporter, a).await,
         Command::Demo(a) => crate::demo::run(a.keep).await,
@@ -314,7 +316,8 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
         | Command::Mcp(_)
         | Command::Hook(_)
         | Command::Host(_)
-        | Command::Store(_) => Err(Error::internal("dispatched twice")),
+        | Command::Store(_)
+        | Command::Projects(_) => Err(Error::internal("dispatched twice")),
         Command::HeartbeatPrompt(a) => {
             let (adapter, surface) = crate::registry::surface(&a.host)?;
             let agent = AgentId::new(&a.agent_id)?;
@@ -511,7 +514,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
             let r = k.refresh_state(&context(cli, &a.acting)?, req).await?;
             Rendered::new(&r, text::run_receipt(&r))
         }
-        Command::Status => {
+        Command::Status(_) => {
             let s = k.status(g).await?;
             Rendered::new(&s, text::status(&s, style))
         }

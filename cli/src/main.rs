@@ -9,6 +9,7 @@ mod host;
 mod mcp;
 mod next;
 mod output;
+mod projects;
 mod registry;
 mod store;
 mod text;

@@ -16,6 +16,7 @@ pub mod migrate;
 pub mod policy;
 pub mod process;
 pub mod project;
+pub mod projects;
 pub mod quota;
 pub mod render;
 pub mod rules;

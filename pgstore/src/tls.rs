@@ -134,7 +134,9 @@ mod tests {
 
     #[test]
     fn the_client_gets_a_mode_it_knows_and_never_the_ca_path() {
-        let s = secure("postgres://ann@db:5432/loopx?application_name=x&sslmode=verify-full&sslrootcert=/nope.pem");
+        let s = secure(
+            "postgres://ann@db:5432/loopx?application_name=x&sslmode=verify-full&sslrootcert=/nope.pem",
+        );
         let e = s.err().unwrap();
         assert!(e.message.contains("sslrootcert=/nope.pem"), "{}", e.message);
         let s = secure("postgres://ann@db:5432/loopx?application_name=x&sslmode=verify-full").unwrap();

@@ -21,6 +21,7 @@ mod layering;
 mod mcp;
 mod newcomer;
 mod postgres;
+mod projects;
 mod readme;
 mod real_claude;
 mod real_codex;
