@@ -301,6 +301,10 @@ async fn init(
             "loopx status".to_owned(),
         ],
     };
+    // Offered, never asked: a new project joins `status --all` only if its person wants it.
+    if outcome.created_project && !crate::projects::is_indexed(&root) {
+        report.next.push("loopx projects add".to_owned());
+    }
     Rendered::new(&report, text::init(&report, style))
 }
 

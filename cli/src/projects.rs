@@ -31,6 +31,12 @@ fn index_path() -> Result<PathBuf> {
     Ok(base.join("loopx").join("projects.json"))
 }
 
+/// Whether the project at `root` is in the index (an unreadable index: no).
+pub fn is_indexed(root: &Path) -> bool {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    index_path().and_then(|p| projects::read(&p)).is_ok_and(|i| i.projects.iter().any(|p| p.path == root))
+}
+
 /// `dir` made absolute (and resolved, when it exists).
 fn absolute(env: &Env, dir: Option<&PathBuf>) -> PathBuf {
     let dir = dir.map_or_else(|| env.cwd.clone(), |d| env.cwd.join(d));

@@ -19,7 +19,9 @@ fn status_all_shows_what_needs_a_person_across_projects_and_reports_the_unreadab
     };
     // Nothing indexed yet: said, and the way to add one.
     assert!(ok(&s.root, &["status", "--all"]).stdout.contains("loopx projects add DIR"));
-    ok(&api, &["init", "--goal-id", "main", "--objective", "the api"]);
+    // A new project offers the index, and asks nothing.
+    let made = ok(&api, &["init", "--goal-id", "main", "--objective", "the api", "--json"]).json();
+    assert!(made["next"].as_array().unwrap().iter().any(|c| c == "loopx projects add"), "{made}");
     ok(&api, &["gate", "ask", "--question", "Ship the API?", "--blocks", "goal"]);
     ok(&web, &["init", "--goal-id", "site", "--objective", "the site"]);
     ok(
@@ -42,6 +44,8 @@ fn status_all_shows_what_needs_a_person_across_projects_and_reports_the_unreadab
     for d in [&api, &web, &broken] {
         ok(d, &["projects", "add"]);
     }
+    let again = ok(&api, &["init", "--json"]).json();
+    assert!(!again["next"].as_array().unwrap().iter().any(|c| c == "loopx projects add"), "{again}");
     // Adding again changes nothing; a directory outside any project is refused.
     assert!(ok(&api, &["projects", "add", "."]).stdout.contains("in the index already"));
     let outside = dir("outside");
