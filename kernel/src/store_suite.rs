@@ -10,8 +10,6 @@
 //! counted; closed work moves to the archive and reads back whole.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test support: a failed expectation is a failed test
 
-use std::task::{Context, Poll};
-
 use loopx_core::kernel::{
     AddTodo, CommandContext, CompleteTodo, CreateGoal, Kernel, NewEvidence, RegisterAgent,
 };
@@ -21,6 +19,7 @@ use loopx_core::{AgentId, AgentType, ErrorKind, GoalId, IdempotencyKey, TodoId};
 use crate::StateKernel;
 use crate::state::CLOSED_KEPT;
 use crate::store::{Store, encode_state, replay};
+use crate::testkit::block_on;
 
 /// A store under test: how to make one, open it again, and damage it as the world would.
 pub trait Backend: Sync {
@@ -91,16 +90,6 @@ macro_rules! store_conformance {
             }
         }
     };
-}
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
 }
 
 fn goal() -> GoalId {
