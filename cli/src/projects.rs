@@ -69,8 +69,11 @@ pub fn run(cmd: &ProjectsCommand, env: &Env) -> Result<Rendered> {
             Rendered::new(&json!({"project": root, "added": added, "index": path}), text)
         }
         ProjectsCommand::Remove { dir } => {
-            let root = absolute(env, dir.as_ref());
-            let root = find_root(&root).filter(|r| *r == root || dir.is_none()).unwrap_or(root);
+            // The project this directory is in; a named directory as it is (it may be gone).
+            let root = match dir {
+                Some(d) => absolute(env, Some(d)),
+                None => find_root(&env.cwd).unwrap_or_else(|| absolute(env, None)),
+            };
             let mut removed = false;
             projects::update(&path, |i| {
                 let before = i.projects.len();

@@ -190,10 +190,7 @@ pub fn report(
     place: &str,
     mut goal_report: impl FnMut(&GoalId) -> Result<DoctorGoal>,
 ) -> Result<DoctorReport> {
-    let goals: Vec<GoalId> = match only {
-        Some(g) => vec![g.clone()],
-        None => project.goals.iter().map(|g| g.id.clone()).collect(),
-    };
+    let goals = project.goals_or(only);
     let reports = goals.iter().map(&mut goal_report).collect::<Result<Vec<_>>>()?;
     let healthy = reports.iter().all(|g| g.checks.iter().all(|c| c.ok));
     let listed = format!("{} goal(s), {place}", project.goals.len());
@@ -277,10 +274,7 @@ fn archive_check(path: &std::path::Path, lines: &[String], state: &crate::state:
 /// check per action taken.
 pub fn repair(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
     let mut actions = store.repair_project()?;
-    let goals: Vec<GoalId> = match only {
-        Some(g) => vec![g.clone()],
-        None => store.project()?.goals.into_iter().map(|g| g.id).collect(),
-    };
+    let goals = store.project()?.goals_or(only);
     for p in stale_temp_files(store, &goals) {
         crate::fs::remove_file(&p)?;
         actions.push(format!("removed {}, a temporary file a crashed write left behind", shown(store, &p)));
@@ -288,11 +282,15 @@ pub fn repair(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> 
     for g in &goals {
         actions.extend(store.repair_goal(g)?);
     }
-    let mut report = run(store, only)?;
+    Ok(with_repairs(run(store, only)?, actions))
+}
+
+/// `report` with one `repair` check per action taken, first (or one saying none was needed).
+pub fn with_repairs(mut report: DoctorReport, mut actions: Vec<String>) -> DoctorReport {
     if actions.is_empty() {
         actions.push("nothing needed repair".to_owned());
     }
     let done: Vec<DoctorCheck> = actions.into_iter().map(|a| check("repair", true, a)).collect();
     report.project.splice(0..0, done);
-    Ok(report)
+    report
 }

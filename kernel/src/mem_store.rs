@@ -283,10 +283,7 @@ impl Store for MemStore {
 
     /// Rebuilds each goal's state and archive from its log (which must verify).
     fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        let goals: Vec<GoalId> = match only {
-            Some(g) => vec![g.clone()],
-            None => self.project()?.goals.into_iter().map(|g| g.id).collect(),
-        };
+        let goals = self.project()?.goals_or(only);
         let mut actions = Vec::new();
         for id in &goals {
             let goal = self.goal(id)?;
@@ -296,9 +293,6 @@ impl Store for MemStore {
             self.load(id, &mut data)?;
             actions.push(format!("goal {id}: state and archive rebuilt from its log"));
         }
-        let mut report = self.doctor(only)?;
-        let done = actions.iter().map(|a| check("repair", true, a));
-        report.project.splice(0..0, done);
-        Ok(report)
+        Ok(crate::doctor::with_repairs(self.doctor(only)?, actions))
     }
 }

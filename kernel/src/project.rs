@@ -50,6 +50,13 @@ impl ProjectFile {
     pub fn has_goal(&self, id: &GoalId) -> bool {
         self.goals.iter().any(|g| &g.id == id)
     }
+    /// The goal asked about, or every listed one.
+    pub fn goals_or(&self, only: Option<&GoalId>) -> Vec<GoalId> {
+        match only {
+            Some(g) => vec![g.clone()],
+            None => self.goals.iter().map(|g| g.id.clone()).collect(),
+        }
+    }
     /// Lists a new goal (the default one if asked, or if there is none yet).
     pub fn add_goal(
         &mut self,

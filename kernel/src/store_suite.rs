@@ -167,7 +167,8 @@ fn assert_consistent<S: Store>(store: &S) {
     assert_eq!(archived, archive, "the archive is not the log's replay");
 }
 
-/// Each commit is the next event, another process sees it, and the state is the log's replay.
+/// Each commit is the next event, another process sees it, the state is the log's replay, and
+/// `doctor` (and a repair) find it healthy.
 pub fn commits<B: Backend>(b: &B) {
     let k = project(b, &["a"]);
     let mut seqs = Vec::new();
@@ -189,8 +190,13 @@ pub fn commits<B: Backend>(b: &B) {
         assert_eq!(scan.lines[usize::try_from(*s - 1).unwrap()].seq, *s);
     }
     assert_consistent(&other);
-    let report = block_on(StateKernel::over(other).doctor(None)).unwrap();
+    let k = StateKernel::over(other);
+    let report = block_on(k.doctor(None)).unwrap();
     assert!(report.healthy, "{report:?}");
+    // A repair of a healthy store keeps it so, and says what it did.
+    let repaired = block_on(k.repair(None)).unwrap();
+    assert!(repaired.healthy && repaired.project[0].name == "repair", "{repaired:?}");
+    assert_consistent(k.store());
 }
 
 /// A turn sent twice (from another process) commits once and answers with the same receipt.

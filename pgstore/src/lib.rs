@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use loopx_core::event::Event;
 use loopx_core::kernel::{DoctorCheck, DoctorGoal, DoctorReport};
 use loopx_core::{Clock, Error, GoalId, Result};
-use loopx_kernel::doctor::{report, verify_log};
+use loopx_kernel::doctor::{report, verify_log, with_repairs};
 use loopx_kernel::log::{self, Scan};
 use loopx_kernel::project::ProjectFile;
 use loopx_kernel::state::{ArchiveHead, ArchivedTodo, GoalState};
@@ -761,10 +761,7 @@ impl Store for PgStore {
 
     /// Rebuilds each goal's state and archive rows from its log (which must verify).
     fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        let goals: Vec<GoalId> = match only {
-            Some(g) => vec![g.clone()],
-            None => self.project()?.goals.into_iter().map(|g| g.id).collect(),
-        };
+        let goals = self.project()?.goals_or(only);
         let mut actions = Vec::new();
         for id in &goals {
             self.with(|conn| {
@@ -779,8 +776,6 @@ impl Store for PgStore {
             self.transact(id, &mut |_| Ok(()))?;
             actions.push(format!("goal {id}: state and archive rebuilt from its log"));
         }
-        let mut report = self.doctor(only)?;
-        report.project.splice(0..0, actions.iter().map(|a| check("repair", true, a)));
-        Ok(report)
+        Ok(with_repairs(self.doctor(only)?, actions))
     }
 }
