@@ -272,6 +272,7 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             clock: env.clock.clone(),
             reporter,
             client: std::sync::OnceLock::new(),
+            kernel: mcp::KernelCache::default(),
         };
         let stdin = std::io::stdin().lock();
         runtime

@@ -39,6 +39,19 @@ pub struct Server {
     /// The host whose MCP client said hello (`clientInfo.name`), when it names the calling
     /// session on each call (`params._meta`) instead of in the server's environment.
     pub client: std::sync::OnceLock<(&'static str, loopx_core::host::McpClient)>,
+    /// The kernel the last call used, kept for the next.
+    pub kernel: KernelCache,
+}
+
+/// The kernel over the project the calls act on, opened once: a database store keeps its
+/// connection across calls instead of opening one per call (and reconnects when it is lost).
+#[derive(Default)]
+pub struct KernelCache(std::sync::Mutex<Option<(PathBuf, Arc<DynKernel>)>>);
+
+impl std::fmt::Debug for KernelCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KernelCache")
+    }
 }
 
 /// Longest message line read; a longer one is answered with an error and skipped.
@@ -286,7 +299,7 @@ fn to_value(v: &impl serde::Serialize) -> Result<Value> {
 }
 
 impl Server {
-    fn kernel(&self) -> Result<DynKernel> {
+    fn kernel(&self) -> Result<Arc<DynKernel>> {
         let root = match &self.project {
             Some(p) => p.clone(),
             None => find_root(&self.start_dir).ok_or_else(|| {
@@ -294,8 +307,16 @@ impl Server {
                     .with_hint("create one with: loopx init --goal-id main --objective \"…\"")
             })?,
         };
+        let mut cache = self.kernel.0.lock().map_err(|_| Error::internal("the kernel cache is poisoned"))?;
+        if let Some((at, kernel)) = cache.as_ref()
+            && *at == root
+        {
+            return Ok(kernel.clone());
+        }
         let store = crate::store::opener()(&root, self.clock.clone(), self.reporter.clone(), &self.options)?;
-        Ok(DynKernel::over(store).with_gates(self.gates.clone()))
+        let kernel = Arc::new(DynKernel::over(store).with_gates(self.gates.clone()));
+        *cache = Some((root, kernel.clone()));
+        Ok(kernel)
     }
 
     /// The acting agent: the server's own when it was started with one (a call naming

@@ -131,6 +131,19 @@ impl Conn {
     fn client(&mut self) -> &mut Client {
         self.client.as_mut().unwrap_or_else(|| unreachable!("the client is taken only on drop"))
     }
+
+    /// Connects again when the connection was lost between calls (a database restart, an idle
+    /// timeout), so a long-lived process (the MCP server) does not stay broken. Never inside a
+    /// transaction: a mutation whose connection died is reported and not silently retried.
+    fn revive(&mut self, url: &str) -> Result<()> {
+        if !self.in_txn && self.client().is_closed() {
+            let fresh = client(url)?;
+            if let Some(old) = self.client.replace(fresh) {
+                drop(old);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Conn {
@@ -196,9 +209,15 @@ fn db(what: &str, e: &postgres::Error) -> Error {
 /// A connection to `url`, secured as its `sslmode` says (see [`tls`]). Call off the runtime.
 fn client(url: &str) -> Result<Client> {
     let secured = tls::secure(url)?;
+    let mut config: postgres::Config =
+        secured.url.parse().map_err(|e| Error::usage(format!("the store URL does not parse: {e}")))?;
+    // What `pg_stat_activity` shows for loopx's connections, unless the URL names another.
+    if config.get_application_name().is_none() {
+        config.application_name("loopx");
+    }
     let connected = match secured.tls {
-        Some(tls) => Client::connect(&secured.url, tls),
-        None => Client::connect(&secured.url, NoTls),
+        Some(tls) => config.connect(tls),
+        None => config.connect(NoTls),
     };
     connected.map_err(|e| db("connect to the store", &e))
 }
@@ -333,7 +352,10 @@ impl PgStore {
         let mut conn =
             guard.try_borrow_mut().map_err(|_| Error::internal("the store's connection is in use"))?;
         let conn: &mut Conn = &mut conn;
-        off_runtime(move || f(conn))
+        off_runtime(move || {
+            conn.revive(&self.url)?;
+            f(conn)
+        })
     }
 
     fn log_name(&self, id: &GoalId) -> PathBuf {
@@ -601,6 +623,7 @@ impl Store for PgStore {
                     self.lock_timeout.as_millis(),
                     lock_key(&self.ns, id)
                 );
+                conn.revive(&self.url)?;
                 conn.in_txn = true;
                 let loaded = conn
                     .client()

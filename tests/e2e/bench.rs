@@ -29,10 +29,14 @@ fn bench_quick_runs_end_to_end() {
     for want in ["tick 1000 todos: whole tick", "status, 10000 events", "should-run, 1000 todos"] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
-    // Three rows on the file store, and three on PostgreSQL unless it was skipped (said why).
-    let rows = if r["postgres_skipped"].is_null() { 6 } else { 3 };
-    assert_eq!(r["throughput"].as_array().unwrap().len(), rows, "{}", r["postgres_skipped"]);
-    if rows == 6 {
+    // Six rows on the file store (1, 8 and 32 processes, run as commands and as MCP servers),
+    // and six on PostgreSQL unless it was skipped (said why).
+    let rows = if r["postgres_skipped"].is_null() { 12 } else { 6 };
+    let tput = r["throughput"].as_array().unwrap();
+    assert_eq!(tput.len(), rows, "{}", r["postgres_skipped"]);
+    assert!(tput.iter().all(|t| t["per_second"].as_f64().unwrap() > 0.0), "{tput:?}");
+    assert_eq!(tput.iter().filter(|t| t["client"] == "mcp").count(), rows / 2);
+    if rows == 12 {
         assert_eq!(r["claim_race_postgres"]["double_winners"], 0);
         assert!(names.contains(&"tick 10 todos, PostgreSQL: whole tick"), "{names:?}");
     }

@@ -464,3 +464,53 @@ fn connections_are_secured_as_the_url_says() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     let _ = std::fs::remove_file(ca);
 }
+
+/// The backends loopx has open on `url`'s server (other than the one asking).
+fn loopx_backends(url: &str) -> BTreeSet<i32> {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    c.query(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'loopx' AND pid <> pg_backend_pid()",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+#[test]
+fn an_mcp_server_keeps_one_connection_and_reconnects_after_a_restart() {
+    if test_url("the MCP connection test").is_none() {
+        return;
+    }
+    let server = loopx_tests::pg::start().unwrap();
+    let s = Sandbox::new();
+    let dirs = team(&s, &server.url, "mcp", 1);
+    let dir = dirs[0].to_str().unwrap();
+    ok_at(&s, &dirs[0], &["agent", "register", "--agent-id", "w", "--agent-type", "other"]);
+    ok_at(&s, &dirs[0], &["todo", "add", "--agent-id", "user", "--text", "keep notes"]);
+    let mut mcp = crate::mcp::Session::start(&s, &["--project", dir, "--agent-id", "w"]);
+    let note = |mcp: &mut crate::mcp::Session, n: usize| {
+        mcp.call("update_task", serde_json::json!({"todo_id": "t1", "note": format!("note {n}")}))
+    };
+    assert!(!note(&mut mcp, 0).0);
+    let first = loopx_backends(&server.url);
+    assert_eq!(first.len(), 1, "one connection for the server: {first:?}");
+    for n in 1..=20 {
+        assert!(!note(&mut mcp, n).0);
+    }
+    assert_eq!(loopx_backends(&server.url), first, "twenty calls later, the same connection");
+
+    server.restart().unwrap();
+    // The first call after the restart may find the old connection's end (busy, retryable);
+    // the server connects again instead of staying broken.
+    let (err, body) = note(&mut mcp, 21);
+    let (err, body) = if err { note(&mut mcp, 22) } else { (err, body) };
+    assert!(!err, "the call after a restart: {body}");
+    let after = loopx_backends(&server.url);
+    assert_eq!(after.len(), 1);
+    assert!(after.is_disjoint(&first), "a new connection after the restart");
+    let shown = ok_at(&s, &dirs[0], &["todo", "show", "--todo-id", "t1", "--json"]).json();
+    let notes = shown.to_string().matches("note ").count();
+    assert!((22..=23).contains(&notes), "every acknowledged note once: {notes}\n{shown}");
+}

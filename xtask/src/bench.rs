@@ -48,6 +48,9 @@ pub struct Stat {
 pub struct Throughput {
     /// `file` or `postgres`.
     pub store: &'static str,
+    /// `commands` (a fresh `loopx` process a mutation, as hooks run it) or `mcp` (one
+    /// long-lived `loopx mcp` server a process, as a host runs it, each call a mutation).
+    pub client: &'static str,
     pub processes: usize,
     pub mutations: usize,
     pub per_second: f64,
@@ -553,6 +556,7 @@ fn throughput(b: &Bench, root: &Path, store: &'static str, procs: usize, total: 
     g.1.sort_by(f64::total_cmp);
     Ok(Throughput {
         store,
+        client: "commands",
         processes: procs,
         mutations: per * procs,
         per_second: (per * procs) as f64 / elapsed,
@@ -561,6 +565,122 @@ fn throughput(b: &Bench, root: &Path, store: &'static str, procs: usize, total: 
         lock_hold_p50_ms: pct(&g.1, 0.5),
         lock_hold_p99_ms: pct(&g.1, 0.99),
         busy_retries: g.2,
+    })
+}
+
+/// `total` todo notes (`update_task`) from `procs` long-lived `loopx mcp` servers at once on
+/// the project at `root`, each server noting its own todo as agent `w<n>`.
+fn throughput_mcp(
+    b: &Bench,
+    root: &Path,
+    store: &'static str,
+    procs: usize,
+    total: usize,
+) -> Result<Throughput> {
+    use std::io::{BufRead, BufReader, Write};
+    let per = total / procs;
+    let mut servers = Vec::new();
+    for w in 0..procs {
+        let out = b.ok(
+            root,
+            &["todo", "add", "--text", &format!("noted by w{w}"), "--agent-id", "user", "--json"],
+        )?;
+        let todo = json_field(&out, "/todo/id")?;
+        b.ok(root, &["agent", "register", "--agent-id", &format!("w{w}"), "--agent-type", "other"])?;
+        let mut child = Command::new(&b.bin)
+            .args(["mcp", "--agent-id", &format!("w{w}")])
+            .current_dir(root)
+            .env("LOOPX_TIMINGS", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let mut stdin = child.stdin.take().context("no stdin")?;
+        let mut stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+        let hello = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
+        writeln!(stdin, "{hello}")?;
+        writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        let mut line = String::new();
+        stdout.read_line(&mut line)?;
+        // A first call opens the store (and its connection) before the clock starts.
+        let call = |id: usize, note: &str| {
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "update_task", "arguments": {"todo_id": todo, "note": note}}})
+        };
+        writeln!(stdin, "{}", call(1, "warm"))?;
+        line.clear();
+        stdout.read_line(&mut line)?;
+        if !line.contains(r#""isError":false"#) {
+            bail!("loopx mcp did not take a note: {line}");
+        }
+        servers.push((child, stdin, stdout, todo));
+    }
+    let retries = Arc::new(Mutex::new(0usize));
+    let start = Instant::now();
+    std::thread::scope(|scope| -> Result<()> {
+        let mut handles = Vec::new();
+        for (w, (_, stdin, stdout, todo)) in servers.iter_mut().enumerate() {
+            let retries = retries.clone();
+            handles.push(scope.spawn(move || -> Result<()> {
+                let mut line = String::new();
+                for i in 0..per {
+                    let mut id = 10 + 2 * i;
+                    loop {
+                        let msg = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                            "name": "update_task", "arguments": {"todo_id": *todo, "note": format!("w{w} m{i}")}}});
+                        writeln!(stdin, "{msg}")?;
+                        line.clear();
+                        stdout.read_line(&mut line)?;
+                        let answer: serde_json::Value = serde_json::from_str(&line)?;
+                        if answer.pointer("/result/isError") == Some(&serde_json::Value::Bool(false)) {
+                            break;
+                        }
+                        let text = answer.pointer("/result/content/0/text").and_then(|t| t.as_str()).unwrap_or("");
+                        if !text.contains("try again") && !text.contains("retry the command") {
+                            bail!("update_task failed: {line}");
+                        }
+                        *retries.lock().map_err(|_| anyhow::anyhow!("poisoned"))? += 1;
+                        id += 1;
+                    }
+                }
+                Ok(())
+            }));
+        }
+        for h in handles {
+            h.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;
+        }
+        Ok(())
+    })?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let (mut waits, mut holds) = (Vec::new(), Vec::new());
+    for (child, stdin, _, _) in servers {
+        drop(stdin);
+        let out = child.wait_with_output()?;
+        for l in
+            String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.starts_with("timing: lock on goal"))
+        {
+            let nums: Vec<f64> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            if let [wait, hold] = nums[..] {
+                waits.push(wait);
+                holds.push(hold);
+            }
+        }
+    }
+    waits.sort_by(f64::total_cmp);
+    holds.sort_by(f64::total_cmp);
+    let busy_retries = *retries.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+    Ok(Throughput {
+        store,
+        client: "mcp",
+        processes: procs,
+        mutations: per * procs,
+        per_second: (per * procs) as f64 / elapsed,
+        lock_wait_p50_ms: pct(&waits, 0.5),
+        lock_wait_p99_ms: pct(&waits, 0.99),
+        lock_hold_p50_ms: pct(&holds, 0.5),
+        lock_hold_p99_ms: pct(&holds, 0.99),
+        busy_retries,
     })
 }
 
@@ -678,6 +798,8 @@ fn postgres(
         let tput_ns = ns(&format!("tput{procs}"));
         let root = b.project_in(&format!("pg-tput{procs}"), Some((url, &tput_ns)))?;
         tput.push(throughput(b, &root, "postgres", procs, total)?);
+        let root = b.project_in(&format!("pg-mcp{procs}"), Some((url, &ns(&format!("mcp{procs}")))))?;
+        tput.push(throughput_mcp(b, &root, "postgres", procs, total)?);
     }
     eprintln!("xtask: claim race across eight machines, PostgreSQL");
     claim_race_machines(b, url, if quick { 9 } else { 1_000 })
@@ -772,6 +894,8 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     for procs in [1, 8, 32] {
         let root = b.project(&format!("tput{procs}"))?;
         tput.push(throughput(&b, &root, "file", procs, total)?);
+        let root = b.project(&format!("mcp{procs}"))?;
+        tput.push(throughput_mcp(&b, &root, "file", procs, total)?);
     }
 
     eprintln!("xtask: claim race");
@@ -842,14 +966,15 @@ pub fn table(r: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "\n| store | processes | mutations | per second | lock wait p50 / p99 ms | lock hold p50 / p99 ms | busy retries |"
+        "\n| store | clients | processes | mutations | per second | lock wait p50 / p99 ms | lock hold p50 / p99 ms | busy retries |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|");
     for t in &r.throughput {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {} |",
+            "| {} | {} | {} | {} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {} |",
             t.store,
+            t.client,
             t.processes,
             t.mutations,
             t.per_second,
