@@ -6,13 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Serialize;
 use serde_json::json;
 
-use loopx_core::kernel::{Kernel, StatusView};
-use loopx_core::model::{GoalStatus, Priority};
-use loopx_core::{Error, GoalId, Result, Timestamp};
-use loopx_kernel::projects::{self, IndexedProject};
+use loopx_core::{Error, Result};
+use loopx_kernel::projects::{self, Inbox, IndexedProject};
 use loopx_kernel::{DynKernel, Reporter, find_root};
 
 use crate::Env;
@@ -29,6 +26,11 @@ fn index_path() -> Result<PathBuf> {
         })?,
     };
     Ok(base.join("loopx").join("projects.json"))
+}
+
+/// The project directories in the index, in the order they were added.
+pub fn indexed_roots() -> Result<Vec<PathBuf>> {
+    Ok(projects::read(&index_path()?)?.projects.into_iter().map(|p| p.path).collect())
 }
 
 /// Whether the project at `root` is in the index (an unreadable index: no).
@@ -123,97 +125,13 @@ fn open(env: &Env, root: &Path, reporter: Arc<dyn Reporter>) -> Result<DynKernel
     Ok(DynKernel::over(store))
 }
 
-/// One thing a person is needed for.
-#[derive(Debug, Serialize)]
-struct Need {
-    project: PathBuf,
-    goal: GoalId,
-    /// `stopped`, `paused`, `budget`, `gate`, `user_todo` or `stalled`.
-    kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
-    text: String,
-    /// The command that acts on it.
-    command: String,
-    #[serde(skip)]
-    rank: (u8, Option<Priority>),
-}
-
-/// A goal with claimed work and no event for this long is stalled.
-const STALLED_AFTER_MS: i64 = 24 * 60 * 60 * 1000;
-
-/// What goal `goal` of the project at `root` needs a person for.
-fn needs(root: &Path, s: &StatusView, now: Timestamp) -> Vec<Need> {
-    let p = format!(
-        "loopx --project {} --goal-id {}",
-        shell_words::quote(&root.display().to_string()),
-        s.goal_id
-    );
-    let need = |kind, id: Option<String>, text: String, command: String, rank| Need {
-        project: root.to_path_buf(),
-        goal: s.goal_id.clone(),
-        kind,
-        id,
-        text,
-        command,
-        rank,
-    };
-    let mut out = Vec::new();
-    let q = &s.quota;
-    if s.goal_status == GoalStatus::Stopped {
-        out.push(need("stopped", None, "the goal is stopped".into(), format!("{p} goal resume"), (0, None)));
-    } else if q.compute <= 0.0 {
-        let text = "compute is 0: every agent is paused".to_owned();
-        out.push(need("paused", None, text, format!("{p} goal set --compute 1"), (0, None)));
-    }
-    let tokens_spent = q.budget_tokens.is_some_and(|b| q.tokens_used >= b);
-    let usd_spent = q.budget_usd.is_some_and(|b| q.usd_used >= b);
-    if tokens_spent || usd_spent {
-        let text = "the budget is spent".to_owned();
-        let flag = if tokens_spent { "--budget-tokens" } else { "--budget-usd" };
-        out.push(need("budget", None, text, format!("{p} goal set {flag} <more>"), (0, None)));
-    }
-    for u in &s.needs_user {
-        if let Some(g) = u.gate {
-            let blocks = u.blocks.as_deref().map(|b| format!(" (blocks {b})")).unwrap_or_default();
-            let command = format!("{p} gate answer {g} --approve   # or --reject --note \"…\"");
-            out.push(need("gate", Some(g.to_string()), format!("{}{blocks}", u.text), command, (1, None)));
-        } else if let Some(t) = u.todo {
-            let command = format!("{p} todo complete --todo-id {t} --agent-id user --evidence \"…\"");
-            out.push(need("user_todo", Some(t.to_string()), u.text.clone(), command, (2, u.priority)));
-        }
-    }
-    let quiet = s.last_event_at.is_some_and(|at| now.unix_millis() - at.unix_millis() > STALLED_AFTER_MS);
-    if !s.in_progress.is_empty() && quiet {
-        let held: Vec<String> = s.in_progress.iter().map(|c| format!("{} by {}", c.todo, c.agent)).collect();
-        let text = format!("claimed work and no change for over a day: {}", held.join(", "));
-        out.push(need("stalled", None, text, format!("{p} status"), (3, None)));
-    }
-    out
-}
-
 /// `loopx status --all`.
 pub async fn status_all(env: &Env, reporter: Arc<dyn Reporter>, style: Style) -> Result<Rendered> {
     let path = index_path()?;
     let index = projects::read(&path)?;
-    let now = env.clock.now();
-    let (mut all, mut unreadable) = (Vec::new(), Vec::new());
-    for p in &index.projects {
-        let found = async {
-            let k = open(env, &p.path, reporter.clone())?;
-            let mut found = Vec::new();
-            for g in k.store().project()?.goals {
-                found.extend(needs(&p.path, &k.status(Some(&g.id)).await?, now));
-            }
-            Ok::<_, Error>(found)
-        }
-        .await;
-        match found {
-            Ok(n) => all.extend(n),
-            Err(e) => unreadable.push((p.path.clone(), e.message)),
-        }
-    }
-    all.sort_by_key(|a| a.rank);
+    let roots: Vec<PathBuf> = index.projects.iter().map(|p| p.path.clone()).collect();
+    let Inbox { needs: all, unreadable } =
+        projects::inbox(&roots, |root| open(env, root, reporter.clone()), env.clock.now()).await;
     let mut text = String::new();
     if index.projects.is_empty() {
         text.push_str("no projects in the index; add one with: loopx projects add DIR\n");
@@ -236,10 +154,9 @@ pub async fn status_all(env: &Env, reporter: Arc<dyn Reporter>, style: Style) ->
             ));
         }
     }
-    for (p, why) in &unreadable {
-        text.push_str(&format!("cannot read {}: {why}\n", p.display()));
+    for u in &unreadable {
+        text.push_str(&format!("cannot read {}: {}\n", u.path.display(), u.error));
     }
-    let unreadable: Vec<_> = unreadable.iter().map(|(p, why)| json!({"path": p, "error": why})).collect();
     let rendered = Rendered::new(&json!({"needs_you": all, "unreadable": unreadable}), text)?;
     Ok(rendered)
 }

@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use loopx_core::{Error, Result, Timestamp};
+use loopx_core::kernel::{Kernel, StatusView};
+use loopx_core::model::{GoalStatus, Priority};
+use loopx_core::{Error, GoalId, Result, Timestamp};
 
+use crate::DynKernel;
 use crate::fs as kfs;
 
 /// The version of the index file this build reads and writes.
@@ -61,4 +64,111 @@ pub fn update(path: &Path, f: impl FnOnce(&mut ProjectsIndex) -> bool) -> Result
         kfs::atomic_write(path, &bytes)?;
     }
     Ok(index)
+}
+
+/// One thing a person is needed for.
+#[derive(Clone, Debug, Serialize)]
+pub struct Need {
+    pub project: PathBuf,
+    pub goal: GoalId,
+    /// `stopped`, `paused`, `budget`, `gate`, `user_todo` or `stalled`.
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub text: String,
+    /// The command that acts on it.
+    pub command: String,
+    #[serde(skip)]
+    rank: (u8, Option<Priority>),
+}
+
+/// A goal with claimed work and no event for this long is stalled.
+pub const STALLED_AFTER_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// What goal `goal` of the project at `root` needs a person for.
+pub fn needs(root: &Path, s: &StatusView, now: Timestamp) -> Vec<Need> {
+    let p = format!(
+        "loopx --project {} --goal-id {}",
+        shell_words::quote(&root.display().to_string()),
+        s.goal_id
+    );
+    let need = |kind, id: Option<String>, text: String, command: String, rank| Need {
+        project: root.to_path_buf(),
+        goal: s.goal_id.clone(),
+        kind,
+        id,
+        text,
+        command,
+        rank,
+    };
+    let mut out = Vec::new();
+    let q = &s.quota;
+    if s.goal_status == GoalStatus::Stopped {
+        out.push(need("stopped", None, "the goal is stopped".into(), format!("{p} goal resume"), (0, None)));
+    } else if q.compute <= 0.0 {
+        let text = "compute is 0: every agent is paused".to_owned();
+        out.push(need("paused", None, text, format!("{p} goal set --compute 1"), (0, None)));
+    }
+    let tokens_spent = q.budget_tokens.is_some_and(|b| q.tokens_used >= b);
+    let usd_spent = q.budget_usd.is_some_and(|b| q.usd_used >= b);
+    if tokens_spent || usd_spent {
+        let text = "the budget is spent".to_owned();
+        let flag = if tokens_spent { "--budget-tokens" } else { "--budget-usd" };
+        out.push(need("budget", None, text, format!("{p} goal set {flag} <more>"), (0, None)));
+    }
+    for u in &s.needs_user {
+        if let Some(g) = u.gate {
+            let blocks = u.blocks.as_deref().map(|b| format!(" (blocks {b})")).unwrap_or_default();
+            let command = format!("{p} gate answer {g} --approve   # or --reject --note \"…\"");
+            out.push(need("gate", Some(g.to_string()), format!("{}{blocks}", u.text), command, (1, None)));
+        } else if let Some(t) = u.todo {
+            let command = format!("{p} todo complete --todo-id {t} --agent-id user --evidence \"…\"");
+            out.push(need("user_todo", Some(t.to_string()), u.text.clone(), command, (2, u.priority)));
+        }
+    }
+    let quiet = s.last_event_at.is_some_and(|at| now.unix_millis() - at.unix_millis() > STALLED_AFTER_MS);
+    if !s.in_progress.is_empty() && quiet {
+        let held: Vec<String> = s.in_progress.iter().map(|c| format!("{} by {}", c.todo, c.agent)).collect();
+        let text = format!("claimed work and no change for over a day: {}", held.join(", "));
+        out.push(need("stalled", None, text, format!("{p} status"), (3, None)));
+    }
+    out
+}
+
+/// A project in the index that could not be read, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Unreadable {
+    pub path: PathBuf,
+    pub error: String,
+}
+
+/// What every goal of a set of projects needs a person for, most urgent first.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Inbox {
+    #[serde(rename = "needs_you")]
+    pub needs: Vec<Need>,
+    /// Projects that could not be read; the others are still shown.
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// The inbox across the projects at `roots`, each opened with `open`.
+pub async fn inbox(roots: &[PathBuf], open: impl Fn(&Path) -> Result<DynKernel>, now: Timestamp) -> Inbox {
+    let mut inbox = Inbox::default();
+    for root in roots {
+        let found = async {
+            let k = open(root)?;
+            let mut found = Vec::new();
+            for g in k.store().project()?.goals {
+                found.extend(needs(root, &k.status(Some(&g.id)).await?, now));
+            }
+            Ok::<_, Error>(found)
+        }
+        .await;
+        match found {
+            Ok(n) => inbox.needs.extend(n),
+            Err(e) => inbox.unreadable.push(Unreadable { path: root.clone(), error: e.message }),
+        }
+    }
+    inbox.needs.sort_by_key(|n| n.rank);
+    inbox
 }

@@ -429,6 +429,93 @@ fn governs(what: &'static str) -> impl Fn(&GoalState) -> Result<Lane> {
     move |_| Ok(Lane::Governance(what))
 }
 
+/// What `status` shows of goal state `s` at `now`.
+fn status_view(s: &GoalState, now: loopx_core::Timestamp) -> StatusView {
+    let asked = s.open_gates().filter(|g| g.is_persons()).map(|g| UserItem {
+        gate: Some(g.id),
+        todo: None,
+        text: g.question.clone(),
+        priority: None,
+        blocks: Some(g.blocks.to_string()),
+    });
+    let to_do =
+        s.todos.iter().filter(|t| t.role == loopx_core::model::Role::User && !t.status.is_closed()).map(
+            |t| UserItem {
+                gate: None,
+                todo: Some(t.id),
+                text: t.text.clone(),
+                priority: Some(t.priority),
+                blocks: None,
+            },
+        );
+    let needs_user = asked.chain(to_do).collect();
+    let in_progress = s
+        .todos
+        .iter()
+        .filter(|t| !t.status.is_closed())
+        .filter_map(|t| {
+            t.claimed_by.as_ref().map(|a| ClaimView { todo: t.id, agent: a.clone(), text: t.text.clone() })
+        })
+        .collect();
+    let gates = s.open_gates().map(|g| decide::open_question(g, 100_000)).collect();
+    let next_by_agent = s
+        .agents
+        .iter()
+        .map(|a| AgentNext { agent: a.id.clone(), todo: s.next_for(Some(&a.id), now) })
+        .collect();
+    StatusView {
+        goal_id: s.goal.id.clone(),
+        objective: s.goal.objective.clone(),
+        goal_status: s.goal.status,
+        gates,
+        needs_user,
+        next_todo: s.next_for(None, now),
+        next_by_agent,
+        quota: quota::view(s, now),
+        runs: s.runs_total,
+        in_progress,
+        counts: s.counts(),
+        agents: s.agents.iter().map(|a| a.id.clone()).collect(),
+        evidence: usize::try_from(s.evidence_total).unwrap_or(usize::MAX),
+        latest_evidence: s.latest_evidence().cloned(),
+        events: s.seq,
+        last_event_at: Some(s.last_event_at),
+        handoffs: s.handoffs.iter().filter(|h| h.is_pending(now)).cloned().collect(),
+    }
+}
+
+/// What `quota status` shows of goal state `s` at `now`.
+fn quota_status_view(s: &GoalState, now: loopx_core::Timestamp) -> QuotaStatus {
+    let skip = s.spends.len().saturating_sub(10);
+    QuotaStatus {
+        goal_id: s.goal.id.clone(),
+        quota: quota::view(s, now),
+        paused: quota::is_paused(s) || s.goal.status == loopx_core::model::GoalStatus::Stopped,
+        throttled: quota::is_throttled(s, now),
+        budget_exhausted: quota::budget_exhausted(s),
+        recent_spends: s.spends.iter().skip(skip).cloned().collect(),
+    }
+}
+
+/// A goal as a dashboard shows it, from one read: its live state (every todo that is not
+/// closed and the most recently closed, the gates, the agents, the live evidence) with its
+/// status and quota. Older closed work stays in the archive ([`Store::archive`]).
+#[derive(Clone, Debug)]
+pub struct Board {
+    pub state: GoalState,
+    pub status: StatusView,
+    pub quota: QuotaStatus,
+}
+
+impl<S: Store> StateKernel<S> {
+    /// [`Board`] of `goal` (the default goal when `None`).
+    pub fn board(&self, goal: Option<&GoalId>) -> Result<Board> {
+        let state = self.read(goal)?;
+        let now = self.now();
+        Ok(Board { status: status_view(&state, now), quota: quota_status_view(&state, now), state })
+    }
+}
+
 #[async_trait]
 impl<S: Store> Kernel for StateKernel<S> {
     async fn create_goal(&self, req: CreateGoal) -> Result<Receipt<GoalBody>> {
@@ -753,63 +840,7 @@ impl<S: Store> Kernel for StateKernel<S> {
     }
 
     async fn status(&self, goal: Option<&GoalId>) -> Result<StatusView> {
-        let s = self.read(goal)?;
-        let now = self.now();
-        let asked = s.open_gates().filter(|g| g.is_persons()).map(|g| UserItem {
-            gate: Some(g.id),
-            todo: None,
-            text: g.question.clone(),
-            priority: None,
-            blocks: Some(g.blocks.to_string()),
-        });
-        let to_do =
-            s.todos.iter().filter(|t| t.role == loopx_core::model::Role::User && !t.status.is_closed()).map(
-                |t| UserItem {
-                    gate: None,
-                    todo: Some(t.id),
-                    text: t.text.clone(),
-                    priority: Some(t.priority),
-                    blocks: None,
-                },
-            );
-        let needs_user = asked.chain(to_do).collect();
-        let in_progress = s
-            .todos
-            .iter()
-            .filter(|t| !t.status.is_closed())
-            .filter_map(|t| {
-                t.claimed_by.as_ref().map(|a| ClaimView {
-                    todo: t.id,
-                    agent: a.clone(),
-                    text: t.text.clone(),
-                })
-            })
-            .collect();
-        let gates = s.open_gates().map(|g| decide::open_question(g, 100_000)).collect();
-        let next_by_agent = s
-            .agents
-            .iter()
-            .map(|a| AgentNext { agent: a.id.clone(), todo: s.next_for(Some(&a.id), now) })
-            .collect();
-        Ok(StatusView {
-            goal_id: s.goal.id.clone(),
-            objective: s.goal.objective.clone(),
-            goal_status: s.goal.status,
-            gates,
-            needs_user,
-            next_todo: s.next_for(None, now),
-            next_by_agent,
-            quota: quota::view(&s, now),
-            runs: s.runs_total,
-            in_progress,
-            counts: s.counts(),
-            agents: s.agents.iter().map(|a| a.id.clone()).collect(),
-            evidence: usize::try_from(s.evidence_total).unwrap_or(usize::MAX),
-            latest_evidence: s.latest_evidence().cloned(),
-            events: s.seq,
-            last_event_at: Some(s.last_event_at),
-            handoffs: s.handoffs.iter().filter(|h| h.is_pending(now)).cloned().collect(),
-        })
+        Ok(status_view(&self.read(goal)?, self.now()))
     }
 
     async fn history(&self, goal: Option<&GoalId>, filter: &HistoryFilter) -> Result<HistoryView> {
@@ -1188,17 +1219,7 @@ impl<S: Store> Kernel for StateKernel<S> {
     }
 
     async fn quota_status(&self, goal: Option<&GoalId>) -> Result<QuotaStatus> {
-        let s = self.read(goal)?;
-        let now = self.now();
-        let skip = s.spends.len().saturating_sub(10);
-        Ok(QuotaStatus {
-            goal_id: s.goal.id.clone(),
-            quota: quota::view(&s, now),
-            paused: quota::is_paused(&s) || s.goal.status == loopx_core::model::GoalStatus::Stopped,
-            throttled: quota::is_throttled(&s, now),
-            budget_exhausted: quota::budget_exhausted(&s),
-            recent_spends: s.spends.iter().skip(skip).cloned().collect(),
-        })
+        Ok(quota_status_view(&self.read(goal)?, self.now()))
     }
 
     async fn scheduler_report(
