@@ -89,6 +89,8 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Serve the tick to a host over stdio (Model Context Protocol)
     Mcp(McpArgs),
+    /// A local web dashboard: what needs you across projects, each goal's todos, questions, quota and proof; answer from the page
+    Serve(ServeArgs),
     /// Answer a host's hook in the host's own protocol (installed hooks call this)
     Hook(HookArgs),
     /// Install, remove and check loopx's wiring into a host (see loopx host list)
@@ -826,6 +828,16 @@ pub struct McpArgs {
     /// Act as this agent in every call (a call naming another agent is refused)
     #[arg(long, value_name = "AGENT")]
     pub agent_id: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The port on 127.0.0.1 to listen on (0: any free port); never another address
+    #[arg(long, default_value_t = 7450)]
+    pub port: u16,
+    /// Open the dashboard in the default browser once it listens
+    #[arg(long)]
+    pub open: bool,
 }
 
 #[derive(Debug, Args)]

@@ -318,6 +318,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
         | Command::Completions { .. }
         | Command::Agent(AgentCommand::Types | AgentCommand::Onboard { .. })
         | Command::Mcp(_)
+        | Command::Serve(_)
         | Command::Hook(_)
         | Command::Host(_)
         | Command::Store(_)

@@ -11,6 +11,7 @@ mod next;
 mod output;
 mod projects;
 mod registry;
+mod serve;
 mod store;
 mod text;
 
@@ -279,6 +280,9 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             .block_on(mcp::serve(&server, stdin, std::io::stdout().lock()))
             .map_err(|e| Error::internal(format!("the MCP stream failed: {e}")))?;
         return Ok(exit::SUCCESS);
+    }
+    if let args::Command::Serve(a) = &cli.command {
+        return runtime.block_on(serve::run(a, cli, &env, reporter, printer));
     }
     let rendered = runtime.block_on(commands::dispatch(cli, &env, reporter, printer.style))?;
     Ok(printer.emit(rendered))

@@ -234,7 +234,7 @@ pub fn store_ref(url: &str, project: &str) -> Result<StoreRef> {
 }
 
 /// `url` (as `project.json` keeps it) with the password found in the environment, if any.
-fn with_password(url: &str) -> Result<String> {
+pub fn with_password(url: &str) -> Result<String> {
     let parsed = parse(url)?;
     if parsed.password.is_some() {
         return Ok(url.to_owned());

@@ -4,10 +4,12 @@
 mod archive;
 mod bad_input;
 mod bench;
+mod browser;
 mod commands;
 mod concurrency;
 mod conformance;
 mod cursor;
+mod dashboard;
 mod demo;
 mod gates;
 mod handoff;

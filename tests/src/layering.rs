@@ -15,8 +15,8 @@ use syn::visit::{self, Visit};
 pub enum Layer {
     /// `core/`: no file, network, environment, process or clock I/O, no printing.
     Core,
-    /// `kernel/` and the stores beside it (`pgstore/`): never read the environment, print or
-    /// exit.
+    /// `kernel/` and the crates beside it (`pgstore/`, `dashboard/`): never read the
+    /// environment, print or exit.
     /// (Every layer here is also forbidden to print: stdout and stderr belong to the CLI.)
     Kernel,
     /// `hosts/*`: reads and parses, never writes a file, reads the environment or prints.
@@ -73,7 +73,7 @@ impl Layer {
     pub fn of(dir: &str) -> Option<Layer> {
         match dir {
             "core" => Some(Layer::Core),
-            "kernel" | "pgstore" => Some(Layer::Kernel),
+            "kernel" | "pgstore" | "dashboard" => Some(Layer::Kernel),
             "providers" => Some(Layer::Provider),
             d if d.starts_with("hosts/") => Some(Layer::Host),
             d if d.starts_with("adapters/") => Some(Layer::Adapter),
@@ -278,6 +278,8 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
             "loopx-kernel" | "loopx-providers" => d == "loopx-core",
             // A store implements the kernel's `Store` trait, and nothing else.
             "loopx-pgstore" => d == "loopx-core" || d == "loopx-kernel",
+            // The dashboard reads and writes through the kernel; the CLI hands it the stores.
+            "loopx-dashboard" => d == "loopx-core" || d == "loopx-kernel",
             n if n.starts_with("loopx-host-") => d == "loopx-core",
             n if n.starts_with("loopx-adapter-") => {
                 // Core, and the one host crate whose host the adapter is named after.

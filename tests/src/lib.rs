@@ -4,6 +4,7 @@
 
 pub mod layering;
 pub mod pg;
+pub mod web;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -503,6 +503,82 @@ fn ticks(b: &Bench, root: &Path, label: &str, runs: usize) -> Result<(Vec<Stat>,
     Ok((names.iter().zip(ms).map(|(n, v)| stat(&format!("tick {label}: {n}"), v, rss)).collect(), per))
 }
 
+/// One HTTP/1.1 GET on a fresh connection, as a browser's first request for a page: the
+/// status and the body.
+fn http_get(port: u16, path: &str, cookie: &str) -> Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw)?;
+    let status = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Ok((status, raw.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()))
+}
+
+/// `loopx serve` on goals of 10,000 todos: the goal page (its first page of todos) and the
+/// inbox, each a whole HTTP request on a fresh connection, the first load (nothing cached)
+/// apart from the rest.
+fn dashboard(b: &mut Bench, n: usize, warm: usize, runs: usize) -> Result<Vec<Stat>> {
+    use std::io::BufRead;
+    let mut out = Vec::new();
+    for (kind, label) in [("closed", format!("{n} todos (90 % closed)")), ("todos", format!("{n} todos"))] {
+        let root = b.project(&format!("dash-{kind}"))?;
+        fixture(kind, &root, n as u64)?;
+        let mut child = Command::new(&b.bin)
+            .args(["serve", "--port", "0", "--json"])
+            .current_dir(&root)
+            .env("HOME", b.dir.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line)?;
+        let v: serde_json::Value = serde_json::from_str(&line)?;
+        let port = u16::try_from(v["port"].as_u64().context("no port")?)?;
+        let token = v["url"].as_str().and_then(|u| u.split("token=").nth(1)).context("no token")?;
+        let cookie = format!("loopx_token_{port}={token}");
+        let measured = (|| -> Result<Vec<Stat>> {
+            let start = Instant::now();
+            let (code, inbox) = http_get(port, "/", &cookie)?;
+            let inbox_first = start.elapsed().as_secs_f64() * 1e3;
+            let href =
+                inbox.split("href=\"").find(|h| h.starts_with("/p/")).and_then(|h| h.split('"').next());
+            let page = href.context("no goal on the inbox")?.to_owned();
+            if code != 200 {
+                bail!("the inbox answered {code}");
+            }
+            let time = |path: &str| -> Result<f64> {
+                let start = Instant::now();
+                let (code, body) = http_get(port, path, &cookie)?;
+                if code != 200 || !body.contains("kanban") && path != "/" {
+                    bail!("{path} answered {code}");
+                }
+                Ok(start.elapsed().as_secs_f64() * 1e3)
+            };
+            let first = time(&page)?;
+            for _ in 0..warm {
+                time(&page)?;
+            }
+            let goal: Vec<f64> = (0..runs).map(|_| time(&page)).collect::<Result<_>>()?;
+            let inbox: Vec<f64> = (0..runs).map(|_| time("/")).collect::<Result<_>>()?;
+            Ok(vec![
+                stat(&format!("dashboard goal page, {label}: first load"), vec![first], None),
+                stat(&format!("dashboard goal page, {label}"), goal, None),
+                stat(&format!("dashboard inbox, {label}: first load"), vec![inbox_first], None),
+                stat(&format!("dashboard inbox, {label}"), inbox, None),
+            ])
+        })();
+        let _ = child.kill();
+        let _ = child.wait();
+        out.extend(measured?);
+    }
+    Ok(out)
+}
+
 /// `total` todo adds from `procs` processes at once on the project at `root`.
 fn throughput(b: &Bench, root: &Path, store: &'static str, procs: usize, total: usize) -> Result<Throughput> {
     let root = root.to_path_buf();
@@ -887,6 +963,9 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
         let log = std::fs::metadata(root.join(GOAL_DIR).join("events.jsonl"))?.len();
         sizes.insert(format!("bytes per event, {n}-event history"), log / n.max(1));
     }
+
+    eprintln!("xtask: the dashboard");
+    timings.extend(dashboard(&mut b, if opts.quick { 1_000 } else { 10_000 }, warm, runs)?);
 
     eprintln!("xtask: throughput");
     let total = if opts.quick { 64 } else { 640 };

@@ -1,0 +1,486 @@
+//! The pages: maud templates (compiled in, every interpolation HTML-escaped) and the two forms
+//! a person may send. Styles and the one script are files of this crate, served from
+//! `/assets/`; the page itself holds no script.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Form;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{DOCTYPE, Markup, html};
+use serde::Deserialize;
+
+use loopx_core::kernel::{AddTodo, AnswerGate, CommandContext, Kernel};
+use loopx_core::model::{GateStatus, Priority, Role, TodoClass};
+use loopx_core::{AgentId, Error, GateId, GoalId, Result};
+
+use crate::App;
+use crate::view::{self, Activity, GoalPage, InboxPage};
+
+const CSS: &str = include_str!("../assets/app.css");
+const JS: &str = include_str!("../assets/app.js");
+
+pub(crate) async fn css() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS)
+}
+
+pub(crate) async fn js() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], JS)
+}
+
+/// A kernel error as a page: the message, the hint, a way back.
+fn error_page(e: &Error, back: &str) -> Response {
+    let status = match e.kind {
+        loopx_core::ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        loopx_core::ErrorKind::Usage => StatusCode::BAD_REQUEST,
+        loopx_core::ErrorKind::Busy => StatusCode::SERVICE_UNAVAILABLE,
+        loopx_core::ErrorKind::Refused | loopx_core::ErrorKind::Conflict => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let body = layout(
+        "loopx: refused",
+        html! {
+            section.card.refusal {
+                h2 { "Not done" }
+                p { (e.message) }
+                @if let Some(h) = &e.hint { p.hint { (h) } }
+                p { a href=(back) { "Back" } }
+            }
+        },
+    );
+    (status, body).into_response()
+}
+
+fn layout(title: &str, main: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                link rel="stylesheet" href="/assets/app.css";
+                script src="/assets/app.js" defer {}
+            }
+            body {
+                header.top {
+                    a.brand href="/" { "loopx" }
+                    span.motto { "keep the loop moving, keep the judgment human" }
+                    span #live .live title="updates as the state changes" { "live" }
+                }
+                main #main { (main) }
+            }
+        }
+    }
+}
+
+/// A time as a person reads it: `2026-11-30 19:35 UTC`.
+fn when(at: loopx_core::Timestamp) -> String {
+    let s = at.to_string();
+    match (s.get(..10), s.get(11..16)) {
+        (Some(day), Some(hm)) => format!("{day} {hm} UTC"),
+        _ => s,
+    }
+}
+
+/// The project whose key is `key`, among the dashboard's projects.
+fn project_of(app: &Arc<App>, key: &str) -> Result<PathBuf> {
+    app.projects()?.into_iter().find(|r| crate::project_key(r) == key).ok_or_else(|| {
+        Error::not_found(format!("no project {key} on this dashboard"))
+            .with_hint("go back to the inbox; the project may have left the index")
+    })
+}
+
+fn goal_href(key: &str, goal: &GoalId) -> String {
+    format!("/p/{key}/{goal}")
+}
+
+pub(crate) async fn inbox(State(app): State<Arc<App>>) -> Response {
+    match view::inbox(&app).await {
+        Ok(p) => {
+            layout("loopx: inbox", inbox_body(&p, app.cfg.read_only.as_deref(), &app.token)).into_response()
+        }
+        Err(e) => error_page(&e, "/"),
+    }
+}
+
+fn inbox_body(p: &InboxPage, read_only: Option<&str>, token: &str) -> Markup {
+    html! {
+        section.card {
+            h1 { "Needs you" }
+            @if p.inbox.needs.is_empty() {
+                p.quiet { "Nothing needs you. The agents have what they need." }
+            }
+            ul.needs {
+                @for n in &p.inbox.needs {
+                    @let key = crate::project_key(&n.project);
+                    li.need data-kind=(n.kind) {
+                        div.where {
+                            span.badge.(n.kind) { (n.kind.replace('_', " ")) }
+                            a href=(goal_href(&key, &n.goal)) { (n.project.display()) " · " (n.goal) }
+                        }
+                        p.text {
+                            @if let Some(id) = &n.id { span.id { (id) } " " }
+                            (n.text)
+                        }
+                        @if n.kind == "gate" && read_only.is_none() {
+                            @if let Some(id) = &n.id {
+                                (answer_form(&key, &n.goal, id, "/", token))
+                            }
+                        } @else {
+                            code.command { (n.command) }
+                        }
+                    }
+                }
+            }
+            @for u in &p.inbox.unreadable {
+                p.unreadable { "Cannot read " (u.path.display()) ": " (u.error) }
+            }
+        }
+        section.card {
+            h2 { "Projects" }
+            @if p.projects.is_empty() {
+                p.quiet { "No projects yet. Add one with " code { "loopx projects add DIR" } "." }
+            }
+            @for pr in &p.projects {
+                div.project {
+                    h3 { (pr.root.display()) }
+                    @match &pr.goals {
+                        Ok(goals) => {
+                            ul.goals {
+                                @for g in goals {
+                                    li {
+                                        a href=(goal_href(&pr.key, &g.id)) { (g.id) }
+                                        " · " (g.objective)
+                                        span.counts { (g.open) " open · " (g.done) " done"
+                                            @if g.needs > 0 { " · " strong { (g.needs) " need you" } } }
+                                    }
+                                }
+                            }
+                        }
+                        Err(e) => { p.unreadable { "Cannot read it: " (e) } }
+                    }
+                }
+            }
+        }
+        @if let Some(why) = read_only { p.readonly { "Read-only: " (why) } }
+    }
+}
+
+/// Approve or reject a person's gate, with a note.
+fn answer_form(key: &str, goal: &GoalId, gate: &str, back: &str, token: &str) -> Markup {
+    html! {
+        form.answer method="post" action=(format!("/p/{key}/{goal}/gate/{gate}")) {
+            input type="hidden" name="token" value=(token);
+            input type="hidden" name="back" value=(back);
+            input type="text" name="note" placeholder="a note (optional)" aria-label="note";
+            button.approve type="submit" name="decision" value="approve" { "Approve" }
+            button.reject type="submit" name="decision" value="reject" { "Reject" }
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct PageQuery {
+    #[serde(default)]
+    page: Option<usize>,
+}
+
+pub(crate) async fn goal(
+    State(app): State<Arc<App>>,
+    UrlPath((key, goal)): UrlPath<(String, String)>,
+    Query(q): Query<PageQuery>,
+) -> Response {
+    let found = async {
+        let root = project_of(&app, &key)?;
+        let goal = GoalId::new(&goal)?;
+        view::goal(&app, &root, &goal, q.page.unwrap_or(0)).await
+    }
+    .await;
+    match found {
+        Ok(p) => layout(&format!("loopx: {}", p.status.goal_id), goal_body(&p, &app.token)).into_response(),
+        Err(e) => error_page(&e, "/"),
+    }
+}
+
+fn goal_body(p: &GoalPage, token: &str) -> Markup {
+    let s = &p.status;
+    let here = goal_href(&p.key, &s.goal_id);
+    let q = &p.quota.quota;
+    html! {
+        section.card.objective {
+            div.where { a href="/" { "Inbox" } " › " (p.root.display()) " · " (s.goal_id) }
+            h1 { (s.objective) }
+            p.meta {
+                span.badge.(s.goal_status.as_str()) { (s.goal_status) }
+                " " (s.events) " events"
+                @if let Some(at) = s.last_event_at { " · last at " (when(at)) }
+                " · " (s.runs) " runs · " (s.evidence) " evidence"
+            }
+        }
+        div.grid {
+            section.card {
+                h2 { "Questions" }
+                @let open: Vec<_> = p.gates.iter().filter(|g| g.status == GateStatus::Open).collect();
+                @if open.is_empty() { p.quiet { "No open questions." } }
+                @for g in &open {
+                    div.question {
+                        p { span.id { (g.id) } " " span.badge { (g.kind.word()) } " " (g.question) }
+                        p.meta { "blocks " (g.blocks) " · asked by " (g.asked_by) " at " (when(g.asked_at)) }
+                        @if g.is_persons() {
+                            @if p.read_only.is_none() { (answer_form(&p.key, &s.goal_id, &g.id.to_string(), &here, token)) }
+                        } @else if let Some(c) = &g.check {
+                            p.meta { "checked " (when(c.at)) ": " (c.summary) }
+                        }
+                    }
+                }
+                @let answered: Vec<_> = p.gates.iter().filter(|g| g.status != GateStatus::Open).rev().take(5).collect();
+                @if !answered.is_empty() {
+                    h3 { "Answered" }
+                    ul.answered {
+                        @for g in answered {
+                            li { span.id { (g.id) } " " span.badge.(g.status.as_str()) { (g.status) } " " (g.question)
+                                @if let Some(n) = &g.note { " — " em { (n) } } }
+                        }
+                    }
+                }
+            }
+            section.card {
+                h2 { "Quota" }
+                (gauge(q.used_slots, q.allowed_slots))
+                p.meta { (q.used_slots) " of " (q.allowed_slots) " slots used in " (q.window_hours) " h · compute " (q.compute)
+                    @if let Some(at) = q.next_slot_at { " · next slot at " (when(at)) } }
+                p.meta { "tokens " (q.tokens_used) @if let Some(b) = q.budget_tokens { " of " (b) }
+                    " · USD " (format!("{:.2}", q.usd_used)) @if let Some(b) = q.budget_usd { " of " (format!("{b:.2}")) } }
+                @if p.quota.paused { p.warn { "Paused: compute is 0." } }
+                @if p.quota.budget_exhausted { p.warn { "The budget is spent." } }
+                h2.next { "Agents" }
+                @if p.agents.is_empty() { p.quiet { "No agent registered." } }
+                ul.agents {
+                    @for (a, last) in &p.agents {
+                        li { strong { (a.id) } " · " (a.agent_type) " · "
+                            @match last { Some(at) => { "last act " (when(*at)) }, None => { "not yet" } } }
+                    }
+                }
+            }
+        }
+        @if p.read_only.is_none() {
+            section.card {
+                h2 { "Add a todo" }
+                form.add method="post" action=(format!("{here}/todo")) {
+                    input type="hidden" name="token" value=(token);
+                    input type="text" name="text" required placeholder="what needs doing" aria-label="todo text";
+                    select name="priority" aria-label="priority" {
+                        @for pr in Priority::ALL { option value=(pr.as_str()) selected[*pr == Priority::P2] { (pr) } }
+                    }
+                    select name="role" aria-label="who does it" {
+                        option value="agent" { "for the agents" }
+                        option value="user" { "for me" }
+                    }
+                    button type="submit" { "Add" }
+                }
+            }
+        }
+        section.card {
+            h2 { "Todos" }
+            div.kanban {
+                @for (lane, cards, total) in &p.lanes {
+                    div.lane data-lane=(lane.title()) {
+                        h3 { (lane.title()) " " span.count { (total) } }
+                        @for c in cards {
+                            div.todo.(c.status.as_str()) {
+                                p { span.id { (c.id) } " " span.badge { (c.priority) } @if c.role == "user" { " " span.badge.user { "you" } } }
+                                p.text { (c.text) }
+                                @if let Some(w) = &c.who { p.meta { "by " (w) } }
+                                @if let Some(g) = &c.gate { p.meta { "held by " (g) } }
+                            }
+                        }
+                    }
+                }
+            }
+            @if p.pages > 1 {
+                nav.pages {
+                    @if p.page > 0 { a href=(format!("{here}?page={}", p.page - 1)) { "← newer" } " " }
+                    "page " (p.page + 1) " of " (p.pages)
+                    @if p.page + 1 < p.pages { " " a href=(format!("{here}?page={}", p.page + 1)) { "older →" } }
+                }
+            }
+        }
+        div.grid {
+            section.card {
+                h2 { "Life of the goal" }
+                (chart("Slots spent per day", &p.activity, |d| d.slots))
+                (chart("Todos closed per day", &p.activity, |d| d.closed))
+            }
+            section.card {
+                h2 { "Evidence" }
+                @if p.evidence.is_empty() { p.quiet { "No evidence yet." } }
+                ol.timeline {
+                    @for e in &p.evidence {
+                        li { span.meta { (when(e.at)) } " " span.id { (e.todo) } " " span.badge { (e.kind) } " " (e.summary)
+                            span.meta { " — " (e.author) } }
+                    }
+                }
+            }
+        }
+        section.card {
+            h2 { "Run history" }
+            @if p.activity.runs.is_empty() { p.quiet { "No tick yet." } }
+            table.runs {
+                thead { tr { th { "#" } th { "at" } th { "who" } th { "what" } th { "" } } }
+                tbody {
+                    @for r in &p.activity.runs {
+                        tr { td { (r.seq) } td { (when(r.at)) } td { (r.actor) } td { (r.kind.replace('_', " ")) } td { (r.summary) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A bar for used of allowed, drawn in SVG (no inline styles: the policy forbids them).
+fn gauge(used: u32, allowed: u32) -> Markup {
+    let frac = if allowed == 0 { 1.0 } else { f64::from(used.min(allowed)) / f64::from(allowed) };
+    let w = format!("{:.1}", frac * 300.0);
+    html! {
+        svg.gauge width="300" height="14" viewBox="0 0 300 14" role="img" aria-label=(format!("{used} of {allowed} slots")) {
+            rect.track x="0" y="0" width="300" height="14" rx="3" {}
+            rect.fill x="0" y="0" width=(w) height="14" rx="3" {}
+        }
+    }
+}
+
+/// Bars, one a day, of `value` over the goal's days with activity.
+fn chart(title: &str, a: &Activity, value: impl Fn(&view::Day) -> u64) -> Markup {
+    let days = &a.days[a.days.len().saturating_sub(60)..];
+    let most = days.iter().map(&value).max().unwrap_or(0).max(1);
+    let (w, h) = (360.0_f64, 80.0_f64);
+    let bar = if days.is_empty() { w } else { w / days.len() as f64 };
+    html! {
+        figure.chart {
+            figcaption { (title) }
+            @if days.is_empty() { p.quiet { "Nothing yet." } } @else {
+                svg width="360" height="96" viewBox="0 0 360 96" role="img" aria-label=(title) {
+                    @for (i, d) in days.iter().enumerate() {
+                        @let v = value(d);
+                        @let bh = h * v as f64 / most as f64;
+                        rect.bar x=(format!("{:.1}", i as f64 * bar)) y=(format!("{:.1}", h - bh)) width=(format!("{:.1}", (bar - 1.0).max(1.0))) height=(format!("{bh:.1}")) {
+                            title { (d.date) ": " (v) }
+                        }
+                    }
+                    text x="0" y="94" { (days[0].date) }
+                    text x="360" y="94" text-anchor="end" { (days[days.len() - 1].date) }
+                }
+            }
+        }
+    }
+}
+
+/// A person's answer to a gate. No field names an agent: the page acts as the person only.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Answer {
+    token: String,
+    decision: String,
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    back: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewTodo {
+    token: String,
+    text: String,
+    priority: String,
+    role: String,
+}
+
+/// The person, on goal `goal`.
+fn person(goal: GoalId) -> Result<CommandContext> {
+    Ok(CommandContext { goal: Some(goal), agent: Some(AgentId::new("user")?), key: None, session: None })
+}
+
+/// A write needs the page's token in its form, and a dashboard that may write.
+fn refuse_write(app: &App, token: &str) -> Option<Response> {
+    if !crate::guard::same(token, &app.token) {
+        let e = Error::refused("the form does not carry this dashboard's token")
+            .with_hint("reload the page and send the form from it");
+        return Some(error_page(&e, "/"));
+    }
+    app.cfg.read_only.as_ref().map(|why| {
+        let e = Error::refused(format!("this dashboard is read-only: {why}"))
+            .with_hint("start loopx serve from your own terminal to answer from the page");
+        error_page(&e, "/")
+    })
+}
+
+/// Where to go after a write: the page the form was on, when it is one of ours.
+fn back_to(back: &str, fallback: String) -> String {
+    if back == "/" || back.starts_with("/p/") && !back.contains("//") { back.to_owned() } else { fallback }
+}
+
+pub(crate) async fn answer_gate(
+    State(app): State<Arc<App>>,
+    UrlPath((key, goal, gate)): UrlPath<(String, String, String)>,
+    Form(f): Form<Answer>,
+) -> Response {
+    if let Some(r) = refuse_write(&app, &f.token) {
+        return r;
+    }
+    let done = async {
+        let root = project_of(&app, &key)?;
+        let goal = GoalId::new(&goal)?;
+        let status = match f.decision.as_str() {
+            "approve" => GateStatus::Approved,
+            "reject" => GateStatus::Rejected,
+            other => {
+                return Err(
+                    Error::usage(format!("unknown decision {other:?}")).with_hint("approve or reject")
+                );
+            }
+        };
+        let note = Some(f.note.trim().to_owned()).filter(|n| !n.is_empty());
+        let req = AnswerGate { gate: gate.parse::<GateId>()?, status, note };
+        app.kernel(&root)?.answer_gate(&person(goal.clone())?, req).await?;
+        Ok(back_to(&f.back, goal_href(&key, &goal)))
+    }
+    .await;
+    match done {
+        Ok(to) => Redirect::to(&to).into_response(),
+        Err(e) => error_page(&e, "/"),
+    }
+}
+
+pub(crate) async fn add_todo(
+    State(app): State<Arc<App>>,
+    UrlPath((key, goal)): UrlPath<(String, String)>,
+    Form(f): Form<NewTodo>,
+) -> Response {
+    if let Some(r) = refuse_write(&app, &f.token) {
+        return r;
+    }
+    let done = async {
+        let root = project_of(&app, &key)?;
+        let goal = GoalId::new(&goal)?;
+        let req = AddTodo {
+            text: f.text.trim().to_owned(),
+            priority: f.priority.parse::<Priority>()?,
+            role: f.role.parse::<Role>()?,
+            class: TodoClass::Advance,
+            scopes: Vec::new(),
+            after_gate: None,
+            validation: None,
+        };
+        app.kernel(&root)?.add_todo(&person(goal.clone())?, req).await?;
+        Ok(goal_href(&key, &goal))
+    }
+    .await;
+    match done {
+        Ok(to) => Redirect::to(&to).into_response(),
+        Err(e) => error_page(&e, "/"),
+    }
+}
