@@ -78,8 +78,9 @@ impl ChangeFeed for FileFeed {
     }
 }
 
-/// Starts the feed of the project at `root` unless one runs. A feed that fails is opened
-/// again after a pause (a database restarting, a directory not made yet).
+/// Starts the feed of the project at `root` unless one runs. The feed is opened here, so a
+/// commit made once this returns is heard of; one that fails (a database restarting, a
+/// directory not made yet) is opened again after a pause on the feed's thread.
 pub(crate) fn ensure_watched(app: &Arc<App>, root: &Path) {
     let Ok(mut watched) = app.watched.lock() else { return };
     if watched.iter().any(|w| w == root) {
@@ -88,10 +89,11 @@ pub(crate) fn ensure_watched(app: &Arc<App>, root: &Path) {
     watched.push(root.to_path_buf());
     let (root, watch, changes): (PathBuf, _, _) =
         (root.to_path_buf(), app.cfg.watch.clone(), app.changes.clone());
+    let mut feed = watch(&root).ok();
     std::thread::spawn(move || {
         loop {
-            if let Ok(mut feed) = watch(&root) {
-                while let Ok(heard) = feed.wait(Duration::from_secs(5)) {
+            if let Some(mut f) = feed.take().or_else(|| watch(&root).ok()) {
+                while let Ok(heard) = f.wait(Duration::from_secs(5)) {
                     if heard {
                         // Nobody listening is fine: no page is open.
                         let _ = changes.send(());

@@ -33,7 +33,8 @@ fn two_projects(s: &Sandbox) -> (PathBuf, PathBuf) {
     (api, site)
 }
 
-fn key_of(page: &str, goal: &str) -> String {
+/// The key of the project whose goal `goal` the page links to.
+pub(crate) fn key_of(page: &str, goal: &str) -> String {
     let at = page.find(&format!("/{goal}\"")).unwrap_or_else(|| panic!("no link to {goal} in {page}"));
     let start = page[..at].rfind("/p/").unwrap() + 3;
     page[start..at].to_owned()

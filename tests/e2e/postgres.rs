@@ -514,3 +514,19 @@ fn an_mcp_server_keeps_one_connection_and_reconnects_after_a_restart() {
     let notes = shown.to_string().matches("note ").count();
     assert!((22..=23).contains(&notes), "every acknowledged note once: {notes}\n{shown}");
 }
+
+#[test]
+fn a_dashboard_hears_a_commit_made_on_another_machine() {
+    let Some(url) = test_url("the dashboard's database feed") else { return };
+    let s = Sandbox::new();
+    let dirs = team(&s, &url, &unique_project("dash"), 2);
+    let d = loopx_tests::web::Served::start(&s, &dirs[0], &[]);
+    let key = crate::dashboard::key_of(&d.get("/").body, "main");
+    let mut events = loopx_tests::web::events(&d);
+    ok_at(&s, &dirs[1], &["todo", "add", "--agent-id", "user", "--text", "from the other machine"]);
+    assert!(
+        loopx_tests::web::change_within(&mut events, Duration::from_secs(2)),
+        "no change event within 2 s"
+    );
+    assert!(d.get(&format!("/p/{key}/main")).body.contains("from the other machine"));
+}

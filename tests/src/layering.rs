@@ -236,6 +236,13 @@ pub fn check_source(layer: Layer, file: &str, src: &str) -> Vec<Violation> {
 pub fn check_workspace(root: &Path) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut dirs = vec!["core".to_owned(), "kernel".to_owned(), "providers".to_owned()];
+    // The crates beside the kernel, where the workspace has them.
+    dirs.extend(
+        ["pgstore", "dashboard"]
+            .iter()
+            .filter(|d| root.join(d).join("Cargo.toml").is_file())
+            .map(|d| (*d).to_owned()),
+    );
     for family in ["hosts", "adapters"] {
         if let Ok(entries) = std::fs::read_dir(root.join(family)) {
             for e in entries.flatten().filter(|e| e.path().join("Cargo.toml").is_file()) {
