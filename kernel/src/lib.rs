@@ -20,6 +20,8 @@ pub mod projects;
 pub mod quota;
 pub mod render;
 pub mod rules;
+#[cfg(feature = "testkit")]
+pub mod sim;
 pub mod state;
 pub mod state_kernel;
 pub mod store;

@@ -96,6 +96,14 @@ impl MemStore {
         Ok(())
     }
 
+    /// Goal `id`'s log bytes from byte `offset` on: what was appended since a reader last
+    /// looked (the simulation's checker reads each line once).
+    pub fn log_from(&self, id: &GoalId, offset: usize) -> Result<Vec<u8>> {
+        let goal = self.goal(id)?;
+        let data = locked(&goal.data)?;
+        Ok(data.log.get(offset..).unwrap_or_default().to_vec())
+    }
+
     /// The state and head, replaying the log (and cutting a torn last line) if it changed.
     fn load<'g>(&self, id: &GoalId, data: &'g mut GoalData) -> Result<&'g (GoalState, String)> {
         if data.current.is_none() {

@@ -312,6 +312,11 @@ impl<'a> Txn<'a> {
         self
     }
 
+    /// The state the transaction began from.
+    pub fn state(&self) -> &GoalState {
+        &self.state
+    }
+
     /// The stored receipt for `key`, if a command with that key was committed before.
     pub fn replay<T: DeserializeOwned>(
         &self,

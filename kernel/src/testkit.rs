@@ -317,8 +317,7 @@ fn unsupported_options_are_refused(a: &dyn HostAdapter) {
 
 /// Runs a future of the kernel's to completion. The kernel's futures never wait on anything
 /// (its I/O is blocking), so one poll finishes them.
-/// Runs a future of the kernel's (which never waits on a runtime) to completion.
-pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     let mut f = std::pin::pin!(f);
     let mut cx = Context::from_waker(std::task::Waker::noop());
     loop {

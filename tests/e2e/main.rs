@@ -28,6 +28,7 @@ mod readme;
 mod real_claude;
 mod real_codex;
 mod real_handoff;
+mod sim;
 mod snapshots;
 mod stores;
 mod text_output;

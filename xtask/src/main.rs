@@ -2,6 +2,7 @@
 
 mod bench;
 mod dist;
+mod sim;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,6 +15,8 @@ commands:
   ci                              format check, clippy (warnings denied), and the whole test suite
   bench [--quick] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md)
         [--bin PATH]              (measure this binary instead of building the release one)
+  sim [--seed N | --seeds K]      deterministic simulation of long-running goals, every invariant
+      [--hours H] [--agents A]    checked after every step (default: seeds 1–20, 200 h, 4 agents)
   man [--out DIR]                 man pages from the CLI's definition (default target/man)
   dist                            release archive: binary, completions, man pages, docs
                                   (target/dist/loopx-<version>-<host>.tar.gz)";
@@ -41,6 +44,7 @@ fn main() -> Result<()> {
             }
             bench::run(&opts, &workspace_root()).map(|_| ())
         }
+        Some("sim") => sim::run(&sim::Options::parse(&args[1..])?),
         Some("man") => {
             let out = match args.get(1).map(String::as_str) {
                 Some("--out") => PathBuf::from(args.get(2).context("--out needs a directory")?),
