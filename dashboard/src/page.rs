@@ -418,6 +418,18 @@ fn refuse_write(app: &App, token: &str) -> Option<Response> {
     })
 }
 
+/// A person's write: refused without the page's token or on a read-only dashboard (`done` is
+/// then never run); otherwise done, and the browser sent on to the page it names.
+async fn write(app: &App, token: &str, done: impl std::future::Future<Output = Result<String>>) -> Response {
+    if let Some(r) = refuse_write(app, token) {
+        return r;
+    }
+    match done.await {
+        Ok(to) => Redirect::to(&to).into_response(),
+        Err(e) => error_page(&e, "/"),
+    }
+}
+
 /// Where to go after a write: the page the form was on, when it is one of ours.
 fn back_to(back: &str, fallback: String) -> String {
     if back == "/" || back.starts_with("/p/") && !back.contains("//") { back.to_owned() } else { fallback }
@@ -428,9 +440,6 @@ pub(crate) async fn answer_gate(
     UrlPath((key, goal, gate)): UrlPath<(String, String, String)>,
     Form(f): Form<Answer>,
 ) -> Response {
-    if let Some(r) = refuse_write(&app, &f.token) {
-        return r;
-    }
     let done = async {
         let root = project_of(&app, &key)?;
         let goal = GoalId::new(&goal)?;
@@ -447,12 +456,8 @@ pub(crate) async fn answer_gate(
         let req = AnswerGate { gate: gate.parse::<GateId>()?, status, note };
         app.kernel(&root)?.answer_gate(&person(goal.clone())?, req).await?;
         Ok(back_to(&f.back, goal_href(&key, &goal)))
-    }
-    .await;
-    match done {
-        Ok(to) => Redirect::to(&to).into_response(),
-        Err(e) => error_page(&e, "/"),
-    }
+    };
+    write(&app, &f.token, done).await
 }
 
 pub(crate) async fn add_todo(
@@ -460,9 +465,6 @@ pub(crate) async fn add_todo(
     UrlPath((key, goal)): UrlPath<(String, String)>,
     Form(f): Form<NewTodo>,
 ) -> Response {
-    if let Some(r) = refuse_write(&app, &f.token) {
-        return r;
-    }
     let done = async {
         let root = project_of(&app, &key)?;
         let goal = GoalId::new(&goal)?;
@@ -477,10 +479,6 @@ pub(crate) async fn add_todo(
         };
         app.kernel(&root)?.add_todo(&person(goal.clone())?, req).await?;
         Ok(goal_href(&key, &goal))
-    }
-    .await;
-    match done {
-        Ok(to) => Redirect::to(&to).into_response(),
-        Err(e) => error_page(&e, "/"),
-    }
+    };
+    write(&app, &f.token, done).await
 }

@@ -203,14 +203,7 @@ fn activity_of(lines: &[EventLine]) -> Activity {
                 | Event::SlotVoided { .. }
                 | Event::TurnSettled { .. }
         ) {
-            runs.push(HistoryEntry {
-                seq: l.seq,
-                at: l.at,
-                actor: l.actor.clone(),
-                kind: l.event.kind().to_owned(),
-                summary: l.event.summary(),
-                turn: l.turn.clone(),
-            });
+            runs.push(l.history_entry());
         }
     }
     let skip = runs.len().saturating_sub(RUNS_SHOWN);

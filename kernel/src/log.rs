@@ -41,6 +41,20 @@ pub struct EventLine {
     pub prev: String,
 }
 
+impl EventLine {
+    /// The line as `loopx history` lists it.
+    pub fn history_entry(&self) -> loopx_core::kernel::HistoryEntry {
+        loopx_core::kernel::HistoryEntry {
+            seq: self.seq,
+            at: self.at,
+            actor: self.actor.clone(),
+            kind: self.event.kind().to_owned(),
+            summary: self.event.summary(),
+            turn: self.turn.clone(),
+        }
+    }
+}
+
 /// The hash of a state's canonical JSON (what the snapshot holds, byte for byte): the first
 /// 96 bits of SHA-256 in unpadded base64url, 16 characters, since every line carries one.
 pub fn state_root(state_json: &[u8]) -> String {

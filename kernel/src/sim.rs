@@ -6,7 +6,8 @@
 //! write back and spend in three commands, or give the todo back, or ask a person), delivers
 //! some turns twice, and lets a simulated person answer questions late or never, pause and
 //! resume compute, change the allowance and the budget, and add work. Rogue agents try what
-//! only a person may do.
+//! only a person may do. The clock now and then leaps hours ahead (a machine asleep) or is set
+//! back a few minutes.
 //!
 //! After every step the checker reads the log's new lines and folds them into a shadow state
 //! of its own, checking each line against the state before it: the hash chain; every
@@ -72,6 +73,8 @@ pub struct Summary {
     pub gates_answered: u64,
     pub duplicate_deliveries: u64,
     pub refusals: u64,
+    /// Idle gaps of hours, and the clock set back.
+    pub clock_jumps: u64,
     pub events: u64,
     pub invariants_checked: u64,
     /// SHA-256 of the whole trace: equal for equal seeds.
@@ -793,7 +796,17 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
     let end = START_MS + i64::try_from(cfg.hours).unwrap_or(i64::MAX / 2 / 3_600_000) * 60 * MINUTE;
     while sim.clock.now().unix_millis() < end {
         sim.step += 1;
-        let dt = 1 + i64::try_from(sim.rng.below(20)).unwrap_or(0);
+        let dt = match sim.rng.below(1000) {
+            // The machine slept: a gap of hours.
+            0..3 => 60 * (1 + i64::try_from(sim.rng.below(12)).unwrap_or(0)),
+            // The wall clock was set back a little (NTP, a VM restored).
+            3..13 => -(1 + i64::try_from(sim.rng.below(30)).unwrap_or(0)),
+            _ => 1 + i64::try_from(sim.rng.below(20)).unwrap_or(0),
+        };
+        if dt > 60 || dt < 0 {
+            sim.summary.clock_jumps += 1;
+            sim.note(format!("the clock jumps {dt} min"));
+        }
         sim.clock.0.fetch_add(dt * MINUTE, Ordering::SeqCst);
         match sim.rng.below(100) {
             0..70 => sim.agent_turn().await,

@@ -857,17 +857,7 @@ impl<S: Store> Kernel for StateKernel<S> {
             .collect();
         let matched = matching.len() as u64;
         let skip = matching.len().saturating_sub(filter.limit);
-        let events = matching[skip..]
-            .iter()
-            .map(|l| HistoryEntry {
-                seq: l.seq,
-                at: l.at,
-                actor: l.actor.clone(),
-                kind: l.event.kind().to_owned(),
-                summary: l.event.summary(),
-                turn: l.turn.clone(),
-            })
-            .collect();
+        let events = matching[skip..].iter().map(|l| l.history_entry()).collect();
         Ok(HistoryView { goal_id: id, total, matched, events })
     }
 

@@ -60,7 +60,7 @@ pub fn run(o: &Options) -> Result<()> {
         };
         if o.seeds <= 20 {
             println!(
-                "seed {seed}: {} h, {} steps, {} turns, {} settled, {} spends, {} gates asked / {} answered, {} duplicate deliveries, {} refusals, {} events, {} checks; trace {}",
+                "seed {seed}: {} h, {} steps, {} turns, {} settled, {} spends, {} gates asked / {} answered, {} duplicate deliveries, {} refusals, {} clock jumps, {} events, {} checks; trace {}",
                 s.simulated_hours,
                 s.steps,
                 s.turns,
@@ -70,6 +70,7 @@ pub fn run(o: &Options) -> Result<()> {
                 s.gates_answered,
                 s.duplicate_deliveries,
                 s.refusals,
+                s.clock_jumps,
                 s.events,
                 s.invariants_checked,
                 &s.trace_hash[..16]
