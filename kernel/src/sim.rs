@@ -803,7 +803,7 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
             3..13 => -(1 + i64::try_from(sim.rng.below(30)).unwrap_or(0)),
             _ => 1 + i64::try_from(sim.rng.below(20)).unwrap_or(0),
         };
-        if dt > 60 || dt < 0 {
+        if !(0..=60).contains(&dt) {
             sim.summary.clock_jumps += 1;
             sim.note(format!("the clock jumps {dt} min"));
         }
