@@ -143,11 +143,7 @@ async fn screenshot(c: &Client, name: &str) {
 /// The demo's finished goal with more work on it (claimed, held by a question, for the
 /// person), and a second project whose agent waits on a person's gate.
 fn projects(s: &Sandbox) -> (PathBuf, PathBuf) {
-    let ok = |d: &Path, args: &[&str]| {
-        let r = s.run_in(d, args);
-        assert_eq!(r.code, 0, "loopx {args:?} in {}:\n{}", d.display(), r.stderr);
-        r
-    };
+    let ok = |d: &Path, args: &[&str]| s.ok_in(d, args);
     let r = s.command().env("TMPDIR", &s.root).args(["demo", "--keep", "--json"]).output().unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let demo: Value = serde_json::from_slice(&r.stdout).unwrap();

@@ -17,11 +17,7 @@ fn two_projects(s: &Sandbox) -> (PathBuf, PathBuf) {
         d
     };
     let (api, site) = (dir("api"), dir("web"));
-    let ok = |d: &Path, args: &[&str]| {
-        let r = s.run_in(d, args);
-        assert_eq!(r.code, 0, "loopx {args:?} in {}:\n{}", d.display(), r.stderr);
-        r
-    };
+    let ok = |d: &Path, args: &[&str]| s.ok_in(d, args);
     ok(&api, &["init", "--goal-id", "main", "--objective", "ship the api"]);
     ok(&api, &["agent", "register", "--agent-id", "claude", "--agent-type", "claude-code"]);
     ok(&api, &["todo", "add", "--agent-id", "user", "--text", "write the handler"]);

@@ -12,11 +12,7 @@ fn status_all_shows_what_needs_a_person_across_projects_and_reports_the_unreadab
         d
     };
     let (api, web, broken) = (dir("api"), dir("web"), dir("broken"));
-    let ok = |d: &std::path::Path, args: &[&str]| {
-        let r = s.run_in(d, args);
-        assert_eq!(r.code, 0, "loopx {args:?} in {}:\n{}", d.display(), r.stderr);
-        r
-    };
+    let ok = |d: &std::path::Path, args: &[&str]| s.ok_in(d, args);
     // Nothing indexed yet: said, and the way to add one.
     assert!(ok(&s.root, &["status", "--all"]).stdout.contains("loopx projects add DIR"));
     // A new project offers the index, and asks nothing.

@@ -108,6 +108,13 @@ impl Sandbox {
         r
     }
 
+    /// Runs in `dir` and asserts success.
+    pub fn ok_in(&self, dir: &Path, args: &[&str]) -> Run {
+        let r = self.run_in(dir, args);
+        assert_eq!(r.code, 0, "loopx {args:?} in {}:\n{}\n{}", dir.display(), r.stdout, r.stderr);
+        r
+    }
+
     /// Runs with `--json`, asserts success, returns the document.
     pub fn json(&self, args: &[&str]) -> Value {
         let mut a = args.to_vec();

@@ -579,6 +579,14 @@ fn dashboard(b: &mut Bench, n: usize, warm: usize, runs: usize) -> Result<Vec<St
     Ok(out)
 }
 
+/// Waits for every worker; the first failure, or a panic, is the result.
+fn join(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<()>>>) -> Result<()> {
+    for h in handles {
+        h.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;
+    }
+    Ok(())
+}
+
 /// `total` todo adds from `procs` processes at once on the project at `root`.
 fn throughput(b: &Bench, root: &Path, store: &'static str, procs: usize, total: usize) -> Result<Throughput> {
     let root = root.to_path_buf();
@@ -621,10 +629,7 @@ fn throughput(b: &Bench, root: &Path, store: &'static str, procs: usize, total: 
                 Ok(())
             }));
         }
-        for h in handles {
-            h.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;
-        }
-        Ok(())
+        join(handles)
     })?;
     let elapsed = start.elapsed().as_secs_f64();
     let mut g = waits.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
@@ -723,10 +728,7 @@ fn throughput_mcp(
                 Ok(())
             }));
         }
-        for h in handles {
-            h.join().map_err(|_| anyhow::anyhow!("worker panicked"))??;
-        }
-        Ok(())
+        join(handles)
     })?;
     let elapsed = start.elapsed().as_secs_f64();
     let (mut waits, mut holds) = (Vec::new(), Vec::new());
