@@ -102,7 +102,7 @@ pub fn resolve_agent(state: &GoalState, requested: Option<&AgentId>) -> Result<A
 /// `me` (a gate scoped to another agent is that agent's matter).
 fn is_terminal(state: &GoalState, me: &AgentId) -> bool {
     !state.todos.is_empty()
-        && state.todos.iter().all(|t| t.status.is_closed())
+        && state.todos.keys().all(|t| t.status.is_closed())
         && (state.archive.no_followup
             || state.todos.iter().any(|t| {
                 t.completion.as_ref().is_some_and(|c| c.continuation == CompletionContinuation::NoFollowup)
@@ -194,12 +194,13 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
     if !blocking.is_empty() {
         return gated(state, blocking);
     }
-    let selectable: Vec<_> = state.selectable(Some(me), now).collect();
+    // The best pick (only it is decoded).
+    let pick = state.pick(Some(me), now);
     let held: Vec<GateId> = {
         let mut ids: Vec<GateId> = state
             .todos
-            .iter()
-            .filter(|t| state.candidate(t, Some(me)) && !state.is_waiting(t, now))
+            .keys()
+            .filter(|t| state.candidate(*t, Some(me)) && !state.is_waiting(*t, now))
             .filter_map(|t| state.gate_holding(t))
             // Open gates, and rejected ones loopx still checks (a new head commit opens them).
             .filter(|g| {
@@ -210,7 +211,7 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
         ids.dedup();
         ids
     };
-    if selectable.is_empty() && !held.is_empty() {
+    if pick.is_none() && !held.is_empty() {
         return gated(state, held);
     }
     let gated_elsewhere = !held.is_empty(); // row 5b: carried into rows 6–8
@@ -229,9 +230,9 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
         return Decision::wait(RunState::Throttled, reason, next, Some("quota".to_owned()));
     }
     // Row 7: this agent's work all waits on something.
-    if selectable.is_empty() {
+    if pick.is_none() {
         let waiting: Vec<_> =
-            state.todos.iter().filter(|t| state.candidate(t, Some(me)) && state.is_waiting(t, now)).collect();
+            state.todos.matching(|t| state.candidate(t, Some(me)) && state.is_waiting(t, now)).collect();
         if let Some(first) = waiting.iter().min_by_key(|t| (t.priority, t.id)) {
             let until = waiting
                 .iter()
@@ -246,7 +247,7 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
         }
         // Work handed to another host or agent waits for it, until the handoff expires.
         let handed =
-            state.todos.iter().filter(|t| t.role == Role::Agent && !t.status.is_closed()).find_map(|t| {
+            state.todos.keys().filter(|t| t.role == Role::Agent && !t.status.is_closed()).find_map(|t| {
                 state
                     .handoff_holding(t.id, now)
                     .filter(|_| !state.handoff_allows(t.id, Some(me), now))
@@ -265,9 +266,9 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
         // the first of their leases runs out; never invent work or close theirs.
         let held: Vec<_> = state
             .todos
-            .iter()
-            .filter(|t| t.role == Role::Agent && !t.status.is_closed())
-            .filter(|t| t.holder().is_some_and(|c| c != me))
+            .matching(|t| {
+                t.role == Role::Agent && !t.status.is_closed() && t.holder().is_some_and(|c| c != me)
+            })
             .collect();
         if let Some(first) = held.iter().min_by_key(|t| (t.priority, t.id)) {
             let owner = first.holder().map_or("", |a| a.as_str());
@@ -288,15 +289,15 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
                 Some(format!("{} claimed by {owner}", first.id)),
             );
         }
-        let user_todo = state.todos.iter().find(|t| t.role == Role::User && !t.status.is_closed());
-        let agent_work_left = state.todos.iter().any(|t| t.role == Role::Agent && !t.status.is_closed());
+        let user_todo = state.todos.matching(|t| t.role == Role::User && !t.status.is_closed()).next();
+        let agent_work_left = state.todos.keys().any(|t| t.role == Role::Agent && !t.status.is_closed());
         if let (Some(u), false) = (user_todo, agent_work_left) {
             let reason = format!("only a person's work is left: {} {}", u.id, quoted(&u.text, 200));
             return Decision::wait(RunState::Waiting, reason, None, Some(format!("user todo {}", u.id)));
         }
     }
     // Row 8.
-    if let Some(t) = selectable.first() {
+    if let Some(t) = pick {
         let mine = t.claimed_by.as_ref() == Some(me);
         let mut reason = if mine {
             format!("continue {}, which you hold", t.id)
@@ -511,7 +512,7 @@ pub fn answer(
         .unwrap_or(RuntimeProfile::Generic);
     let quota = quota::view(state, now);
     let questions: Vec<OpenQuestion> = state.open_gates().take(5).map(|g| open_question(g, 240)).collect();
-    let user_todos = state.todos.iter().filter(|t| t.role == Role::User && !t.status.is_closed()).count();
+    let user_todos = state.todos.keys().filter(|t| t.role == Role::User && !t.status.is_closed()).count();
     let notify = questions.iter().any(|q| q.kind.is_none())
         || d.decision == DecisionKind::AskUser
         || (d.decision == DecisionKind::Wait && d.state == RunState::Waiting && user_todos > 0);

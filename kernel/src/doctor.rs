@@ -10,7 +10,7 @@ use crate::log;
 use crate::project::ProjectFile;
 use crate::render;
 use crate::state::GoalState;
-use crate::store::{FileStore, SNAPSHOT_SCHEMA_VERSION, Snapshot, Store, replay};
+use crate::store::{FileStore, Snapshot, Store, replay};
 
 fn check(name: &str, ok: bool, detail: impl Into<String>) -> DoctorCheck {
     DoctorCheck { name: name.to_owned(), ok, detail: detail.into() }
@@ -121,30 +121,32 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
     };
     let events = scan.lines.len() as u64;
     checks.push(archive_check(&layout.archive(id), &archive, &replayed));
-    let bytes = read_optional(&layout.snapshot(id)).ok().flatten();
-    let snap = bytes.as_deref().map(|b| Snapshot::decode(b).ok_or(b));
+    let bytes = read_optional(&layout.snapshot(id)).ok().flatten().map(std::sync::Arc::new);
+    let snap = bytes.as_ref().map(|b| Snapshot::decode(b, layout, id).ok_or(b));
     match snap {
         None => {
             checks.push(check("snapshot", false, "snapshot.json is missing (the next command rebuilds it)"))
         }
         Some(Err(b)) => {
-            // Before the archive, the snapshot was one JSON document holding the whole state.
-            let older = serde_json::from_slice::<serde_json::Value>(b).is_ok_and(|v| {
-                v["schema_version"].as_u64().is_some_and(|n| n < u64::from(SNAPSHOT_SCHEMA_VERSION))
-            });
+            let version = crate::store::older_snapshot(b);
             checks.push(check(
                 "snapshot",
                 false,
-                if older {
-                    "written by an older loopx (the whole state in one file); the next command upgrades the store"
-                } else {
-                    "snapshot.json is unreadable; the next command rebuilds it"
+                match version {
+                    Some(1) => "written by an older loopx (the whole state in one file); the next command upgrades the store",
+                    Some(_) => "written by an older loopx; the next command rebuilds it from the log",
+                    None => "snapshot.json is unreadable; the next command rebuilds it",
                 },
             ))
         }
         Some(Ok(snap)) => {
-            let same_state = serde_json::to_value(&snap.state).ok() == serde_json::to_value(&replayed).ok();
-            if snap.seq == replayed.seq && snap.head == scan.head() && same_state {
+            // The todos' JSON is checked against the hashes the snapshot records first.
+            let todos = snap.state.todos.check();
+            let same_state = todos.is_ok()
+                && serde_json::to_value(&snap.state).ok() == serde_json::to_value(&replayed).ok();
+            if let Err(e) = todos {
+                checks.push(check("snapshot", false, format!("{e}; the next command rebuilds it")));
+            } else if snap.seq == replayed.seq && snap.head == scan.head() && same_state {
                 checks.push(check("snapshot", true, format!("matches a full replay at event {}", snap.seq)));
             } else if snap.seq < replayed.seq {
                 checks.push(check(

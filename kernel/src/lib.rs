@@ -27,6 +27,7 @@ pub mod state_kernel;
 pub mod store;
 #[cfg(feature = "testkit")]
 pub mod store_suite;
+pub mod table;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 

@@ -55,19 +55,37 @@ impl EventLine {
     }
 }
 
-/// The hash of a state's canonical JSON (what the snapshot holds, byte for byte): the first
-/// 96 bits of SHA-256 in unpadded base64url, 16 characters, since every line carries one.
-pub fn state_root(state_json: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let digest = Sha256::digest(state_json);
+/// The state root of a state's canonical bytes (what the snapshot holds, byte for byte): `b`
+/// and the first 96 bits of BLAKE3 in unpadded base64url, 17 characters, since every line
+/// carries one. BLAKE3 because a command hashes the whole live state it reads.
+pub fn state_root(state: &[u8]) -> String {
+    let mut out = String::with_capacity(17);
+    out.push('b');
+    base64_96(blake3::hash(state).as_bytes(), &mut out);
+    out
+}
+
+/// The root lines written before the table form carry: the first 96 bits of SHA-256 of the
+/// state's JSON, 16 characters.
+pub fn legacy_state_root(state_json: &[u8]) -> String {
     let mut out = String::with_capacity(16);
+    base64_96(&Sha256::digest(state_json), &mut out);
+    out
+}
+
+/// Whether a line's root is of the older kind ([`legacy_state_root`]).
+pub fn is_legacy_root(root: &str) -> bool {
+    root.len() == 16
+}
+
+pub(crate) fn base64_96(digest: &[u8], out: &mut String) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     for chunk in digest[..12].chunks(3) {
         let n = (u32::from(chunk[0]) << 16) | (u32::from(chunk[1]) << 8) | u32::from(chunk[2]);
         for shift in [18, 12, 6, 0] {
             out.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
         }
     }
-    out
 }
 
 /// The last committed line of a log of `len` bytes, read from its end. `None` for an empty
@@ -205,9 +223,12 @@ mod tests {
     #[test]
     fn state_roots_are_short_and_differ() {
         let a = state_root(b"{}");
-        assert_eq!(a.len(), 16);
+        assert_eq!(a.len(), 17);
         assert!(a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{a}");
         assert_ne!(a, state_root(b"{ }"));
+        assert!(!is_legacy_root(&a));
+        let old = legacy_state_root(b"{}");
+        assert!(is_legacy_root(&old), "{old}");
     }
 
     #[test]

@@ -123,6 +123,10 @@ impl Layout {
     pub fn archive(&self, id: &GoalId) -> PathBuf {
         self.goal_dir(id).join("archive.jsonl")
     }
+    /// The file holding the goal's live todos' JSON, begun by the commit of event `generation`.
+    pub fn bodies(&self, id: &GoalId, generation: u64) -> PathBuf {
+        self.goal_dir(id).join(format!("todos-{generation}.dat"))
+    }
     pub fn goal_lock(&self, id: &GoalId) -> PathBuf {
         self.goal_dir(id).join("lock")
     }

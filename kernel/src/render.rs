@@ -7,6 +7,7 @@ use loopx_core::model::{Role, TodoStatus};
 use loopx_core::untrusted::{flatten, quoted};
 
 use crate::state::GoalState;
+use crate::table::KeyRef;
 
 /// Todos listed per section before "… and N more".
 pub const LISTED: usize = 25;
@@ -52,8 +53,8 @@ pub fn goal_md(state: &GoalState) -> String {
 
     let gates: Vec<_> = state.open_gates().filter(|g| g.is_persons()).collect();
     let checks: Vec<_> = state.gates.iter().filter(|g| crate::gates::checkable(g)).collect();
-    let open = |t: &&loopx_core::model::Todo| !t.status.is_closed();
-    let user_todos: Vec<_> = state.todos.iter().filter(open).filter(|t| t.role == Role::User).collect();
+    let open = |t: &KeyRef<'_>| !t.status.is_closed();
+    let user_todos: Vec<_> = state.todos.keys().filter(open).filter(|t| t.role == Role::User).collect();
     if !gates.is_empty() || !user_todos.is_empty() {
         let _ = writeln!(out, "\n## Needs you\n");
         for g in gates.iter().take(LISTED) {
@@ -66,7 +67,7 @@ pub fn goal_md(state: &GoalState) -> String {
                 g.id
             );
         }
-        for t in user_todos.iter().take(LISTED) {
+        for t in user_todos.iter().take(LISTED).filter_map(|k| state.todo(k.id)) {
             let _ = writeln!(out, "- [ ] {} {} {}", t.id, t.priority, one_line(&t.text));
         }
     }
@@ -110,7 +111,7 @@ pub fn goal_md(state: &GoalState) -> String {
     if !state.agents.is_empty() {
         let _ = writeln!(out, "\n## Next per agent\n");
         for a in &state.agents {
-            match state.selectable(Some(&a.id), now).next() {
+            match state.pick(Some(&a.id), now) {
                 Some(t) => {
                     let _ = writeln!(out, "- {}: {} {} {}", a.id, t.id, t.priority, one_line(&t.text));
                 }
@@ -124,11 +125,11 @@ pub fn goal_md(state: &GoalState) -> String {
         &mut out,
         state,
         "In progress",
-        state.todos.iter().filter(open).filter(|t| t.role == Role::Agent && t.claimed_by.is_some()),
+        state.todos.keys().filter(open).filter(|t| t.role == Role::Agent && t.claimed_by.is_some()),
     );
     let mut next: Vec<_> = state
         .todos
-        .iter()
+        .keys()
         .filter(|t| t.role == Role::Agent && t.status == TodoStatus::Open && t.claimed_by.is_none())
         .collect();
     next.sort_by_key(|t| (t.priority, t.id));
@@ -137,26 +138,21 @@ pub fn goal_md(state: &GoalState) -> String {
         &mut out,
         state,
         "Blocked or deferred",
-        state.todos.iter().filter(|t| matches!(t.status, TodoStatus::Blocked | TodoStatus::Deferred)),
+        state.todos.keys().filter(|t| matches!(t.status, TodoStatus::Blocked | TodoStatus::Deferred)),
     );
     section(
         &mut out,
         state,
         "Done (latest first)",
-        state.todos.iter().rev().filter(|t| t.status == TodoStatus::Done),
+        state.todos.keys().rev().filter(|t| t.status == TodoStatus::Done),
     );
     out
 }
 
-fn section<'a>(
-    out: &mut String,
-    state: &GoalState,
-    title: &str,
-    todos: impl Iterator<Item = &'a loopx_core::model::Todo>,
-) {
+fn section<'a>(out: &mut String, state: &GoalState, title: &str, todos: impl Iterator<Item = KeyRef<'a>>) {
     let mut shown = 0usize;
     let mut more = 0usize;
-    for t in todos {
+    for k in todos {
         if shown == 0 {
             let _ = writeln!(out, "\n## {title}\n");
         }
@@ -165,12 +161,13 @@ fn section<'a>(
             continue;
         }
         shown += 1;
+        let Some(t) = state.todo(k.id) else { continue };
         let mark = if t.status == TodoStatus::Done { "x" } else { " " };
         let mut line = format!("- [{mark}] {} {} {}", t.id, t.priority, one_line(&t.text));
         if let Some(a) = &t.claimed_by {
             let _ = write!(line, " — {a}");
         }
-        if let Some(g) = state.gate_holding(t) {
+        if let Some(g) = state.gate_holding(k) {
             let _ = write!(line, " (held by {g})");
         }
         if let Some(r) = &t.resume_when {

@@ -1233,7 +1233,7 @@ fn takeover(state: &GoalState, actor: &Actor, req: &UpdateTodo, now: Timestamp) 
 /// already holds its next todo.
 pub fn claim_next(state: &GoalState, actor: &Actor, now: Timestamp) -> Result<(TodoId, Option<Event>)> {
     let me = explicit_agent(actor, "claim-next")?;
-    let Some(pick) = state.selectable(Some(me), now).next() else {
+    let Some(pick) = state.pick(Some(me), now) else {
         return Err(Error::refused(format!("nothing on goal {} is free for {me} to claim", state.goal.id))
             .with_hint("see why")
             .with_next(&state.goal.id, Some(me), NextStep::ShouldRun));

@@ -731,7 +731,9 @@ impl Sim {
                 self.violation("the state equals a replay of the log", format!("at event {}", stored.seq))
             );
         }
-        if self.checker.root.as_ref().is_some_and(|r| *r != log::state_root(&mine)) {
+        let root = self.checker.shadow.as_ref().map(crate::store::root_of).transpose();
+        let root = root.map_err(|e| self.violation("the state encodes", e.message))?;
+        if self.checker.root.is_some() && self.checker.root != root {
             return Err(
                 self.violation("the log's state root is its replay's", format!("at event {}", stored.seq))
             );

@@ -27,6 +27,7 @@ pub const SPEND_HORIZON_MS: i64 = 7 * 24 * 3600 * 1000;
 pub const CLOSED_KEPT: usize = 64;
 
 use crate::log::EventLine;
+use crate::table::{KeyRef, TodoTable};
 
 /// What is kept for an idempotency key: the event that committed it and, for commands whose
 /// replay must be byte for byte (a spend), the receipt itself.
@@ -46,7 +47,7 @@ pub struct GoalState {
     pub agents: Vec<Agent>,
     /// The live todos (every one not closed, and the [`CLOSED_KEPT`] most recently closed),
     /// in id order; the others are in the archive.
-    pub todos: Vec<Todo>,
+    pub todos: TodoTable,
     /// The live todos' evidence, in id order.
     pub evidence: Vec<Evidence>,
     pub receipts: BTreeMap<String, StoredReceipt>,
@@ -218,7 +219,7 @@ impl GoalState {
                 updated_at: first.at,
             },
             agents: Vec::new(),
-            todos: Vec::new(),
+            todos: TodoTable::default(),
             evidence: Vec::new(),
             receipts: BTreeMap::new(),
             receipt_order: VecDeque::new(),
@@ -249,20 +250,19 @@ impl GoalState {
 
     /// A live todo.
     pub fn todo(&self, id: TodoId) -> Option<&Todo> {
-        self.todos.binary_search_by_key(&id, |t| t.id).ok().map(|i| &self.todos[i])
+        self.todos.get(id)
     }
 
     fn todo_mut(&mut self, id: TodoId) -> Result<&mut Todo, String> {
-        match self.todos.binary_search_by_key(&id, |t| t.id) {
-            Ok(i) => Ok(&mut self.todos[i]),
-            Err(_) if self.is_archived(id) => Err(format!("event changes todo {id}, which is archived")),
-            Err(_) => Err(format!("event names unknown todo {id}")),
+        if self.is_archived(id) {
+            return Err(format!("event changes todo {id}, which is archived"));
         }
+        self.todos.get_mut(id).ok_or_else(|| format!("event names unknown todo {id}"))
     }
 
     /// Whether `id` was added and has since left the live state for the archive.
     pub fn is_archived(&self, id: TodoId) -> bool {
-        id.number() >= 1 && id.number() <= self.todos_total && self.todo(id).is_none()
+        id.number() >= 1 && id.number() <= self.todos_total && self.todos.key(id).is_none()
     }
 
     /// The goal's latest evidence, live or archived.
@@ -820,7 +820,7 @@ impl GoalState {
 
     /// The gate holding `todo` back, if any: an open gate scoped to it, or the gate it waits
     /// for (`after_gate`) while that gate is open or was rejected.
-    pub fn gate_holding(&self, todo: &Todo) -> Option<GateId> {
+    pub fn gate_holding(&self, todo: KeyRef<'_>) -> Option<GateId> {
         if let Some(g) = todo.after_gate.and_then(|g| self.gate(g))
             && matches!(g.status, GateStatus::Open | GateStatus::Rejected)
         {
@@ -885,11 +885,10 @@ impl GoalState {
     fn archive_overflow(&mut self) -> Result<(), String> {
         while self.closed_order.len() > CLOSED_KEPT {
             let Some(id) = self.closed_order.pop_front() else { break };
-            let Ok(i) = self.todos.binary_search_by_key(&id, |t| t.id) else { continue };
-            if !self.todos[i].status.is_closed() {
+            if !self.todos.key(id).is_some_and(|k| k.status.is_closed()) {
                 continue;
             }
-            let todo = self.todos.remove(i);
+            let Some(todo) = self.todos.remove(id) else { continue };
             let mut evidence = Vec::new();
             for e in &todo.evidence {
                 if let Ok(j) = self.evidence.binary_search_by_key(e, |x| x.id) {
@@ -936,7 +935,7 @@ impl GoalState {
             superseded: a.superseded.len(),
             ..TodoCounts::default()
         };
-        for t in &self.todos {
+        for t in self.todos.keys() {
             match t.status {
                 TodoStatus::Open => c.open += 1,
                 TodoStatus::Blocked => c.blocked += 1,
@@ -949,11 +948,11 @@ impl GoalState {
     }
 
     /// Whether a todo's `resume_when` has not yet come true.
-    pub fn is_waiting(&self, todo: &Todo, now: Timestamp) -> bool {
-        match &todo.resume_when {
+    pub fn is_waiting(&self, todo: KeyRef<'_>, now: Timestamp) -> bool {
+        match todo.resume_when {
             None => false,
             Some(ResumeWhen::At(t)) => now < *t,
-            Some(ResumeWhen::TodoDone(other)) => match self.todo(*other) {
+            Some(ResumeWhen::TodoDone(other)) => match self.todos.key(*other) {
                 Some(o) => o.status != TodoStatus::Done,
                 None => !self.is_archived(*other) || self.archive.superseded.contains(other),
             },
@@ -963,39 +962,33 @@ impl GoalState {
 
     /// Agent work `agent` could pick up if nothing held it back: open (or deferred with a
     /// resume condition) `advance` or `monitor` agent todos that nobody else holds.
-    pub fn candidate(&self, t: &Todo, agent: Option<&AgentId>) -> bool {
+    pub fn candidate(&self, t: KeyRef<'_>, agent: Option<&AgentId>) -> bool {
         t.role == Role::Agent
             && t.class != TodoClass::Blocker
             && (t.status == TodoStatus::Open || (t.status == TodoStatus::Deferred && t.resume_when.is_some()))
             && t.holder().is_none_or(|c| Some(c) == agent)
     }
 
-    /// The todos an agent may pick, best first: candidates that are due, not held by a gate
-    /// and not reserved for another by a handoff, ordered by (handed to `agent` first, held by
-    /// `agent`, priority, creation).
-    pub fn selectable<'a>(
-        &'a self,
-        agent: Option<&'a AgentId>,
-        now: Timestamp,
-    ) -> impl Iterator<Item = &'a Todo> + 'a {
+    /// The todo an agent should pick: of the candidates that are due, not held by a gate and
+    /// not reserved for another by a handoff, the first by (handed to `agent` first, held by
+    /// `agent`, priority, creation). Ranks keys only; decodes the one it picks.
+    pub fn pick(&self, agent: Option<&AgentId>, now: Timestamp) -> Option<&Todo> {
         // Most goals have no handoff pending: then no todo needs the check.
         let reserving = self.handoffs.iter().any(|h| h.is_pending(now));
-        let mut picks: Vec<&Todo> = self
-            .todos
-            .iter()
-            .filter(move |t| {
-                self.candidate(t, agent)
-                    && !self.is_waiting(t, now)
-                    && self.gate_holding(t).is_none()
+        let handed = agent.map(|a| self.handed_to(a, now)).unwrap_or_default();
+        self.todos
+            .keys()
+            .filter(|t| {
+                self.candidate(*t, agent)
+                    && !self.is_waiting(*t, now)
+                    && self.gate_holding(*t).is_none()
                     && (!reserving || self.handoff_allows(t.id, agent, now))
             })
-            .collect();
-        let handed = agent.map(|a| self.handed_to(a, now)).unwrap_or_default();
-        picks.sort_by_key(|t| (!handed.contains(&t.id), t.holder().is_none(), t.priority, t.id));
-        picks.into_iter()
+            .min_by_key(|t| (!handed.contains(&t.id), t.holder().is_none(), t.priority, t.id))
+            .and_then(|k| self.todo(k.id))
     }
 
     pub fn next_for(&self, agent: Option<&AgentId>, now: Timestamp) -> Option<TodoSummary> {
-        self.selectable(agent, now).next().map(TodoSummary::from)
+        self.pick(agent, now).map(TodoSummary::from)
     }
 }

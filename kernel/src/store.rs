@@ -25,11 +25,14 @@ use crate::log::{self, EventLine, GENESIS, Scan};
 use crate::project::{Layout, ProjectFile, STORE_SCHEMA_VERSION, StoreRef};
 use crate::render;
 use crate::state::{ArchiveHead, ArchivedTodo, GoalState, StoredReceipt};
+use crate::table;
 
-/// The version of `snapshot.json`. Version 2 holds the live state only, beside `archive.jsonl`;
-/// a version 1 snapshot (the whole state) is rebuilt from the log on first use, which writes the
-/// archive and records the upgrade as an event.
-pub const SNAPSHOT_SCHEMA_VERSION: u32 = 2;
+/// The version of `snapshot.json`. Version 3 holds the live state in the table form (a record
+/// per todo, decoded when used: [`crate::table`]); version 2 held it as one JSON document, and
+/// version 1 held the whole state, archive included. An older snapshot is rebuilt from the log
+/// on first use; going from version 1 also writes the archive and records the upgrade as an
+/// event.
+pub const SNAPSHOT_SCHEMA_VERSION: u32 = 3;
 
 /// How long a command waits for a goal lock before it fails with "busy".
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -186,7 +189,8 @@ pub struct Commit<'a> {
     /// The state after the event.
     pub state: &'a GoalState,
     /// `state`'s canonical encoding, whose root the line records.
-    pub state_json: &'a [u8],
+    /// The state's hashed form ([`table::encode_keys`]).
+    pub state_keys: &'a [u8],
     /// The archive before the event (the todos it archived are `state.archived_now`).
     pub archive_before: &'a ArchiveHead,
     /// What the store's views were when the transaction loaded them (the file store: GOAL.md's
@@ -201,7 +205,8 @@ pub struct StoreOptions {
     /// Describes this process to other waiters ("loopx todo add").
     pub holder: String,
     /// Test-only fault injection: abort the process at this named commit step
-    /// (`after-lock`, `after-append`, `after-snapshot`). The CLI sets it only in debug builds.
+    /// (`after-lock`, `after-append`, `after-archive`, `before-goal-md`, `after-bodies`,
+    /// `before-bodies-rename`, `before-snapshot-rename`). The CLI sets it only in debug builds.
     pub fault: Option<String>,
 }
 
@@ -212,8 +217,8 @@ impl Default for StoreOptions {
 }
 
 /// The first line of `snapshot.json`: what the state after it was derived from. The state
-/// follows on the next line as the exact bytes its root hashes, so a read hashes and decodes
-/// them once, without another pass over them.
+/// follows as the exact bytes its root hashes ([`table::encode_keys`]), then a line of offsets:
+/// where each todo's JSON is in the body file the header names.
 #[derive(Debug, Serialize, Deserialize)]
 struct SnapshotHeader {
     schema_version: u32,
@@ -223,14 +228,33 @@ struct SnapshotHeader {
     log_len: u64,
     log_mtime_ns: u64,
     goal_md_digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bodies: Option<BodiesRef>,
 }
 
-/// Splits `snapshot.json` into its header and its state's bytes.
-fn split_snapshot(bytes: &[u8]) -> Option<(SnapshotHeader, &[u8])> {
+/// The body file a snapshot's todos are in, with its size and time when the snapshot was
+/// written: one that differs was changed since (by a crash or by hand), and the state is
+/// rebuilt from the log.
+#[derive(Debug, Serialize, Deserialize)]
+struct BodiesRef {
+    generation: u64,
+    len: u64,
+    mtime_ns: u64,
+}
+
+/// The version of a `snapshot.json` an older loopx wrote, if it is one (version 1 was one JSON
+/// document; later ones begin with a header line).
+pub fn older_snapshot(bytes: &[u8]) -> Option<u32> {
+    let first = bytes.split(|c| *c == b'\n').next()?;
+    let v: serde_json::Value = serde_json::from_slice(first).ok()?;
+    v["schema_version"].as_u64().and_then(|n| u32::try_from(n).ok()).filter(|n| *n < SNAPSHOT_SCHEMA_VERSION)
+}
+
+/// Splits `snapshot.json` into its header and where its state's bytes begin and end.
+fn split_snapshot(bytes: &[u8]) -> Option<(SnapshotHeader, usize, usize)> {
     let nl = bytes.iter().position(|b| *b == b'\n')?;
     let header = serde_json::from_slice(&bytes[..nl]).ok()?;
-    let state = &bytes[nl + 1..];
-    Some((header, state.strip_suffix(b"\n").unwrap_or(state)))
+    Some((header, nl + 1, bytes.len()))
 }
 
 /// What loading a snapshot found.
@@ -239,8 +263,9 @@ enum Loaded {
     Current(Box<Snapshot>),
     /// It describes an older log, or cannot be read: rebuilt from the log.
     Stale,
-    /// Its state does not hash to the root the log's last line records: edited by hand.
-    Tampered,
+    /// Its state does not hash to the root the log's last line records, or the body file
+    /// changed after it was written (what changed, named): edited by hand.
+    Tampered(String),
 }
 
 /// `snapshot.json`: the state at event `seq`, and the log it was derived from.
@@ -261,11 +286,21 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Reads a `snapshot.json` (a header line, then the state); `None` if it is not one this
-    /// loopx wrote (damaged, or from an older loopx).
-    pub fn decode(bytes: &[u8]) -> Option<Snapshot> {
-        let (h, state) = split_snapshot(bytes)?;
-        let state = serde_json::from_slice(state).ok()?;
+    /// Reads a `snapshot.json` (a header line, then the state) of goal `id`, its todos in the
+    /// body file it names; `None` if it is not one this loopx wrote (damaged, or from an older
+    /// loopx) or its body file is gone. The todos are not checked ([`table::TodoTable::check`]).
+    pub fn decode(bytes: &Arc<Vec<u8>>, layout: &Layout, id: &GoalId) -> Option<Snapshot> {
+        let (h, from, to) = split_snapshot(bytes)?;
+        if h.schema_version != SNAPSHOT_SCHEMA_VERSION {
+            return None;
+        }
+        let file = match &h.bodies {
+            Some(b) => {
+                Some(Arc::new(table::BodyFile::open(&layout.bodies(id, b.generation), b.generation).ok()?))
+            }
+            None => None,
+        };
+        let (state, _) = table::decode(bytes, from, to, table::Bodies::File(file)).ok()?;
         Some(Snapshot {
             schema_version: h.schema_version,
             goal_id: h.goal_id,
@@ -372,8 +407,8 @@ impl<'a> Txn<'a> {
             }
             next.keep_receipt(&line);
         }
-        let state_json = encode_state_sized(next, self.size_hint)?;
-        line.root = Some(log::state_root(&state_json));
+        let state_keys = table::encode_keys(next, self.size_hint)?;
+        line.root = Some(log::state_root(&state_keys));
         let text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
         let hash = log::line_hash(text.as_bytes());
@@ -384,7 +419,7 @@ impl<'a> Txn<'a> {
                 line: &text,
                 hash: &hash,
                 state: &self.state,
-                state_json: &state_json,
+                state_keys: &state_keys,
                 archive_before,
                 views: views.as_deref(),
             },
@@ -577,7 +612,8 @@ impl FileStore {
         let Some(bytes) = kfs::read_optional(&self.layout.snapshot(id))? else {
             return Ok(Loaded::Stale);
         };
-        let Some((file, state_json)) = split_snapshot(&bytes) else {
+        let bytes = Arc::new(bytes);
+        let Some((file, from, to)) = split_snapshot(&bytes) else {
             return Ok(Loaded::Stale);
         };
         let events = self.layout.events(id);
@@ -589,16 +625,55 @@ impl FileStore {
         if !current {
             return Ok(Loaded::Stale);
         }
-        let last = log::last_line(&events, len).map_err(|e| Error::io("read", &events, &e))?;
-        // A log written by an older loopx has no root yet; its next commit adds one.
-        if let Some(root) = last.and_then(|l| l.root)
-            && root != log::state_root(state_json)
-        {
-            return Ok(Loaded::Tampered);
-        }
-        let Ok(state) = serde_json::from_slice::<GoalState>(state_json) else {
+        let body_file = match &file.bodies {
+            None => None,
+            Some(b) => {
+                let path = self.layout.bodies(id, b.generation);
+                if kfs::check_state_file(&path).is_err() {
+                    return Ok(Loaded::Stale);
+                }
+                match log_stat(&path) {
+                    Ok(stat) if stat == (b.len, b.mtime_ns) => {}
+                    // The log has not moved since the snapshot (checked above): no commit
+                    // wrote this file since.
+                    Ok(_) => {
+                        let name =
+                            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                        return Ok(Loaded::Tampered(format!(
+                            "{name} changed after the snapshot was written"
+                        )));
+                    }
+                    Err(_) => return Ok(Loaded::Stale),
+                }
+                match table::BodyFile::open(&path, b.generation) {
+                    Ok(f) => Some(Arc::new(f)),
+                    Err(_) => return Ok(Loaded::Stale),
+                }
+            }
+        };
+        let Ok((state, hashed)) = table::decode(&bytes, from, to, table::Bodies::File(body_file)) else {
             return Ok(Loaded::Stale);
         };
+        let last = log::last_line(&events, len).map_err(|e| Error::io("read", &events, &e))?;
+        let root = last.and_then(|l| l.root);
+        // The root is checked before anything of the state is used.
+        if root
+            .as_ref()
+            .is_some_and(|r| !log::is_legacy_root(r) && *r != log::state_root(&bytes[from..hashed]))
+        {
+            return Ok(Loaded::Tampered(
+                "snapshot.json does not hash to the state the event log records".into(),
+            ));
+        }
+        // A log whose last line an older loopx wrote has a root of the older kind (and no root
+        // before that); its next commit writes one of the new kind.
+        if let Some(r) = root.filter(|r| log::is_legacy_root(r))
+            && r != log::legacy_state_root(&legacy_json(&state)?)
+        {
+            return Ok(Loaded::Tampered(
+                "snapshot.json does not hash to the state the event log records".into(),
+            ));
+        }
         // An archive shorter than the state says lost lines (rebuilt from the log); a longer
         // one holds lines of a commit that never finished, which the next append cuts.
         if archive_len(&self.layout.archive(id))? < state.archive.bytes {
@@ -626,10 +701,8 @@ impl FileStore {
             }
             return Ok((s.state, s.head, Some(s.goal_md_digest)));
         }
-        if matches!(loaded, Loaded::Tampered) {
-            self.reporter.warn(&format!(
-                "goal {id}: snapshot.json does not hash to the state the event log records (edited by hand?); rebuilt from the log"
-            ));
+        if let Loaded::Tampered(what) = &loaded {
+            self.reporter.warn(&format!("goal {id}: {what} (edited by hand?); rebuilt from the log"));
         }
         self.goal_exists_check(id)?;
         let events = self.layout.events(id);
@@ -642,7 +715,10 @@ impl FileStore {
                 scan.torn_bytes
             ));
         }
-        let old = kfs::read_optional(&self.layout.snapshot(id))?.map(|b| Snapshot::decode(&b).ok_or(()));
+        let old = kfs::read_optional(&self.layout.snapshot(id))?.map(|b| {
+            let b = Arc::new(b);
+            Snapshot::decode(&b, &self.layout, id).ok_or_else(|| older_snapshot(&b))
+        });
         let (state, archive) = replay(id, &scan)?;
         let legacy = check_root(id, &scan, &state, &archive)?;
         match old {
@@ -651,7 +727,10 @@ impl FileStore {
                 .warn(&format!("recovered goal {id}: snapshot.json was missing; rebuilt from the event log")),
             // A snapshot from before the archive: the upgrade below says what happened.
             Some(Err(_)) if legacy => {}
-            Some(Err(_)) => self.reporter.warn(&format!(
+            Some(Err(Some(v))) => self.reporter.warn(&format!(
+                "goal {id}: snapshot.json was written by an older loopx (version {v}); rebuilt from the event log"
+            )),
+            Some(Err(None)) => self.reporter.warn(&format!(
                 "recovered goal {id}: snapshot.json was unreadable; rebuilt from the event log"
             )),
             Some(Ok(snap)) => {
@@ -712,7 +791,7 @@ impl FileStore {
         head: &str,
         prior_md: Option<&str>,
     ) -> Result<()> {
-        self.write_projections_json(id, state, &encode_state(state)?, head, prior_md)
+        self.write_projections_json(id, state, &table::encode_keys(state, 0)?, head, prior_md)
     }
 
     /// [`FileStore::write_projections`] with the state already encoded (the bytes its root
@@ -721,7 +800,7 @@ impl FileStore {
         &self,
         id: &GoalId,
         state: &GoalState,
-        state_json: &[u8],
+        state_keys: &[u8],
         head: &str,
         prior_md: Option<&str>,
     ) -> Result<()> {
@@ -745,6 +824,8 @@ impl FileStore {
             ));
         }
         kfs::write_view_if_changed(&md_path, md.as_bytes())?;
+        let (bodies, offsets, fresh) = self.write_bodies(id, state)?;
+        self.fault_point("after-bodies");
         let (log_len, log_mtime_ns) = log_stat(&self.layout.events(id))?;
         let header = SnapshotHeader {
             schema_version: SNAPSHOT_SCHEMA_VERSION,
@@ -754,16 +835,89 @@ impl FileStore {
             log_len,
             log_mtime_ns,
             goal_md_digest: log::line_hash(md.as_bytes()),
+            bodies,
         };
         let mut header = serde_json::to_vec(&header)
             .map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
         header.push(b'\n');
         kfs::atomic_write_parts(
             &self.layout.snapshot(id),
-            &[&header, state_json, b"\n"],
+            &[&header, state_keys, &offsets],
             kfs::Sync::View,
             &|| self.fault_point("before-snapshot-rename"),
-        )
+        )?;
+        // A new body file is named by the snapshot now: the older ones are no one's.
+        if fresh {
+            self.remove_bodies_but(id, state.seq);
+        }
+        Ok(())
+    }
+
+    /// Puts the live todos' JSON in a body file: appended to the current one, or, when that
+    /// is more than half dead or there is none, all of them in a new one named for this commit.
+    /// Returns the file, the offsets line, and whether the file is new.
+    fn write_bodies(&self, id: &GoalId, state: &GoalState) -> Result<(Option<BodiesRef>, Vec<u8>, bool)> {
+        if state.todos.is_empty() {
+            return Ok((None, Vec::new(), false));
+        }
+        let current = state.todos.body_file().cloned();
+        let current_len = current.as_ref().and_then(|f| fs::metadata(&f.path).ok()).map(|m| m.len());
+        let places = state.todos.places(current.as_ref().map(|f| f.generation))?;
+        let live: u64 = places
+            .iter()
+            .map(|p| match p {
+                table::Place::At(_, len) => *len as u64 + 1,
+                table::Place::Write(b) => b.len() as u64 + 1,
+            })
+            .sum();
+        let (generation, mut at, places, fresh) = match (&current, current_len) {
+            (Some(f), Some(len)) if len <= 2 * live + (1 << 20) => (f.generation, len, places, false),
+            // All of them, read from the old file (and checked) where they are stored.
+            _ => (state.seq, 0, state.todos.places(None)?, true),
+        };
+        let mut offsets = Vec::with_capacity(places.len() * 8);
+        let mut out = Vec::new();
+        for place in &places {
+            let off = match place {
+                table::Place::At(off, _) => *off,
+                table::Place::Write(b) => {
+                    out.extend_from_slice(b);
+                    out.push(b'\n');
+                    at += b.len() as u64 + 1;
+                    at - b.len() as u64 - 1
+                }
+            };
+            if !offsets.is_empty() {
+                offsets.push(b' ');
+            }
+            offsets.extend_from_slice(off.to_string().as_bytes());
+        }
+        offsets.push(b'\n');
+        let path = self.layout.bodies(id, generation);
+        if fresh {
+            kfs::atomic_write_with(&path, &out, kfs::Sync::View, &|| {
+                self.fault_point("before-bodies-rename")
+            })?;
+        } else if !out.is_empty() {
+            let mut file = kfs::open_append(&path)?;
+            std::io::Write::write_all(&mut file, &out).map_err(|e| Error::io("append to", &path, &e))?;
+        }
+        let (len, mtime_ns) = log_stat(&path)?;
+        Ok((Some(BodiesRef { generation, len, mtime_ns }), offsets, fresh))
+    }
+
+    /// Removes the goal's body files other than generation `keep` (best effort: one left
+    /// behind is removed by the next new one).
+    fn remove_bodies_but(&self, id: &GoalId, keep: u64) {
+        let Ok(entries) = fs::read_dir(self.layout.goal_dir(id)) else { return };
+        let keep = self.layout.bodies(id, keep);
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("todos-") && name.ends_with(".dat") && e.path() != keep {
+                let _ = fs::remove_file(e.path());
+            }
+        }
     }
 }
 
@@ -780,24 +934,33 @@ pub fn genesis(id: &GoalId, first: Event, at: loopx_core::Timestamp) -> Result<(
         prev: GENESIS.to_owned(),
     };
     let state = GoalState::genesis(id, &line).map_err(Error::internal)?;
-    let line = EventLine { root: Some(log::state_root(&encode_state(&state)?)), ..line };
+    let line = EventLine { root: Some(root_of(&state)?), ..line };
     let text =
         serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
     Ok((state, text))
 }
 
-/// A state's canonical JSON: what its root hashes and the snapshot holds.
+/// A state's canonical bytes, todos and all ([`table::encode_state`]).
 pub fn encode_state(state: &GoalState) -> Result<Vec<u8>> {
-    encode_state_sized(state, 0)
+    table::encode_state(state)
 }
 
-/// [`encode_state`] into a buffer of `hint` bytes (the last snapshot's size): a large state is
-/// then written once, without the buffer doubling (and holding both halves) as it grows.
-fn encode_state_sized(state: &GoalState, hint: usize) -> Result<Vec<u8>> {
-    let mut buf = Vec::with_capacity(hint + hint / 16);
-    serde_json::to_writer(&mut buf, state)
-        .map_err(|e| Error::internal(format!("cannot encode the state: {e}")))?;
-    Ok(buf)
+/// A state's root ([`log::state_root`] of [`table::encode_keys`]).
+pub fn root_of(state: &GoalState) -> Result<String> {
+    Ok(log::state_root(&table::encode_keys(state, 0)?))
+}
+
+/// A state as one JSON document, the form roots hashed before the table form.
+pub fn legacy_json(state: &GoalState) -> Result<Vec<u8>> {
+    serde_json::to_vec(state).map_err(|e| Error::internal(format!("cannot encode the state: {e}")))
+}
+
+/// Whether `root`, from a log line, is the root of `state`.
+pub fn root_matches(root: &str, state: &GoalState) -> Result<bool> {
+    if log::is_legacy_root(root) {
+        return Ok(root == log::legacy_state_root(&legacy_json(state)?));
+    }
+    Ok(root == root_of(state)?)
 }
 
 impl FileStore {
@@ -836,9 +999,9 @@ impl FileStore {
         }
         // Only the last line's root is ever checked; hashing every intermediate state would
         // cost the whole state per event.
-        let state_json = encode_state(&state)?;
+        let state_keys = table::encode_keys(&state, 0)?;
         if let Some(last) = lines.last_mut() {
-            last.root = Some(log::state_root(&state_json));
+            last.root = Some(log::state_root(&state_keys));
         }
         let mut text = String::new();
         let n = lines.len() as u64;
@@ -856,7 +1019,7 @@ impl FileStore {
         if !archived.is_empty() {
             self.append_archive(id, &archive_before, &archived)?;
         }
-        self.write_projections_json(id, &state, &state_json, &head, None)?;
+        self.write_projections_json(id, &state, &state_keys, &head, None)?;
         Ok(n)
     }
 }
@@ -1042,8 +1205,10 @@ impl FileStore {
         self.write_archive(id, &archive)?;
         let snap_path = self.layout.snapshot(id);
         if let Some(old) = kfs::read_optional(&snap_path)? {
-            let matches = Snapshot::decode(&old).is_some_and(|s| {
-                s.seq == state.seq && serde_json::to_value(&s.state).ok() == serde_json::to_value(&state).ok()
+            let matches = Snapshot::decode(&Arc::new(old.clone()), &self.layout, id).is_some_and(|s| {
+                s.state.todos.check().is_ok()
+                    && s.seq == state.seq
+                    && serde_json::to_value(&s.state).ok() == serde_json::to_value(&state).ok()
             });
             if !matches {
                 let aside = self.set_aside(&snap_path, &old)?;
@@ -1165,7 +1330,7 @@ impl Store for FileStore {
         self.fault_point("after-archive");
         // The event is committed: whatever happens to the views now, the command succeeded.
         // A view that could not be written is stale, and the next command rebuilds it.
-        if let Err(e) = self.write_projections_json(id, c.state, c.state_json, c.hash, c.views) {
+        if let Err(e) = self.write_projections_json(id, c.state, c.state_keys, c.hash, c.views) {
             self.reporter.warn(&format!(
                 "the change is committed, but the goal's views could not be written ({}); the next command rebuilds them",
                 e.message
@@ -1310,7 +1475,7 @@ impl FileStore {
             prev: head,
         };
         state.apply(&line).map_err(Error::internal)?;
-        let line = EventLine { root: Some(log::state_root(&encode_state(&state)?)), ..line };
+        let line = EventLine { root: Some(root_of(&state)?), ..line };
         let text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
         let events = self.layout.events(id);
@@ -1370,11 +1535,14 @@ pub fn check_root(id: &GoalId, scan: &Scan, state: &GoalState, archive: &[String
     let Some(root) = scan.lines.last().and_then(|l| l.root.as_ref()) else {
         return Ok(!scan.lines.iter().any(|l| matches!(l.event, Event::StoreUpgraded { .. })));
     };
-    if *root == log::state_root(&encode_state(state)?) {
+    if root_matches(root, state)? {
         return Ok(false);
     }
     let upgraded = scan.lines.iter().any(|l| matches!(l.event, Event::StoreUpgraded { .. }));
-    if upgraded || *root != log::state_root(&encode_state(&whole_state(state, archive)?)?) {
+    if upgraded
+        || !log::is_legacy_root(root)
+        || *root != log::legacy_state_root(&legacy_json(&whole_state(state, archive)?)?)
+    {
         return Err(Error::integrity(format!(
             "goal {id}: replaying events.jsonl does not give the state its last event records (event {})",
             state.seq
@@ -1397,7 +1565,6 @@ fn whole_state(state: &GoalState, archive: &[String]) -> Result<GoalState> {
         whole.todos.push(todo);
         whole.evidence.extend(a.evidence);
     }
-    whole.todos.sort_by_key(|t| t.id);
     whole.evidence.sort_by_key(|e| e.id);
     whole.todos_total = 0;
     whole.evidence_total = 0;

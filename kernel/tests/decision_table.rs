@@ -286,7 +286,7 @@ fn row_4b_the_sender_waits_for_its_handoff_and_the_receiver_takes_the_handed_tod
     check(&d, DecisionKind::Handoff, RunState::Waiting);
     assert!(matches!(&d.continuation, Continuation::Handoff { to_agent: Some(b), .. } if b.as_str() == "b"));
     // Other open work does not pull the sender back while it waits.
-    assert_eq!(s.state.selectable(Some(&agent("a")), s.now).next().map(|t| t.id), Some(y));
+    assert_eq!(s.state.pick(Some(&agent("a")), s.now).map(|t| t.id), Some(y));
     // The receiver: the handed todo before a P0 one.
     let d = s.decide(Some("b"));
     check(&d, DecisionKind::Run, RunState::Eligible);

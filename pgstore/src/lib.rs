@@ -38,8 +38,9 @@ use loopx_kernel::project::ProjectFile;
 use loopx_kernel::state::{ArchiveHead, ArchivedTodo, GoalState};
 use loopx_kernel::store::{
     Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, events_missing, genesis,
-    lines_of, read_archive, replay, verify_lines,
+    lines_of, read_archive, replay, root_matches, verify_lines,
 };
+use loopx_kernel::table;
 use loopx_kernel::{Reporter, StoreOptions};
 
 /// The schema, one entry a version; a database is brought to the last on connect.
@@ -398,10 +399,14 @@ impl PgStore {
         let (state_text, head, dirty, last, at): (&str, &str, bool, Option<&str>, i64) =
             (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
         let root = last.and_then(|l| serde_json::from_str::<log::EventLine>(l).ok()).and_then(|l| l.root);
-        if !dirty && root.as_deref() == Some(log::state_root(state_text.as_bytes()).as_str()) {
-            let state = serde_json::from_str(state_text)
+        if !dirty && let Some(root) = root {
+            let bytes = Arc::new(state_text.as_bytes().to_vec());
+            let (state, _) = table::decode(&bytes, 0, bytes.len(), table::Bodies::Inline)
                 .map_err(|e| Error::integrity(format!("goal {id}: its state row does not decode: {e}")))?;
-            return Ok((state, head.to_owned(), false));
+            // The todos' JSON is checked against the hashes the root covers, once.
+            if root_matches(&root, &state)? && state.todos.check().is_ok() {
+                return Ok((state, head.to_owned(), false));
+            }
         }
         if !dirty {
             self.reporter.warn(&format!(
@@ -678,7 +683,9 @@ impl Store for PgStore {
                 return Err(Error::internal("a commit outside a transaction"));
             }
             let seq = seq_i64(c.state.seq)?;
-            let state = std::str::from_utf8(c.state_json).map_err(|e| Error::internal(e.to_string()))?;
+            let mut whole = c.state_keys.to_vec();
+            table::append_bodies(c.state, &mut whole)?;
+            let state = std::str::from_utf8(&whole).map_err(|e| Error::internal(e.to_string()))?;
             // The event, the state and the notice (delivered when, and only if, the transaction
             // commits) in one statement: one round trip.
             let notice = serde_json::json!({"project": self.ns, "goal": id, "seq": seq}).to_string();

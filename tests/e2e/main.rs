@@ -31,6 +31,7 @@ mod real_handoff;
 mod sim;
 mod snapshots;
 mod stores;
+mod table;
 mod text_output;
 mod tick;
 mod trust;

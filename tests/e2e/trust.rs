@@ -261,6 +261,7 @@ fn a_crash_at_each_commit_step_is_recovered() {
         ("after-append", true),
         ("before-snapshot-rename", true),
         ("before-goal-md", true),
+        ("after-bodies", true),
     ] {
         let s = Sandbox::new();
         s.init();

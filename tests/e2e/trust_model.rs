@@ -162,13 +162,20 @@ fn a_hand_edited_snapshot_is_never_trusted() {
     s.ok(&["goal", "set", "--compute", "0"]);
     let snap = s.state_dir().join("goals/main/snapshot.json");
     let before = std::fs::metadata(s.events_path("main")).unwrap().modified().unwrap();
-    // snapshot.json: a header line, then the state.
-    let text = std::fs::read_to_string(&snap).unwrap();
-    let (header, state) = text.split_once('\n').unwrap();
-    let mut v: Value = serde_json::from_str(state).unwrap();
-    v["goal"]["quota"]["compute"] = json!(1.0);
-    v["gates"][0]["status"] = json!("approved");
-    std::fs::write(&snap, format!("{header}\n{v}\n")).unwrap();
+    // snapshot.json: a header line, then the state: a marker line, the state without its todos
+    // as one JSON line, and a record per todo.
+    let edit_head = |f: &dyn Fn(&mut Value)| {
+        let text = std::fs::read_to_string(&snap).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        let mut head: Value = serde_json::from_str(&lines[2]).unwrap();
+        f(&mut head);
+        lines[2] = head.to_string();
+        std::fs::write(&snap, lines.join("\n") + "\n").unwrap();
+    };
+    edit_head(&|v| {
+        v["goal"]["quota"]["compute"] = json!(1.0);
+        v["gates"][0]["status"] = json!("approved");
+    });
     assert_eq!(std::fs::metadata(s.events_path("main")).unwrap().modified().unwrap(), before);
     for args in [&["status", "--json"][..], &["quota", "should-run", "--json"], &["gate", "list", "--json"]] {
         let r = s.ok(args);
@@ -179,20 +186,62 @@ fn a_hand_edited_snapshot_is_never_trusted() {
         }
     }
     let text = std::fs::read_to_string(&snap).unwrap();
-    let (header, state) = text.split_once('\n').unwrap();
-    let mut v: Value = serde_json::from_str(state).unwrap();
-    assert_eq!(v["goal"]["quota"]["compute"], json!(0.0), "rebuilt from the log");
-    let r = {
-        v["goal"]["quota"]["compute"] = json!(1.0);
-        std::fs::write(&snap, format!("{header}\n{v}\n")).unwrap();
-        s.ok(&["todo", "add", "--text", "more"])
-    };
+    let head: Value = serde_json::from_str(text.lines().nth(2).unwrap()).unwrap();
+    assert_eq!(head["goal"]["quota"]["compute"], json!(0.0), "rebuilt from the log");
+    edit_head(&|v| v["goal"]["quota"]["compute"] = json!(1.0));
+    let r = s.ok(&["todo", "add", "--text", "more"]);
     assert!(r.stderr.contains("does not hash to the state the event log records"), "{}", r.stderr);
+    // A todo's key line edited by hand is caught the same way; its JSON, in the goal's body
+    // file, is caught by the file's size and time, and, were those forged, by its hash.
+    let text = std::fs::read_to_string(&snap).unwrap();
+    assert!(text.contains("t1\topen\tP2"), "{text}");
+    std::fs::write(&snap, text.replace("t1\topen\tP2", "t1\topen\tP0")).unwrap();
+    let r = s.ok(&["todo", "list", "--json"]);
+    assert!(r.stderr.contains("does not hash to the state the event log records"), "{}", r.stderr);
+    assert_eq!(r.json()["todos"][0]["priority"], "P2", "{}", r.stdout);
+    let body_file = || {
+        let dir = s.state_dir().join("goals/main");
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("todos-"))
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        files[0].clone()
+    };
+    let edit_body = |forge_time: bool| {
+        let path = body_file();
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"text\":\"work\""), "{text}");
+        std::fs::write(&path, text.replace("\"text\":\"work\"", "\"text\":\"WORK\"")).unwrap();
+        if forge_time {
+            std::fs::File::options().write(true).open(&path).unwrap().set_modified(mtime).unwrap();
+        }
+    };
+    edit_body(false);
+    let r = s.ok(&["todo", "list", "--json"]);
+    assert!(r.stderr.contains("changed after the snapshot was written"), "{}", r.stderr);
+    assert!(!r.stdout.contains("WORK"), "{}", r.stdout);
+    // Same size, time put back: the todo's hash refuses it the moment it is read.
+    edit_body(true);
+    let r = s.run(&["todo", "list", "--json"]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(!r.stdout.contains("WORK"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("cannot be trusted") && r.stderr.contains("loopx doctor --repair"),
+        "{}",
+        r.stderr
+    );
+    let r = s.ok(&["doctor", "--repair", "--json"]);
+    assert!(r.stdout.contains("did not match the log"), "{}", r.stdout);
+    assert_eq!(s.json(&["todo", "list"])["todos"][0]["text"], "work");
     // A log that disagrees with its own state root is refused.
     let log = s.events_path("main");
     let text = std::fs::read_to_string(&log).unwrap();
     let mut lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    lines.last_mut().unwrap()["root"] = json!("AAAAAAAAAAAAAAAA");
+    lines.last_mut().unwrap()["root"] = json!("bAAAAAAAAAAAAAAAA");
     let edited: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&log, edited).unwrap();
     std::fs::remove_file(&snap).unwrap();

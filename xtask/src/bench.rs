@@ -413,7 +413,13 @@ fn grow_history(root: &Path, n: u64) -> Result<()> {
         if state.seq >= n {
             return Ok(None);
         }
-        let t = state.todos[usize::try_from(state.seq).unwrap_or(0) % state.todos.len()].id;
+        let nth = usize::try_from(state.seq).unwrap_or(0) % state.todos.len();
+        let t = state
+            .todos
+            .keys()
+            .nth(nth)
+            .map(|k| k.id)
+            .ok_or_else(|| loopx_core::Error::internal("no todo"))?;
         let event = match state.todo(t).and_then(|t| t.claimed_by.clone()) {
             Some(_) => rules::release(state, &agent, t, loopx_core::Timestamp::from_unix_millis(0))?,
             None => rules::claim(state, &agent, t, loopx_core::Timestamp::from_unix_millis(0))?,

@@ -1,0 +1,161 @@
+//! The live todos as a table (kernel `table`): `snapshot.json` holds a key line per live todo
+//! and their JSON lives in a body file that commits append to; a file mostly dead is replaced
+//! by a new one. Crashes while writing it, and stores written before it, are mended.
+
+use std::path::{Path, PathBuf};
+
+use loopx_tests::Sandbox;
+use serde_json::Value;
+
+fn body_files(s: &Sandbox) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(s.state_dir().join("goals/main"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("todos-"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn notes(s: &Sandbox, todo: &str) -> usize {
+    s.json(&["todo", "show", "--todo-id", todo])["todo"]["notes"].as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn commits_append_to_the_body_file_and_a_mostly_dead_one_is_replaced() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["todo", "add", "--text", "grows"]);
+    s.ok(&["todo", "add", "--text", "stays"]);
+    let first = body_files(&s);
+    assert_eq!(first.len(), 1, "{first:?}");
+    // Each note rewrites t1, so the file keeps a dead copy of it; once dead copies pass 1 MiB
+    // (and twice what is live), the commit writes the live todos to a new file. That commit
+    // is killed just before its new file is renamed into place.
+    let note = "n".repeat(4000);
+    let mut sent = 0;
+    loop {
+        sent += 1;
+        assert!(sent < 40, "no new body file after {sent} notes");
+        let out = s
+            .command()
+            .env("LOOPX_FAULT", "before-bodies-rename")
+            .args(["todo", "update", "--todo-id", "t1", "--note", &note])
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            break;
+        }
+        assert_eq!(body_files(&s), first, "note {sent}: appended to the same file");
+    }
+    assert!(sent > 10, "replaced only when mostly dead (after {sent} notes)");
+    // The event was durable before the file: the note is committed, and the next command
+    // rebuilds the views from the log, into one new file holding what is live.
+    assert_eq!(notes(&s, "t1"), sent);
+    let now = body_files(&s);
+    assert_eq!(now.len(), 1, "the old file and the half-written one are gone: {now:?}");
+    assert_ne!(now, first);
+    let live = std::fs::metadata(&now[0]).unwrap().len();
+    assert!(live < (sent as u64 + 4) * 4100, "{live} bytes: only the live copies");
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
+    // Without the fault, the same happens on the way: appends, then a new file.
+    let before = body_files(&s);
+    s.ok(&["todo", "update", "--todo-id", "t2", "--note", "a small note"]);
+    assert_eq!(body_files(&s), before, "a small change appends");
+    let t2 = s.json(&["todo", "show", "--todo-id", "t2"]);
+    assert_eq!(t2["todo"]["text"], "stays");
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
+}
+
+#[test]
+fn a_crash_after_the_body_file_is_written_is_recovered() {
+    for (first_todo, point) in
+        [(true, "after-bodies"), (true, "before-bodies-rename"), (false, "after-bodies")]
+    {
+        let s = Sandbox::new();
+        s.init();
+        if !first_todo {
+            s.ok(&["todo", "add", "--text", "before"]);
+        }
+        let out = s
+            .command()
+            .env("LOOPX_FAULT", point)
+            .args(["todo", "add", "--text", "interrupted"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{point}: the process must die");
+        let list = s.json(&["todo", "list"]);
+        let texts: Vec<&str> =
+            list["todos"].as_array().unwrap().iter().map(|t| t["text"].as_str().unwrap()).collect();
+        assert!(texts.contains(&"interrupted"), "{point}: committed before the views: {texts:?}");
+        assert_eq!(body_files(&s).len(), 1, "{point}");
+        s.ok(&["todo", "add", "--text", "after"]);
+        assert_eq!(s.json(&["doctor"])["healthy"], true, "{point}");
+    }
+}
+
+/// A copy of a project written by the loopx before the todo table (`tests/fixtures/store-v2`:
+/// 81 todos, 70 closed and 6 of them archived, a claim, a deferred todo, a gate on two todos,
+/// a person's todo), with what that loopx printed for it.
+fn v2_project() -> (Sandbox, PathBuf) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/store-v2");
+    let s = Sandbox::new();
+    copy_dir(&fixture.join("loopx"), &s.state_dir());
+    (s, fixture.join("expected"))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+fn expected(dir: &Path, name: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join(name)).unwrap()).unwrap()
+}
+
+#[test]
+fn a_store_from_before_the_table_is_upgraded_on_first_use() {
+    let (s, want) = v2_project();
+    let log_before = std::fs::read(s.events_path("main")).unwrap();
+    let archive = s.state_dir().join("goals/main/archive.jsonl");
+    let archive_before = std::fs::read(&archive).unwrap();
+    let r = s.ok(&["todo", "list", "--all", "--json"]);
+    assert!(r.stderr.contains("written by an older loopx (version 2)"), "{}", r.stderr);
+    assert_eq!(r.json(), expected(&want, "todo-list-all.json"), "every todo reads as before");
+    // Nothing is added to the log or the archive: only the views are written anew.
+    assert_eq!(std::fs::read(s.events_path("main")).unwrap(), log_before);
+    assert_eq!(std::fs::read(&archive).unwrap(), archive_before);
+    let snapshot = std::fs::read_to_string(s.state_dir().join("goals/main/snapshot.json")).unwrap();
+    assert!(snapshot.starts_with("{\"schema_version\":3,"), "{snapshot}");
+    assert_eq!(body_files(&s).len(), 1);
+    for (args, file) in [
+        (&["status"][..], "status.json"),
+        (&["gate", "list"], "gate-list.json"),
+        (&["todo", "show", "--todo-id", "t72"], "todo-show-t72.json"),
+        (&["evidence", "list"], "evidence-list.json"),
+    ] {
+        assert_eq!(s.json(args), expected(&want, file), "{args:?} reads as before");
+    }
+    let (now, old) =
+        (s.json(&["quota", "should-run", "--agent-id", "a"]), expected(&want, "should-run-a.json"));
+    for field in ["decision", "reason", "state", "selected_todo", "user_channel"] {
+        assert_eq!(now[field], old[field], "should-run's {field}");
+    }
+    // The log's last root is of the older kind until the next commit; reads trust it, once
+    // checked, and the next commit goes on from it.
+    let again = s.ok(&["todo", "list", "--all", "--json"]);
+    assert!(again.stderr.is_empty(), "read as current: {}", again.stderr);
+    s.ok(&["todo", "claim", "--todo-id", "t76", "--agent-id", "a"]);
+    s.ok(&["todo", "complete", "--todo-id", "t76", "--agent-id", "a", "--evidence", "after the upgrade"]);
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
+    let log = std::fs::read(s.events_path("main")).unwrap();
+    assert_eq!(log[..log_before.len()], log_before[..], "the old log is kept as it was");
+}
