@@ -132,7 +132,13 @@ pub fn goal_md(state: &GoalState) -> String {
         .keys()
         .filter(|t| t.role == Role::Agent && t.status == TodoStatus::Open && t.claimed_by.is_none())
         .collect();
-    next.sort_by_key(|t| (t.priority, t.id));
+    // Only the first LISTED are shown: put them first, then order just those.
+    let rank = |t: &KeyRef<'_>| (t.priority, t.id);
+    if next.len() > LISTED {
+        next.select_nth_unstable_by_key(LISTED, rank);
+    }
+    let shown = next.len().min(LISTED);
+    next[..shown].sort_by_key(rank);
     section(&mut out, state, "Next", next.into_iter());
     section(
         &mut out,

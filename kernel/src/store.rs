@@ -242,6 +242,21 @@ struct BodiesRef {
     mtime_ns: u64,
 }
 
+/// Appends `n` in decimal, without an allocation (a snapshot lists an offset per live todo).
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
 /// The version of a `snapshot.json` an older loopx wrote, if it is one (version 1 was one JSON
 /// document; later ones begin with a header line).
 pub fn older_snapshot(bytes: &[u8]) -> Option<u32> {
@@ -890,7 +905,7 @@ impl FileStore {
             if !offsets.is_empty() {
                 offsets.push(b' ');
             }
-            offsets.extend_from_slice(off.to_string().as_bytes());
+            push_decimal(&mut offsets, off);
         }
         offsets.push(b'\n');
         let path = self.layout.bodies(id, generation);
