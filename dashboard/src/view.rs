@@ -265,21 +265,22 @@ fn closed_at(t: &Todo) -> Timestamp {
 /// a page) and from the archive past them.
 fn lanes(app: &App, root: &Path, b: &Board, page: usize) -> Result<(Vec<LaneCards>, usize)> {
     let s = &b.state;
-    let mut by_lane: BTreeMap<Lane, Vec<Card>> = BTreeMap::new();
+    // Lanes are sorted from the todos' keys; only the cards on the page are decoded.
+    let mut by_lane: BTreeMap<Lane, Vec<(TodoId, Option<String>)>> = BTreeMap::new();
     let mut closed: Vec<&Todo> = Vec::new();
-    for t in &s.todos {
-        let gate = gate_of(t.id, &s.gates);
-        let lane = match t.status {
+    for k in s.todos.keys() {
+        let gate = gate_of(k.id, &s.gates);
+        let lane = match k.status {
             TodoStatus::Done | TodoStatus::Superseded => {
-                closed.push(t);
+                closed.extend(s.todo(k.id));
                 continue;
             }
             TodoStatus::Blocked | TodoStatus::Deferred => Lane::Blocked,
-            TodoStatus::Open if t.claimed_by.is_some() => Lane::Claimed,
+            TodoStatus::Open if k.claimed_by.is_some() => Lane::Claimed,
             TodoStatus::Open if gate.is_some() => Lane::Blocked,
             TodoStatus::Open => Lane::Open,
         };
-        by_lane.entry(lane).or_default().push(card(t, gate));
+        by_lane.entry(lane).or_default().push((k.id, gate));
     }
     closed.sort_by_key(|t| std::cmp::Reverse((closed_at(t), t.id)));
     let done_total = b.status.counts.done + b.status.counts.superseded;
@@ -300,7 +301,13 @@ fn lanes(app: &App, root: &Path, b: &Board, page: usize) -> Result<(Vec<LaneCard
         .map(|lane| {
             let all = by_lane.remove(lane).unwrap_or_default();
             let n = all.len();
-            (*lane, all.into_iter().skip(from).take(PER_PAGE).collect(), n)
+            let cards = all
+                .into_iter()
+                .skip(from)
+                .take(PER_PAGE)
+                .filter_map(|(id, gate)| s.todo(id).map(|t| card(t, gate)))
+                .collect();
+            (*lane, cards, n)
         })
         .collect();
     out.push((Lane::Done, done, done_total));

@@ -272,10 +272,8 @@ async fn tool_gate(
             let goal_scope = WriteScope::new(&state.goal.write_scope)?;
             let mine: Vec<_> = state
                 .todos
-                .iter()
-                .filter(|t| {
-                    t.claimed_by.as_ref() == Some(agent) && !t.status.is_closed() && !t.scopes.is_empty()
-                })
+                .matching(|t| t.claimed_by == Some(agent) && !t.status.is_closed())
+                .filter(|t| !t.scopes.is_empty())
                 .collect();
             let todo_globs: Vec<String> = mine.iter().flat_map(|t| t.scopes.iter().cloned()).collect();
             let todo_scope = WriteScope::new(&todo_globs)?;

@@ -1524,8 +1524,8 @@ pub fn offer_handoff(state: &GoalState, actor: &Actor, req: &OfferHandoff, now: 
     let mut ids: Vec<TodoId> = if req.todos.is_empty() {
         state
             .todos
-            .iter()
-            .filter(|t| !t.status.is_closed() && t.claimed_by.as_ref() == Some(me))
+            .keys()
+            .filter(|t| !t.status.is_closed() && t.claimed_by == Some(me))
             .map(|t| t.id)
             .collect()
     } else {

@@ -388,7 +388,7 @@ const PACKET_LEFT: usize = 20;
 fn packet(s: &GoalState, h: &loopx_core::model::Handoff, now: loopx_core::Timestamp) -> HandoffPacket {
     use loopx_core::model::{Role, TodoStatus};
     let mut done: Vec<&loopx_core::model::Todo> =
-        s.todos.iter().filter(|t| t.status == TodoStatus::Done).collect();
+        s.todos.matching(|t| t.status == TodoStatus::Done).collect();
     done.sort_by_key(|t| t.completion.as_ref().map(|c| c.at));
     let skip = done.len().saturating_sub(PACKET_DONE);
     let done = done[skip..]
@@ -399,10 +399,11 @@ fn packet(s: &GoalState, h: &loopx_core::model::Handoff, now: loopx_core::Timest
             evidence: t.evidence.iter().rev().take(3).rev().filter_map(|e| s.evidence(*e)).cloned().collect(),
         })
         .collect();
-    let mut left: Vec<&loopx_core::model::Todo> =
-        s.todos.iter().filter(|t| t.role == Role::Agent && !t.status.is_closed()).collect();
+    let mut left: Vec<_> =
+        s.todos.keys().filter(|t| t.role == Role::Agent && !t.status.is_closed()).collect();
     left.sort_by_key(|t| (!h.covers(t.id), t.priority, t.id));
     left.truncate(PACKET_LEFT);
+    let left: Vec<&loopx_core::model::Todo> = left.iter().filter_map(|k| s.todo(k.id)).collect();
     HandoffPacket {
         handoff: as_of(h, now),
         objective: s.goal.objective.clone(),
@@ -439,20 +440,19 @@ fn status_view(s: &GoalState, now: loopx_core::Timestamp) -> StatusView {
         blocks: Some(g.blocks.to_string()),
     });
     let to_do =
-        s.todos.iter().filter(|t| t.role == loopx_core::model::Role::User && !t.status.is_closed()).map(
-            |t| UserItem {
+        s.todos.matching(|t| t.role == loopx_core::model::Role::User && !t.status.is_closed()).map(|t| {
+            UserItem {
                 gate: None,
                 todo: Some(t.id),
                 text: t.text.clone(),
                 priority: Some(t.priority),
                 blocks: None,
-            },
-        );
+            }
+        });
     let needs_user = asked.chain(to_do).collect();
     let in_progress = s
         .todos
-        .iter()
-        .filter(|t| !t.status.is_closed())
+        .matching(|t| !t.status.is_closed() && t.claimed_by.is_some())
         .filter_map(|t| {
             t.claimed_by.as_ref().map(|a| ClaimView { todo: t.id, agent: a.clone(), text: t.text.clone() })
         })

@@ -2,9 +2,9 @@
 //!
 //! A goal that runs for months keeps thousands of open todos, and a command needs few of them
 //! whole: `should-run` ranks them all but reports one. So each row keeps what selection ranks
-//! (status, priority, role, class, holder, resume condition, gate: a [`TodoKey`]) decoded, and
-//! a row read from stored state keeps its todo as the bytes it was stored as, decoded on first
-//! use. A commit copies the records of the todos it did not change and encodes only the others.
+//! (status, priority, role, class, holder, resume condition, gate: its [`KeyRef`]) decoded, and
+//! a row read from a store finds its todo's JSON only when the todo is first used. A commit
+//! copies the key lines of the todos it did not change and encodes only the others.
 //!
 //! The stored form ([`encode_keys`]) is a marker line, the state without its todos as one JSON
 //! line, and a key line per todo in id order: tab-separated fields ending with the hash and
@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::de::{Deserialize, Deserializer};
@@ -122,19 +123,49 @@ pub struct BodyFile {
     pub generation: u64,
     pub path: PathBuf,
     file: Mutex<File>,
+    /// Todos read one by one so far; past [`READS_BEFORE_WHOLE`], the whole file is read once
+    /// (a listing decodes every todo, a decision one).
+    reads: AtomicUsize,
+    whole: OnceLock<Vec<u8>>,
 }
+
+/// See [`BodyFile::reads`].
+const READS_BEFORE_WHOLE: usize = 16;
 
 impl BodyFile {
     pub fn open(path: &Path, generation: u64) -> std::io::Result<Self> {
-        Ok(BodyFile { generation, path: path.to_owned(), file: Mutex::new(File::open(path)?) })
+        Ok(BodyFile {
+            generation,
+            path: path.to_owned(),
+            file: Mutex::new(File::open(path)?),
+            reads: AtomicUsize::new(0),
+            whole: OnceLock::new(),
+        })
     }
 
-    fn read(&self, at: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    fn read(&self, at: u64, len: usize) -> std::io::Result<Cow<'_, [u8]>> {
+        let short = || std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        let slice = |whole: &'_ [u8]| -> std::io::Result<usize> {
+            let at = usize::try_from(at).map_err(|_| short())?;
+            whole.get(at..at.saturating_add(len)).map(|_| at).ok_or_else(short)
+        };
+        if let Some(whole) = self.whole.get() {
+            let at = slice(whole)?;
+            return Ok(Cow::Borrowed(&whole[at..at + len]));
+        }
         let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.reads.fetch_add(1, Ordering::Relaxed) >= READS_BEFORE_WHOLE {
+            let mut all = Vec::new();
+            file.seek(SeekFrom::Start(0))?;
+            file.read_to_end(&mut all)?;
+            let whole = self.whole.get_or_init(|| all);
+            let at = slice(whole)?;
+            return Ok(Cow::Borrowed(&whole[at..at + len]));
+        }
         file.seek(SeekFrom::Start(at))?;
         let mut buf = vec![0; len];
         file.read_exact(&mut buf)?;
-        Ok(buf)
+        Ok(Cow::Owned(buf))
     }
 }
 
@@ -176,9 +207,7 @@ impl Stored {
                 let at = usize::try_from(self.at).unwrap_or(usize::MAX);
                 Cow::Borrowed(b.get(at..at.saturating_add(len)).ok_or("past the end")?)
             }
-            Source::File(f) => {
-                Cow::Owned(f.read(self.at, len).map_err(|e| format!("{}: {e}", f.path.display()))?)
-            }
+            Source::File(f) => f.read(self.at, len).map_err(|e| format!("{}: {e}", f.path.display()))?,
         };
         if body_hash(&bytes) != hash {
             return Err(match &self.origin.src {
