@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::de::{Deserialize, Deserializer};
@@ -123,22 +123,24 @@ pub struct BodyFile {
     pub generation: u64,
     pub path: PathBuf,
     file: Mutex<File>,
-    /// Todos read one by one so far; past [`READS_BEFORE_WHOLE`], the whole file is read once
-    /// (a listing decodes every todo, a decision one).
-    reads: AtomicUsize,
+    /// Bytes read todo by todo so far; past an eighth of the file, the rest of what is asked
+    /// for comes from one read of the whole file (a listing decodes every todo; a decision one,
+    /// GOAL.md a few dozen).
+    read: AtomicU64,
+    len: u64,
     whole: OnceLock<Vec<u8>>,
 }
 
-/// See [`BodyFile::reads`].
-const READS_BEFORE_WHOLE: usize = 16;
-
 impl BodyFile {
     pub fn open(path: &Path, generation: u64) -> std::io::Result<Self> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
         Ok(BodyFile {
             generation,
             path: path.to_owned(),
-            file: Mutex::new(File::open(path)?),
-            reads: AtomicUsize::new(0),
+            file: Mutex::new(file),
+            read: AtomicU64::new(0),
+            len,
             whole: OnceLock::new(),
         })
     }
@@ -154,7 +156,7 @@ impl BodyFile {
             return Ok(Cow::Borrowed(&whole[at..at + len]));
         }
         let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if self.reads.fetch_add(1, Ordering::Relaxed) >= READS_BEFORE_WHOLE {
+        if self.read.fetch_add(len as u64, Ordering::Relaxed) >= self.len / 8 {
             let mut all = Vec::new();
             file.seek(SeekFrom::Start(0))?;
             file.read_to_end(&mut all)?;
