@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use loopx_tests::{Sandbox, events, normalize};
+use loopx_tests::{Sandbox, events, expected, fixture_project, normalize};
 use serde_json::Value;
 
 /// The live state keeps this many closed todos (kernel `state::CLOSED_KEPT`).
@@ -224,26 +224,7 @@ fn a_crash_while_archiving_is_recovered() {
 /// todos, 83 closed, evidence added to a long-closed todo, a todo waiting on a superseded one),
 /// with what that loopx printed for it.
 fn v1_project() -> (Sandbox, std::path::PathBuf) {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/store-v1");
-    let s = Sandbox::new();
-    copy_dir(&fixture.join("loopx"), &s.state_dir());
-    (s, fixture.join("expected"))
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
-}
-
-fn expected(dir: &Path, name: &str) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join(name)).unwrap()).unwrap()
+    fixture_project("store-v1")
 }
 
 #[test]

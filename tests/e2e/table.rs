@@ -2,10 +2,9 @@
 //! and their JSON lives in a body file that commits append to; a file mostly dead is replaced
 //! by a new one. Crashes while writing it, and stores written before it, are mended.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use loopx_tests::Sandbox;
-use serde_json::Value;
+use loopx_tests::{Sandbox, expected, fixture_project};
 
 fn body_files(s: &Sandbox) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(s.state_dir().join("goals/main"))
@@ -95,35 +94,12 @@ fn a_crash_after_the_body_file_is_written_is_recovered() {
     }
 }
 
-/// A copy of a project written by the loopx before the todo table (`tests/fixtures/store-v2`:
-/// 81 todos, 70 closed and 6 of them archived, a claim, a deferred todo, a gate on two todos,
-/// a person's todo), with what that loopx printed for it.
-fn v2_project() -> (Sandbox, PathBuf) {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/store-v2");
-    let s = Sandbox::new();
-    copy_dir(&fixture.join("loopx"), &s.state_dir());
-    (s, fixture.join("expected"))
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
-}
-
-fn expected(dir: &Path, name: &str) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join(name)).unwrap()).unwrap()
-}
-
 #[test]
 fn a_store_from_before_the_table_is_upgraded_on_first_use() {
-    let (s, want) = v2_project();
+    // Written by the loopx before the todo table (`tests/fixtures/store-v2`): 81 todos, 70
+    // closed and 6 of them archived, a claim, a deferred todo, a gate on two todos, a person's
+    // todo; with what that loopx printed for it.
+    let (s, want) = fixture_project("store-v2");
     let log_before = std::fs::read(s.events_path("main")).unwrap();
     let archive = s.state_dir().join("goals/main/archive.jsonl");
     let archive_before = std::fs::read(&archive).unwrap();

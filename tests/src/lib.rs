@@ -203,6 +203,33 @@ fn looks_like_time(s: &str) -> bool {
     b.len() >= 20 && b[4] == b'-' && b[7] == b'-' && b[10] == b'T' && s.ends_with('Z')
 }
 
+/// A sandbox holding a copy of the `.loopx/` of fixture `name` (`tests/fixtures/NAME/loopx`,
+/// written by an earlier loopx), and the directory of what that loopx printed for it.
+pub fn fixture_project(name: &str) -> (Sandbox, PathBuf) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name);
+    let s = Sandbox::new();
+    copy_dir(&fixture.join("loopx"), &s.state_dir());
+    (s, fixture.join("expected"))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create a directory");
+    for e in std::fs::read_dir(from).expect("read a fixture directory").flatten() {
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).expect("copy a fixture file");
+        }
+    }
+}
+
+/// The JSON file `name` in a fixture's `expected` directory.
+pub fn expected(dir: &Path, name: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join(name)).expect("read an expected file"))
+        .expect("expected JSON")
+}
+
 /// Reads the event log lines as JSON.
 pub fn events(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
