@@ -613,6 +613,11 @@ pub fn decode(
                 if let Row::Stored(s) = row {
                     offsets.push(Some(end));
                     end += s.hash_len().1 as u64 + 1;
+                    // Each todo's JSON ends its line.
+                    let nl = usize::try_from(end - 1).ok().and_then(|i| src.get(i).filter(|_| i < to));
+                    if nl != Some(&b'\n') {
+                        return Err(format!("todo {}: its JSON does not end its line", s.key.id));
+                    }
                 }
             }
             table.place(&mut offsets.into_iter())?;
