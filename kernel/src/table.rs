@@ -393,11 +393,14 @@ impl TodoTable {
             .collect()
     }
 
-    /// Reads and checks every stored todo, without trusting any: for `doctor`.
+    /// Reads and checks every stored todo, keeping what it decodes: for `doctor`, and for a
+    /// store that checks a state whole before use.
     pub fn check(&self) -> std::result::Result<(), String> {
         for row in &self.rows {
-            if let Row::Stored(s) = row {
-                s.decode()?;
+            if let Row::Stored(s) = row
+                && s.todo.get().is_none()
+            {
+                let _ = s.todo.set(Box::new(s.decode()?));
             }
         }
         Ok(())

@@ -255,17 +255,22 @@ fn kill_minus_nine_at_random_points_leaves_a_committed_prefix() {
 
 #[test]
 fn a_crash_at_each_commit_step_is_recovered() {
-    // (fault point, whether the interrupted add is committed)
-    for (point, committed) in [
-        ("after-lock", false),
-        ("after-append", true),
-        ("before-snapshot-rename", true),
-        ("before-goal-md", true),
-        ("after-bodies", true),
+    // (fault point, whether the interrupted add is committed, whether a todo came before it:
+    // the goal's first todo begins its body file, a later one appends to it)
+    for (point, committed, before) in [
+        ("after-lock", false, true),
+        ("after-append", true, true),
+        ("before-snapshot-rename", true, true),
+        ("before-goal-md", true, true),
+        ("after-bodies", true, true),
+        ("after-bodies", true, false),
+        ("before-bodies-rename", true, false),
     ] {
         let s = Sandbox::new();
         s.init();
-        s.ok(&["todo", "add", "--text", "before"]);
+        if before {
+            s.ok(&["todo", "add", "--text", "before"]);
+        }
         let out = s
             .command()
             .env("LOOPX_FAULT", point)
@@ -281,10 +286,17 @@ fn a_crash_at_each_commit_step_is_recovered() {
             .map(|t| t["text"].as_str().unwrap().to_owned())
             .collect();
         assert_eq!(texts.contains(&"interrupted".to_owned()), committed, "{point}: {texts:?}");
-        assert!(texts.contains(&"before".to_owned()));
+        assert_eq!(texts.contains(&"before".to_owned()), before, "{point}: {texts:?}");
+        let dir = s.state_dir().join("goals/main");
+        let bodies = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("todos-"))
+            .count();
+        assert_eq!(bodies, 1, "{point}: one body file, the one the snapshot names");
         s.ok(&["todo", "add", "--text", "after"]);
         assert_eq!(s.json(&["doctor"])["healthy"], true, "{point}");
-        let md = std::fs::read_to_string(s.state_dir().join("goals/main/GOAL.md")).unwrap();
+        let md = std::fs::read_to_string(dir.join("GOAL.md")).unwrap();
         assert!(md.contains("after"), "{point}: GOAL.md is current again");
     }
 }
