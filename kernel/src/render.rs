@@ -127,19 +127,25 @@ pub fn goal_md(state: &GoalState) -> String {
         "In progress",
         state.todos.keys().filter(open).filter(|t| t.role == Role::Agent && t.claimed_by.is_some()),
     );
-    let mut next: Vec<_> = state
-        .todos
-        .keys()
-        .filter(|t| t.role == Role::Agent && t.status == TodoStatus::Open && t.claimed_by.is_none())
-        .collect();
-    // Only the first LISTED are shown: put them first, then order just those.
-    let rank = |t: &KeyRef<'_>| (t.priority, t.id);
-    if next.len() > LISTED {
-        next.select_nth_unstable_by_key(LISTED, rank);
+    // Only the first LISTED are shown: keep the best of them while counting the rest, so a goal
+    // with ten thousand open todos orders 25.
+    let mut best = std::collections::BinaryHeap::with_capacity(LISTED);
+    let mut waiting = 0usize;
+    for t in state.todos.keys() {
+        if t.role == Role::Agent && t.status == TodoStatus::Open && t.claimed_by.is_none() {
+            waiting += 1;
+            let rank = (t.priority, t.id);
+            if best.len() < LISTED {
+                best.push(rank);
+            } else if best.peek().is_some_and(|worst| rank < *worst) {
+                best.pop();
+                best.push(rank);
+            }
+        }
     }
-    let shown = next.len().min(LISTED);
-    next[..shown].sort_by_key(rank);
-    section(&mut out, state, "Next", next.into_iter());
+    let shown = best.into_sorted_vec();
+    let more = waiting - shown.len();
+    listed(&mut out, state, "Next", shown.iter().filter_map(|(_, id)| state.todos.key(*id)), more);
     section(
         &mut out,
         state,
@@ -156,17 +162,26 @@ pub fn goal_md(state: &GoalState) -> String {
 }
 
 fn section<'a>(out: &mut String, state: &GoalState, title: &str, todos: impl Iterator<Item = KeyRef<'a>>) {
-    let mut shown = 0usize;
-    let mut more = 0usize;
+    let mut todos = todos;
+    let shown: Vec<_> = todos.by_ref().take(LISTED).collect();
+    let more = todos.count();
+    listed(out, state, title, shown.into_iter(), more);
+}
+
+/// A section listing `todos`, then a line saying `more` are not listed.
+fn listed<'a>(
+    out: &mut String,
+    state: &GoalState,
+    title: &str,
+    todos: impl Iterator<Item = KeyRef<'a>>,
+    more: usize,
+) {
+    let mut todos = todos.peekable();
+    if todos.peek().is_none() {
+        return;
+    }
+    let _ = writeln!(out, "\n## {title}\n");
     for k in todos {
-        if shown == 0 {
-            let _ = writeln!(out, "\n## {title}\n");
-        }
-        if shown == LISTED {
-            more += 1;
-            continue;
-        }
-        shown += 1;
         let Some(t) = state.todo(k.id) else { continue };
         let mark = if t.status == TodoStatus::Done { "x" } else { " " };
         let mut line = format!("- [{mark}] {} {} {}", t.id, t.priority, one_line(&t.text));

@@ -83,36 +83,6 @@ impl<'a> From<&'a Todo> for KeyRef<'a> {
     }
 }
 
-/// A stored row's key, owned.
-#[derive(Clone, Debug)]
-struct TodoKey {
-    id: TodoId,
-    status: TodoStatus,
-    priority: Priority,
-    role: Role,
-    class: TodoClass,
-    claimed_by: Option<AgentId>,
-    assignee: Option<AgentId>,
-    resume_when: Option<ResumeWhen>,
-    after_gate: Option<GateId>,
-}
-
-impl TodoKey {
-    fn as_ref(&self) -> KeyRef<'_> {
-        KeyRef {
-            id: self.id,
-            status: self.status,
-            priority: self.priority,
-            role: self.role,
-            class: self.class,
-            claimed_by: self.claimed_by.as_ref(),
-            assignee: self.assignee.as_ref(),
-            resume_when: self.resume_when.as_ref(),
-            after_gate: self.after_gate,
-        }
-    }
-}
-
 /// The file a goal's stored todos are in (the file store's `todos-N.dat`): their JSON, one
 /// after the other, each on its own line. Only appended to; a commit that finds it more than
 /// half dead writes the live todos to a new one. A reader keeps the file it opened, so a todo
@@ -180,71 +150,113 @@ enum Source {
     File(Arc<BodyFile>),
 }
 
-/// What a table's stored rows were read from: the bytes holding their key lines, and where
-/// their JSON is.
+/// What a table's stored rows were read from: the bytes holding their key lines, where their
+/// JSON is, and what their keys share.
 #[derive(Debug)]
 struct Origin {
     keys: Arc<Vec<u8>>,
     src: Source,
+    /// Where each row's JSON is in `src`, by the row's place among the stored rows.
+    offsets: Vec<u64>,
+    /// The agents the key lines name (a row keeps an index: a goal has few agents and many
+    /// todos).
+    agents: Vec<AgentId>,
 }
 
-/// A row as stored: its key, its key line's bytes (`line` in the origin's keys; the line ends
-/// with the hash and length of its JSON), and where its JSON is (at `at` in the origin's
-/// source). Kept small: a command reads one for every open todo.
+/// A row as stored: its key, with agents as indexes (from 1) into the origin's, where its key
+/// line begins in the origin's keys (the line ends with the hash and length of its JSON), and
+/// its place among the stored rows (its JSON is at that place of the origin's offsets; rows
+/// whose places follow each other have their key lines next to each other). Kept small and
+/// free of allocations: a command reads one for every open todo.
 #[derive(Clone)]
 struct Stored {
-    key: TodoKey,
-    origin: Arc<Origin>,
-    line: (u32, u32),
-    at: u64,
+    id: TodoId,
+    resume_when: Option<ResumeWhen>,
+    after_gate: Option<GateId>,
+    line: u32,
+    place: u32,
+    /// The length of its JSON (the key line's last field).
+    len: u32,
+    status: TodoStatus,
+    priority: Priority,
+    role: Role,
+    class: TodoClass,
+    claimed_by: u32,
+    assignee: u32,
     todo: OnceLock<Box<Todo>>,
 }
 
 impl Stored {
+    fn key<'a>(&'a self, o: &'a Origin) -> KeyRef<'a> {
+        let agent = |i: u32| o.agents.get((i as usize).wrapping_sub(1));
+        KeyRef {
+            id: self.id,
+            status: self.status,
+            priority: self.priority,
+            role: self.role,
+            class: self.class,
+            claimed_by: agent(self.claimed_by),
+            assignee: agent(self.assignee),
+            resume_when: self.resume_when.as_ref(),
+            after_gate: self.after_gate,
+        }
+    }
+
+    /// Its key line, newline included.
+    fn line<'a>(&self, o: &'a Origin) -> &'a [u8] {
+        line_at(&o.keys, self.line)
+    }
+
+    /// Where its JSON is in the origin's source.
+    fn at(&self, o: &Origin) -> u64 {
+        o.offsets.get(self.place as usize).copied().unwrap_or(u64::MAX)
+    }
+
     /// The JSON as stored, checked against its hash.
-    fn body(&self) -> std::result::Result<Cow<'_, [u8]>, String> {
-        let (hash, len) = self.hash_len();
-        let bytes = match &self.origin.src {
+    fn body<'a>(&self, o: &'a Origin) -> std::result::Result<Cow<'a, [u8]>, String> {
+        let (hash, len) = (self.hash(o), self.len as usize);
+        let at = self.at(o);
+        let bytes = match &o.src {
             Source::Inline(b) => {
-                let at = usize::try_from(self.at).unwrap_or(usize::MAX);
+                let at = usize::try_from(at).unwrap_or(usize::MAX);
                 Cow::Borrowed(b.get(at..at.saturating_add(len)).ok_or("past the end")?)
             }
-            Source::File(f) => f.read(self.at, len).map_err(|e| format!("{}: {e}", f.path.display()))?,
+            Source::File(f) => f.read(at, len).map_err(|e| format!("{}: {e}", f.path.display()))?,
         };
         if body_hash(&bytes) != hash {
-            return Err(match &self.origin.src {
+            return Err(match &o.src {
                 Source::File(f) => {
-                    format!("{} does not hold todo {} as the snapshot records", f.path.display(), self.key.id)
+                    format!("{} does not hold todo {} as the snapshot records", f.path.display(), self.id)
                 }
-                Source::Inline(_) => format!("todo {} does not hash to what its key records", self.key.id),
+                Source::Inline(_) => format!("todo {} does not hash to what its key records", self.id),
             });
         }
         Ok(bytes)
     }
 
-    /// The hash and length of its JSON: the key line's last two fields (checked when read).
-    fn hash_len(&self) -> ([u8; HASH_LEN], usize) {
-        let line = &self.origin.keys[self.line.0 as usize..self.line.1 as usize - 1];
-        let tab = line.iter().rposition(|b| *b == b'\t').unwrap_or(0);
-        let len = std::str::from_utf8(&line[tab + 1..]).ok().and_then(|n| n.parse().ok()).unwrap_or(0);
+    /// The hash of its JSON.
+    fn hash(&self, o: &Origin) -> [u8; HASH_LEN] {
+        let line = self.line(o);
         let mut hash = [0; HASH_LEN];
-        if let Some(h) = line.get(tab.saturating_sub(HASH_LEN)..tab) {
+        // The hash ends at the tab before the length, which ends the line.
+        let end = line.len().saturating_sub(digits(self.len) + 2);
+        if let Some(h) = line.get(end.saturating_sub(HASH_LEN)..end) {
             hash.copy_from_slice(h);
         }
-        (hash, len)
+        hash
     }
 
-    fn decode(&self) -> std::result::Result<Todo, String> {
+    fn decode(&self, o: &Origin) -> std::result::Result<Todo, String> {
         let todo: Todo =
-            serde_json::from_slice(&self.body()?).map_err(|e| format!("todo {}: {e}", self.key.id))?;
-        if KeyRef::from(&todo) != self.key.as_ref() {
-            return Err(format!("todo {}: its record disagrees with its key", self.key.id));
+            serde_json::from_slice(&self.body(o)?).map_err(|e| format!("todo {}: {e}", self.id))?;
+        if KeyRef::from(&todo) != self.key(o) {
+            return Err(format!("todo {}: its record disagrees with its key", self.id));
         }
         Ok(todo)
     }
 
-    fn todo(&self) -> &Todo {
-        self.todo.get_or_init(|| match self.decode() {
+    fn todo(&self, o: &Origin) -> &Todo {
+        self.todo.get_or_init(|| match self.decode(o) {
             Ok(t) => Box::new(t),
             // The state root vouched for the key line and its hash, and the store for the file
             // (its size and time): only a file changed under loopx, or a fault in loopx itself,
@@ -262,31 +274,30 @@ enum Row {
     Owned(Box<Todo>),
 }
 
-impl Row {
-    fn key(&self) -> KeyRef<'_> {
-        match self {
-            Row::Stored(s) => s.key.as_ref(),
-            Row::Owned(t) => KeyRef::from(&**t),
-        }
-    }
-    fn todo(&self) -> &Todo {
-        match self {
-            Row::Stored(s) => s.todo(),
-            Row::Owned(t) => t,
-        }
-    }
-    fn into_todo(self) -> Todo {
-        match self {
-            Row::Stored(s) => s.todo().clone(),
-            Row::Owned(t) => *t,
-        }
-    }
+/// The line of `bytes` that begins at `at`, newline included.
+fn line_at(bytes: &[u8], at: u32) -> &[u8] {
+    let rest = bytes.get(at as usize..).unwrap_or_default();
+    let end = rest.iter().position(|b| *b == b'\n').map_or(rest.len(), |i| i + 1);
+    &rest[..end]
+}
+
+/// The number of decimal digits of `n`.
+fn digits(n: u32) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// The live todos, in id order.
 #[derive(Clone, Default)]
 pub struct TodoTable {
     rows: Vec<Row>,
+    /// What the stored rows were read from (empty when none are).
+    origin: Arc<Origin>,
+}
+
+impl Default for Origin {
+    fn default() -> Self {
+        Origin { keys: Arc::default(), src: Source::Inline(Arc::default()), offsets: vec![], agents: vec![] }
+    }
 }
 
 impl TodoTable {
@@ -297,34 +308,54 @@ impl TodoTable {
         self.rows.is_empty()
     }
 
+    fn key_of<'a>(&'a self, row: &'a Row) -> KeyRef<'a> {
+        match row {
+            Row::Stored(s) => s.key(&self.origin),
+            Row::Owned(t) => KeyRef::from(&**t),
+        }
+    }
+
+    fn todo_of<'a>(&'a self, row: &'a Row) -> &'a Todo {
+        match row {
+            Row::Stored(s) => s.todo(&self.origin),
+            Row::Owned(t) => t,
+        }
+    }
+
+    fn id_of(row: &Row) -> TodoId {
+        match row {
+            Row::Stored(s) => s.id,
+            Row::Owned(t) => t.id,
+        }
+    }
+
     fn index(&self, id: TodoId) -> Option<usize> {
-        self.rows.binary_search_by_key(&id, |r| r.key().id).ok()
+        self.rows.binary_search_by_key(&id, Self::id_of).ok()
     }
 
     /// The todo with `id`, decoded.
     pub fn get(&self, id: TodoId) -> Option<&Todo> {
-        self.index(id).map(|i| self.rows[i].todo())
+        self.index(id).map(|i| self.todo_of(&self.rows[i]))
     }
 
     /// The todo with the highest id (the last added, while it is live).
     pub fn last(&self) -> Option<&Todo> {
-        self.rows.last().map(Row::todo)
+        self.rows.last().map(|r| self.todo_of(r))
     }
 
     /// What selection reads of the todo with `id`, without decoding it.
     pub fn key(&self, id: TodoId) -> Option<KeyRef<'_>> {
-        self.index(id).map(|i| self.rows[i].key())
+        self.index(id).map(|i| self.key_of(&self.rows[i]))
     }
 
     /// The todo with `id`, to change: from here on it is encoded anew when committed.
     pub fn get_mut(&mut self, id: TodoId) -> Option<&mut Todo> {
         let i = self.index(id)?;
-        let row = &mut self.rows[i];
-        if let Row::Stored(s) = row {
-            let todo = s.todo().clone();
-            *row = Row::Owned(Box::new(todo));
+        if let Row::Stored(s) = &self.rows[i] {
+            let todo = s.todo(&self.origin).clone();
+            self.rows[i] = Row::Owned(Box::new(todo));
         }
-        match row {
+        match &mut self.rows[i] {
             Row::Owned(t) => Some(t),
             Row::Stored(_) => None,
         }
@@ -332,9 +363,9 @@ impl TodoTable {
 
     /// Adds a todo; ids are added in increasing order, so the table stays in id order.
     pub fn push(&mut self, todo: Todo) {
-        match self.rows.last().map(|r| r.key().id) {
+        match self.rows.last().map(Self::id_of) {
             Some(last) if last >= todo.id => {
-                let at = self.rows.partition_point(|r| r.key().id < todo.id);
+                let at = self.rows.partition_point(|r| Self::id_of(r) < todo.id);
                 self.rows.insert(at, Row::Owned(Box::new(todo)));
             }
             _ => self.rows.push(Row::Owned(Box::new(todo))),
@@ -344,17 +375,20 @@ impl TodoTable {
     /// Takes the todo with `id` out of the table.
     pub fn remove(&mut self, id: TodoId) -> Option<Todo> {
         let i = self.index(id)?;
-        Some(self.rows.remove(i).into_todo())
+        Some(match self.rows.remove(i) {
+            Row::Stored(s) => s.todo(&self.origin).clone(),
+            Row::Owned(t) => *t,
+        })
     }
 
     /// Every todo, decoded, in id order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Todo> + ExactSizeIterator {
-        self.rows.iter().map(Row::todo)
+        self.rows.iter().map(|r| self.todo_of(r))
     }
 
     /// Every todo's key, in id order, decoding nothing.
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = KeyRef<'_>> + ExactSizeIterator {
-        self.rows.iter().map(Row::key)
+        self.rows.iter().map(|r| self.key_of(r))
     }
 
     /// The todos whose key passes `keep`, decoded, in id order: only those are decoded.
@@ -362,32 +396,27 @@ impl TodoTable {
         &'a self,
         mut keep: impl FnMut(KeyRef<'a>) -> bool + 'a,
     ) -> impl DoubleEndedIterator<Item = &'a Todo> + 'a {
-        self.rows.iter().filter(move |r| keep(r.key())).map(Row::todo)
+        self.rows.iter().filter(move |r| keep(self.key_of(r))).map(|r| self.todo_of(r))
     }
 
     /// The body file the stored rows read from, if any.
     pub fn body_file(&self) -> Option<&Arc<BodyFile>> {
-        self.rows.iter().find_map(|r| match r {
-            Row::Stored(s) => match &s.origin.src {
-                Source::File(f) => Some(f),
-                Source::Inline(_) => None,
-            },
-            Row::Owned(_) => None,
-        })
+        match &self.origin.src {
+            Source::File(f) if self.rows.iter().any(|r| matches!(r, Row::Stored(_))) => Some(f),
+            _ => None,
+        }
     }
 
     /// Where each todo's JSON goes in a body file of generation `generation`: the offset of one
     /// already there, or the bytes to write.
     pub fn places(&self, generation: Option<u64>) -> Result<Vec<Place<'_>>> {
+        let o = &*self.origin;
+        let same = matches!(&o.src, Source::File(f) if Some(f.generation) == generation);
         self.rows
             .iter()
             .map(|row| match row {
-                Row::Stored(s)
-                    if matches!(&s.origin.src, Source::File(f) if Some(f.generation) == generation) =>
-                {
-                    Ok(Place::At(s.at, s.hash_len().1))
-                }
-                Row::Stored(s) => s.body().map(Place::Write).map_err(Error::integrity),
+                Row::Stored(s) if same => Ok(Place::At(s.at(o), s.len as usize)),
+                Row::Stored(s) => s.body(o).map(Place::Write).map_err(Error::integrity),
                 Row::Owned(t) => encode_todo(t).map(|b| Place::Write(Cow::Owned(b))),
             })
             .collect()
@@ -400,7 +429,7 @@ impl TodoTable {
             if let Row::Stored(s) = row
                 && s.todo.get().is_none()
             {
-                let _ = s.todo.set(Box::new(s.decode()?));
+                let _ = s.todo.set(Box::new(s.decode(&self.origin)?));
             }
         }
         Ok(())
@@ -408,56 +437,88 @@ impl TodoTable {
 
     /// Appends the key lines: stored rows' as they were read, the others' made anew.
     fn encode_keys_into(&self, out: &mut Vec<u8>) -> Result<()> {
+        // Stored rows next to each other in the origin are copied as one run of lines.
+        let mut run: Option<(&Stored, &Stored)> = None;
+        let flush = |run: &mut Option<(&Stored, &Stored)>, out: &mut Vec<u8>| {
+            if let Some((first, last)) = run.take() {
+                let end = last.line as usize + last.line(&self.origin).len();
+                out.extend_from_slice(&self.origin.keys[first.line as usize..end]);
+            }
+        };
         for row in &self.rows {
             match row {
-                Row::Stored(s) => out.extend_from_slice(&s.origin.keys[s.line.0 as usize..s.line.1 as usize]),
+                Row::Stored(s) => match &mut run {
+                    Some((_, last)) if last.place + 1 == s.place => *last = s,
+                    _ => {
+                        flush(&mut run, out);
+                        run = Some((s, s));
+                    }
+                },
                 Row::Owned(t) => {
+                    flush(&mut run, out);
                     let body = encode_todo(t)?;
                     key_line(KeyRef::from(&**t), &body_hash(&body), body.len(), out);
                 }
             }
         }
+        flush(&mut run, out);
         Ok(())
     }
 
-    /// Reads `n` key lines from `origin.keys[at..to]` into rows whose JSON is placed later
-    /// (`at` 0); returns the table and where the lines end.
+    /// Reads `n` key lines from `keys[at..to]` into rows; returns them, the agents they name,
+    /// and where the lines end.
     fn decode_keys(
-        origin: &Arc<Origin>,
+        keys: &[u8],
         mut at: usize,
         to: usize,
         n: usize,
-    ) -> std::result::Result<(Self, usize), String> {
-        let src = &origin.keys;
+    ) -> std::result::Result<(Vec<Row>, Vec<AgentId>, usize), String> {
         if to > u32::MAX as usize {
             return Err("a state larger than 4 GiB".to_owned());
         }
         let mut rows = Vec::with_capacity(n);
-        for _ in 0..n {
-            let nl = src[at..to].iter().position(|b| *b == b'\n').ok_or("a key line without its end")?;
-            let key = parse_key_line(&src[at..at + nl])?;
-            if rows.last().is_some_and(|r: &Row| r.key().id >= key.id) {
-                return Err(format!("todo {} is out of order", key.id));
+        let mut agents = Agents::default();
+        let mut last = None;
+        for place in 0..n {
+            let mut line = Line { bytes: &keys[..to], at };
+            let row = parse_key_line(&mut line, place as u32, &mut agents).map_err(|what| {
+                let rest = &keys[at..to];
+                let text = String::from_utf8_lossy(
+                    &rest[..rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len())],
+                );
+                format!("a key line with a bad {what}: {text:?}")
+            })?;
+            if last.is_some_and(|last| last >= row.id) {
+                return Err(format!("todo {} is out of order", row.id));
             }
-            let line = (at as u32, (at + nl + 1) as u32);
-            let origin = Arc::clone(origin);
-            rows.push(Row::Stored(Stored { key, origin, line, at: 0, todo: OnceLock::new() }));
-            at += nl + 1;
+            last = Some(row.id);
+            rows.push(Row::Stored(row));
+            at = line.at;
         }
-        Ok((TodoTable { rows }, at))
+        Ok((rows, agents.names, at))
     }
+}
 
-    /// Places the stored rows' JSON: each gets the next of `offsets`.
-    fn place(&mut self, offsets: &mut dyn Iterator<Item = Option<u64>>) -> std::result::Result<(), String> {
-        for row in &mut self.rows {
-            if let Row::Stored(s) = row {
-                s.at = offsets.next().flatten().ok_or("a missing or bad offset")?;
+/// The agents named by key lines as they are read, each kept once.
+#[derive(Default)]
+struct Agents {
+    names: Vec<AgentId>,
+}
+
+impl Agents {
+    /// The index (from 1) of the agent named `name`; 0 for none; `None` for a bad name.
+    fn index(&mut self, name: &[u8]) -> Option<u32> {
+        if name.is_empty() {
+            return Some(0);
+        }
+        let i = match self.names.iter().position(|a| a.as_str().as_bytes() == name) {
+            Some(i) => i,
+            None => {
+                self.names.push(AgentId::new(std::str::from_utf8(name).ok()?).ok()?);
+                self.names.len() - 1
             }
-        }
-        match offsets.next() {
-            None => Ok(()),
-            Some(_) => Err("more offsets than todos".to_owned()),
-        }
+        };
+        u32::try_from(i + 1).ok()
     }
 }
 
@@ -597,36 +658,32 @@ pub fn decode(
     if !state.todos.is_empty() {
         return Err("the state's head lists todos".to_owned());
     }
-    let origin = Arc::new(Origin {
-        keys: Arc::clone(src),
-        src: match &bodies {
-            Bodies::Inline => Source::Inline(Arc::clone(src)),
-            Bodies::File(Some(f)) => Source::File(Arc::clone(f)),
-            Bodies::File(None) if n == 0 => Source::Inline(Arc::clone(src)),
-            Bodies::File(None) => return Err("no body file".to_owned()),
-        },
-    });
-    let (mut table, keys_end) = TodoTable::decode_keys(&origin, at, to, n)?;
-    match bodies {
+    let src_of = match &bodies {
+        Bodies::Inline => Source::Inline(Arc::clone(src)),
+        Bodies::File(Some(f)) => Source::File(Arc::clone(f)),
+        Bodies::File(None) if n == 0 => Source::Inline(Arc::clone(src)),
+        Bodies::File(None) => return Err("no body file".to_owned()),
+    };
+    let (rows, agents, keys_end) = TodoTable::decode_keys(src, at, to, n)?;
+    let offsets = match bodies {
         Bodies::Inline => {
             // Each todo's JSON and its newline, one after the other.
             let mut end = keys_end as u64;
             let mut offsets = Vec::with_capacity(n);
-            for row in &table.rows {
-                if let Row::Stored(s) = row {
-                    offsets.push(Some(end));
-                    end += s.hash_len().1 as u64 + 1;
-                    // Each todo's JSON ends its line.
-                    let nl = usize::try_from(end - 1).ok().and_then(|i| src.get(i).filter(|_| i < to));
-                    if nl != Some(&b'\n') {
-                        return Err(format!("todo {}: its JSON does not end its line", s.key.id));
-                    }
+            for row in &rows {
+                let Row::Stored(s) = row else { continue };
+                offsets.push(end);
+                end += u64::from(s.len) + 1;
+                // Each todo's JSON ends its line.
+                let nl = usize::try_from(end - 1).ok().and_then(|i| src.get(i).filter(|_| i < to));
+                if nl != Some(&b'\n') {
+                    return Err(format!("todo {}: its JSON does not end its line", s.id));
                 }
             }
-            table.place(&mut offsets.into_iter())?;
             if end != to as u64 {
                 return Err("the todos' lengths do not add up".to_owned());
             }
+            offsets
         }
         Bodies::File(_) => {
             let mut end = keys_end;
@@ -634,14 +691,15 @@ pub fn decode(
             if end != to {
                 return Err("bytes after the offsets".to_owned());
             }
-            if n > 0 {
-                let mut offsets =
-                    src[a..b].split(|c| *c == b' ').map(|o| std::str::from_utf8(o).ok()?.parse::<u64>().ok());
-                table.place(&mut offsets)?;
+            let offsets = if n == 0 { vec![] } else { parse_offsets(&src[a..b], n).ok_or("a bad offset")? };
+            if offsets.len() != n {
+                return Err("the offsets do not match the todos".to_owned());
             }
+            offsets
         }
-    }
-    state.todos = table;
+    };
+    let origin = Arc::new(Origin { keys: Arc::clone(src), src: src_of, offsets, agents });
+    state.todos = TodoTable { rows, origin };
     Ok((state, keys_end))
 }
 
@@ -685,57 +743,118 @@ fn key_line(k: KeyRef<'_>, hash: &[u8; HASH_LEN], body_len: usize, out: &mut Vec
     out.extend_from_slice(format!("\t{body_len}\n").as_bytes());
 }
 
-fn parse_key_line(line: &[u8]) -> std::result::Result<TodoKey, String> {
-    let text = || String::from_utf8_lossy(line).into_owned();
-    let bad = |what: &str| format!("a key line with a bad {what}: {:?}", text());
-    let line = std::str::from_utf8(line).map_err(|_| bad("encoding"))?;
-    // Split by hand: a goal reads one of these lines for every open todo.
-    let mut rest = Some(line);
-    let mut next = |what: &str| -> std::result::Result<&str, String> {
-        let r = rest.ok_or_else(|| bad(what))?;
-        match r.as_bytes().iter().position(|b| *b == b'\t') {
-            Some(i) => {
-                rest = Some(&r[i + 1..]);
-                Ok(&r[..i])
-            }
-            None => {
-                rest = None;
-                Ok(r)
-            }
-        }
-    };
-    let id: TodoId = next("id")?.parse().map_err(|_| bad("id"))?;
-    let status = word(TodoStatus::ALL, next("status")?, TodoStatus::as_str).ok_or_else(|| bad("status"))?;
-    let priority = word(Priority::ALL, next("priority")?, Priority::as_str).ok_or_else(|| bad("priority"))?;
-    let role = word(Role::ALL, next("role")?, Role::as_str).ok_or_else(|| bad("role"))?;
-    let class = word(TodoClass::ALL, next("class")?, TodoClass::as_str).ok_or_else(|| bad("class"))?;
-    let agent = |s: &str| -> std::result::Result<Option<AgentId>, String> {
-        if s.is_empty() { Ok(None) } else { AgentId::new(s).map(Some).map_err(|_| bad("agent")) }
-    };
-    let claimed_by = agent(next("claimer")?)?;
-    let assignee = agent(next("assignee")?)?;
-    let resume = next("resume condition")?;
-    let resume_when = match resume.split_once(':') {
-        None if resume.is_empty() => None,
-        Some(("todo", t)) => Some(ResumeWhen::TodoDone(t.parse().map_err(|_| bad("resume condition"))?)),
-        Some(("at", ms)) => Some(ResumeWhen::At(Timestamp::from_unix_millis(
-            ms.parse().map_err(|_| bad("resume condition"))?,
-        ))),
-        Some(("gate", g)) => Some(ResumeWhen::GateAnswered(g.parse().map_err(|_| bad("resume condition"))?)),
-        _ => return Err(bad("resume condition")),
-    };
-    let gate = next("gate")?;
-    let after_gate = if gate.is_empty() { None } else { Some(gate.parse().map_err(|_| bad("gate"))?) };
-    if next("hash")?.len() != HASH_LEN {
-        return Err(bad("hash"));
-    }
-    next("length")?.parse::<u32>().map_err(|_| bad("length"))?;
-    if rest.is_some() {
-        return Err(bad("field count"));
-    }
-    Ok(TodoKey { id, status, priority, role, class, claimed_by, assignee, resume_when, after_gate })
+/// A key line being read, field by field: a goal reads one for every open todo, so each byte
+/// is looked at once.
+struct Line<'a> {
+    bytes: &'a [u8],
+    at: usize,
 }
 
-fn word<T: Copy>(all: &[T], s: &str, name: fn(T) -> &'static str) -> Option<T> {
-    all.iter().copied().find(|w| name(*w) == s)
+impl<'a> Line<'a> {
+    /// The next field and the tab (or, for the last, the newline) that ends it.
+    fn field(&mut self, end: u8) -> Option<&'a [u8]> {
+        let rest = self.bytes.get(self.at..)?;
+        let len = rest.iter().position(|b| *b == b'\t' || *b == b'\n')?;
+        (rest[len] == end).then(|| {
+            self.at += len + 1;
+            &rest[..len]
+        })
+    }
+
+    /// The next field, one of the words `all` are written as.
+    fn word<T: Copy>(&mut self, all: &[T], name: impl Fn(T) -> &'static str) -> Option<T> {
+        let rest = self.bytes.get(self.at..)?;
+        all.iter()
+            .copied()
+            .find(|w| {
+                let w = name(*w).as_bytes();
+                rest.starts_with(w) && rest.get(w.len()) == Some(&b'\t')
+            })
+            .inspect(|w| self.at += name(*w).len() + 1)
+    }
+}
+
+/// Reads the key line at `line`, the `place`th stored; on a bad one, says which field is bad.
+fn parse_key_line(
+    line: &mut Line<'_>,
+    place: u32,
+    agents: &mut Agents,
+) -> std::result::Result<Stored, &'static str> {
+    let start = line.at as u32;
+    let id = line.field(b'\t').and_then(|f| parse_u64(f.strip_prefix(b"t")?)).ok_or("id")?;
+    let status = line.word(TodoStatus::ALL, TodoStatus::as_str).ok_or("status")?;
+    let priority = line.word(Priority::ALL, Priority::as_str).ok_or("priority")?;
+    let role = line.word(Role::ALL, Role::as_str).ok_or("role")?;
+    let class = line.word(TodoClass::ALL, TodoClass::as_str).ok_or("class")?;
+    let claimed_by = line.field(b'\t').and_then(|f| agents.index(f)).ok_or("claimer")?;
+    let assignee = line.field(b'\t').and_then(|f| agents.index(f)).ok_or("assignee")?;
+    let resume = line.field(b'\t').ok_or("resume condition")?;
+    let resume_when = if resume.is_empty() {
+        None
+    } else if let Some(t) = resume.strip_prefix(b"todo:t") {
+        Some(ResumeWhen::TodoDone(TodoId::from_number(parse_u64(t).ok_or("resume condition")?)))
+    } else if let Some(ms) = resume.strip_prefix(b"at:") {
+        let ms = std::str::from_utf8(ms).ok().and_then(|ms| ms.parse().ok()).ok_or("resume condition")?;
+        Some(ResumeWhen::At(Timestamp::from_unix_millis(ms)))
+    } else if let Some(g) = resume.strip_prefix(b"gate:g") {
+        Some(ResumeWhen::GateAnswered(GateId::from_number(parse_u64(g).ok_or("resume condition")?)))
+    } else {
+        return Err("resume condition");
+    };
+    let gate = line.field(b'\t').ok_or("gate")?;
+    let after_gate = match gate.strip_prefix(b"g") {
+        None if gate.is_empty() => None,
+        Some(g) => Some(GateId::from_number(parse_u64(g).ok_or("gate")?)),
+        None => return Err("gate"),
+    };
+    line.field(b'\t').filter(|h| h.len() == HASH_LEN).ok_or("hash")?;
+    let len = line.field(b'\n').and_then(parse_u64).and_then(|n| u32::try_from(n).ok()).ok_or("length")?;
+    Ok(Stored {
+        id: TodoId::from_number(id),
+        resume_when,
+        after_gate,
+        line: start,
+        place,
+        len,
+        status,
+        priority,
+        role,
+        class,
+        claimed_by,
+        assignee,
+        todo: OnceLock::new(),
+    })
+}
+
+/// A line of `n` offsets, separated by spaces.
+fn parse_offsets(line: &[u8], n: usize) -> Option<Vec<u64>> {
+    let mut offsets = Vec::with_capacity(n);
+    let (mut number, mut digits) = (0u64, 0);
+    for b in line.iter().chain([&b' ']) {
+        match b {
+            b' ' if digits > 0 => {
+                offsets.push(number);
+                (number, digits) = (0, 0);
+            }
+            // No leading zero but for the offset 0.
+            b'0'..=b'9' if !(digits == 1 && number == 0) => {
+                number = number.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+                digits += 1;
+            }
+            _ => return None,
+        }
+    }
+    Some(offsets)
+}
+
+/// A decimal number as ids and lengths are written: digits only, no leading zero, and no
+/// larger than `u64` holds.
+fn parse_u64(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, d| match d {
+        b'0'..=b'9' => n.checked_mul(10)?.checked_add(u64::from(d - b'0')),
+        _ => None,
+    })
 }

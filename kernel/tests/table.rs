@@ -130,3 +130,21 @@ enum Damage {
     Cut,
     Flip,
 }
+
+#[test]
+fn a_read_table_changed_here_and_there_encodes_as_one_never_stored() {
+    let mut s = goal();
+    let mut back = decode(&table::encode_state(&s).unwrap()).unwrap();
+    let ids: Vec<_> = s.todos.keys().map(|k| k.id).collect();
+    // Stored rows around a removed one, a changed one and the last one removed: the runs of
+    // stored key lines a commit copies must end where the table changed.
+    for state in [&mut s, &mut back] {
+        state.todos.remove(ids[2]).unwrap();
+        state.todos.get_mut(ids[5]).unwrap().text = "changed".into();
+        state.todos.remove(ids[7]).unwrap();
+    }
+    assert_eq!(table::encode_state(&back).unwrap(), table::encode_state(&s).unwrap());
+    assert_eq!(back, s);
+    let kept: Vec<_> = back.todos.keys().map(|k| k.id).collect();
+    assert_eq!(kept, [ids[0], ids[1], ids[3], ids[4], ids[5], ids[6]]);
+}
