@@ -976,16 +976,23 @@ impl GoalState {
         // Most goals have no handoff pending: then no todo needs the check.
         let reserving = self.handoffs.iter().any(|h| h.is_pending(now));
         let handed = agent.map(|a| self.handed_to(a, now)).unwrap_or_default();
-        self.todos
-            .keys()
-            .filter(|t| {
-                self.candidate(*t, agent)
-                    && !self.is_waiting(*t, now)
-                    && self.gate_holding(*t).is_none()
-                    && (!reserving || self.handoff_allows(t.id, agent, now))
-            })
-            .min_by_key(|t| (!handed.contains(&t.id), t.holder().is_none(), t.priority, t.id))
-            .and_then(|k| self.todo(k.id))
+        let mut best = None;
+        for t in self.todos.keys() {
+            if !self.candidate(t, agent) {
+                continue;
+            }
+            let rank = (!handed.contains(&t.id), t.holder().is_none(), t.priority, t.id);
+            // What cannot rank first is not looked at further (gates, handoffs, resume times).
+            if best.is_some_and(|b| b <= rank)
+                || self.is_waiting(t, now)
+                || self.gate_holding(t).is_some()
+                || (reserving && !self.handoff_allows(t.id, agent, now))
+            {
+                continue;
+            }
+            best = Some(rank);
+        }
+        best.and_then(|(.., id)| self.todo(id))
     }
 
     pub fn next_for(&self, agent: Option<&AgentId>, now: Timestamp) -> Option<TodoSummary> {
