@@ -109,6 +109,9 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Run a scripted goal with two agents on two hosts, a person, a gate and a handoff
     Demo(DemoArgs),
+    /// Bring goals over from another tool's state (LoopX, the Python tool), nothing lost
+    #[command(subcommand)]
+    Import(ImportCommand),
     /// Print the shell completion script: `source <(loopx completions bash)`
     Completions {
         /// bash, zsh, fish, powershell or elvish
@@ -178,6 +181,26 @@ pub struct ResumeArgs {
     pub handoff_id: Option<String>,
     #[command(flatten)]
     pub acting: Acting,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// A LoopX (Python, 0.4.x) project: its goals, agents, todos, gates, evidence, quota and spends
+    #[command(name = "loopx-py")]
+    LoopxPy(ImportPyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportPyArgs {
+    /// The directory holding the Python project's .loopx/registry.json (default: here); the
+    /// goals go to the loopx project there (or --project), made if there is none
+    pub dir: Option<PathBuf>,
+    /// Print what would be imported and what would not, and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Import a goal whose id is taken by another loopx goal as <id>-py instead of refusing
+    #[arg(long)]
+    pub rename: bool,
 }
 
 #[derive(Debug, Args)]

@@ -127,6 +127,7 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
         Command::Join(a) => join(cli, env, reporter, a).await,
         Command::Resume(a) if cli.session.is_some() => resume_in_session(cli, env, reporter, a).await,
         Command::Demo(a) => crate::demo::run(a.keep).await,
+        Command::Import(ImportCommand::LoopxPy(a)) => import_py(cli, env, reporter, a).await,
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(
@@ -308,6 +309,28 @@ async fn init(
     Rendered::new(&report, text::init(&report, style))
 }
 
+/// `loopx import loopx-py`: into the loopx project at the source (or `--project`), made when
+/// there is none (only once the source has been read whole).
+async fn import_py(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, a: &ImportPyArgs) -> Result<Rendered> {
+    let abs = |p: &PathBuf| if p.is_absolute() { p.clone() } else { env.cwd.join(p) };
+    let source = a.dir.as_ref().map_or_else(|| env.cwd.clone(), abs);
+    let target = cli.project.as_ref().map_or_else(|| source.clone(), abs);
+    let options = loopx_import::Options { dry_run: a.dry_run, rename: a.rename };
+    let report = if loopx_kernel::Layout::new(&target).project_file().exists() {
+        let k = open_at(&target, env, reporter)?;
+        loopx_import::import_loopx_py(k.store(), &source, options).await?
+    } else if a.dry_run {
+        let empty = loopx_kernel::MemStore::new(&target, env.clock.clone(), reporter);
+        loopx_import::import_loopx_py(&empty, &source, options).await?
+    } else {
+        loopx_import::py::read_project(&source)?;
+        let (store, _) =
+            loopx_kernel::FileStore::init(&target, env.clock.clone(), reporter, env.options.clone())?;
+        loopx_import::import_loopx_py(&store, &source, options).await?
+    };
+    Rendered::new(&report, text::import(&report))
+}
+
 async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Rendered> {
     let goal = goal_arg(cli)?;
     let g = goal.as_ref();
@@ -315,6 +338,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
         Command::Init(_)
         | Command::Join(_)
         | Command::Demo(_)
+        | Command::Import(_)
         | Command::Completions { .. }
         | Command::Agent(AgentCommand::Types | AgentCommand::Onboard { .. })
         | Command::Mcp(_)

@@ -801,3 +801,31 @@ pub fn lease(b: &LeaseBody, receipt: Option<(bool, bool)>) -> String {
         }
     }
 }
+
+/// `loopx import`: per goal, what came over and what did not (with where it is).
+pub fn import(r: &loopx_import::Report) -> String {
+    use loopx_import::Outcome;
+    let mut out =
+        format!("from {}{}\n", r.source, if r.dry_run { " (dry run: nothing written)" } else { "" });
+    for g in &r.goals {
+        let verb = match g.outcome {
+            Outcome::Imported => "imported as",
+            Outcome::WouldImport => "would be imported as",
+            Outcome::Unchanged => "unchanged: imported before as",
+        };
+        out.push_str(&format!(
+            "goal {} {verb} {}: {} agent(s), {} todo(s), {} gate(s) ({} open), {} evidence, {} spend(s), {} event(s)\n",
+            g.source_goal, g.goal_id, g.agents, g.todos, g.gates, g.open_gates, g.evidence, g.spends, g.events
+        ));
+        if !g.not_imported.is_empty() {
+            out.push_str(&format!("  not imported ({}):\n", g.not_imported.len()));
+            for n in &g.not_imported {
+                out.push_str(&format!("  {}:{}: {} — {}\n", n.file, n.line, n.what, n.why));
+            }
+        }
+    }
+    if r.goals.iter().all(|g| g.outcome == Outcome::Unchanged) && !r.goals.is_empty() {
+        out.push_str("nothing changed: every goal was imported from this same source before\n");
+    }
+    out
+}

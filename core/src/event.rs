@@ -52,6 +52,13 @@ pub enum Event {
     StoreUpgraded {
         archived: u64,
     },
+    /// The goal was brought over from another tool's state by `loopx import`: what it was
+    /// read from, and a digest of the bytes read, so importing the same source again changes
+    /// nothing. Changes no work.
+    Imported {
+        source: String,
+        digest: String,
+    },
     AgentRegistered {
         agent: AgentId,
         agent_type: AgentType,
@@ -250,6 +257,7 @@ impl Event {
             self,
             Event::DecisionRecorded { .. }
                 | Event::StoreUpgraded { .. }
+                | Event::Imported { .. }
                 | Event::SchedulerAcked { .. }
                 | Event::SchedulerFailed { .. }
                 | Event::StopBlocked { .. }
@@ -269,6 +277,7 @@ impl Event {
             Event::GoalStopped { .. } => "goal_stopped",
             Event::GoalResumed {} => "goal_resumed",
             Event::StoreUpgraded { .. } => "store_upgraded",
+            Event::Imported { .. } => "imported",
             Event::AgentRegistered { .. } => "agent_registered",
             Event::TodoAdded { .. } => "todo_added",
             Event::TodoClaimed { .. } => "todo_claimed",
@@ -338,6 +347,7 @@ impl Event {
             Event::StoreUpgraded { archived } => {
                 format!("store upgraded: {archived} closed todo(s) moved to the archive")
             }
+            Event::Imported { source, .. } => format!("imported from {source}"),
             Event::AgentRegistered { agent, agent_type } => {
                 format!("agent {agent} registered ({agent_type})")
             }

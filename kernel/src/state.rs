@@ -38,6 +38,13 @@ pub struct StoredReceipt {
     pub receipt: Option<serde_json::Value>,
 }
 
+/// Where a goal was imported from ([`Event::Imported`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportMark {
+    pub source: String,
+    pub digest: String,
+}
+
 /// The state of one goal after `seq` events.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GoalState {
@@ -92,6 +99,9 @@ pub struct GoalState {
     /// Every handoff, `handoffs[n - 1]` being `hn`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handoffs: Vec<Handoff>,
+    /// Where `loopx import` brought the goal from, and the digest of what it read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported: Option<ImportMark>,
     // The fields below were added with the archive. Each is left out of the JSON while it
     // holds its default, so a state without archived todos encodes as it did before them.
     /// Todos ever added (the live ones and the archived).
@@ -238,6 +248,7 @@ impl GoalState {
             stop_blocks: BTreeMap::new(),
             work_seq: first.seq,
             handoffs: Vec::new(),
+            imported: None,
             todos_total: 0,
             evidence_total: 0,
             closed_order: VecDeque::new(),
@@ -360,6 +371,9 @@ impl GoalState {
                 self.goal.updated_at = at;
             }
             Event::StoreUpgraded { .. } => {}
+            Event::Imported { source, digest } => {
+                self.imported = Some(ImportMark { source: source.clone(), digest: digest.clone() });
+            }
             Event::GoalResumed {} => {
                 self.goal.status = GoalStatus::Active;
                 self.goal.stop_reason = None;

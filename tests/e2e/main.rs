@@ -16,6 +16,7 @@ mod handoff;
 mod hook_matrix;
 mod hooks_claude;
 mod hostile_text;
+mod import;
 mod install_claude;
 mod install_codex;
 mod integrity;

@@ -73,7 +73,7 @@ impl Layer {
     pub fn of(dir: &str) -> Option<Layer> {
         match dir {
             "core" => Some(Layer::Core),
-            "kernel" | "pgstore" | "dashboard" => Some(Layer::Kernel),
+            "kernel" | "pgstore" | "dashboard" | "import" => Some(Layer::Kernel),
             "providers" => Some(Layer::Provider),
             d if d.starts_with("hosts/") => Some(Layer::Host),
             d if d.starts_with("adapters/") => Some(Layer::Adapter),
@@ -287,6 +287,8 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
             "loopx-pgstore" => d == "loopx-core" || d == "loopx-kernel",
             // The dashboard reads and writes through the kernel; the CLI hands it the stores.
             "loopx-dashboard" => d == "loopx-core" || d == "loopx-kernel",
+            // The importer reads another tool's files and commits through the kernel's stores.
+            "loopx-import" => d == "loopx-core" || d == "loopx-kernel",
             n if n.starts_with("loopx-host-") => d == "loopx-core",
             n if n.starts_with("loopx-adapter-") => {
                 // Core, and the one host crate whose host the adapter is named after.

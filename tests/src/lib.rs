@@ -238,3 +238,17 @@ pub fn events(path: &Path) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).expect("event line is JSON"))
         .collect()
 }
+
+/// A sandbox whose project directory is a copy of the LoopX (Python) fixture project
+/// (`tests/fixtures/loopx-py/project`, made by the real LoopX 0.4.9: `make.sh`, which this
+/// runs first when the fixture is missing), and the directory of what LoopX reported for it.
+pub fn loopx_py_fixture() -> (Sandbox, PathBuf) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join("loopx-py");
+    if !fixture.join("project").is_dir() {
+        let made = Command::new("bash").arg(fixture.join("make.sh")).status().expect("run make.sh");
+        assert!(made.success(), "making the LoopX (Python) fixture failed");
+    }
+    let s = Sandbox::new();
+    copy_dir(&fixture.join("project"), &s.root);
+    (s, fixture.join("expected"))
+}

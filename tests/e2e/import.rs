@@ -1,0 +1,175 @@
+//! `loopx import loopx-py`: a project made by the real LoopX (Python) 0.4.9 comes over with
+//! what LoopX itself reports about it — todos, gates, claims, evidence, the spend — and what
+//! cannot come over is listed with its file and line. The source is never changed; a second
+//! import changes nothing; a broken source is refused before anything is written.
+
+use std::collections::BTreeMap;
+
+use loopx_tests::{Sandbox, expected, loopx_py_fixture};
+use serde_json::Value;
+
+/// Every file of the sandbox outside loopx's own `.loopx/` state (the Python registry lives in
+/// `.loopx/` too).
+fn source_tree(s: &Sandbox) -> BTreeMap<String, Vec<u8>> {
+    s.tree().into_iter().filter(|(p, _)| !p.starts_with(".loopx/") || p == ".loopx/registry.json").collect()
+}
+
+/// Our todo for each LoopX todo id, by the import's report.
+fn mapping(report: &Value, goal: &str) -> BTreeMap<String, String> {
+    let g = report["goals"].as_array().unwrap().iter().find(|g| g["source_goal"] == goal).unwrap();
+    g["todo_ids"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[test]
+fn a_loopx_python_project_comes_over_field_for_field() {
+    let (s, exp) = loopx_py_fixture();
+    let before = source_tree(&s);
+
+    // A dry run reports and writes nothing, not even loopx's project.
+    let dry = s.json(&["import", "loopx-py", "--dry-run"]);
+    assert_eq!(dry["dry_run"], true);
+    assert!(dry["goals"].as_array().unwrap().iter().all(|g| g["outcome"] == "would_import"), "{dry}");
+    assert!(!s.state_dir().join("project.json").exists());
+    assert_eq!(source_tree(&s), before);
+
+    let report = s.json(&["import", "loopx-py"]);
+    assert_eq!(source_tree(&s), before, "the source was changed");
+    assert_eq!(report["goals"].as_array().unwrap().len(), 2, "{report}");
+    let agents: usize =
+        report["goals"].as_array().unwrap().iter().map(|g| g["agents"].as_u64().unwrap() as usize).sum();
+    assert_eq!(agents, 3);
+
+    for goal in ["alpha", "beta"] {
+        let ids = mapping(&report, goal);
+        let py = expected(&exp, &format!("todo-list-{goal}.json"));
+        let ours = s.json(&["--goal-id", goal, "todo", "list", "--all"]);
+        let ours: BTreeMap<String, &Value> = ours["todos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["id"].as_str().unwrap().to_owned(), t))
+            .collect();
+        let gates = s.json(&["--goal-id", goal, "gate", "list", "--all"]);
+        let gates = gates["gates"].as_array().unwrap();
+        for t in py["todos"].as_array().unwrap() {
+            let py_id = t["todo_id"].as_str().unwrap();
+            let title = t["title"].as_str().or(t["text"].as_str()).unwrap();
+            if t["task_class"] == "user_gate" {
+                // A person's gate: a loopx gate with its question and scope.
+                let g =
+                    gates.iter().find(|g| g["question"] == title).unwrap_or_else(|| panic!("gate {title}"));
+                assert_eq!(g["status"], if t["status"] == "done" { "approved" } else { "open" }, "{title}");
+                let scope = match (t["global_gate"].as_bool(), t["blocks_agent"].as_str()) {
+                    (Some(true), _) => serde_json::json!({"scope": "goal"}),
+                    (_, Some(a)) => serde_json::json!({"scope": "agent", "ids": a}),
+                    _ => serde_json::json!({"scope": "goal"}),
+                };
+                assert_eq!(g["blocks"], scope, "{title}");
+                continue;
+            }
+            let ours = ours[&ids[py_id]];
+            assert_eq!(ours["text"], title, "{py_id}");
+            assert_eq!(ours["priority"], t["priority"].as_str().unwrap_or("P2"), "{py_id}");
+            assert_eq!(ours["role"], t["role"], "{py_id}");
+            let status = match (t["status"].as_str().unwrap(), t["note"].as_str()) {
+                ("done", Some("superseded")) => "superseded",
+                (s, _) => s,
+            };
+            assert_eq!(ours["status"], status, "{py_id}");
+            let class = match t["task_class"].as_str() {
+                Some("blocker") => "blocker",
+                Some("continuous_monitor") => "monitor",
+                _ => "advance",
+            };
+            assert_eq!(ours["class"], class, "{py_id}");
+            if status != "done" && status != "superseded" {
+                assert_eq!(ours["claimed_by"], t["claimed_by"], "{py_id}");
+            }
+            // The source id is kept as a reference on the todo.
+            let shown = s.json(&["--goal-id", goal, "todo", "show", "--todo-id", &ids[py_id]]);
+            assert!(shown.to_string().contains(py_id), "{py_id} not kept on {}", ids[py_id]);
+        }
+        // LoopX lists the live todos; the archived ones come over closed.
+        let listed =
+            py["todos"].as_array().unwrap().iter().filter(|t| t["task_class"] != "user_gate").count();
+        assert!(ours.len() >= listed, "{goal}: {} todos for {listed}", ours.len());
+        assert!(ours.len() > listed || goal == "alpha", "{goal}: the archived todos are missing");
+
+        // History: each of LoopX's runs is a spend here, or listed as not imported.
+        let runs = expected(&exp, &format!("history-{goal}.json"));
+        let g = report["goals"].as_array().unwrap().iter().find(|g| g["source_goal"] == goal).unwrap();
+        let ours_hist = s.json(&["--goal-id", goal, "history", "--limit", "1000"]);
+        let spent =
+            ours_hist["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "slot_spent").count();
+        for run in runs["runs"].as_array().unwrap() {
+            let c = run["classification"].as_str().unwrap();
+            let reported =
+                g["not_imported"].as_array().unwrap().iter().any(|n| n["what"].as_str().unwrap().contains(c));
+            assert!(c == "quota_slot_spent" || reported, "run {c} neither imported nor reported");
+        }
+        let py_spends = runs["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["classification"] == "quota_slot_spent")
+            .count();
+        assert_eq!(spent, py_spends, "{goal}");
+        assert_eq!(ours_hist["events"][1]["kind"], "imported");
+    }
+
+    // Status counts agree with the todo list.
+    let status = s.json(&["--goal-id", "alpha", "status"]);
+    assert_eq!(status["counts"]["blocked"], 1);
+    assert_eq!(status["counts"]["deferred"], 1);
+    assert_eq!(status["gates"].as_array().map_or(0, Vec::len), 2, "{status}");
+
+    // Again: nothing changes, and it says so.
+    let log = std::fs::read(s.events_path("alpha")).unwrap();
+    let again = s.ok(&["import", "loopx-py"]);
+    assert!(again.stdout.contains("nothing changed"), "{}", again.stdout);
+    assert_eq!(std::fs::read(s.events_path("alpha")).unwrap(), log);
+    assert_eq!(source_tree(&s), before);
+}
+
+#[test]
+fn a_broken_source_is_refused_naming_the_file_and_line_and_nothing_is_written() {
+    let (s, _) = loopx_py_fixture();
+    let state = s.root.join(".codex/goals/alpha/ACTIVE_GOAL_STATE.md");
+    let text = std::fs::read_to_string(&state).unwrap();
+    // Cut inside a todo's metadata comment, as a truncated copy would be.
+    let at = text.find("<!-- loopx:todo").unwrap() + 30;
+    std::fs::write(&state, &text[..at]).unwrap();
+    let line = text[..at].matches('\n').count() + 1;
+    let before = s.tree();
+    let r = s.fails(4, &["import", "loopx-py"]);
+    assert!(r.stderr.contains(&format!("ACTIVE_GOAL_STATE.md:{line}")), "{}", r.stderr);
+    assert_eq!(s.tree(), before, "something was written");
+
+    // A registry that is not JSON names its line too.
+    std::fs::write(&state, &text).unwrap();
+    let registry = s.root.join(".loopx/registry.json");
+    let bytes = std::fs::read(&registry).unwrap();
+    std::fs::write(&registry, &bytes[..bytes.len() / 2]).unwrap();
+    let r = s.fails(4, &["import", "loopx-py"]);
+    assert!(r.stderr.contains("registry.json:"), "{}", r.stderr);
+    assert!(!s.state_dir().join("project.json").exists());
+}
+
+#[test]
+fn a_goal_taken_by_another_is_refused_unless_renamed() {
+    let (s, _) = loopx_py_fixture();
+    s.ok(&["init", "--goal-id", "alpha", "--objective", "our own alpha"]);
+    let log = std::fs::read(s.events_path("alpha")).unwrap();
+    let r = s.fails(1, &["import", "loopx-py"]);
+    assert!(r.stderr.contains("goal alpha exists") && r.stderr.contains("--rename"), "{}", r.stderr);
+    assert!(!s.events_path("beta").exists(), "a refused import wrote beta");
+    let report = s.json(&["import", "loopx-py", "--rename"]);
+    assert_eq!(report["goals"][0]["goal_id"], "alpha-py");
+    assert_eq!(std::fs::read(s.events_path("alpha")).unwrap(), log, "our alpha was changed");
+    assert_eq!(s.json(&["--goal-id", "alpha-py", "status"])["objective"], "Ship the alpha parser");
+}
