@@ -274,6 +274,15 @@ async fn build(dir: &Path, g: &py::Goal, id: &GoalId) -> Result<(GoalReport, Vec
             skip(&mut r, "registry.json", 1, &format!("thread {thread} of {a}"), e.message);
         }
     }
+    for (file, line, what) in &g.extras {
+        skip(
+            &mut r,
+            &file.display().to_string(),
+            *line,
+            what,
+            "loopx has no place for it; it stays in the source".into(),
+        );
+    }
     // Todos in file order (agent, person, then archived work); person gates become gates.
     let mut ids: BTreeMap<&str, TodoId> = BTreeMap::new();
     let mut steps: Vec<(Timestamp, Step)> = Vec::new();
@@ -337,19 +346,16 @@ async fn build(dir: &Path, g: &py::Goal, id: &GoalId) -> Result<(GoalReport, Vec
             "done" => steps.push((at("completed_at"), Step::Close(i))),
             _ => {}
         }
-        // A done todo's successors go in its completion note.
-        let kept_elsewhere = |key: &str| key == "successor_todo_ids" && t.status() == "done";
-        for key in ["successor_todo_ids", "cadence", "next_due_at", "expires_at", "required_decision_scopes"]
-        {
-            if let Some(v) = t.get(key).filter(|_| !kept_elsewhere(key)) {
-                skip(
-                    &mut r,
-                    &state_file,
-                    t.line,
-                    &format!("{key}={v}"),
-                    "loopx has no such field; kept in the source".into(),
-                );
-            }
+        let unmapped = unmapped_fields(t);
+        if !unmapped.is_empty() {
+            let what = format!("todo {:?}: {}", t.text, unmapped.join(" "));
+            skip(
+                &mut r,
+                &state_file,
+                t.line,
+                &what,
+                "loopx has no such fields; they stay in the source".into(),
+            );
         }
     }
     for (i, run) in g.runs.iter().enumerate() {
@@ -476,6 +482,25 @@ async fn build(dir: &Path, g: &py::Goal, id: &GoalId) -> Result<(GoalReport, Vec
     let state = mem.read(id)?;
     r.events = state.seq;
     Ok((r, mem.log_lines(id)?))
+}
+
+/// A todo's metadata fields the import has no place for, as `key=value`.
+fn unmapped_fields(t: &py::Todo) -> Vec<String> {
+    // What the import carries over (some only in one status: a reason of a blocked todo, the
+    // successors and note of a closed one, the resume condition of a deferred one).
+    let done = t.status() == "done";
+    let mapped = |k: &str| match k {
+        "todo_id" | "status" | "task_class" | "claimed_by" | "evidence" | "completed_at" | "updated_at" => {
+            true
+        }
+        "reason" => t.status() == "blocked" || done,
+        "note" | "successor_todo_ids" | "superseded_by" | "completion_continuation" => done,
+        "resume_when" => t.get(k).is_some_and(|v| v.starts_with("todo_done:")),
+        "decision_scope" | "blocks_agent" | "global_gate" | "unblocks_todo_id" | "bound_agent"
+        | "goal_bound" | "decision_outcome" => t.class() == "user_gate",
+        _ => false,
+    };
+    t.meta.iter().filter(|(k, v)| !v.is_empty() && !mapped(k)).map(|(k, v)| format!("{k}={v}")).collect()
 }
 
 fn note_only(todo: TodoId, note: String) -> UpdateTodo {

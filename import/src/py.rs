@@ -38,6 +38,9 @@ pub struct Goal {
     pub updated_at: Option<Timestamp>,
     /// BLAKE3 of what was read for this goal (its registry entry, state file and run records).
     pub digest: String,
+    /// What the source holds for the goal beyond its todos and runs that loopx has no place
+    /// for: file, line, what.
+    pub extras: Vec<(PathBuf, usize, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -208,6 +211,32 @@ fn read_goal(dir: &Path, registry: &Path, bytes: &[u8], g: &Value, runtime: Opti
     let (front, todos) = parse_state(&state_file, &state_bytes)?;
     let runtime = locate(runtime.unwrap_or(&dir.join(".codex").join("loopx")), repo.as_deref(), dir);
     let runs = read_runs(&runtime.join("goals").join(&id).join("runs"), &mut hasher)?;
+    let mut extras = Vec::new();
+    for key in ["agent_profiles", "agent_work_modes", "write_scope"] {
+        match coordination.get(key) {
+            Some(Value::Object(m)) if !m.is_empty() => {
+                extras.push((
+                    registry.to_owned(),
+                    at,
+                    format!("{key} of {}", m.keys().cloned().collect::<Vec<_>>().join(", ")),
+                ));
+            }
+            Some(Value::Array(a)) if !a.is_empty() => {
+                extras.push((registry.to_owned(), at, format!("{key} {a:?}")))
+            }
+            _ => {}
+        }
+    }
+    let leases = runtime.join("goals").join(&id).join("task-leases");
+    let mut lease_files: Vec<PathBuf> = std::fs::read_dir(&leases)
+        .map(|d| {
+            d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect()
+        })
+        .unwrap_or_default();
+    lease_files.sort();
+    for path in lease_files {
+        extras.push((path, 1, "a task lease (leases are taken again by whoever works the todo)".to_owned()));
+    }
     Ok(Goal {
         objective: front.get("objective").cloned().unwrap_or_default(),
         status: front
@@ -224,6 +253,7 @@ fn read_goal(dir: &Path, registry: &Path, bytes: &[u8], g: &Value, runtime: Opti
         todos,
         runs,
         digest: hasher.finalize().to_hex()[..32].to_owned(),
+        extras,
     })
 }
 
