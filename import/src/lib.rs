@@ -307,13 +307,9 @@ async fn build(dir: &Path, g: &py::Goal, id: &GoalId) -> Result<(GoalReport, Vec
             "continuous_monitor" => TodoClass::Monitor,
             _ => TodoClass::Advance,
         };
-        let priority = match t.priority {
-            Some(0) => Priority::P0,
-            Some(1) => Priority::P1,
-            Some(3) => Priority::P3,
-            Some(4) => Priority::P4,
-            _ => Priority::P2,
-        };
+        // Without a `[Pn]` prefix LoopX sorts a todo last of all; loopx's default is P2.
+        let priority =
+            t.priority.and_then(|d| format!("P{d}").parse::<Priority>().ok()).unwrap_or(Priority::P2);
         let req = AddTodo {
             text: t.text.clone(),
             priority,

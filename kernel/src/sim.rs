@@ -154,8 +154,16 @@ struct Sim {
     acked: BTreeMap<u64, String>,
     /// Turns begun and not yet ended, by agent.
     in_flight: BTreeMap<String, Flight>,
+    /// Per agent, the `should-run` answers in a row that said run and left it nothing to take.
+    idle_runs: BTreeMap<String, u32>,
+    /// A spin seen by a turn, for the next check to report.
+    spin: Option<String>,
     checker: Checker,
 }
+
+/// How many answers in a row may say "run" to an agent that then finds nothing to take: more is
+/// a loop spending turns on nothing (a host would wake it again and again).
+const SPIN_LIMIT: u32 = 3;
 
 /// A turn an agent has begun (claimed its todo) and not yet ended.
 struct Flight {
@@ -432,13 +440,23 @@ impl Sim {
             }
         };
         self.note(format!("{a} should-run: {}", answer.decision.as_str()));
+        // A turn told to plan (nothing is open) is the scripted agent's to skip.
         let Some(todo) = answer.selected_todo.as_ref().map(|t| t.id).filter(|_| answer.should_run) else {
             return;
         };
-        let claimed = self.k.claim_todo(&ctx, todo).await;
-        if self.outcome(&format!("claim {todo}"), a.as_str(), claimed).is_none() {
+        let r = self.k.claim_todo(&ctx, todo).await;
+        let claimed = self.outcome(&format!("claim {todo}"), a.as_str(), r).map(|_| todo);
+        // Told to run on a todo, it could not take it: a turn spent on nothing.
+        let idle = self.idle_runs.entry(a.to_string()).or_default();
+        let Some(todo) = claimed else {
+            *idle += 1;
+            if *idle > SPIN_LIMIT {
+                self.spin =
+                    Some(format!("{a} was told to run {idle} times in a row and found nothing to take"));
+            }
             return;
-        }
+        };
+        *idle = 0;
         if self.cfg.plant == Some(Plant::SpendBeforeWriteback) && self.rng.chance(5) {
             self.planted_spend(&a, todo, &turn);
         }
@@ -688,6 +706,10 @@ impl Sim {
 
     /// Reads the log's new lines and checks each; then the store's state against the shadow.
     fn check(&mut self) -> Result<(), Box<Violation>> {
+        self.summary.invariants_checked += 1;
+        if let Some(detail) = self.spin.take() {
+            return Err(self.violation("never spins", detail));
+        }
         let bytes = self
             .k
             .store()
@@ -764,6 +786,8 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
         step: 0,
         acked: BTreeMap::new(),
         in_flight: BTreeMap::new(),
+        idle_runs: BTreeMap::new(),
+        spin: None,
         checker: Checker {
             goal: goal.clone(),
             shadow: None,
