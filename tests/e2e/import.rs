@@ -173,3 +173,30 @@ fn a_goal_taken_by_another_is_refused_unless_renamed() {
     assert_eq!(std::fs::read(s.events_path("alpha")).unwrap(), log, "our alpha was changed");
     assert_eq!(s.json(&["--goal-id", "alpha-py", "status"])["objective"], "Ship the alpha parser");
 }
+
+#[test]
+fn a_state_file_cut_anywhere_is_imported_or_refused_never_a_crash() {
+    let (s, _) = loopx_py_fixture();
+    let state = s.root.join(".codex/goals/beta/ACTIVE_GOAL_STATE.md");
+    let text = std::fs::read(&state).unwrap();
+    let mut refused = 0;
+    // Every 23rd byte: a cut inside the front matter, a heading, a checkbox, a comment.
+    for at in (0..text.len()).step_by(23) {
+        std::fs::write(&state, &text[..at]).unwrap();
+        let r = s.run(&["import", "loopx-py", "--dry-run", "--json"]);
+        match r.code {
+            0 => assert!(
+                r.json()["goals"].as_array().is_some_and(|g| g.len() == 2),
+                "cut at {at}: {}",
+                r.stdout
+            ),
+            4 => {
+                assert!(r.stderr.contains("ACTIVE_GOAL_STATE.md:"), "cut at {at}: {}", r.stderr);
+                refused += 1;
+            }
+            code => panic!("cut at {at}: exit {code}\n{}", r.stderr),
+        }
+    }
+    assert!(refused > 0, "no cut was refused");
+    assert!(!s.state_dir().join("project.json").exists(), "a dry run wrote");
+}
