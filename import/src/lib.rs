@@ -110,12 +110,28 @@ pub async fn import_loopx_py(target: &dyn Store, dir: &Path, options: Options) -
         if same {
             plans.push((g, id, true));
         } else if options.rename {
-            let free = (1..)
-                .map(|n| if n == 1 { format!("{id}-py") } else { format!("{id}-py-{n}") })
-                .filter_map(|s| GoalId::new(&s).ok())
-                .find(|c| !existing.has_goal(c) && !plans.iter().any(|(_, p, _)| p == c))
-                .ok_or_else(|| Error::internal("no free goal id"))?;
-            plans.push((g, free, false));
+            // The first of <id>-py, <id>-py-2, … that is free, or that this source made before
+            // (then it is unchanged).
+            let mut chosen = None;
+            for n in 1..1000 {
+                let Ok(c) = GoalId::new(&if n == 1 { format!("{id}-py") } else { format!("{id}-py-{n}") })
+                else {
+                    break;
+                };
+                if plans.iter().any(|(_, p, _)| *p == c) {
+                    continue;
+                }
+                if !existing.has_goal(&c) {
+                    chosen = Some((c, false));
+                    break;
+                }
+                if target.read(&c)?.imported.is_some_and(|m| m.digest == g.digest) {
+                    chosen = Some((c, true));
+                    break;
+                }
+            }
+            let (free, same) = chosen.ok_or_else(|| Error::conflict(format!("no free id for goal {id}")))?;
+            plans.push((g, free, same));
         } else {
             conflicts.push(format!("goal {id} exists already"));
         }

@@ -170,6 +170,10 @@ fn a_goal_taken_by_another_is_refused_unless_renamed() {
     assert!(!s.events_path("beta").exists(), "a refused import wrote beta");
     let report = s.json(&["import", "loopx-py", "--rename"]);
     assert_eq!(report["goals"][0]["goal_id"], "alpha-py");
+    // Renamed, the same source again still changes nothing.
+    let again = s.json(&["import", "loopx-py", "--rename"]);
+    assert_eq!(again["goals"][0]["goal_id"], "alpha-py", "{again}");
+    assert!(again["goals"].as_array().unwrap().iter().all(|g| g["outcome"] == "unchanged"), "{again}");
     assert_eq!(std::fs::read(s.events_path("alpha")).unwrap(), log, "our alpha was changed");
     assert_eq!(s.json(&["--goal-id", "alpha-py", "status"])["objective"], "Ship the alpha parser");
 }
