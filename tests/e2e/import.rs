@@ -94,6 +94,43 @@ fn a_loopx_python_project_comes_over_field_for_field() {
             let shown = s.json(&["--goal-id", goal, "todo", "show", "--todo-id", &ids[py_id]]);
             assert!(shown.to_string().contains(py_id), "{py_id} not kept on {}", ids[py_id]);
         }
+        // `status` counts what LoopX's own summaries count, read the loopx way: LoopX counts a
+        // blocked todo as open and a deferred one as done, and a person's gate as their todo;
+        // its archived todos (which it does not list) come over done.
+        let (pa, pu) = (&py["agent_todos"], &py["user_todos"]);
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
+        let gate_items = py["todos"].as_array().unwrap().iter().filter(|t| t["task_class"] == "user_gate");
+        let open_gates = gate_items.clone().filter(|t| t["status"] != "done").count() as u64;
+        let answered = gate_items.filter(|t| t["status"] == "done").count() as u64;
+        let md = std::fs::read_to_string(s.root.join(format!(".codex/goals/{goal}/ACTIVE_GOAL_STATE.md")))
+            .unwrap();
+        let archived = md
+            .split("## Completed Work Archive")
+            .nth(1)
+            .map_or(0, |a| a.lines().filter(|l| l.trim_start().starts_with("- [")).count())
+            as u64;
+        let counts = &s.json(&["--goal-id", goal, "status"])["counts"];
+        let deferred = n(pa, "deferred_count") + n(pu, "deferred_count");
+        assert_eq!(
+            n(counts, "open") + n(counts, "blocked"),
+            n(pa, "open_count") + n(pu, "open_count") - open_gates,
+            "{goal}"
+        );
+        assert_eq!(n(counts, "deferred"), deferred, "{goal}");
+        assert_eq!(
+            n(counts, "done") + n(counts, "superseded"),
+            n(pa, "done_count") + n(pu, "done_count") - deferred - answered + archived,
+            "{goal}"
+        );
+        let claimed = ours
+            .values()
+            .filter(|t| {
+                t["claimed_by"].is_string()
+                    && !["done", "superseded"].contains(&t["status"].as_str().unwrap())
+            })
+            .count() as u64;
+        assert_eq!(claimed, n(pa, "claimed_open_count"), "{goal}");
+
         // LoopX lists the live todos; the archived ones come over closed.
         let listed =
             py["todos"].as_array().unwrap().iter().filter(|t| t["task_class"] != "user_gate").count();
