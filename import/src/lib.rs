@@ -347,7 +347,15 @@ async fn build(dir: &Path, g: &py::Goal, id: &GoalId) -> Result<(GoalReport, Vec
             ids.insert(py_id, added);
             r.todo_ids.insert(py_id.to_owned(), added.to_string());
             let note = format!("imported from LoopX (Python) {py_id}");
-            let _ = k.update_todo(&user, note_only(added, note)).await;
+            if let Err(e) = k.update_todo(&user, note_only(added, note)).await {
+                skip(
+                    &mut r,
+                    &state_file,
+                    t.line,
+                    &format!("todo_id={py_id} as a note on {added}"),
+                    e.message,
+                );
+            }
         }
         if t.get("claimed_by").is_some() && t.status() != "done" {
             steps.push((at("updated_at"), Step::Claim(i)));
