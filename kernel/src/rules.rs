@@ -988,7 +988,7 @@ pub fn refresh_state(
     turn: Option<&str>,
     req: &RefreshState,
     now: Timestamp,
-) -> Result<Event> {
+) -> Result<Option<Event>> {
     let agent = explicit_agent(actor, "refresh-state")?;
     find_todo(state, req.todo)?;
     check_classification(&req.classification)?;
@@ -996,7 +996,18 @@ pub fn refresh_state(
         check_text("next action", n)?;
     }
     check_turn_binding(state, agent, turn, req.todo)?;
-    Ok(Event::RunRecorded {
+    // A turn that spent is closed: its writeback stands, and writing it back again (a host
+    // delivering the turn's end once more, by other commands) must not open a second one to
+    // spend on.
+    if let Some(t) = turn
+        && state
+            .runs
+            .iter()
+            .any(|r| &r.agent == agent && r.turn.as_deref() == Some(t) && r.spent_by.is_some())
+    {
+        return Ok(None);
+    }
+    Ok(Some(Event::RunRecorded {
         run: RunRecord {
             id: state.next_run_id(),
             agent: agent.clone(),
@@ -1008,7 +1019,7 @@ pub fn refresh_state(
             at: now,
             spent_by: None,
         },
-    })
+    }))
 }
 
 pub fn spend_slot(

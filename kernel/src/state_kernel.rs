@@ -1066,7 +1066,7 @@ impl<S: Store> Kernel for StateKernel<S> {
             "refresh-state",
             &req,
             |_| Ok(Lane::Agent),
-            |s, a| rules::refresh_state(s, a, turn.as_deref(), &req, now).map(Some),
+            |s, a| rules::refresh_state(s, a, turn.as_deref(), &req, now),
             |s| {
                 // The run this turn wrote back (on a replay, not necessarily the latest).
                 let run = s
@@ -1156,8 +1156,9 @@ impl<S: Store> Kernel for StateKernel<S> {
                 if let Some(e) = rules::complete(&next, a, &req.complete, validated.as_ref(), now)? {
                     step(&mut next, &mut steps, e)?;
                 }
-                let e = rules::refresh_state(&next, a, Some(&turn), &refresh, now)?;
-                step(&mut next, &mut steps, e)?;
+                if let Some(e) = rules::refresh_state(&next, a, Some(&turn), &refresh, now)? {
+                    step(&mut next, &mut steps, e)?;
+                }
                 let e = rules::spend_slot(&next, a, Some(&turn), &spend, now)?;
                 step(&mut next, &mut steps, e)?;
                 Ok(Some(Event::TurnSettled { steps }))

@@ -142,7 +142,7 @@ impl Sim {
             next_action: None,
         };
         let e = rules::refresh_state(&self.state, &a, None, &refresh, self.now).unwrap();
-        self.apply(who, e);
+        self.apply(who, e.expect("a turn without an id always writes back"));
         let req = SpendSlot { todo: t, slots: 1, tokens, usd: None, dry_run: false };
         let e = rules::spend_slot(&self.state, &a, None, &req, self.now).unwrap();
         self.apply(who, e);
