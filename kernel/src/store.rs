@@ -206,9 +206,22 @@ pub struct StoreOptions {
     pub holder: String,
     /// Test-only fault injection: abort the process at this named commit step
     /// (`after-lock`, `after-append`, `after-archive`, `before-goal-md`, `after-bodies`,
-    /// `before-bodies-rename`, `before-snapshot-rename`). The CLI sets it only in debug builds.
+    /// `before-bodies-rename`, `before-snapshot-rename`; see [`FAULT_POINTS`]), or hang or
+    /// unwind there (`hang-<point>`, `unwind-<point>`, `unwind-torn-append`). The CLI sets it
+    /// only in debug builds.
     pub fault: Option<String>,
 }
+
+/// The named steps of a commit where a fault can be injected, in the order a commit passes them.
+pub const FAULT_POINTS: [&str; 7] = [
+    "after-lock",
+    "after-append",
+    "after-archive",
+    "before-goal-md",
+    "after-bodies",
+    "before-bodies-rename",
+    "before-snapshot-rename",
+];
 
 impl Default for StoreOptions {
     fn default() -> Self {
@@ -491,6 +504,12 @@ impl fmt::Debug for FileStore {
     }
 }
 
+/// The payload a store unwinds with at an `unwind-<point>` fault: the process "died" there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InjectedCrash {
+    pub point: String,
+}
+
 /// What `init` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InitOutcome {
@@ -551,11 +570,16 @@ impl FileStore {
     }
 
     /// Test-only fault injection at a named commit step: `LOOPX_FAULT=<point>` aborts the
-    /// process there; `LOOPX_FAULT=hang-<point>` sleeps there (holding the lock) for a minute.
+    /// process there; `LOOPX_FAULT=hang-<point>` sleeps there (holding the lock) for a minute;
+    /// `unwind-<point>` unwinds from there with an [`InjectedCrash`] (the simulation's kill -9:
+    /// nothing after the point runs, and the caller hears nothing).
     fn fault_point(&self, point: &str) {
         match self.options.fault.as_deref() {
             Some(f) if f == point => std::process::abort(),
             Some(f) if f.strip_prefix("hang-") == Some(point) => std::thread::sleep(Duration::from_secs(60)),
+            Some(f) if f.strip_prefix("unwind-") == Some(point) => {
+                std::panic::resume_unwind(Box::new(InjectedCrash { point: point.to_owned() }))
+            }
             _ => {}
         }
     }
@@ -1329,6 +1353,11 @@ impl Store for FileStore {
         let mut text = String::with_capacity(c.line.len() + 1);
         text.push_str(c.line);
         text.push('\n');
+        if self.options.fault.as_deref() == Some("unwind-torn-append") {
+            // The power went out halfway through the write.
+            kfs::append_durable(&mut file, &events, &text.as_bytes()[..text.len() / 2])?;
+        }
+        self.fault_point("torn-append");
         kfs::append_durable(&mut file, &events, text.as_bytes())?;
         self.fault_point("after-append");
         // The event is durable; the archive follows it (a crash before the snapshot is
