@@ -47,11 +47,11 @@ use loopx_core::event::Event;
 use loopx_core::kernel::{
     AcceptHandoff, AddTodo, AnswerGate, AskGate, CancelHandoff, CommandContext, CompleteTodo, CreateGoal,
     Kernel, LeaseOp, LeaseRequest, NewEvidence, OfferHandoff, QuotaChange, RefreshState, RegisterAgent,
-    SchedulerReport, SetGoal, SettleTurn, SpendSlot, UpdateTodo,
+    SchedulerReport, SetGoal, SettleTurn, SpendSlot, SupersedeTodo, UpdateTodo,
 };
 use loopx_core::model::{
-    DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, Priority, Role, Spend, TodoClass,
-    TodoStatus,
+    DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, GoalStatus, Priority, Role, Spend,
+    TodoClass, TodoStatus,
 };
 use loopx_core::{AgentId, Clock, GoalId, IdempotencyKey, Timestamp, TodoId};
 
@@ -331,6 +331,8 @@ struct Sim {
     broken: Option<(&'static str, String)>,
     /// A lock "another process" holds during this step.
     held: Option<LockGuard>,
+    /// The process was killed this step: the next check asks the doctor too.
+    crashed: bool,
     checker: Checker,
 }
 
@@ -436,6 +438,7 @@ impl Sim {
                 )))
             };
             self.summary.crashes += 1;
+            self.crashed = true;
             self.note(format!("the process is killed at {}; it starts again", crash.point));
             // The host delivers the turn it was ending again.
             if let Some((a, f)) = self.finishing.take() {
@@ -846,8 +849,36 @@ impl Sim {
 
     async fn person(&mut self) {
         let user = self.ctx(None, None);
+        let stopped = self.k.store().read(&self.goal).is_ok_and(|s| s.goal.status == GoalStatus::Stopped);
+        if stopped && self.rng.chance(15) {
+            let r = self.k.resume_goal(&user).await;
+            self.outcome("resume the goal", "user", r);
+            return;
+        }
         match self.rng.below(100) {
-            0..42 => {
+            0..2 if !stopped => {
+                let r = self.k.stop_goal(&user, Some("stopped for a while in the simulation".into())).await;
+                self.outcome("stop the goal", "user", r);
+            }
+            2..7 => {
+                // A todo is no longer wanted as it stands: a narrower one replaces it.
+                let Ok(s) = self.k.store().read(&self.goal) else { return };
+                let open: Vec<TodoId> =
+                    s.todos.iter().filter(|t| t.status == TodoStatus::Open).map(|t| t.id).collect();
+                if open.is_empty() {
+                    return;
+                }
+                let todo = *self.rng.pick(&open);
+                let req = SupersedeTodo {
+                    todo,
+                    by: vec![],
+                    new_texts: vec![format!("a narrower {todo}")],
+                    note: Some("the person changed their mind".into()),
+                };
+                let r = self.k.supersede_todo(&user, req).await;
+                self.outcome(&format!("supersede {todo}"), "user", r);
+            }
+            7..42 => {
                 let Ok(gates) = self.k.list_gates(Some(&self.goal), false).await else { return };
                 // Some questions wait a long time, some are never answered.
                 let Some(g) = gates.gates.iter().find(|g| g.id.number() % 5 != 0).map(|g| g.id) else {
@@ -1018,6 +1049,28 @@ impl Sim {
                 return Err(self.violation("the state equals a replay of the log", at));
             }
         }
+        if std::mem::take(&mut self.crashed) {
+            // Recovered by the read above: whatever the crash left, the doctor finds it whole.
+            let report = self
+                .k
+                .store()
+                .doctor(Some(&self.goal))
+                .map_err(|e| self.violation("the doctor runs", e.message))?;
+            let failed: Vec<String> = report
+                .project
+                .iter()
+                .chain(report.goals.iter().flat_map(|g| &g.checks))
+                .filter(|c| !c.ok)
+                .map(|c| format!("{}: {}", c.name, c.detail))
+                .collect();
+            self.summary.invariants_checked += 1;
+            if !report.healthy {
+                return Err(self.violation("the store is whole after a crash", failed.join("; ")));
+            }
+        }
+        let Some(shadow) = self.checker.shadow.as_ref() else {
+            return Err(self.violation("the state equals a replay of the log", "no log".into()));
+        };
         if complete > 0 {
             let mine = root(shadow).map_err(|e| self.violation("the state encodes", e))?;
             if self.checker.root.as_ref().is_some_and(|r| *r != mine) {
@@ -1073,6 +1126,7 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
         backoff: BTreeMap::new(),
         broken: None,
         held: None,
+        crashed: false,
         checker: Checker::new(goal.clone()),
     };
     let made = sim
