@@ -15,10 +15,10 @@ commands:
   ci                              format check, clippy (warnings denied), and the whole test suite
   bench [--quick] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md)
         [--bin PATH]              (measure this binary instead of building the release one)
-  sim [--seed N | --seeds K]      deterministic simulation of long-running goals, every invariant
-      [--hours H] [--agents A]    checked after every step (default: seeds 1–20 on both stores,
-      [--store memory|files|both] 200 h, 4 agents, 1 job); a failure is shrunk to its fewest
-      [--jobs J] [--steps A,B,…]  steps, replayed with --steps
+  sim [--seed N] [--seeds K]     deterministic simulation of long-running goals, every invariant
+      [--hours H] [--agents A]    checked after every step (default: seeds 1–20, i.e. K seeds
+      [--store memory|files|both] from N, on both stores, 200 h, 4 agents, 1 job); a failure is
+      [--jobs J] [--steps A,B,…]  shrunk to its fewest steps, replayed with --steps
   man [--out DIR]                 man pages from the CLI's definition (default target/man)
   dist                            release archive: binary, completions, man pages, docs
                                   (target/dist/loopx-<version>-<host>.tar.gz)";

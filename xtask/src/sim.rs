@@ -39,17 +39,16 @@ impl Options {
             steps: None,
             jobs: 1,
         };
+        // `--seed N` alone is that one seed; with `--seeds K`, K seeds from N.
+        let mut seeds = None;
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let mut text = |name: &str| it.next().with_context(|| format!("{name} needs a value")).cloned();
             let number =
                 |name: &str, v: String| v.parse::<u64>().with_context(|| format!("{name} needs a number"));
             match a.as_str() {
-                "--seed" => {
-                    o.first_seed = number("--seed", text("--seed")?)?;
-                    o.seeds = 1;
-                }
-                "--seeds" => o.seeds = number("--seeds", text("--seeds")?)?,
+                "--seed" => o.first_seed = number("--seed", text("--seed")?)?,
+                "--seeds" => seeds = Some(number("--seeds", text("--seeds")?)?),
                 "--hours" => o.hours = number("--hours", text("--hours")?)?,
                 "--agents" => o.agents = usize::try_from(number("--agents", text("--agents")?)?)?,
                 "--jobs" => o.jobs = usize::try_from(number("--jobs", text("--jobs")?)?)?,
@@ -74,6 +73,8 @@ impl Options {
                 other => bail!("unknown sim option {other:?}"),
             }
         }
+        let one = args.iter().any(|a| a == "--seed");
+        o.seeds = seeds.unwrap_or(if one { 1 } else { o.seeds });
         if o.seeds == 0 || o.hours == 0 || o.agents == 0 || o.jobs == 0 {
             bail!("--seeds, --hours, --agents and --jobs must be at least 1");
         }
