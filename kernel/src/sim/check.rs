@@ -21,6 +21,8 @@ pub(super) struct Checker {
     /// Bytes of the log read so far (whole lines).
     pub offset: usize,
     pub spent_turns: HashSet<(String, String)>,
+    /// Turns the quota let start a run: decided `run` on a todo inside the allowance.
+    pub started: HashSet<(String, String)>,
 }
 
 pub(super) type Check = std::result::Result<(), (&'static str, String)>;
@@ -42,6 +44,7 @@ impl Checker {
             head: log::GENESIS.to_owned(),
             offset: 0,
             spent_turns: HashSet::new(),
+            started: HashSet::new(),
         }
     }
 
@@ -78,11 +81,11 @@ impl Checker {
             Event::TurnSettled { steps } => {
                 let mut scratch = pre.clone();
                 for step in steps {
-                    step_check(&scratch, step, line, agent, &mut self.spent_turns)?;
+                    step_check(&scratch, step, line, agent, &mut self.spent_turns, &mut self.started)?;
                     scratch.apply_step(step, line.at, &line.actor).map_err(|e| ("replay", e))?;
                 }
             }
-            e => step_check(pre, e, line, agent, &mut self.spent_turns)?,
+            e => step_check(pre, e, line, agent, &mut self.spent_turns, &mut self.started)?,
         }
         pre.apply(line).map_err(|e| ("replay", e))?;
         self.root = line.root.clone();
@@ -119,6 +122,7 @@ fn step_check(
     line: &EventLine,
     agent: bool,
     spent_turns: &mut HashSet<(String, String)>,
+    started: &mut HashSet<(String, String)>,
 ) -> Check {
     let seq = line.seq;
     match event {
@@ -218,6 +222,7 @@ fn step_check(
                     );
                     return fail("runs start only inside the quota", why);
                 }
+                started.insert((record.agent.to_string(), record.turn.clone()));
             }
             if let Some(t) = record.todo()
                 && let Some(g) = gated(pre, t, Some(&record.agent))
@@ -228,7 +233,7 @@ fn step_check(
                 );
             }
         }
-        Event::SlotSpent { spend } => spend_check(pre, spend, line, spent_turns)?,
+        Event::SlotSpent { spend } => spend_check(pre, spend, line, spent_turns, started)?,
         Event::TodoCompleted { todo, evidence, .. } if agent => {
             let had = pre.todo(*todo).is_some_and(|t| !t.evidence.is_empty());
             if evidence.is_empty() && !had {
@@ -265,6 +270,7 @@ fn spend_check(
     spend: &Spend,
     line: &EventLine,
     spent_turns: &mut HashSet<(String, String)>,
+    started: &HashSet<(String, String)>,
 ) -> Check {
     let seq = line.seq;
     let written_back = pre
@@ -281,6 +287,19 @@ fn spend_check(
         return fail(
             "no spend while paused",
             format!("line {seq}: {} spent while compute was 0", spend.agent),
+        );
+    }
+    // A run the quota let start is accounted even when others filled the window meanwhile;
+    // any other turn spends only inside the allowance.
+    let q = quota::view(pre, line.at);
+    let key = (spend.agent.to_string(), spend.turn.clone().unwrap_or_default());
+    if q.used_slots + spend.slots > q.allowed_slots && !started.contains(&key) {
+        return fail(
+            "slots beyond the allowance only for runs it let start",
+            format!(
+                "line {seq}: {} spent {} with {} of {} slots used, on turn {:?} no run was decided for",
+                spend.agent, spend.slots, q.used_slots, q.allowed_slots, spend.turn
+            ),
         );
     }
     if let Some(turn) = &spend.turn

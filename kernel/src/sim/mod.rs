@@ -616,19 +616,19 @@ impl Sim {
         }
     }
 
-    /// Takes a handoff over and begins a turn on its first todo.
+    /// Takes the handoff waiting for agent `a` over.
     async fn accept(&mut self, a: &AgentId, kind: AgentType, turn: String) {
         let ctx = self.ctx(Some(a), Some(turn.clone()));
         let r = self.k.accept_handoff(&ctx, AcceptHandoff { host: kind, handoff: None }).await;
         let Some(receipt) = self.outcome("take the handoff over", a.as_str(), r) else { return };
-        let Some(packet) = receipt.body.packet else { return };
-        self.summary.handoffs_accepted += 1;
-        if let Some(first) = packet.handoff.todos.first() {
-            self.in_flight.insert(a.to_string(), Flight { turn, todo: first.todo, tries: 0 });
+        if receipt.body.packet.is_some() {
+            // It holds the work now; its next turn asks whether to run on it, like any other.
+            self.summary.handoffs_accepted += 1;
         }
     }
 
-    /// Takes over a todo whose holder's lease expired; returns whether a turn began.
+    /// Takes over a todo whose holder's lease expired (the next turn asks whether to run on
+    /// it); returns whether it did.
     async fn take_over_expired(&mut self, a: &AgentId, turn: &str) -> bool {
         let Ok(s) = self.k.store().read(&self.goal) else { return false };
         let now = self.clock.now();
@@ -656,7 +656,6 @@ impl Sim {
             return false;
         }
         self.summary.takeovers += 1;
-        self.in_flight.insert(a.to_string(), Flight { turn: turn.to_owned(), todo, tries: 0 });
         true
     }
 
