@@ -18,7 +18,8 @@ commands:
   sim [--seed N] [--seeds K]     deterministic simulation of long-running goals, every invariant
       [--hours H] [--agents A]    checked after every step (default: seeds 1–20, i.e. K seeds
       [--store memory|files|both] from N, on both stores, 200 h, 4 agents, 1 job); a failure is
-      [--jobs J] [--steps A,B,…]  shrunk to its fewest steps, replayed with --steps
+      [--jobs J] [--steps A,B,…]  shrunk to its fewest steps, replayed with --steps; --trace
+      [--trace]                   prints each run's every step
   man [--out DIR]                 man pages from the CLI's definition (default target/man)
   dist                            release archive: binary, completions, man pages, docs
                                   (target/dist/loopx-<version>-<host>.tar.gz)";

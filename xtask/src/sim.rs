@@ -23,6 +23,8 @@ pub struct Options {
     /// Only these steps act (a shrunk trace, replayed).
     pub steps: Option<BTreeSet<u64>>,
     pub jobs: usize,
+    /// Print each run's whole trace on stderr.
+    pub trace: bool,
 }
 
 /// Runs a failing seed may spend on shrinking.
@@ -38,6 +40,7 @@ impl Options {
             stores: vec![SimStore::Memory, SimStore::Files],
             steps: None,
             jobs: 1,
+            trace: false,
         };
         // `--seed N` alone is that one seed; with `--seeds K`, K seeds from N.
         let mut seeds = None;
@@ -51,6 +54,7 @@ impl Options {
                 "--seeds" => seeds = Some(number("--seeds", text("--seeds")?)?),
                 "--hours" => o.hours = number("--hours", text("--hours")?)?,
                 "--agents" => o.agents = usize::try_from(number("--agents", text("--agents")?)?)?,
+                "--trace" => o.trace = true,
                 "--jobs" => o.jobs = usize::try_from(number("--jobs", text("--jobs")?)?)?,
                 "--store" => {
                     o.stores = match text("--store")?.as_str() {
@@ -118,6 +122,7 @@ pub fn run(o: &Options) -> Result<()> {
         .flat_map(|store| {
             (o.first_seed..o.first_seed + o.seeds).map(|seed| SimConfig {
                 steps: o.steps.clone(),
+                print_trace: o.trace,
                 ..SimConfig::new(seed, o.hours, o.agents, *store)
             })
         })

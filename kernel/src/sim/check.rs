@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use loopx_core::event::Event;
-use loopx_core::model::{GateBlocks, GateStatus, Spend};
+use loopx_core::model::{GateBlocks, GateStatus, GoalStatus, Spend};
 use loopx_core::{AgentId, GoalId, Timestamp, TodoId};
 
 use crate::log::{self, EventLine};
@@ -283,10 +283,13 @@ fn spend_check(
             format!("line {seq}: {} spent on {} with no writeback", spend.agent, spend.todo),
         );
     }
-    if quota::is_paused(pre) {
+    if quota::is_paused(pre) || pre.goal.status == GoalStatus::Stopped {
         return fail(
             "no spend while paused",
-            format!("line {seq}: {} spent while compute was 0", spend.agent),
+            format!(
+                "line {seq}: {} spent while the goal was {} at compute {}",
+                spend.agent, pre.goal.status, pre.goal.quota.compute
+            ),
         );
     }
     // A run the quota let start is accounted even when others filled the window meanwhile;

@@ -95,11 +95,13 @@ pub struct SimConfig {
     pub plant: Option<Plant>,
     /// Only these steps act; the others only move the clock (a shrunk trace). `None`: all.
     pub steps: Option<BTreeSet<u64>>,
+    /// Print every line of the trace on stderr as it happens.
+    pub print_trace: bool,
 }
 
 impl SimConfig {
     pub fn new(seed: u64, hours: u64, agents: usize, store: SimStore) -> Self {
-        SimConfig { seed, hours, agents, store, plant: None, steps: None }
+        SimConfig { seed, hours, agents, store, plant: None, steps: None, print_trace: false }
     }
 
     /// The command that replays this run.
@@ -351,6 +353,9 @@ struct Flight {
 impl Sim {
     fn note(&mut self, line: String) {
         let line = format!("{:>5} {} {line}", self.step, self.clock.now());
+        if self.cfg.print_trace {
+            eprintln!("{line}");
+        }
         self.hasher.update(line.as_bytes());
         self.hasher.update(b"\n");
         self.trace.push(line);
@@ -950,7 +955,7 @@ impl Sim {
     /// An agent tries what only a person may do, or what another agent holds; the kernel
     /// must refuse.
     async fn rogue(&mut self) {
-        let (a, _) = self.pick_agent();
+        let (a, kind) = self.pick_agent();
         let ctx = self.ctx(Some(&a), None);
         let Ok(s) = self.k.store().read(&self.goal) else { return };
         let now = self.clock.now();
@@ -959,11 +964,30 @@ impl Sim {
             .iter()
             .find(|t| t.status == TodoStatus::Open && t.claimed_by.as_ref().is_some_and(|h| *h != a))
             .map(|t| (t.id, t.lease.as_ref().is_some_and(|l| l.is_active(now))));
+        // Work a pending handoff reserves for someone else.
+        let reserved = s
+            .handoffs
+            .iter()
+            .filter(|h| h.is_pending(now) && !h.is_for(&a, kind))
+            .find_map(|h| h.todos.first().map(|t| t.todo));
         match self.rng.below(100) {
-            0..25 => {
+            0..15 => {
                 let Some((t, _)) = held else { return };
                 let r = self.k.claim_todo(&ctx, t).await;
                 self.outcome(&format!("(rogue) claim {t}"), a.as_str(), r);
+            }
+            15..20 => {
+                // Leases a todo another agent holds: refused.
+                let Some((t, _)) = held else { return };
+                let op = LeaseOp::Acquire { ttl_secs: 3600, write_scope: vec!["src/kernel".into()] };
+                let req = LeaseRequest { todo: t, op, key: None, expected_version: None };
+                let r = self.k.lease(&ctx, req).await;
+                self.outcome(&format!("(rogue) lease {t}"), a.as_str(), r);
+            }
+            20..25 => {
+                let Some(t) = reserved else { return };
+                let r = self.k.claim_todo(&ctx, t).await;
+                self.outcome(&format!("(rogue) claim handed-off {t}"), a.as_str(), r);
             }
             25..40 => {
                 // Takes over a todo whose holder's lease is still running: refused.
@@ -1196,7 +1220,7 @@ pub async fn shrink(found: &Violation, budget: usize) -> Violation {
             let trial: BTreeSet<u64> =
                 keep[..i].iter().chain(&keep[(i + chunk).min(keep.len())..]).copied().collect();
             runs += 1;
-            let cfg = SimConfig { steps: Some(trial.clone()), ..found.config.clone() };
+            let cfg = SimConfig { steps: Some(trial.clone()), print_trace: false, ..found.config.clone() };
             match run(&cfg).await {
                 Err(v) if v.invariant == found.invariant => {
                     keep = trial.into_iter().filter(|s| *s <= v.step).collect();
