@@ -34,7 +34,7 @@ fn hold(seeds: std::ops::RangeInclusive<u64>, store: SimStore) {
     }
     let sum = |f: fn(&sim::Summary) -> u64| all.iter().map(f).sum::<u64>();
     assert!(sum(|s| s.duplicate_deliveries) > 0 && sum(|s| s.handoffs_accepted) > 0, "{all:?}");
-    assert!(sum(|s| s.leases) > 0 && sum(|s| s.backoffs) > 0, "{all:?}");
+    assert!(sum(|s| s.leases) > 0 && sum(|s| s.backoffs) > 0 && sum(|s| s.failed_checks) > 0, "{all:?}");
     if store == SimStore::Files {
         assert!(sum(|s| s.crashes) > 0 && sum(|s| s.faults) > 0, "faults were injected: {all:?}");
     }

@@ -88,7 +88,7 @@ impl Options {
 
 fn line(store: SimStore, s: &Summary) -> String {
     format!(
-        "seed {} ({}): {} h, {} steps, {} turns, {} settled, {} spends, {} gates asked / {} answered, {} handoffs offered / {} taken, {} leases, {} takeovers, {} backoffs kept, {} duplicate deliveries, {} refusals, {} clock jumps, {} crashes, {} other faults, {} events, {} checks; trace {}",
+        "seed {} ({}): {} h, {} steps, {} turns, {} settled, {} spends, {} gates asked / {} answered, {} handoffs offered / {} taken, {} leases, {} takeovers, {} checks failed, {} backoffs kept, {} duplicate deliveries, {} refusals, {} clock jumps, {} crashes, {} other faults, {} events, {} checks; trace {}",
         s.seed,
         store.name(),
         s.simulated_hours,
@@ -102,6 +102,7 @@ fn line(store: SimStore, s: &Summary) -> String {
         s.handoffs_accepted,
         s.leases,
         s.takeovers,
+        s.failed_checks,
         s.backoffs,
         s.duplicate_deliveries,
         s.refusals,

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use loopx_core::event::Event;
-use loopx_core::model::{GateBlocks, GateStatus, GoalStatus, Spend};
+use loopx_core::model::{EvidenceKind, GateBlocks, GateStatus, GoalStatus, Spend};
 use loopx_core::{AgentId, GoalId, Timestamp, TodoId};
 
 use crate::log::{self, EventLine};
@@ -23,6 +23,8 @@ pub(super) struct Checker {
     pub spent_turns: HashSet<(String, String)>,
     /// Turns the quota let start a run: decided `run` on a todo inside the allowance.
     pub started: HashSet<(String, String)>,
+    /// Checks the kernel ran for a completion that did not pass.
+    pub failed_checks: u64,
 }
 
 pub(super) type Check = std::result::Result<(), (&'static str, String)>;
@@ -45,6 +47,7 @@ impl Checker {
             offset: 0,
             spent_turns: HashSet::new(),
             started: HashSet::new(),
+            failed_checks: 0,
         }
     }
 
@@ -81,11 +84,27 @@ impl Checker {
             Event::TurnSettled { steps } => {
                 let mut scratch = pre.clone();
                 for step in steps {
-                    step_check(&scratch, step, line, agent, &mut self.spent_turns, &mut self.started)?;
+                    step_check(
+                        &scratch,
+                        step,
+                        line,
+                        agent,
+                        &mut self.spent_turns,
+                        &mut self.started,
+                        &mut self.failed_checks,
+                    )?;
                     scratch.apply_step(step, line.at, &line.actor).map_err(|e| ("replay", e))?;
                 }
             }
-            e => step_check(pre, e, line, agent, &mut self.spent_turns, &mut self.started)?,
+            e => step_check(
+                pre,
+                e,
+                line,
+                agent,
+                &mut self.spent_turns,
+                &mut self.started,
+                &mut self.failed_checks,
+            )?,
         }
         pre.apply(line).map_err(|e| ("replay", e))?;
         self.root = line.root.clone();
@@ -123,6 +142,7 @@ fn step_check(
     agent: bool,
     spent_turns: &mut HashSet<(String, String)>,
     started: &mut HashSet<(String, String)>,
+    failed_checks: &mut u64,
 ) -> Check {
     let seq = line.seq;
     match event {
@@ -235,6 +255,24 @@ fn step_check(
         }
         Event::SlotSpent { spend } => spend_check(pre, spend, line, spent_turns, started)?,
         Event::TodoCompleted { todo, evidence, .. } if agent => {
+            // A todo with a check is done only on the kernel's own run of it, passing.
+            if let Some(v) = pre.todo(*todo).and_then(|t| t.validation.clone()) {
+                let ran = evidence.iter().any(|e| {
+                    e.kind == EvidenceKind::Command
+                        && e.author == "loopx"
+                        && e.exit_code == Some(0)
+                        && e.command.as_ref() == Some(&v.argv)
+                });
+                if !ran {
+                    return fail(
+                        "a checked todo completes only on its check passing",
+                        format!(
+                            "line {seq}: {todo} completed by {} without a passing run of {:?}",
+                            line.actor, v.argv
+                        ),
+                    );
+                }
+            }
             let had = pre.todo(*todo).is_some_and(|t| !t.evidence.is_empty());
             if evidence.is_empty() && !had {
                 return fail(
@@ -242,6 +280,9 @@ fn step_check(
                     format!("line {seq}: {todo} completed by {} without evidence", line.actor),
                 );
             }
+        }
+        Event::EvidenceAdded { evidence } if evidence.author == "loopx" && evidence.exit_code != Some(0) => {
+            *failed_checks += 1;
         }
         Event::GateAnswered { .. } if agent => {
             return fail(

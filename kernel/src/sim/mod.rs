@@ -1,39 +1,44 @@
 //! A deterministic simulation of a long-running goal (`cargo xtask sim`; feature `testkit`).
 //!
-//! The real kernel, over the in-memory store or the file store in a temporary directory, runs
-//! under a simulated clock for a number of simulated hours. A seeded scheduler drives scripted
-//! agents on the four hosts' agent types through the real tick (should-run → claim → work →
-//! settle with evidence, or complete, write back and spend in three commands, or give the todo
-//! back, or ask a person, or hand it to another host), delivers some turns twice, keeps the
-//! cadence each answer gives (a host does not wake its agent before it, and acknowledges it or
-//! reports it could not), takes leases that run out and takes over todos whose lease did, and
-//! lets a simulated person answer questions late or never, pause and resume compute, change the
-//! allowance and the budget, add work and call off handoffs no one takes. Rogue agents try what
-//! only a person may do, or what another agent holds. The clock now and then leaps hours ahead
-//! (a machine asleep) or is set back a few minutes. On the file store, faults are injected: the
-//! process killed at each step of a commit (and started again, the host delivering the turn
-//! it was ending once more), a write torn halfway, the goal's lock held by another process, a
-//! full disk, views that cannot be written.
+//! The real kernel, over the in-memory store or the file store in a temporary directory, runs under
+//! a simulated clock for a number of simulated hours. A seeded scheduler drives scripted agents on
+//! the four hosts' agent types through the real tick (should-run → claim → work → settle with
+//! evidence, or complete, write back and spend in three commands, or give the todo back, or ask a
+//! person, or hand it to another host), delivers some turns twice, keeps the cadence each answer
+//! gives (a host does not wake its agent before it, and acknowledges it or reports it could not),
+//! takes leases that run out and takes over todos whose lease did. A simulated person answers
+//! questions late or never, pauses and resumes compute, stops and resumes the goal, changes the
+//! allowance and the budget, adds work (some of it with a check the kernel runs before it counts as
+//! done: one that passes, one that fails the first time, one that never passes), supersedes work
+//! and calls off handoffs no one takes. Rogue agents try what only a person may do, or what another
+//! agent holds. The clock now and then leaps hours ahead (a machine asleep) or is set back a few
+//! minutes. On the file store, faults are injected: the process killed at each step of a commit
+//! (and started again, the host delivering the turn it was ending once more), a write torn halfway,
+//! the goal's lock held by another process, a full disk, views that cannot be written.
 //!
-//! After every step the checker (`check.rs`) reads the log's new lines and folds them into a
-//! shadow state of its own, checking each line against the state before it: the hash chain;
-//! every acknowledged mutation present; no claim of a todo another agent holds, a gate holds
-//! back or a handoff reserves for someone else; no lease over another's, no takeover of a
-//! running lease; a handoff taken only by its receiver while it waits; no run decided on gated
-//! work or outside the quota; every spend after its turn's writeback, never while paused, and
-//! at most one per turn; every agent completion with evidence; no agent answering a gate or
-//! changing governance; the store's state equal to the shadow's and the log's state root to
-//! the replay's; no agent told to run again and again with nothing to take; a backoff that
-//! never shortens while nothing changes. A violation names the seed, the step, the invariant,
-//! the trace's last steps and the command that replays it; [`shrink`] cuts a failing run to
-//! the fewest steps that still fail (each step draws from its own generator, so a step left
-//! out leaves the others as they were); the same seed replays the same trace byte for byte.
+//! After every step the checker (`check.rs`) reads the log's new lines and folds them into a shadow
+//! state of its own, checking each line against the state before it: the hash chain; every
+//! acknowledged mutation present; no claim of a todo another agent holds, a gate holds back or a
+//! handoff reserves for someone else; no lease over another's, no takeover of a running lease; a
+//! handoff taken only by its receiver while it waits; no run decided on gated work or outside the
+//! quota; every spend after its turn's writeback, never while paused, at most one per turn, and
+//! beyond the window's allowance only for a run the quota let start; every agent completion with
+//! evidence, and a checked todo completed only on the kernel's own passing run of its check; no
+//! agent answering a gate or changing governance; the store's state equal to the shadow's and the
+//! log's state root to the replay's; after a crash, the doctor finding the recovered store whole;
+//! no agent told to run again and again with nothing to take; a backoff that never shortens while
+//! nothing changes.
+//!
+//! A violation names the seed, the step, the invariant, the trace's last steps and the command that
+//! replays it; [`shrink`] cuts a failing run to the fewest steps that still fail (each step draws
+//! from its own generator, so a step left out leaves the others as they were); the same seed
+//! replays the same trace byte for byte.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom};
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::task::Poll;
@@ -51,7 +56,7 @@ use loopx_core::kernel::{
 };
 use loopx_core::model::{
     DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, GoalStatus, Priority, Role, Spend,
-    TodoClass, TodoStatus,
+    TodoClass, TodoStatus, Validation,
 };
 use loopx_core::{AgentId, Clock, GoalId, IdempotencyKey, Timestamp, TodoId};
 
@@ -147,6 +152,8 @@ pub struct Summary {
     pub handoffs_accepted: u64,
     pub leases: u64,
     pub takeovers: u64,
+    /// Completions refused because the kernel's run of the todo's check failed.
+    pub failed_checks: u64,
     /// Turns a host did not wake its agent for, keeping to the cadence it was told.
     pub backoffs: u64,
     pub duplicate_deliveries: u64,
@@ -253,9 +260,10 @@ impl Drop for TempDir {
     }
 }
 
-/// The store under the kernel, as the simulation reaches it besides the kernel.
+/// The store under the kernel, as the simulation reaches it besides the kernel. Each has a
+/// project directory of its own (validation commands run there).
 enum Backing {
-    Memory(MemStore),
+    Memory(MemStore, #[allow(dead_code)] TempDir),
     Files(TempDir),
 }
 
@@ -263,7 +271,7 @@ impl Backing {
     /// The store again, as a process starting now opens it, with `fault` armed.
     fn open(&self, clock: &Arc<SimClock>, fault: Option<String>) -> loopx_core::Result<Box<dyn Store>> {
         match self {
-            Backing::Memory(m) => Ok(Box::new(m.clone())),
+            Backing::Memory(m, _) => Ok(Box::new(m.clone())),
             Backing::Files(dir) => {
                 let options = StoreOptions {
                     // Only a lock the simulation holds is ever contended.
@@ -279,7 +287,7 @@ impl Backing {
     /// Goal `id`'s log from byte `offset` on.
     fn log_from(&self, id: &GoalId, offset: usize) -> loopx_core::Result<Vec<u8>> {
         match self {
-            Backing::Memory(m) => m.log_from(id, offset),
+            Backing::Memory(m, _) => m.log_from(id, offset),
             Backing::Files(dir) => {
                 let path = crate::Layout::new(&dir.0).events(id);
                 let io = |e: std::io::Error| loopx_core::Error::io("read", &path, &e);
@@ -912,14 +920,29 @@ impl Sim {
             45..70 => {
                 let n = 1 + self.rng.below(3);
                 for i in 0..n {
+                    let name = format!("{}-{i}", self.step);
+                    // Some todos are done only when the kernel's own run of a check passes:
+                    // one that passes, one that fails the first time, one that never passes.
+                    let check = |script: String| Validation {
+                        argv: vec!["sh".into(), "-c".into(), script],
+                        timeout_secs: 10,
+                    };
+                    let validation = match self.rng.below(20) {
+                        0 => Some(check("exit 0".into())),
+                        1 => Some(check(format!(
+                            "test -e .checked-{name} || {{ touch .checked-{name}; exit 1; }}"
+                        ))),
+                        2 => Some(check("echo still failing; exit 3".into())),
+                        _ => None,
+                    };
                     let add = AddTodo {
-                        text: format!("work item {}-{i}", self.step),
+                        text: format!("work item {name}"),
                         priority: *self.rng.pick(&[Priority::P0, Priority::P1, Priority::P2, Priority::P3]),
                         role: Role::Agent,
                         class: TodoClass::Advance,
                         scopes: vec![],
                         after_gate: None,
-                        validation: None,
+                        validation,
                     };
                     let added = self.k.add_todo(&user, add).await;
                     self.outcome("add a todo", "user", added);
@@ -1112,12 +1135,10 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
     let fatal = |invariant: &'static str, e: String| {
         Box::new(Violation { config: cfg.clone(), step: 0, invariant, detail: e, trace: Vec::new() })
     };
+    let dir = TempDir::new(cfg.seed).map_err(|e| fatal("a temporary directory", e.to_string()))?;
     let backing = match cfg.store {
-        SimStore::Memory => {
-            Backing::Memory(MemStore::new(Path::new("/nonexistent/sim"), clock.clone(), Arc::new(Silent)))
-        }
+        SimStore::Memory => Backing::Memory(MemStore::new(&dir.0, clock.clone(), Arc::new(Silent)), dir),
         SimStore::Files => {
-            let dir = TempDir::new(cfg.seed).map_err(|e| fatal("a temporary directory", e.to_string()))?;
             FileStore::init(&dir.0, clock.clone(), Arc::new(Silent), StoreOptions::default())
                 .map_err(|e| fatal("the store opens", e.message))?;
             Backing::Files(dir)
@@ -1198,6 +1219,7 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
         sim.check()?;
     }
     sim.summary.steps = sim.step;
+    sim.summary.failed_checks = sim.checker.failed_checks;
     sim.summary.trace_hash = format!("{:x}", sim.hasher.clone().finalize());
     Ok(sim.summary)
 }
