@@ -161,6 +161,21 @@ pub struct AddTodo {
     pub validation: Option<Validation>,
 }
 
+impl AddTodo {
+    /// An agent's todo that moves the goal forward, free of scopes, gates and checks.
+    pub fn agent(text: &str, priority: Priority) -> Self {
+        AddTodo {
+            text: text.to_owned(),
+            priority,
+            role: Role::Agent,
+            class: TodoClass::Advance,
+            scopes: vec![],
+            after_gate: None,
+            validation: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct UpdateTodo {
     pub todo: TodoId,
@@ -176,6 +191,29 @@ pub struct UpdateTodo {
     /// the owner's lease has expired.
     pub claimed_by: Option<AgentId>,
     pub takeover_reason: Option<String>,
+}
+
+impl UpdateTodo {
+    /// An update of `todo` that changes nothing yet: set the fields to change.
+    pub fn of(todo: TodoId) -> Self {
+        UpdateTodo {
+            todo,
+            text: None,
+            priority: None,
+            status: None,
+            resume_when: None,
+            clear_claim: false,
+            note: None,
+            evidence: None,
+            claimed_by: None,
+            takeover_reason: None,
+        }
+    }
+
+    /// Hands `todo`'s claim to `to`, saying why.
+    pub fn takeover(todo: TodoId, to: AgentId, reason: &str) -> Self {
+        UpdateTodo { claimed_by: Some(to), takeover_reason: Some(reason.to_owned()), ..UpdateTodo::of(todo) }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -524,18 +524,7 @@ fn unmapped_fields(t: &py::Todo) -> Vec<String> {
 }
 
 fn note_only(todo: TodoId, note: String) -> UpdateTodo {
-    UpdateTodo {
-        todo,
-        text: None,
-        priority: None,
-        status: None,
-        resume_when: None,
-        clear_claim: false,
-        note: Some(note),
-        evidence: None,
-        claimed_by: None,
-        takeover_reason: None,
-    }
+    UpdateTodo { note: Some(note), ..UpdateTodo::of(todo) }
 }
 
 /// Closes a done todo: superseded by its replacements, or completed by its claimer (claiming

@@ -25,7 +25,7 @@ use loopx_core::kernel::{
     AcceptHandoff, AddTodo, BindThread, CommandContext, CreateGoal, HandoffPacket, Kernel, Receipt,
     RegisterAgent, ResumeBody, SessionView, StatusView,
 };
-use loopx_core::model::{GoalStatus, Priority, Role, TodoClass};
+use loopx_core::model::{GoalStatus, Priority};
 use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, Error, GoalId, HandoffId, Result};
 
@@ -455,15 +455,7 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
         task => {
             let mut added = String::new();
             if !task.is_empty() {
-                let req = AddTodo {
-                    text: task.to_owned(),
-                    priority: Priority::P1,
-                    role: Role::Agent,
-                    class: TodoClass::Advance,
-                    scopes: vec![],
-                    after_gate: None,
-                    validation: None,
-                };
+                let req = AddTodo::agent(task, Priority::P1);
                 let t = k.add_todo(&ctx, req).await?;
                 added = format!(" Added {} (P1): {}.", t.body.todo.id, quoted(task, 400));
             }

@@ -13,7 +13,7 @@
 use loopx_core::kernel::{
     AddTodo, CommandContext, CompleteTodo, CreateGoal, Kernel, NewEvidence, RegisterAgent,
 };
-use loopx_core::model::{EvidenceKind, Priority, Role, TodoClass};
+use loopx_core::model::{EvidenceKind, Priority};
 use loopx_core::{AgentId, AgentType, ErrorKind, GoalId, IdempotencyKey, TodoId};
 
 use crate::StateKernel;
@@ -101,15 +101,7 @@ fn agent(name: &str) -> CommandContext {
 }
 
 fn todo(text: &str) -> AddTodo {
-    AddTodo {
-        text: text.to_owned(),
-        priority: Priority::P1,
-        role: Role::Agent,
-        class: TodoClass::Advance,
-        scopes: vec![],
-        after_gate: None,
-        validation: None,
-    }
+    AddTodo::agent(text, Priority::P1)
 }
 
 fn done(t: TodoId) -> CompleteTodo {

@@ -13,14 +13,14 @@ use loopx_core::kernel::{
     AddTodo, CommandContext, CompleteTodo, CreateGoal, Kernel, NewEvidence, RefreshState, RegisterAgent,
     SettleTurn, SpendSlot,
 };
-use loopx_core::model::{DeliveryOutcome, EvidenceKind, Priority, Role, TodoClass};
+use loopx_core::model::{DeliveryOutcome, EvidenceKind, Priority};
 use loopx_core::{AgentId, FixedClock, GoalId, IdempotencyKey, Timestamp, TodoId};
 use loopx_kernel::sim::{self, Plant, SimConfig, SimStore, Violation};
 use loopx_kernel::testkit::block_on;
 use loopx_kernel::{MemKernel, MemStore, Silent};
 
 fn config(seed: u64, store: SimStore, plant: Option<Plant>) -> SimConfig {
-    SimConfig { plant, ..SimConfig::new(seed, 200, 4, store) }
+    SimConfig { plant, ..SimConfig::new(seed, 200, 4, store, &std::env::temp_dir()) }
 }
 
 /// Seeds `seeds`, 200 simulated hours each: no invariant broken, each run did real work, and
@@ -141,16 +141,7 @@ fn regression_a_turn_settled_then_written_back_again_spends_once() {
         require_new: true,
     };
     block_on(k.register_agent(&user, register)).unwrap();
-    let add = AddTodo {
-        text: "parse".into(),
-        priority: Priority::P1,
-        role: Role::Agent,
-        class: TodoClass::Advance,
-        scopes: vec![],
-        after_gate: None,
-        validation: None,
-    };
-    block_on(k.add_todo(&user, add)).unwrap();
+    block_on(k.add_todo(&user, AddTodo::agent("parse", Priority::P1))).unwrap();
     let t1 = TodoId::from_number(1);
     let turn = ctx(Some("turn-1"));
     block_on(k.claim_todo(&turn, t1)).unwrap();

@@ -86,6 +86,10 @@ impl Options {
     }
 }
 
+fn echo(line: &str) {
+    eprintln!("{line}");
+}
+
 fn line(store: SimStore, s: &Summary) -> String {
     format!(
         "seed {} ({}): {} h, {} steps, {} turns, {} settled, {} spends, {} gates asked / {} answered, {} handoffs offered / {} taken, {} leases, {} takeovers, {} checks failed, {} backoffs kept, {} duplicate deliveries, {} refusals, {} clock jumps, {} crashes, {} other faults, {} events, {} checks; trace {}",
@@ -123,8 +127,8 @@ pub fn run(o: &Options) -> Result<()> {
         .flat_map(|store| {
             (o.first_seed..o.first_seed + o.seeds).map(|seed| SimConfig {
                 steps: o.steps.clone(),
-                print_trace: o.trace,
-                ..SimConfig::new(seed, o.hours, o.agents, *store)
+                echo: o.trace.then_some(echo as fn(&str)),
+                ..SimConfig::new(seed, o.hours, o.agents, *store, &std::env::temp_dir())
             })
         })
         .collect();

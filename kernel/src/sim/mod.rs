@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom};
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::task::Poll;
@@ -55,8 +55,8 @@ use loopx_core::kernel::{
     SchedulerReport, SetGoal, SettleTurn, SpendSlot, SupersedeTodo, UpdateTodo,
 };
 use loopx_core::model::{
-    DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, GoalStatus, Priority, Role, Spend,
-    TodoClass, TodoStatus, Validation,
+    DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, GoalStatus, Priority, Spend, TodoStatus,
+    Validation,
 };
 use loopx_core::{AgentId, Clock, GoalId, IdempotencyKey, Timestamp, TodoId};
 
@@ -100,13 +100,25 @@ pub struct SimConfig {
     pub plant: Option<Plant>,
     /// Only these steps act; the others only move the clock (a shrunk trace). `None`: all.
     pub steps: Option<BTreeSet<u64>>,
-    /// Print every line of the trace on stderr as it happens.
-    pub print_trace: bool,
+    /// Where the run makes its project directory (removed when it ends).
+    pub scratch: PathBuf,
+    /// Called with every line of the trace as it happens.
+    pub echo: Option<fn(&str)>,
 }
 
 impl SimConfig {
-    pub fn new(seed: u64, hours: u64, agents: usize, store: SimStore) -> Self {
-        SimConfig { seed, hours, agents, store, plant: None, steps: None, print_trace: false }
+    /// A run of `seed` for `hours` with `agents` agents on `store`, its files under `scratch`.
+    pub fn new(seed: u64, hours: u64, agents: usize, store: SimStore, scratch: &Path) -> Self {
+        SimConfig {
+            seed,
+            hours,
+            agents,
+            store,
+            plant: None,
+            steps: None,
+            scratch: scratch.to_path_buf(),
+            echo: None,
+        }
     }
 
     /// The command that replays this run.
@@ -241,14 +253,14 @@ const MINUTE: i64 = 60_000;
 const START_MS: i64 = 1_767_225_600_000;
 const TRACE_KEPT: usize = 40;
 
-/// A directory of its own under the system's temporary directory, removed with it.
+/// A directory of its own under the scratch directory, removed with it.
 struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new(seed: u64) -> std::io::Result<Self> {
+    fn new(under: &Path, seed: u64) -> std::io::Result<Self> {
         static COUNT: AtomicU64 = AtomicU64::new(0);
         let n = COUNT.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("loopx-sim-{}-{seed}-{n}", std::process::id()));
+        let dir = under.join(format!("loopx-sim-{}-{seed}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         Ok(TempDir(dir))
     }
@@ -361,8 +373,8 @@ struct Flight {
 impl Sim {
     fn note(&mut self, line: String) {
         let line = format!("{:>5} {} {line}", self.step, self.clock.now());
-        if self.cfg.print_trace {
-            eprintln!("{line}");
+        if let Some(echo) = self.cfg.echo {
+            echo(&line);
         }
         self.hasher.update(line.as_bytes());
         self.hasher.update(b"\n");
@@ -651,18 +663,7 @@ impl Sim {
                 && t.lease.as_ref().is_some_and(|l| !l.is_active(now))
         });
         let Some(todo) = stale.map(|t| t.id) else { return false };
-        let req = UpdateTodo {
-            todo,
-            text: None,
-            priority: None,
-            status: None,
-            resume_when: None,
-            clear_claim: false,
-            note: None,
-            evidence: None,
-            claimed_by: Some(a.clone()),
-            takeover_reason: Some("its lease expired".into()),
-        };
+        let req = UpdateTodo::takeover(todo, a.clone(), "its lease expired");
         let ctx = self.ctx(Some(a), Some(turn.to_owned()));
         let r = self.k.update_todo(&ctx, req).await;
         if self.outcome(&format!("take {todo} over"), a.as_str(), r).is_none() {
@@ -935,15 +936,9 @@ impl Sim {
                         2 => Some(check("echo still failing; exit 3".into())),
                         _ => None,
                     };
-                    let add = AddTodo {
-                        text: format!("work item {name}"),
-                        priority: *self.rng.pick(&[Priority::P0, Priority::P1, Priority::P2, Priority::P3]),
-                        role: Role::Agent,
-                        class: TodoClass::Advance,
-                        scopes: vec![],
-                        after_gate: None,
-                        validation,
-                    };
+                    let priority = *self.rng.pick(&[Priority::P0, Priority::P1, Priority::P2, Priority::P3]);
+                    let add =
+                        AddTodo { validation, ..AddTodo::agent(&format!("work item {name}"), priority) };
                     let added = self.k.add_todo(&user, add).await;
                     self.outcome("add a todo", "user", added);
                 }
@@ -1015,18 +1010,7 @@ impl Sim {
             25..40 => {
                 // Takes over a todo whose holder's lease is still running: refused.
                 let Some((t, true)) = held else { return };
-                let req = UpdateTodo {
-                    todo: t,
-                    text: None,
-                    priority: None,
-                    status: None,
-                    resume_when: None,
-                    clear_claim: false,
-                    note: None,
-                    evidence: None,
-                    claimed_by: Some(a.clone()),
-                    takeover_reason: Some("impatient".into()),
-                };
+                let req = UpdateTodo::takeover(t, a.clone(), "impatient");
                 let r = self.k.update_todo(&ctx, req).await;
                 self.outcome(&format!("(rogue) take {t} over"), a.as_str(), r);
             }
@@ -1135,7 +1119,8 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
     let fatal = |invariant: &'static str, e: String| {
         Box::new(Violation { config: cfg.clone(), step: 0, invariant, detail: e, trace: Vec::new() })
     };
-    let dir = TempDir::new(cfg.seed).map_err(|e| fatal("a temporary directory", e.to_string()))?;
+    let dir =
+        TempDir::new(&cfg.scratch, cfg.seed).map_err(|e| fatal("a temporary directory", e.to_string()))?;
     let backing = match cfg.store {
         SimStore::Memory => Backing::Memory(MemStore::new(&dir.0, clock.clone(), Arc::new(Silent)), dir),
         SimStore::Files => {
@@ -1242,7 +1227,7 @@ pub async fn shrink(found: &Violation, budget: usize) -> Violation {
             let trial: BTreeSet<u64> =
                 keep[..i].iter().chain(&keep[(i + chunk).min(keep.len())..]).copied().collect();
             runs += 1;
-            let cfg = SimConfig { steps: Some(trial.clone()), print_trace: false, ..found.config.clone() };
+            let cfg = SimConfig { steps: Some(trial.clone()), echo: None, ..found.config.clone() };
             match run(&cfg).await {
                 Err(v) if v.invariant == found.invariant => {
                     keep = trial.into_iter().filter(|s| *s <= v.step).collect();
