@@ -145,10 +145,11 @@ pub fn run(o: &Options) -> Result<()> {
                     if failed.lock().is_ok_and(|f| f.is_some()) {
                         break;
                     }
+                    let began = Instant::now();
                     match block_on(sim::run(cfg)) {
                         Ok(s) => {
                             if verbose {
-                                println!("{}", line(cfg.store, &s));
+                                println!("{}, {:.1} s", line(cfg.store, &s), began.elapsed().as_secs_f64());
                             }
                             if let Ok(mut d) = done.lock() {
                                 d.push((cfg.clone(), s));
