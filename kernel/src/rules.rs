@@ -998,14 +998,22 @@ pub fn refresh_state(
     check_turn_binding(state, agent, turn, req.todo)?;
     // A turn that spent is closed: its writeback stands, and writing it back again (a host
     // delivering the turn's end once more, by other commands) must not open a second one to
-    // spend on.
+    // spend on; nor may the turn go on to other work.
     if let Some(t) = turn
-        && state
+        && let Some(spent) = state
             .runs
             .iter()
-            .any(|r| &r.agent == agent && r.turn.as_deref() == Some(t) && r.spent_by.is_some())
+            .find(|r| &r.agent == agent && r.turn.as_deref() == Some(t) && r.spent_by.is_some())
     {
-        return Ok(None);
+        if spent.todo == req.todo {
+            return Ok(None);
+        }
+        return Err(Error::refused(format!(
+            "turn {t} of {agent} already wrote back {} and spent on it; it cannot write back {}",
+            spent.todo, req.todo
+        ))
+        .with_hint("each turn spends once; a new turn gets a new --turn-instance-id")
+        .in_turn(Some(t)));
     }
     Ok(Some(Event::RunRecorded {
         run: RunRecord {

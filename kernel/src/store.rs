@@ -207,8 +207,10 @@ pub struct StoreOptions {
     /// Test-only fault injection: abort the process at this named commit step
     /// (`after-lock`, `after-append`, `after-archive`, `before-goal-md`, `after-bodies`,
     /// `before-bodies-rename`, `before-snapshot-rename`; see [`FAULT_POINTS`]), or hang or
-    /// unwind there (`hang-<point>`, `unwind-<point>`, `unwind-torn-append`). The CLI sets it
-    /// only in debug builds.
+    /// unwind there (`hang-<point>`, `unwind-<point>`, `unwind-torn-append` after writing half
+    /// the line); or fail: `disk-full` (the append), `fail-projections` (the views),
+    /// `busy-lock` (the goal's lock, as if another process held it). The CLI sets it only in
+    /// debug builds.
     pub fault: Option<String>,
 }
 
@@ -572,7 +574,8 @@ impl FileStore {
     /// Test-only fault injection at a named commit step: `LOOPX_FAULT=<point>` aborts the
     /// process there; `LOOPX_FAULT=hang-<point>` sleeps there (holding the lock) for a minute;
     /// `unwind-<point>` unwinds from there with an [`InjectedCrash`] (the simulation's kill -9:
-    /// nothing after the point runs, and the caller hears nothing).
+    /// no code after the point runs but destructors — the lock's release, as the operating
+    /// system releases a dead process's lock — and the caller hears nothing).
     fn fault_point(&self, point: &str) {
         match self.options.fault.as_deref() {
             Some(f) if f == point => std::process::abort(),
@@ -600,6 +603,13 @@ impl FileStore {
     }
 
     pub(crate) fn lock_goal(&self, id: &GoalId) -> Result<LockGuard> {
+        if self.options.fault.as_deref() == Some("busy-lock") {
+            // Another process holds the goal's lock past the wait: refused as `acquire` would.
+            return Err(Error::busy(format!(
+                "goal {id} is busy: its lock has been held for over {} ms by another process (injected)",
+                self.options.lock_timeout.as_millis()
+            )));
+        }
         lock::acquire(
             &self.layout.goal_lock(id),
             &format!("goal {id}"),

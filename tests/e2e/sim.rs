@@ -175,12 +175,17 @@ fn regression_a_turn_settled_then_written_back_again_spends_once() {
         delivery_outcome: DeliveryOutcome::OutcomeProgress,
         next_action: None,
     };
-    let written = block_on(k.refresh_state(&turn, refresh)).unwrap();
+    let written = block_on(k.refresh_state(&turn, refresh.clone())).unwrap();
     assert!(!written.changed, "the turn's writeback stands");
     assert_eq!(written.body.run.id, settled.body.run);
     let spend = SpendSlot { todo: t1, slots: 1, tokens: Some(100), usd: None, dry_run: false };
     let err = block_on(k.spend_slot(&turn, spend)).unwrap_err();
     assert!(err.message.contains("already accounted"), "{err:?}");
+    // Nor does the closed turn go on to other work.
+    block_on(k.add_todo(&user, AddTodo::agent("print", Priority::P1))).unwrap();
+    let other = RefreshState { todo: TodoId::from_number(2), ..refresh };
+    let err = block_on(k.refresh_state(&turn, other)).unwrap_err();
+    assert!(err.message.contains("already wrote back t1 and spent on it"), "{err:?}");
     let state = block_on(k.quota_status(Some(&goal))).unwrap();
     assert_eq!(state.quota.used_slots, 1, "{state:?}");
 }

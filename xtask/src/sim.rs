@@ -179,8 +179,12 @@ pub fn run(o: &Options) -> Result<()> {
         eprintln!("shrinking (at most {SHRINK_BUDGET} runs)…");
         let short = block_on(sim::shrink(&v, SHRINK_BUDGET));
         let kept = short.config.steps.as_ref().map_or(0, BTreeSet::len);
-        eprintln!("the shortest failure found, {kept} step(s) of {}:", v.step);
-        eprint!("{short}");
+        if short.step == v.step && kept == usize::try_from(v.step).unwrap_or(usize::MAX) {
+            eprintln!("no shorter failure found");
+        } else {
+            eprintln!("the shortest failure found, {kept} step(s) of {}:", v.step);
+            eprint!("{short}");
+        }
         bail!("seed {} ({}) broke an invariant: {}", v.config.seed, v.config.store.name(), v.invariant);
     }
     let done = done.into_inner().unwrap_or_default();

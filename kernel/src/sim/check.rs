@@ -20,9 +20,16 @@ pub(super) struct Checker {
     pub head: String,
     /// Bytes of the log read so far (whole lines).
     pub offset: usize,
-    pub spent_turns: HashSet<(String, String)>,
+    pub seen: Seen,
+}
+
+/// What the checker has seen of turns and checks so far.
+#[derive(Default)]
+pub(super) struct Seen {
+    /// Turns that spent, by agent.
+    spent_turns: HashSet<(String, String)>,
     /// Turns the quota let start a run: decided `run` on a todo inside the allowance.
-    pub started: HashSet<(String, String)>,
+    started: HashSet<(String, String)>,
     /// Checks the kernel ran for a completion that did not pass.
     pub failed_checks: u64,
 }
@@ -45,9 +52,7 @@ impl Checker {
             root: None,
             head: log::GENESIS.to_owned(),
             offset: 0,
-            spent_turns: HashSet::new(),
-            started: HashSet::new(),
-            failed_checks: 0,
+            seen: Seen::default(),
         }
     }
 
@@ -84,27 +89,11 @@ impl Checker {
             Event::TurnSettled { steps } => {
                 let mut scratch = pre.clone();
                 for step in steps {
-                    step_check(
-                        &scratch,
-                        step,
-                        line,
-                        agent,
-                        &mut self.spent_turns,
-                        &mut self.started,
-                        &mut self.failed_checks,
-                    )?;
+                    step_check(&scratch, step, line, agent, &mut self.seen)?;
                     scratch.apply_step(step, line.at, &line.actor).map_err(|e| ("replay", e))?;
                 }
             }
-            e => step_check(
-                pre,
-                e,
-                line,
-                agent,
-                &mut self.spent_turns,
-                &mut self.started,
-                &mut self.failed_checks,
-            )?,
+            e => step_check(pre, e, line, agent, &mut self.seen)?,
         }
         pre.apply(line).map_err(|e| ("replay", e))?;
         self.root = line.root.clone();
@@ -135,15 +124,7 @@ fn reserved_for_another(s: &GoalState, t: TodoId, agent: &AgentId, at: Timestamp
         .map(|h| format!("{} (for {})", h.id, h.receiver()))
 }
 
-fn step_check(
-    pre: &GoalState,
-    event: &Event,
-    line: &EventLine,
-    agent: bool,
-    spent_turns: &mut HashSet<(String, String)>,
-    started: &mut HashSet<(String, String)>,
-    failed_checks: &mut u64,
-) -> Check {
+fn step_check(pre: &GoalState, event: &Event, line: &EventLine, agent: bool, seen: &mut Seen) -> Check {
     let seq = line.seq;
     match event {
         Event::TodoClaimed { todo, agent: by } => {
@@ -242,7 +223,7 @@ fn step_check(
                     );
                     return fail("runs start only inside the quota", why);
                 }
-                started.insert((record.agent.to_string(), record.turn.clone()));
+                seen.started.insert((record.agent.to_string(), record.turn.clone()));
             }
             if let Some(t) = record.todo()
                 && let Some(g) = gated(pre, t, Some(&record.agent))
@@ -253,7 +234,7 @@ fn step_check(
                 );
             }
         }
-        Event::SlotSpent { spend } => spend_check(pre, spend, line, spent_turns, started)?,
+        Event::SlotSpent { spend } => spend_check(pre, spend, line, seen)?,
         Event::TodoCompleted { todo, evidence, .. } if agent => {
             // A todo with a check is done only on the kernel's own run of it, passing.
             if let Some(v) = pre.todo(*todo).and_then(|t| t.validation.clone()) {
@@ -282,7 +263,7 @@ fn step_check(
             }
         }
         Event::EvidenceAdded { evidence } if evidence.author == "loopx" && evidence.exit_code != Some(0) => {
-            *failed_checks += 1;
+            seen.failed_checks += 1;
         }
         Event::GateAnswered { .. } if agent => {
             return fail(
@@ -306,13 +287,7 @@ fn step_check(
     Ok(())
 }
 
-fn spend_check(
-    pre: &GoalState,
-    spend: &Spend,
-    line: &EventLine,
-    spent_turns: &mut HashSet<(String, String)>,
-    started: &HashSet<(String, String)>,
-) -> Check {
+fn spend_check(pre: &GoalState, spend: &Spend, line: &EventLine, seen: &mut Seen) -> Check {
     let seq = line.seq;
     let written_back = pre
         .runs
@@ -337,7 +312,7 @@ fn spend_check(
     // any other turn spends only inside the allowance.
     let q = quota::view(pre, line.at);
     let key = (spend.agent.to_string(), spend.turn.clone().unwrap_or_default());
-    if q.used_slots + spend.slots > q.allowed_slots && !started.contains(&key) {
+    if q.used_slots + spend.slots > q.allowed_slots && !seen.started.contains(&key) {
         return fail(
             "slots beyond the allowance only for runs it let start",
             format!(
@@ -347,7 +322,7 @@ fn spend_check(
         );
     }
     if let Some(turn) = &spend.turn
-        && !spent_turns.insert((spend.agent.to_string(), turn.clone()))
+        && !seen.spent_turns.insert((spend.agent.to_string(), turn.clone()))
     {
         return fail("a turn spends once", format!("line {seq}: turn {turn} of {} spent again", spend.agent));
     }
