@@ -20,8 +20,8 @@ pub struct Cli {
     /// The project directory (holding .loopx/); default: the nearest one above the working directory
     #[arg(long, global = true, env = "LOOPX_PROJECT", value_name = "DIR", help_heading = "Global options")]
     pub project: Option<PathBuf>,
-    /// The goal to act on; default: the project's default goal
-    #[arg(long, global = true, value_name = "GOAL", help_heading = "Global options")]
+    /// The goal to act on; default: the project's default goal (in a turn of `loopx drive`, the driver's)
+    #[arg(long, global = true, env = "LOOPX_GOAL_ID", value_name = "GOAL", help_heading = "Global options")]
     pub goal_id: Option<String>,
     /// Print one JSON document on stdout
     #[arg(long, global = true, help_heading = "Global options")]
@@ -41,6 +41,47 @@ pub struct Cli {
     /// The host session whose tool environment this runs in (from the environment, not argv).
     #[arg(skip)]
     pub session: Option<loopx_core::kernel::BindThread>,
+    /// The turn of `loopx drive` this runs in, if it does (from the environment, not argv).
+    #[arg(skip)]
+    pub driven: Option<Driven>,
+}
+
+/// A command run by the agent command of a `loopx drive` turn: the driver put the agent, the
+/// turn and its todo in the environment (`LOOPX_AGENT_ID`, `LOOPX_TURN_ID`, `LOOPX_TODO_ID`).
+/// It acts as that agent, never as a person or another agent, and never governs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Driven {
+    pub agent: loopx_core::AgentId,
+    pub turn: Option<loopx_core::IdempotencyKey>,
+}
+
+/// The host name a driven turn's commands are marked with, as a session.
+pub const DRIVE_SESSION_HOST: &str = "loopx-drive";
+
+impl Driven {
+    /// Reads the driver's variables (`get` reads one); `None` outside a driven turn. A value
+    /// that is not a valid id is a usage error naming the variable.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, loopx_core::Error> {
+        let Some(agent) = get("LOOPX_AGENT_ID") else { return Ok(None) };
+        let bad = |var: &str, e: loopx_core::Error| {
+            loopx_core::Error::usage(format!("{var} (set by loopx drive): {}", e.message))
+                .with_hint(format!("unset {var}, or run this inside a turn of loopx drive"))
+        };
+        let agent = loopx_core::AgentId::new(&agent).map_err(|e| bad("LOOPX_AGENT_ID", e))?;
+        let turn = get("LOOPX_TURN_ID")
+            .map(|t| loopx_core::IdempotencyKey::new(&t))
+            .transpose()
+            .map_err(|e| bad("LOOPX_TURN_ID", e))?;
+        Ok(Some(Self { agent, turn }))
+    }
+
+    /// The session a driven turn's commands run in: an agent's tool environment.
+    pub fn session(&self) -> loopx_core::kernel::BindThread {
+        loopx_core::kernel::BindThread {
+            host: DRIVE_SESSION_HOST.to_owned(),
+            thread: self.turn.as_ref().map(|t| t.as_str().to_owned()).unwrap_or_default(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -107,6 +148,17 @@ pub enum Command {
     Handoff(HandoffArgs),
     /// Take over the handoff waiting for a host: what was done, what is left, then the work
     Resume(ResumeArgs),
+    /// Run an agent CLI turn after turn, each decided by loopx, with no host window open
+    #[command(after_help = "Examples:\n  \
+        loopx drive --host claude-code -- claude -p --permission-mode acceptEdits\n  \
+        loopx drive --host codex -- codex exec --sandbox workspace-write -\n  \
+        loopx drive --agent-id bot --host other --until idle -- ./my-agent.sh\n\n\
+        Each turn's agent command runs in the project directory, in a process group of its own, with \
+        LOOPX_AGENT_ID, LOOPX_GOAL_ID, LOOPX_TURN_ID, LOOPX_TODO_ID and LOOPX_PROJECT set: the loopx \
+        commands it runs act as that agent on that turn. Exit codes: 0 finished, idle, handed off, \
+        budget spent or a limit reached · 1 refused (another driver runs the agent, the command \
+        failed --max-failures turns in a row) · 130 Ctrl-C · 143 terminated")]
+    Drive(DriveArgs),
     /// Run a scripted goal with two agents on two hosts, a person, a gate and a handoff
     Demo(DemoArgs),
     /// Bring goals over from another tool's state (LoopX, the Python tool), nothing lost
@@ -201,6 +253,54 @@ pub struct ImportPyArgs {
     /// Import a goal whose id is taken by another loopx goal as <id>-py instead of refusing
     #[arg(long)]
     pub rename: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DriveArgs {
+    /// The agent to drive (registered if new); default: the goal's only agent of the host's type, or a new one
+    #[arg(long, value_name = "AGENT")]
+    pub agent_id: Option<String>,
+    /// The agent CLI: claude-code or codex (loopx shapes its command line and reads its
+    /// session, tokens and cost), or other (any command, run as given); default: from the
+    /// agent's type, else other
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// Give the turn's prompt as the command's last argument instead of on its stdin
+    #[arg(long)]
+    pub prompt_arg: bool,
+    /// Kill the turn's whole process group after this long
+    #[arg(long, default_value = "30m", value_name = "DURATION")]
+    pub turn_timeout: String,
+    /// Stop after this many turns
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u64>,
+    /// `idle`: exit when there is nothing to run instead of sleeping until there is
+    #[arg(long, value_enum, value_name = "WHEN")]
+    pub until: Option<DriveUntil>,
+    /// One turn (or one decision that is not a turn), then exit
+    #[arg(long)]
+    pub once: bool,
+    /// Continue the host's session from turn to turn (fresh after --session-turns, or a failed turn)
+    #[arg(long)]
+    pub resume_session: bool,
+    /// Turns one session may continue for, with --resume-session
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub session_turns: u32,
+    /// Stop after this many failed turns in a row
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_failures: u32,
+    /// How long the driver's lease on its agent lasts unrenewed (a driver killed with -9 on
+    /// another machine frees the agent after this long)
+    #[arg(long, default_value = "10m", value_name = "DURATION")]
+    pub lease: String,
+    /// The agent command and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DriveUntil {
+    Idle,
 }
 
 #[derive(Debug, Args)]
@@ -429,7 +529,7 @@ pub enum TodoCommand {
     /// Claim an open todo for an agent (exactly one claimer wins)
     Claim {
         /// The todo (t1, …)
-        #[arg(long, value_name = "ID")]
+        #[arg(long, value_name = "ID", env = "LOOPX_TODO_ID")]
         todo_id: String,
         #[command(flatten)]
         acting: Acting,
@@ -468,7 +568,7 @@ pub enum TodoCommand {
 #[derive(Debug, Args)]
 pub struct UpdateArgs {
     /// The todo (t1, …)
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", env = "LOOPX_TODO_ID")]
     pub todo_id: String,
     /// New text
     #[arg(long)]
@@ -507,7 +607,7 @@ pub struct UpdateArgs {
 #[derive(Debug, Args)]
 pub struct CompleteArgs {
     /// The todo (t1, …)
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", env = "LOOPX_TODO_ID")]
     pub todo_id: String,
     /// What proves the todo is done
     #[arg(long, value_name = "SUMMARY")]
@@ -533,7 +633,7 @@ pub enum EvidenceCommand {
     /// Attach evidence to a todo
     Add {
         /// The todo the evidence is for (t1, …)
-        #[arg(long, value_name = "ID")]
+        #[arg(long, value_name = "ID", env = "LOOPX_TODO_ID")]
         todo_id: String,
         /// command, test, link, note or artifact
         #[arg(long)]
@@ -572,6 +672,9 @@ pub struct HistoryArgs {
     /// Only what happened to this todo
     #[arg(long = "todo", value_name = "ID")]
     pub todo: Option<String>,
+    /// Only what happened in this turn (with the path of its output log, for a driven turn)
+    #[arg(long = "turn", value_name = "TURN")]
+    pub turn: Option<String>,
 }
 
 /// How the person is told that a gate needs them.
@@ -707,7 +810,7 @@ pub enum QuotaCommand {
     /// Account compute for a turn that was written back (refresh-state first)
     SpendSlot {
         /// The todo the compute was spent on (t1, …)
-        #[arg(long, value_name = "ID")]
+        #[arg(long, value_name = "ID", env = "LOOPX_TODO_ID")]
         todo_id: String,
         /// How many slots
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -764,7 +867,7 @@ pub enum QuotaCommand {
 #[derive(Debug, Args)]
 pub struct RefreshArgs {
     /// The todo (t1, …)
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", env = "LOOPX_TODO_ID")]
     pub todo_id: String,
     /// One word for the kind of work: implement, review, research, fix, …
     #[arg(long)]

@@ -22,12 +22,35 @@ fn goal_arg(cli: &Cli) -> Result<Option<GoalId>> {
 }
 
 fn context(cli: &Cli, acting: &Acting) -> Result<CommandContext> {
+    let named = acting.agent_id.as_deref().map(AgentId::new).transpose()?;
+    let agent = match (&cli.driven, named) {
+        (Some(d), Some(a)) if a != d.agent => {
+            let turn = d.turn.as_ref().map(|t| format!("turn {t} of ")).unwrap_or_default();
+            return Err(Error::identity(format!(
+                "this command runs in {turn}loopx drive, as agent {}; it cannot act as {a}",
+                d.agent
+            ))
+            .with_hint("leave out --agent-id: the driver's agent acts"));
+        }
+        (Some(d), _) => Some(d.agent.clone()),
+        (None, named) => named,
+    };
     Ok(CommandContext {
         goal: goal_arg(cli)?,
-        agent: acting.agent_id.as_deref().map(AgentId::new).transpose()?,
+        agent,
         key: acting.turn_instance_id.as_deref().map(IdempotencyKey::new).transpose()?,
         session: cli.session.clone(),
     })
+}
+
+/// [`context`] for the commands that bind a turn (should-run, refresh-state, spend-slot): in a
+/// turn of `loopx drive`, the driver's turn unless one is named.
+fn turn_context(cli: &Cli, acting: &Acting) -> Result<CommandContext> {
+    let mut ctx = context(cli, acting)?;
+    if ctx.key.is_none() {
+        ctx.key = cli.driven.as_ref().and_then(|d| d.turn.clone());
+    }
+    Ok(ctx)
 }
 
 /// `-` reads the text from stdin, for text that does not fit on a command line.
@@ -60,7 +83,7 @@ fn todo_id(s: &str) -> Result<TodoId> {
     s.parse()
 }
 
-fn project_root(cli: &Cli, env: &Env) -> Result<PathBuf> {
+pub(crate) fn project_root(cli: &Cli, env: &Env) -> Result<PathBuf> {
     if let Some(p) = &cli.project {
         return Ok(if p.is_absolute() { p.clone() } else { env.cwd.join(p) });
     }
@@ -79,7 +102,7 @@ fn open(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>) -> Result<DynKernel> 
 
 /// The kernel over the store of the project at `root` (its `.loopx/`, or the database its
 /// `project.json` names).
-fn open_at(root: &Path, env: &Env, reporter: Arc<dyn Reporter>) -> Result<DynKernel> {
+pub(crate) fn open_at(root: &Path, env: &Env, reporter: Arc<dyn Reporter>) -> Result<DynKernel> {
     let store = crate::store::opener()(root, env.clock.clone(), reporter, &env.options)?;
     Ok(DynKernel::over(store).with_gates(env.gates.clone()))
 }
@@ -336,6 +359,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
     let g = goal.as_ref();
     match cmd {
         Command::Init(_)
+        | Command::Drive(_)
         | Command::Join(_)
         | Command::Demo(_)
         | Command::Import(_)
@@ -540,18 +564,19 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 delivery_outcome: a.delivery_outcome.parse::<DeliveryOutcome>()?,
                 next_action: a.next_action.clone(),
             };
-            let r = k.refresh_state(&context(cli, &a.acting)?, req).await?;
+            let r = k.refresh_state(&turn_context(cli, &a.acting)?, req).await?;
             Rendered::new(&r, text::run_receipt(&r))
         }
         Command::Status(_) => {
             let s = k.status(g).await?;
             Rendered::new(&s, text::status(&s, style))
         }
-        Command::History(HistoryArgs { limit, agent, todo }) => {
+        Command::History(HistoryArgs { limit, agent, todo, turn }) => {
             let filter = HistoryFilter {
                 limit: *limit,
                 agent: agent.as_deref().map(AgentId::new).transpose()?,
                 todo: todo.as_deref().map(todo_id).transpose()?,
+                turn: turn.as_deref().map(IdempotencyKey::new).transpose()?.map(|k| k.as_str().to_owned()),
             };
             let h = k.history(g, &filter).await?;
             Rendered::new(&h, text::history(&h, style))
@@ -903,7 +928,7 @@ async fn quota(cli: &Cli, k: &DynKernel, cmd: &QuotaCommand, style: Style) -> Re
     match cmd {
         QuotaCommand::ShouldRun { runtime_profile, acting } => {
             let profile = runtime_profile.as_deref().map(str::parse::<RuntimeProfile>).transpose()?;
-            let a = k.should_run(&context(cli, acting)?, profile).await?;
+            let a = k.should_run(&turn_context(cli, acting)?, profile).await?;
             Rendered::new(&crate::next::should_run_json(&a)?, text::should_run(&a, style))
         }
         QuotaCommand::SpendSlot { todo_id: id, slots, tokens, usd, dry_run, execute: _, acting } => {
@@ -914,7 +939,7 @@ async fn quota(cli: &Cli, k: &DynKernel, cmd: &QuotaCommand, style: Style) -> Re
                 usd: *usd,
                 dry_run: *dry_run,
             };
-            let r = k.spend_slot(&context(cli, acting)?, req).await?;
+            let r = k.spend_slot(&turn_context(cli, acting)?, req).await?;
             let q = spent_quota(cli, k, &r).await?;
             Rendered::new(&r, text::spend_receipt(&r, &q))
         }

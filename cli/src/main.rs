@@ -4,6 +4,7 @@
 use loopx_cli::args;
 mod commands;
 mod demo;
+mod drive;
 mod hook;
 mod host;
 mod mcp;
@@ -76,7 +77,23 @@ impl loopx_core::Clock for SkewedClock {
     }
 }
 
+/// The wall clock moved by the number of milliseconds a file holds, read at every look (debug
+/// builds only): a test moves a running `loopx drive` through time by writing the file.
+#[derive(Debug)]
+struct FileSkewedClock(PathBuf);
+
+impl loopx_core::Clock for FileSkewedClock {
+    fn now(&self) -> loopx_core::Timestamp {
+        let ms =
+            std::fs::read_to_string(&self.0).ok().and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(0);
+        SkewedClock(ms).now()
+    }
+}
+
 fn clock() -> Arc<dyn loopx_core::Clock> {
+    if let Some(path) = drive::test_clock_file() {
+        return Arc::new(FileSkewedClock(path));
+    }
     let skew = std::env::var("LOOPX_TEST_CLOCK_SKEW_MS").ok().and_then(|v| v.trim().parse::<i64>().ok());
     match skew {
         Some(ms) if cfg!(debug_assertions) => Arc::new(SkewedClock(ms)),
@@ -182,7 +199,25 @@ fn main() {
     let hook = hook_words(&raw_args());
     let cli = match Cli::try_parse() {
         Ok(mut cli) => {
-            cli.session = registry::tool_session(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+            let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+            cli.session = registry::tool_session(get);
+            match args::Driven::from_env(get) {
+                // A driven turn's identity is the driver's, whichever host runs inside it.
+                Ok(Some(d)) => {
+                    cli.session = Some(d.session());
+                    cli.driven = Some(d);
+                }
+                Ok(None) => {}
+                Err(e) if hook.is_some() => {
+                    let (host, event) = hook.clone().unwrap_or_default();
+                    hook_failed(host.as_deref(), event.as_deref(), &e)
+                }
+                Err(e) => {
+                    let json = cli.json;
+                    let printer = Printer::new(json, args::ColorChoice::Never, output::ColorEnv::default());
+                    std::process::exit(printer.error(&e));
+                }
+            }
             cli
         }
         Err(e) if e.use_stderr() && hook.is_some() => {
@@ -247,6 +282,24 @@ fn run_hook(a: &args::HookArgs) -> ! {
     answer_hook(&runtime.block_on(hook::answer(&a.host, &a.event, &stdin, cwd, agent, options, reporter)))
 }
 
+/// The agent `loopx mcp` acts as: `--agent-id`, or in a turn of `loopx drive` the driver's
+/// (naming another there is refused).
+fn mcp_agent(
+    named: Option<&str>,
+    driven: Option<&args::Driven>,
+) -> Result<Option<loopx_core::AgentId>, Error> {
+    let named = named.map(loopx_core::AgentId::new).transpose()?;
+    match (driven, named) {
+        (Some(d), Some(a)) if a != d.agent => Err(Error::identity(format!(
+            "this server starts in a turn of loopx drive, as agent {}; it cannot act as {a}",
+            d.agent
+        ))
+        .with_hint("leave out --agent-id: the driver's agent acts")),
+        (Some(d), _) => Ok(Some(d.agent.clone())),
+        (None, named) => Ok(named),
+    }
+}
+
 fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
     let env = Env {
         cwd: std::env::current_dir()
@@ -266,7 +319,7 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             project: cli.project.as_ref().map(|p| env.cwd.join(p)),
             start_dir: env.cwd.clone(),
             goal: cli.goal_id.as_deref().map(loopx_core::GoalId::new).transpose()?,
-            agent: a.agent_id.as_deref().map(loopx_core::AgentId::new).transpose()?,
+            agent: mcp_agent(a.agent_id.as_deref(), cli.driven.as_ref())?,
             session: cli.session.clone(),
             options: env.options.clone(),
             gates: env.gates.clone(),
@@ -274,12 +327,16 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             reporter,
             client: std::sync::OnceLock::new(),
             kernel: mcp::KernelCache::default(),
+            turn: cli.driven.as_ref().and_then(|d| d.turn.clone()),
         };
         let stdin = std::io::stdin().lock();
         runtime
             .block_on(mcp::serve(&server, stdin, std::io::stdout().lock()))
             .map_err(|e| Error::internal(format!("the MCP stream failed: {e}")))?;
         return Ok(exit::SUCCESS);
+    }
+    if let args::Command::Drive(a) = &cli.command {
+        return runtime.block_on(drive::run(a, cli, &env, reporter));
     }
     if let args::Command::Serve(a) = &cli.command {
         return runtime.block_on(serve::run(a, cli, &env, reporter, printer));

@@ -41,6 +41,9 @@ pub struct Server {
     pub client: std::sync::OnceLock<(&'static str, loopx_core::host::McpClient)>,
     /// The kernel the last call used, kept for the next.
     pub kernel: KernelCache,
+    /// The turn of `loopx drive` the server was started in, if it was: the turn of every call
+    /// that binds one (a call naming another is refused).
+    pub turn: Option<IdempotencyKey>,
 }
 
 /// The kernel over the project the calls act on, opened once: a database store keeps its
@@ -168,8 +171,8 @@ mod tool_args {
         pub agent_id: Option<String>,
         /// todo id, e.g. t3
         pub todo_id: String,
-        /// this turn's id; repeats of a call with it change nothing
-        pub turn_id: String,
+        /// this turn's id; repeats of a call with it change nothing (required, but under loopx drive)
+        pub turn_id: Option<String>,
         /// what proves it is done (a test that passed, a command's result)
         pub evidence: Option<String>,
         /// test, command, link, note or artifact (default test)
@@ -345,6 +348,19 @@ impl Server {
         named.or_else(|| self.session.clone())
     }
 
+    /// The turn a call binds: the one it names, or the driver's; never another than the
+    /// driver's.
+    fn turn<'a>(&'a self, named: Option<&'a str>) -> Result<Option<&'a str>> {
+        match (&self.turn, named) {
+            (Some(mine), Some(other)) if mine.as_str() != other => Err(Error::identity(format!(
+                "this server runs in turn {mine} of loopx drive; it cannot act in turn {other}"
+            ))
+            .with_hint(format!("leave out turn_id, or pass turn_id {mine}"))),
+            (Some(mine), None) => Ok(Some(mine.as_str())),
+            (_, named) => Ok(named),
+        }
+    }
+
     fn context(
         &self,
         session: &Option<BindThread>,
@@ -368,7 +384,7 @@ impl Server {
         match name {
             "should_run" => {
                 let a: ta::ShouldRun = parse(name, args)?;
-                let ctx = self.context(session, a.agent_id.as_deref(), a.turn_id.as_deref())?;
+                let ctx = self.context(session, a.agent_id.as_deref(), self.turn(a.turn_id.as_deref())?)?;
                 crate::next::should_run_mcp(&self.kernel()?.should_run(&ctx, None).await?)
             }
             "status" => {
@@ -377,7 +393,7 @@ impl Server {
             }
             "claim_task" => {
                 let a: ta::ClaimTask = parse(name, args)?;
-                let ctx = self.context(session, a.agent_id.as_deref(), a.turn_id.as_deref())?;
+                let ctx = self.context(session, a.agent_id.as_deref(), self.turn(a.turn_id.as_deref())?)?;
                 let k = self.kernel()?;
                 match a.todo_id {
                     Some(t) => to_value(&k.claim_todo(&ctx, t.parse()?).await?),
@@ -446,7 +462,11 @@ impl Server {
     /// by the turn, so a repeated call (a retry after a lost answer) changes nothing and gets
     /// the same answer.
     async fn complete(&self, a: ta::CompleteTask, session: &Option<BindThread>) -> Result<Value> {
-        let ctx = self.context(session, a.agent_id.as_deref(), Some(&a.turn_id))?;
+        let turn = self.turn(a.turn_id.as_deref())?.ok_or_else(|| {
+            Error::usage("complete_task needs this turn's id: it makes the call safe to repeat")
+                .with_hint("pass turn_id (the id you used with should_run)")
+        })?;
+        let ctx = self.context(session, a.agent_id.as_deref(), Some(turn))?;
         let kind = a.evidence_kind.as_deref().unwrap_or("test").parse::<EvidenceKind>()?;
         let outcome =
             a.delivery_outcome.as_deref().unwrap_or("outcome_progress").parse::<DeliveryOutcome>()?;

@@ -3,46 +3,16 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::json;
 
 use loopx_core::Result;
-use loopx_dashboard::{ChangeFeed, Config, Dashboard, FileFeed};
+use loopx_dashboard::{Config, Dashboard};
 use loopx_kernel::{Reporter, find_root};
-use loopx_pgstore::{Listener, PgStore};
 
 use crate::Env;
 use crate::args::{Cli, ServeArgs};
 use crate::output::{Printer, Rendered};
-
-/// A database project's change feed: its commit notices.
-struct PgFeed(Listener);
-
-impl ChangeFeed for PgFeed {
-    fn wait(&mut self, timeout: Duration) -> Result<bool> {
-        Ok(self.0.wait(timeout)?.is_some())
-    }
-}
-
-/// The change feed of the project at `root`, for the store it names.
-fn watch(root: &Path, env_clock: Arc<dyn loopx_core::Clock>) -> Result<Box<dyn ChangeFeed>> {
-    match crate::store::named_store(root) {
-        None => Ok(Box::new(FileFeed::new(root)?)),
-        Some(s) => {
-            let url = crate::store::with_password(&s.url)?;
-            let store = PgStore::connect(
-                &url,
-                &s.project,
-                root,
-                env_clock,
-                Arc::new(loopx_kernel::Silent),
-                &loopx_kernel::StoreOptions::default(),
-            )?;
-            Ok(Box::new(PgFeed(store.listen()?)))
-        }
-    }
-}
 
 pub async fn run(
     a: &ServeArgs,
@@ -70,7 +40,7 @@ pub async fn run(
         port: a.port,
         projects,
         opener: crate::store::opener(),
-        watch: Arc::new(move |root: &Path| watch(root, clock.clone())),
+        watch: Arc::new(move |root: &Path| crate::store::change_feed(root, None, clock.clone())),
         clock: env.clock.clone(),
         reporter,
         options: env.options.clone(),

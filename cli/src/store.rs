@@ -8,11 +8,12 @@ use std::sync::Arc;
 use serde_json::json;
 
 use loopx_core::{Clock, Error, Result};
+use loopx_kernel::feed::{ChangeFeed, FileFeed};
 use loopx_kernel::migrate;
 use loopx_kernel::project::{Layout, StoreRef};
 use loopx_kernel::store::read_project;
 use loopx_kernel::{Reporter, Store, StoreOpener, StoreOptions, open_file_store};
-use loopx_pgstore::PgStore;
+use loopx_pgstore::{Listener, PgStore};
 
 use crate::Env;
 use crate::args::StoreCommand;
@@ -308,5 +309,41 @@ mod tests {
         assert_eq!(pgpass_lookup(text, "h", "5432", "db", "ann").as_deref(), Some("pa:ss\\1"));
         assert_eq!(pgpass_lookup(text, "x", "1", "y", "z").as_deref(), Some("fallback"));
         assert_eq!(pgpass_lookup("h:5432:db:ann\n", "h", "5432", "db", "ann"), None);
+    }
+}
+
+/// A database project's change feed: its commit notices.
+struct PgFeed(Listener);
+
+impl ChangeFeed for PgFeed {
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<bool> {
+        Ok(self.0.wait(timeout)?.is_some())
+    }
+}
+
+/// The change feed of the project at `root` (of one `goal` of it, on the file store), for the
+/// store it names.
+pub fn change_feed(
+    root: &Path,
+    goal: Option<&loopx_core::GoalId>,
+    env_clock: Arc<dyn Clock>,
+) -> Result<Box<dyn ChangeFeed>> {
+    match named_store(root) {
+        None => Ok(Box::new(match goal {
+            Some(g) => FileFeed::goal(root, g)?,
+            None => FileFeed::new(root)?,
+        })),
+        Some(s) => {
+            let url = with_password(&s.url)?;
+            let store = PgStore::connect(
+                &url,
+                &s.project,
+                root,
+                env_clock,
+                Arc::new(loopx_kernel::Silent),
+                &StoreOptions::default(),
+            )?;
+            Ok(Box::new(PgFeed(store.listen()?)))
+        }
     }
 }

@@ -692,6 +692,9 @@ pub fn history(h: &HistoryView, style: Style) -> String {
             one(&e.summary)
         );
     }
+    if let Some(log) = &h.turn_log {
+        let _ = writeln!(out, "output: {log}");
+    }
     out
 }
 

@@ -26,6 +26,10 @@ pub mod exit {
     pub const INTEGRITY: i32 = 4;
     /// Internal error: a bug in loopx, or an I/O failure it cannot recover from.
     pub const INTERNAL: i32 = 70;
+    /// `loopx drive` stopped by Ctrl-C (128 + SIGINT).
+    pub const INTERRUPTED: i32 = 130;
+    /// `loopx drive` stopped by a termination signal (128 + SIGTERM).
+    pub const TERMINATED: i32 = 143;
 }
 
 /// What went wrong, coarsely; decides the exit code.

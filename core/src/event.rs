@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentType;
 use crate::decision::DecisionRecord;
+use crate::drive::{DriverLease, TurnEnd};
 use crate::ids::{AgentId, GateId, HandoffId, SpendId, TodoId};
 use crate::model::{
     CompletionContinuation, Evidence, GateBlocks, GateCheck, GateKind, GateStatus, Handoff, HandoffMode,
@@ -247,6 +248,37 @@ pub enum Event {
     TurnSettled {
         steps: Vec<Event>,
     },
+    /// A `loopx drive` took the agent's driver lease; `replaced` names the lease of a driver
+    /// that died without giving it up.
+    DriverStarted {
+        lease: DriverLease,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaced: Option<String>,
+    },
+    /// The driver extended its lease and said which turn runs now (none: between turns).
+    DriverRenewed {
+        agent: AgentId,
+        id: String,
+        expires_at: Timestamp,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        todo: Option<TodoId>,
+    },
+    /// The driver gave its lease up.
+    DriverStopped {
+        agent: AgentId,
+        id: String,
+        reason: String,
+    },
+    /// A driven turn ended: how its command ended, its writeback, and the spend this end made
+    /// when the writeback was not yet accounted (the turn's tokens and cost count against the
+    /// budget here).
+    TurnEnded {
+        end: TurnEnd,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spend: Option<Spend>,
+    },
 }
 
 impl Event {
@@ -261,6 +293,9 @@ impl Event {
                 | Event::SchedulerAcked { .. }
                 | Event::SchedulerFailed { .. }
                 | Event::StopBlocked { .. }
+                | Event::DriverStarted { .. }
+                | Event::DriverRenewed { .. }
+                | Event::DriverStopped { .. }
         )
     }
 
@@ -309,6 +344,10 @@ impl Event {
             Event::HandoffAccepted { .. } => "handoff_accepted",
             Event::HandoffCancelled { .. } => "handoff_cancelled",
             Event::TurnSettled { .. } => "turn_settled",
+            Event::DriverStarted { .. } => "driver_started",
+            Event::DriverRenewed { .. } => "driver_renewed",
+            Event::DriverStopped { .. } => "driver_stopped",
+            Event::TurnEnded { .. } => "turn_ended",
         }
     }
 
@@ -455,6 +494,24 @@ impl Event {
                 let parts: Vec<String> = steps.iter().map(Event::summary).collect();
                 format!("turn settled: {}", parts.join("; "))
             }
+            Event::DriverStarted { lease, replaced } => {
+                let replaced = replaced.as_ref().map(|r| format!(", replacing {r}")).unwrap_or_default();
+                format!(
+                    "{} driven by loopx drive ({}, pid {} on {}{replaced})",
+                    lease.agent, lease.host, lease.pid, lease.machine
+                )
+            }
+            Event::DriverRenewed { agent, turn: Some(t), todo, .. } => match todo {
+                Some(todo) => format!("{agent}'s driver runs turn {t} on {todo}"),
+                None => format!("{agent}'s driver runs turn {t}"),
+            },
+            Event::DriverRenewed { agent, expires_at, .. } => {
+                format!("{agent}'s driver lease renewed until {expires_at}")
+            }
+            Event::DriverStopped { agent, reason, .. } => format!("{agent}'s driver stopped: {reason}"),
+            Event::TurnEnded { end, .. } => {
+                format!("turn {} of {} ended: {}", end.turn, end.agent, end.describe())
+            }
         }
     }
 
@@ -482,7 +539,22 @@ impl Event {
             Event::HandoffOffered { handoff } => handoff.todos.iter().map(|t| t.todo).collect(),
             Event::HandoffAccepted { todos, .. } => todos.clone(),
             Event::TurnSettled { steps } => steps.iter().flat_map(Event::todos).collect(),
+            Event::DriverRenewed { todo: Some(t), .. } => vec![*t],
+            Event::TurnEnded { end, .. } => end.todo.into_iter().collect(),
             _ => Vec::new(),
+        }
+    }
+
+    /// The turn the event belongs to, when it names one.
+    pub fn turn(&self) -> Option<&str> {
+        match self {
+            Event::DecisionRecorded { record } => Some(&record.turn),
+            Event::RunRecorded { run } => run.turn.as_deref(),
+            Event::SlotSpent { spend } => spend.turn.as_deref(),
+            Event::DriverRenewed { turn, .. } => turn.as_deref(),
+            Event::TurnEnded { end, .. } => Some(&end.turn),
+            Event::TurnSettled { steps } => steps.iter().find_map(Event::turn),
+            _ => None,
         }
     }
 
@@ -509,6 +581,9 @@ impl Event {
             }
             Event::HandoffAccepted { from, agent, .. } => vec![from, agent],
             Event::TurnSettled { steps } => steps.iter().flat_map(Event::agents).collect(),
+            Event::DriverStarted { lease, .. } => vec![&lease.agent],
+            Event::DriverRenewed { agent, .. } | Event::DriverStopped { agent, .. } => vec![agent],
+            Event::TurnEnded { end, .. } => vec![&end.agent],
             _ => Vec::new(),
         }
     }

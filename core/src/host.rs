@@ -493,6 +493,21 @@ pub struct HookSample {
     pub expected: HostEvent,
 }
 
+/// How `loopx drive` runs one host's agent CLI for a turn: facts about its command line and
+/// its output. The driver gives the turn's prompt on standard input, or as the last argument.
+pub trait HostDriver: Send + Sync {
+    /// The agent type a driven agent of this host registers as.
+    fn agent_type(&self) -> AgentType;
+    /// The command line of one turn: `argv` as the person gave it, with what loopx needs added
+    /// (an output it can read, and the session `resume` continued, if any). `prompt_on_stdin`
+    /// says where the prompt goes. Refuses an argv this host cannot run a turn with
+    /// unattended, saying how to write it.
+    fn turn_argv(&self, argv: &[String], resume: Option<&str>, prompt_on_stdin: bool) -> Result<Vec<String>>;
+    /// Reads one line of the turn's standard output into `usage`: the session id, the tokens
+    /// and the cost the host reports.
+    fn read_line(&self, line: &str, usage: &mut crate::drive::TurnUsage);
+}
+
 /// One way of binding a host to the kernel. Implementations are registered in one place (the
 /// CLI's adapter registry) and pass the adapter conformance suite (`loopx-kernel`'s `testkit`).
 ///
@@ -559,6 +574,10 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     /// serves that type.
     fn onboarding(&self, agent_type: AgentType) -> Option<Vec<String>> {
         let _ = agent_type;
+        None
+    }
+    /// How `loopx drive --host <host>` runs this host's agent CLI, if it can.
+    fn driver(&self) -> Option<&dyn HostDriver> {
         None
     }
     /// How many times in a row the stop hook may keep one session going before loopx lets it

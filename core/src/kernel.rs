@@ -413,6 +413,9 @@ pub struct StatusView {
     /// Pending handoffs: work waiting for another host or agent to take it over.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handoffs: Vec<Handoff>,
+    /// The `loopx drive` processes running the goal's agents (active leases).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drivers: Vec<crate::drive::DriverLease>,
 }
 
 /// Which events `loopx history` shows.
@@ -424,6 +427,9 @@ pub struct HistoryFilter {
     pub agent: Option<AgentId>,
     /// Only events about this todo.
     pub todo: Option<TodoId>,
+    /// Only events of this turn (its decision, writeback, spend, end, and the commands keyed
+    /// by it).
+    pub turn: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -440,6 +446,9 @@ pub struct HistoryEntry {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HistoryView {
     pub goal_id: GoalId,
+    /// With a turn filter: the turn's output log, if loopx drive kept one on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_log: Option<String>,
     /// Events in the log.
     pub total: u64,
     /// Events the filter matched, of which the newest are shown.
@@ -597,6 +606,31 @@ pub trait Kernel: Send + Sync {
     async fn poll_gates(&self, goal: Option<&GoalId>, only: Option<GateId>) -> Result<GatePoll>;
     /// Pending handoffs, or every handoff with `all`.
     async fn list_handoffs(&self, goal: Option<&GoalId>, all: bool) -> Result<HandoffList>;
+    /// `loopx drive`'s lease on the acting agent: start it (refused while another driver's
+    /// lease is active, unless the request names that lease as replaced), renew it with the
+    /// turn that runs now, or stop it. Called by the driver at start, every few minutes, at
+    /// each turn's start, and at its end.
+    async fn drive_lease(
+        &self,
+        ctx: &CommandContext,
+        req: crate::drive::DriverRequest,
+    ) -> Result<Receipt<crate::drive::DriverBody>>;
+    /// Ends the acting agent's driven turn: finds its writeback and spends it once (unless the
+    /// agent did, or the goal is paused), records how its command ended and what the host
+    /// reported it used (counted against the budget). Ending an ended turn changes nothing;
+    /// a writeback for it after this is refused.
+    async fn end_turn(
+        &self,
+        ctx: &CommandContext,
+        req: crate::drive::EndTurn,
+    ) -> Result<Receipt<crate::drive::TurnEndBody>>;
+    /// A turn of `agent` as it stands: its decision's todo, writeback, spend and end.
+    async fn turn(
+        &self,
+        goal: Option<&GoalId>,
+        agent: &AgentId,
+        turn: &str,
+    ) -> Result<crate::drive::TurnView>;
     /// What a receiver on `host` (as `agent`, when known) is told first: the oldest pending
     /// handoff it may take, with the goal's progress.
     async fn handoff_packet(

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod continuation;
 pub mod decision;
+pub mod drive;
 pub mod error;
 pub mod event;
 pub mod host;

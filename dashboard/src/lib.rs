@@ -29,7 +29,7 @@ use tokio::sync::broadcast;
 use loopx_core::{Clock, Error, Result};
 use loopx_kernel::{DynKernel, Reporter, StoreOpener, StoreOptions};
 
-pub use live::{ChangeFeed, FileFeed};
+pub use loopx_kernel::feed::{ChangeFeed, FileFeed};
 
 /// The project directories the dashboard covers, asked again on every page (the index may
 /// change while it runs).

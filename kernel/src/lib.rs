@@ -5,6 +5,8 @@
 
 pub mod decide;
 pub mod doctor;
+pub mod drive;
+pub mod feed;
 pub mod fs;
 pub mod gates;
 pub mod hook;
@@ -30,6 +32,7 @@ pub mod store_suite;
 pub mod table;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod turn_log;
 
 use std::fmt;
 

@@ -996,6 +996,7 @@ pub fn refresh_state(
         check_text("next action", n)?;
     }
     check_turn_binding(state, agent, turn, req.todo)?;
+    crate::drive::check_turn_open(state, agent, turn, req.todo)?;
     // A turn that spent is closed: its writeback stands, and writing it back again (a host
     // delivering the turn's end once more, by other commands) must not open a second one to
     // spend on; nor may the turn go on to other work.

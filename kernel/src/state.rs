@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use loopx_core::decision::DecisionRecord;
+use loopx_core::drive::{DriverLease, TurnEnd};
 use loopx_core::event::Event;
 use loopx_core::kernel::{TodoCounts, TodoSummary};
 use loopx_core::model::{
@@ -25,6 +26,9 @@ pub const SPEND_HORIZON_MS: i64 = 7 * 24 * 3600 * 1000;
 /// Closed todos kept in the live state, the most recently closed; older ones move to the goal's
 /// archive (`archive.jsonl`) with their evidence, so a mutation's cost follows the open work.
 pub const CLOSED_KEPT: usize = 64;
+/// Ended driven turns kept in state (a late writeback of one is refused; the log keeps them
+/// all).
+pub const TURN_ENDS_KEPT: usize = 64;
 
 use crate::log::EventLine;
 use crate::table::{KeyRef, TodoTable};
@@ -119,6 +123,19 @@ pub struct GoalState {
     /// Archive lines made by the last event applied, for the store to append. Not state.
     #[serde(skip)]
     pub archived_now: Vec<String>,
+    // The fields below came with `loopx drive`; like the archive's, each is left out while it
+    // holds its default.
+    /// The drivers' leases, by agent (an expired one stays until replaced or stopped).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub drivers: BTreeMap<AgentId, DriverLease>,
+    /// The latest ended driven turns, oldest first.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    pub turn_ends: VecDeque<TurnEnd>,
+    /// Driven turns ever ended, and of them those that did not write back.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub turns_ended_total: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub turns_failed_total: u64,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -254,6 +271,10 @@ impl GoalState {
             closed_order: VecDeque::new(),
             archive: ArchiveHead::default(),
             archived_now: Vec::new(),
+            drivers: BTreeMap::new(),
+            turn_ends: VecDeque::new(),
+            turns_ended_total: 0,
+            turns_failed_total: 0,
         };
         state.keep_receipt(first);
         Ok(state)
@@ -739,8 +760,55 @@ impl GoalState {
                     }
                 }
             }
+            Event::DriverStarted { lease, .. } => {
+                self.drivers.insert(lease.agent.clone(), lease.clone());
+            }
+            Event::DriverRenewed { agent, id, expires_at, turn, todo } => {
+                let d = self.driver_mut(agent, id)?;
+                d.expires_at = *expires_at;
+                d.turn.clone_from(turn);
+                d.todo = *todo;
+            }
+            Event::DriverStopped { agent, id, .. } => {
+                self.driver_mut(agent, id)?;
+                self.drivers.remove(agent);
+            }
+            Event::TurnEnded { end, spend } => {
+                if let Some(spend) = spend {
+                    self.apply_event(&Event::SlotSpent { spend: spend.clone() }, at, actor, seq)?;
+                }
+                self.tokens_used = self.tokens_used.saturating_add(end.usage.tokens.unwrap_or(0));
+                self.usd_used += end.usage.usd.unwrap_or(0.0);
+                if let Some(d) = self.drivers.get_mut(&end.agent)
+                    && d.turn.as_deref() == Some(end.turn.as_str())
+                {
+                    d.turn = None;
+                    d.todo = None;
+                    d.turns += 1;
+                }
+                self.turns_ended_total += 1;
+                if end.failed() {
+                    self.turns_failed_total += 1;
+                }
+                self.turn_ends.push_back(end.clone());
+                while self.turn_ends.len() > TURN_ENDS_KEPT {
+                    self.turn_ends.pop_front();
+                }
+            }
         }
         Ok(())
+    }
+
+    fn driver_mut(&mut self, agent: &AgentId, id: &str) -> Result<&mut DriverLease, String> {
+        match self.drivers.get_mut(agent) {
+            Some(d) if d.id == id => Ok(d),
+            _ => Err(format!("event names driver lease {id} of {agent}, which is not held")),
+        }
+    }
+
+    /// How the turn `turn` of `agent` ended, if it did (and is still kept).
+    pub fn turn_end(&self, agent: &AgentId, turn: &str) -> Option<&TurnEnd> {
+        self.turn_ends.iter().rev().find(|e| &e.agent == agent && e.turn == turn)
     }
 
     pub fn handoff(&self, id: HandoffId) -> Option<&Handoff> {

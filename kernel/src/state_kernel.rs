@@ -318,6 +318,11 @@ fn same_turn(
     wanted.is_none_or(|w| turn == Some(w) && ctx.agent.as_ref().is_none_or(|a| a == agent))
 }
 
+/// Whether a stored key (`scope:actor:key#fingerprint`) was made with the turn id `turn`.
+fn keyed_by(stored: &str, turn: &str) -> bool {
+    stored.split_once('#').is_some_and(|(head, _)| head.splitn(3, ':').nth(2) == Some(turn))
+}
+
 /// The key a replayable command is stored under: `scope:actor:key#fingerprint`, where the
 /// fingerprint is a digest of the request. The same key with another request is refused.
 fn replay_key(scope: &str, actor: &Actor, key: &str, request: &impl Serialize) -> String {
@@ -481,6 +486,7 @@ fn status_view(s: &GoalState, now: loopx_core::Timestamp) -> StatusView {
         events: s.seq,
         last_event_at: Some(s.last_event_at),
         handoffs: s.handoffs.iter().filter(|h| h.is_pending(now)).cloned().collect(),
+        drivers: s.drivers.values().filter(|d| d.is_active(now)).cloned().collect(),
     }
 }
 
@@ -508,6 +514,36 @@ pub struct Board {
 }
 
 impl<S: Store> StateKernel<S> {
+    /// The prompt a driven turn starts from ([`crate::drive::turn_prompt`]), for the decision
+    /// `answer` recorded for it.
+    pub fn turn_prompt(
+        &self,
+        goal: Option<&GoalId>,
+        answer: &ShouldRunAnswer,
+        p: &crate::drive::PromptFor<'_>,
+    ) -> Result<String> {
+        Ok(crate::drive::turn_prompt(&self.read(goal)?, answer, p))
+    }
+
+    /// The driver lease `agent` has on `goal`, active or not.
+    pub fn driver_lease(
+        &self,
+        goal: &GoalId,
+        agent: &loopx_core::AgentId,
+    ) -> Result<Option<loopx_core::drive::DriverLease>> {
+        Ok(self.store.read(goal)?.drivers.get(agent).cloned())
+    }
+
+    /// A new output log for `turn` of `goal`, in this project's `.loopx/`.
+    pub fn turn_log(
+        &self,
+        goal: &GoalId,
+        turn: &str,
+        limits: crate::turn_log::Limits,
+    ) -> Result<crate::turn_log::TurnLog> {
+        crate::turn_log::TurnLog::create(self.store.root(), goal, turn, limits)
+    }
+
     /// [`Board`] of `goal` (the default goal when `None`).
     pub fn board(&self, goal: Option<&GoalId>) -> Result<Board> {
         let state = self.read(goal)?;
@@ -853,12 +889,21 @@ impl<S: Store> Kernel for StateKernel<S> {
             .filter(|l| {
                 filter.agent.as_ref().is_none_or(|a| l.actor == a.as_str() || l.event.agents().contains(&a))
                     && filter.todo.is_none_or(|t| l.event.todos().contains(&t))
+                    && filter.turn.as_deref().is_none_or(|t| {
+                        l.event.turn() == Some(t) || l.turn.as_deref().is_some_and(|k| keyed_by(k, t))
+                    })
             })
             .collect();
         let matched = matching.len() as u64;
         let skip = matching.len().saturating_sub(filter.limit);
         let events = matching[skip..].iter().map(|l| l.history_entry()).collect();
-        Ok(HistoryView { goal_id: id, total, matched, events })
+        let turn_log = filter
+            .turn
+            .as_deref()
+            .map(|t| crate::turn_log::path(self.store.root(), &id, t))
+            .filter(|p| p.is_file())
+            .map(|p| p.display().to_string());
+        Ok(HistoryView { goal_id: id, turn_log, total, matched, events })
     }
 
     async fn handoff(&self, ctx: &CommandContext, req: OfferHandoff) -> Result<Receipt<HandoffBody>> {
@@ -960,6 +1005,58 @@ impl<S: Store> Kernel for StateKernel<S> {
                 }
         });
         Ok(found.map(|h| packet(&s, h, now)))
+    }
+
+    async fn drive_lease(
+        &self,
+        ctx: &CommandContext,
+        req: loopx_core::drive::DriverRequest,
+    ) -> Result<Receipt<loopx_core::drive::DriverBody>> {
+        let now = self.now();
+        let agent = ctx.agent.clone();
+        self.mutate(
+            &CommandContext { key: None, ..ctx.clone() },
+            "drive.lease",
+            &req,
+            |_| Ok(Lane::Agent),
+            |s, a| crate::drive::lease(s, a, &req, now),
+            |s| {
+                let lease = agent.as_ref().and_then(|a| s.drivers.get(a)).filter(|d| d.id == req.id).cloned();
+                Ok(loopx_core::drive::DriverBody { lease })
+            },
+        )
+    }
+
+    async fn end_turn(
+        &self,
+        ctx: &CommandContext,
+        req: loopx_core::drive::EndTurn,
+    ) -> Result<Receipt<loopx_core::drive::TurnEndBody>> {
+        let now = self.now();
+        let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        let agent = rules::resolve_actor(&self.store.read(&goal)?, ctx, Lane::Agent)?;
+        let turn = req.turn.clone();
+        self.mutate(
+            &CommandContext { key: None, ..ctx.clone() },
+            "turn.end",
+            &req,
+            |_| Ok(Lane::Agent),
+            |s, a| crate::drive::end_turn(s, a, &req, now),
+            |s| {
+                let end = agent.agent().and_then(|a| s.turn_end(a, &turn)).cloned();
+                end.map(|end| loopx_core::drive::TurnEndBody { end })
+                    .ok_or_else(|| Error::internal("the turn's end is not kept"))
+            },
+        )
+    }
+
+    async fn turn(
+        &self,
+        goal: Option<&GoalId>,
+        agent: &loopx_core::AgentId,
+        turn: &str,
+    ) -> Result<loopx_core::drive::TurnView> {
+        Ok(crate::drive::turn_view(&self.read(goal)?, agent, turn))
     }
 
     async fn poll_gates(&self, goal: Option<&GoalId>, only: Option<loopx_core::GateId>) -> Result<GatePoll> {

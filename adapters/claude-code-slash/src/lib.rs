@@ -110,6 +110,9 @@ impl HostAdapter for ClaudeCodeSlash {
     fn after_install(&self) -> &'static str {
         "in Claude Code, /loopx <task> joins the goal; /loop keeps turning"
     }
+    fn driver(&self) -> Option<&dyn loopx_core::host::HostDriver> {
+        Some(&loopx_host_claude_code::drive::ClaudeDriver)
+    }
     fn keep_turning(&self) -> &'static str {
         "Run /loop to keep turning."
     }

@@ -305,6 +305,9 @@ impl HostAdapter for CodexHeartbeat {
     fn after_install(&self) -> &'static str {
         "in Codex, type $loopx <task> to join the goal (see loopx agent onboard --agent-type codex-cli)"
     }
+    fn driver(&self) -> Option<&dyn loopx_core::host::HostDriver> {
+        Some(&loopx_host_codex::drive::CodexDriver)
+    }
     fn keep_turning(&self) -> &'static str {
         "The Stop hook keeps turning while loopx says run."
     }

@@ -17,6 +17,8 @@
 //!   non-blocking error shown to the user;
 //! - the status line command gets session JSON on stdin and shows its first stdout line.
 
+pub mod drive;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::str::FromStr;

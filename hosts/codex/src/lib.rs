@@ -21,6 +21,8 @@
 //!   their environment. MCP servers get a filtered environment; each `tools/call` carries
 //!   `params._meta.threadId`, and the client says `clientInfo.name = "codex-mcp-client"`.
 
+pub mod drive;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::str::FromStr;

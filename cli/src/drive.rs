@@ -1,0 +1,411 @@
+//! `loopx drive`: the command line around the host platform's driver (`loopx-hostkit`):
+//! which agent and host, the store's change feed that wakes it, Ctrl-C and termination
+//! signals, and how it shows what it does (a live status line on a terminal, log lines
+//! otherwise, one JSON object a line with `--json`).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use loopx_core::kernel::{CommandContext, Kernel, RegisterAgent};
+use loopx_core::{AgentId, AgentType, Error, GoalId, Result};
+use loopx_hostkit::drive::{Config, Driver, Interrupt, Report, Sink};
+use loopx_kernel::{DynKernel, Reporter};
+
+use crate::Env;
+use crate::args::{Cli, DriveArgs, DriveUntil};
+
+/// The host a drive names: an adapter that can drive its CLI, or `other`.
+fn host_of(name: &str) -> Result<Option<&'static dyn loopx_core::host::HostAdapter>> {
+    if name == "other" {
+        return Ok(None);
+    }
+    let adapter = crate::registry::find(name).map_err(|e| {
+        let hosts: Vec<&str> =
+            crate::registry::adapters().iter().filter(|a| a.driver().is_some()).map(|a| a.host()).collect();
+        Error::usage(e.message).with_hint(format!("--host {} or other", hosts.join(", --host ")))
+    })?;
+    if adapter.driver().is_none() {
+        return Err(Error::usage(format!("loopx cannot run {name}'s agent CLI unattended yet"))
+            .with_hint("drive it as any command: --host other -- <its command>"));
+    }
+    Ok(Some(adapter))
+}
+
+/// The adapter that drives agents of `t`, if one does.
+fn host_for_type(t: AgentType) -> Option<&'static dyn loopx_core::host::HostAdapter> {
+    crate::registry::adapters().iter().copied().find(|a| a.driver().is_some_and(|d| d.agent_type() == t))
+}
+
+/// The agent to drive and its host: the one named (registered if new, its type from the
+/// host), or the goal's only agent of the host's type, or a new one.
+async fn agent_and_host(
+    k: &DynKernel,
+    goal: &GoalId,
+    a: &DriveArgs,
+) -> Result<(AgentId, Option<&'static dyn loopx_core::host::HostAdapter>)> {
+    let agents = k.list_agents(Some(goal)).await?.agents;
+    let named_host = a.host.as_deref().map(host_of).transpose()?;
+    let type_of = |h: Option<&'static dyn loopx_core::host::HostAdapter>| {
+        h.and_then(|h| h.driver()).map_or(AgentType::Other, |d| d.agent_type())
+    };
+    let (agent, host) = match (&a.agent_id, named_host) {
+        (Some(id), h) => {
+            let id = AgentId::new_registrable(id)?;
+            let host = match (h, agents.iter().find(|x| x.id == id)) {
+                // `--host` named (other: the command as given).
+                (Some(h), _) => h,
+                (None, Some(known)) => host_for_type(known.agent_type),
+                (None, None) => None,
+            };
+            (id, host)
+        }
+        (None, h) => {
+            let h = h.flatten();
+            let want = type_of(h);
+            let same: Vec<&AgentId> = agents.iter().filter(|x| x.agent_type == want).map(|x| &x.id).collect();
+            match same.as_slice() {
+                [one] => ((*one).clone(), h),
+                [] => {
+                    let prefix = h.map_or("agent", |h| h.agent_prefix());
+                    let free = (1..)
+                        .map(|n| format!("{prefix}-{n}"))
+                        .find(|id| !agents.iter().any(|x| x.id.as_str() == id));
+                    (AgentId::new_registrable(&free.unwrap_or_default())?, h)
+                }
+                many => {
+                    let ids: Vec<&str> = many.iter().map(|x| x.as_str()).collect();
+                    return Err(Error::usage(format!(
+                        "goal {goal} has {} {want} agents ({}); say which one to drive",
+                        many.len(),
+                        ids.join(", ")
+                    ))
+                    .with_hint(format!("loopx drive --agent-id {} …", ids[0])));
+                }
+            }
+        }
+    };
+    let agent_type = type_of(host);
+    let ctx =
+        CommandContext { goal: Some(goal.clone()), agent: Some(agent.clone()), ..CommandContext::default() };
+    match agents.iter().find(|x| x.id == agent) {
+        Some(known) if host.is_some() && known.agent_type != agent_type => {
+            return Err(Error::usage(format!(
+                "agent {agent} is a {} agent; --host {} drives {agent_type} agents",
+                known.agent_type,
+                host.map_or("other", |h| h.host())
+            ))
+            .with_hint("drive it with --host other, or drive another agent with --agent-id"));
+        }
+        Some(_) => {}
+        None => {
+            k.register_agent(&ctx, RegisterAgent { id: agent.clone(), agent_type, require_new: false })
+                .await?;
+        }
+    }
+    Ok((agent, host))
+}
+
+/// How the agent's shell reaches this loopx: `loopx` when that is this binary on `PATH`,
+/// else its absolute path.
+fn this_loopx() -> String {
+    let this = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok());
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("loopx"))
+            .find(|p| p.is_file())
+            .and_then(|p| p.canonicalize().ok())
+    });
+    match this {
+        Some(t) if on_path.as_ref() == Some(&t) => "loopx".to_owned(),
+        Some(t) => shell_words::quote(&t.display().to_string()).into_owned(),
+        None => "loopx".to_owned(),
+    }
+}
+
+/// This machine's name, for the lease.
+fn machine() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.trim().is_empty()))
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+fn duration(flag: &str, value: &str) -> Result<Duration> {
+    loopx_core::time::parse_duration(value)
+        .map_err(|e| Error::usage(format!("--{flag}: {}", e.message)).with_hint(format!("e.g. --{flag} 30m")))
+}
+
+/// Starts a thread that rings `wake` whenever `feed` hears of a change; a feed that fails is
+/// opened again with `reopen` after a pause.
+fn ring_on(
+    name: &str,
+    mut feed: Box<dyn loopx_kernel::feed::ChangeFeed>,
+    reopen: impl Fn() -> Result<Box<dyn loopx_kernel::feed::ChangeFeed>> + Send + 'static,
+    wake: Arc<tokio::sync::Notify>,
+) -> Result<()> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            loop {
+                match feed.wait(Duration::from_secs(3600)) {
+                    Ok(true) => wake.notify_one(),
+                    Ok(false) => {}
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_secs(5));
+                        if let Ok(f) = reopen() {
+                            feed = f;
+                            wake.notify_one();
+                        }
+                    }
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| Error::internal(format!("cannot start the change feed: {e}")))
+}
+
+/// Reports as lines for people on stderr, with a status line on a terminal.
+struct TextSink {
+    tty: bool,
+    /// What the status line says, and since when.
+    state: Option<(String, Instant)>,
+}
+
+impl TextSink {
+    fn line(&mut self, text: &str) {
+        let mut err = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(err, "\r\x1b[2K");
+        }
+        let _ = writeln!(err, "{}", loopx_core::untrusted::printable(text));
+        self.redraw(&mut err);
+    }
+
+    fn redraw(&self, err: &mut impl Write) {
+        if let (true, Some((what, since))) = (self.tty, &self.state) {
+            let secs = since.elapsed().as_secs();
+            let _ =
+                write!(err, "\r\x1b[2K{what} · {:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+            let _ = err.flush();
+        }
+    }
+}
+
+fn short(s: &str) -> String {
+    loopx_core::untrusted::flatten(s, 80)
+}
+
+impl Sink for TextSink {
+    fn report(&mut self, r: &Report) {
+        let text = match r {
+            Report::Started { goal, agent, host, pid, machine, lease_until, replaced } => {
+                let replaced =
+                    replaced.as_ref().map(|r| format!("; took over from lease {r}")).unwrap_or_default();
+                format!(
+                    "driving {agent} ({host}) on goal {goal}: pid {pid} on {machine}, lease until {lease_until}{replaced}"
+                )
+            }
+            Report::Recovered { turn, end, killed } => {
+                let killed = if *killed > 0 {
+                    format!("; killed {killed} process(es) it left running")
+                } else {
+                    String::new()
+                };
+                format!("turn {turn} of the driver before ended: {}{killed}", end.describe())
+            }
+            Report::TurnStarted { n, turn, todo, text, log, used_slots, allowed_slots } => {
+                let what = match (todo, text) {
+                    (Some(t), Some(x)) => format!("{t}: {}", short(x)),
+                    _ => "replan".to_owned(),
+                };
+                self.state =
+                    Some((format!("turn {n} · {what} · {used_slots}/{allowed_slots} slots"), Instant::now()));
+                let log = log.as_ref().map(|l| format!("\n  output: {l}")).unwrap_or_default();
+                format!("turn {n} ({turn}) on {what}{log}")
+            }
+            Report::TurnEnded { n, end, child_ms, .. } => {
+                self.state = None;
+                let usage = match (end.usage.tokens, end.usage.usd) {
+                    (Some(t), Some(u)) => format!(", {t} tokens, ${u:.4}"),
+                    (Some(t), None) => format!(", {t} tokens"),
+                    _ => String::new(),
+                };
+                let tail = match (&end.tail, end.failed()) {
+                    (Some(t), true) if !t.trim().is_empty() => {
+                        let last: Vec<&str> = t.trim_end().lines().rev().take(3).collect();
+                        let last: Vec<&str> = last.into_iter().rev().collect();
+                        format!("\n  last output: {}", last.join("\n  "))
+                    }
+                    _ => String::new(),
+                };
+                format!("turn {n} ended after {:.1} s: {}{usage}{tail}", child_ms / 1000.0, end.describe())
+            }
+            Report::Sleeping { decision, reason, until } => {
+                let when = until.map_or_else(
+                    || "until the goal changes".to_owned(),
+                    |u| format!("until {u} or the goal changes"),
+                );
+                self.state = Some((
+                    format!(
+                        "{} · next look {}",
+                        decision.as_str(),
+                        until.map_or("on a change".to_owned(), |u| u.to_string())
+                    ),
+                    Instant::now(),
+                ));
+                format!("{}: {} — sleeping {when}", decision.as_str(), short(reason))
+            }
+            Report::Backoff { failures, secs } => {
+                format!("{failures} failed turn(s) in a row: waiting {secs} s")
+            }
+            Report::Finishing => "stopping after this turn (Ctrl-C again to stop it now)".to_owned(),
+            Report::Note { message } => format!("note: {message}"),
+            Report::Exited { reason, turns, spent, failed, .. } => {
+                self.state = None;
+                format!("stopped: {reason} ({turns} turn(s): {spent} spent, {failed} failed)")
+            }
+        };
+        self.line(&text);
+    }
+
+    fn wants_ticks(&self) -> bool {
+        self.tty
+    }
+
+    fn tick(&mut self) {
+        self.redraw(&mut std::io::stderr().lock());
+    }
+}
+
+/// Reports as one JSON object a line on stdout, for supervisors.
+struct JsonSink;
+
+impl Sink for JsonSink {
+    fn report(&mut self, r: &Report) {
+        if let Ok(mut v) = serde_json::to_value(r) {
+            if let Some(m) = v.as_object_mut() {
+                m.insert("schema_version".to_owned(), loopx_core::kernel::SCHEMA_VERSION.into());
+            }
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{v}");
+            let _ = out.flush();
+        }
+    }
+}
+
+/// Reads the test clock's file, if a debug build was given one (`LOOPX_TEST_CLOCK_FILE`).
+pub fn test_clock_file() -> Option<PathBuf> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    std::env::var_os("LOOPX_TEST_CLOCK_FILE").map(PathBuf::from)
+}
+
+pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>) -> Result<i32> {
+    if let Some(s) = &cli.session {
+        return Err(Error::refused(format!(
+            "loopx drive runs from a person's terminal or a service, not inside an agent's session (this is a {} session)",
+            s.host
+        ))
+        .with_hint("start it in your own terminal (or with nohup, tmux or systemd --user)"));
+    }
+    let root = crate::commands::project_root(cli, env)?;
+    let kernel = Arc::new(crate::commands::open_at(&root, env, reporter)?);
+    let goal = kernel.resolve_goal(cli.goal_id.as_deref().map(GoalId::new).transpose()?.as_ref())?;
+    let (agent, host) = agent_and_host(&kernel, &goal, a).await?;
+    let config = Config {
+        goal: goal.clone(),
+        agent,
+        host: host.map_or("other", |h| h.host()).to_owned(),
+        command: a.command.clone(),
+        prompt_arg: a.prompt_arg,
+        turn_timeout: duration("turn-timeout", &a.turn_timeout)?,
+        max_turns: a.max_turns,
+        until_idle: a.until == Some(DriveUntil::Idle),
+        once: a.once,
+        resume_session: a.resume_session,
+        session_turns: a.session_turns,
+        max_failures: a.max_failures,
+        project: root.clone(),
+        loopx: this_loopx(),
+        lease_ttl: duration("lease", &a.lease)?,
+        machine: machine(),
+        pid: std::process::id(),
+        log_limits: loopx_kernel::turn_log::Limits::default(),
+    };
+    if let Some(h) = host.and_then(|h| h.driver()) {
+        // A command line the host cannot run a turn with is refused before anything starts.
+        h.turn_argv(&config.command, None, !config.prompt_arg)?;
+    }
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let feed = crate::store::change_feed(&root, Some(&goal), env.clock.clone())?;
+    let reopen = {
+        let (root, goal, clock) = (root.clone(), goal.clone(), env.clock.clone());
+        move || crate::store::change_feed(&root, Some(&goal), clock.clone())
+    };
+    ring_on("loopx-drive-feed", feed, reopen, wake.clone())?;
+    if let Some(path) = test_clock_file() {
+        let open = move || -> Result<Box<dyn loopx_kernel::feed::ChangeFeed>> {
+            Ok(Box::new(loopx_kernel::feed::FileFeed::file(&path)?))
+        };
+        ring_on("loopx-drive-clock", open()?, open, wake.clone())?;
+    }
+    let interrupt = Arc::new(Interrupt::default());
+    listen_for_signals(&interrupt)?;
+    let driver = Driver {
+        kernel,
+        config,
+        host: host.and_then(|h| h.driver()),
+        clock: env.clock.clone(),
+        wake,
+        interrupt,
+    };
+    let mut text;
+    let mut json = JsonSink;
+    let sink: &mut dyn Sink = if cli.json {
+        &mut json
+    } else {
+        text = TextSink { tty: std::io::stderr().is_terminal(), state: None };
+        &mut text
+    };
+    let outcome = driver.run(sink).await?;
+    Ok(outcome.code)
+}
+
+/// Ctrl-C presses and termination signals go to `interrupt`.
+fn listen_for_signals(interrupt: &Arc<Interrupt>) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let cannot = |e: std::io::Error| Error::internal(format!("cannot listen for signals: {e}"));
+        let mut int = signal(SignalKind::interrupt()).map_err(cannot)?;
+        let mut term = signal(SignalKind::terminate()).map_err(cannot)?;
+        let i = interrupt.clone();
+        tokio::spawn(async move {
+            while int.recv().await.is_some() {
+                i.press();
+            }
+        });
+        let i = interrupt.clone();
+        tokio::spawn(async move {
+            while term.recv().await.is_some() {
+                i.terminate();
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    {
+        let i = interrupt.clone();
+        tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                i.press();
+            }
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,253 @@
+//! `loopx drive`, loopx's own outer loop, as the kernel records it: the lease that keeps one
+//! driver per agent, and the end of each turn it runs (how the agent command ended, whether
+//! the turn wrote back, what it spent, what the host reported it used).
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{AgentId, RunId, SpendId, TodoId};
+use crate::time::Timestamp;
+
+/// Longest output tail a turn's end keeps, in bytes.
+pub const MAX_TAIL_LEN: usize = 2048;
+/// Longest host session id a turn's end keeps.
+pub const MAX_SESSION_LEN: usize = 200;
+/// Longest machine name a driver lease keeps.
+pub const MAX_MACHINE_LEN: usize = 255;
+
+/// The lease one running `loopx drive` holds on its agent: while it is active, no second
+/// driver runs that agent. The driver renews it; one killed loses it at `expires_at` (or at
+/// once, to a driver on the same machine that finds its process gone).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverLease {
+    pub agent: AgentId,
+    /// Names this driver's lease: renewals, turns and the stop present it.
+    pub id: String,
+    /// The host adapter that shapes the agent command (`claude-code`, `codex`), or `other`.
+    pub host: String,
+    /// The machine it runs on, and its process id there.
+    pub machine: String,
+    pub pid: u32,
+    pub since: Timestamp,
+    pub expires_at: Timestamp,
+    /// The turn whose agent command runs now, if one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todo: Option<TodoId>,
+    /// Turns this driver has ended.
+    #[serde(default)]
+    pub turns: u64,
+}
+
+impl DriverLease {
+    pub fn is_active(&self, now: Timestamp) -> bool {
+        now < self.expires_at
+    }
+}
+
+/// How a driven turn's agent command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnExit {
+    /// It exited by itself (`exit_code`), or a signal it did not get from loopx ended it.
+    Exited,
+    /// loopx killed its process group at `--turn-timeout`.
+    TimedOut,
+    /// A person stopped it (Ctrl-C twice, or a termination signal to the driver).
+    Interrupted,
+    /// The driver died while it ran; a restarted driver ended the turn.
+    Lost,
+    /// It could not be started (no such program, not executable).
+    NotStarted,
+}
+
+impl TurnExit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnExit::Exited => "exited",
+            TurnExit::TimedOut => "timed_out",
+            TurnExit::Interrupted => "interrupted",
+            TurnExit::Lost => "lost",
+            TurnExit::NotStarted => "not_started",
+        }
+    }
+}
+
+/// What the host reported a turn used (from its own output).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnUsage {
+    /// The host's session (thread) id, to resume it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
+}
+
+impl TurnUsage {
+    /// Adds `tokens` to what is counted so far.
+    pub fn add_tokens(&mut self, tokens: u64) {
+        self.tokens = Some(self.tokens.unwrap_or(0).saturating_add(tokens));
+    }
+}
+
+/// The end of one driven turn, as recorded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    pub agent: AgentId,
+    pub turn: String,
+    /// The todo the turn was decided for (none for a replan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todo: Option<TodoId>,
+    pub exit: TurnExit,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    pub started_at: Timestamp,
+    pub ended_at: Timestamp,
+    /// The turn's writeback; none: the turn failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunId>,
+    /// The spend that accounts the writeback (this end's, or one the agent made itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_by: Option<SpendId>,
+    #[serde(default, flatten)]
+    pub usage: TurnUsage,
+    /// The end of the command's output, for a turn that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<String>,
+    /// Why a writeback was not spent (the goal paused meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl TurnEnd {
+    /// A turn that did not write back.
+    pub fn failed(&self) -> bool {
+        self.run.is_none()
+    }
+
+    /// One line for people: `exit 1, no writeback`.
+    pub fn describe(&self) -> String {
+        let how = match (self.exit, self.exit_code, self.signal) {
+            (TurnExit::Exited, Some(c), _) => format!("exit {c}"),
+            (TurnExit::Exited, None, Some(s)) => format!("killed by signal {s}"),
+            (e, _, _) => e.as_str().replace('_', " "),
+        };
+        match (&self.run, &self.spent_by) {
+            (None, _) => format!("{how}, no writeback"),
+            (Some(r), Some(s)) => format!("{how}, wrote back {r}, spent {s}"),
+            (Some(r), None) => format!("{how}, wrote back {r}, not spent"),
+        }
+    }
+}
+
+/// What a driver asks of its lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum DriverOp {
+    /// Take the lease: refused while another driver's is active, unless `replaces` names it
+    /// (the caller found that driver's process gone).
+    Start { host: String, machine: String, pid: u32, ttl_secs: u64, replaces: Option<String> },
+    /// Extend it, and say which turn runs now (`turn` none: between turns).
+    Renew { ttl_secs: u64, turn: Option<String>, todo: Option<TodoId> },
+    /// Give it up.
+    Stop { reason: String },
+}
+
+/// `Kernel::drive_lease`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DriverRequest {
+    /// The lease's id: chosen by the driver at start, presented after.
+    pub id: String,
+    pub op: DriverOp,
+}
+
+/// The agent's driver lease after the call (none once stopped).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DriverBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<DriverLease>,
+}
+
+/// `Kernel::end_turn`: how the agent command of a driven turn ended. The kernel finds the
+/// writeback and spends it once.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EndTurn {
+    pub turn: String,
+    pub exit: TurnExit,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub started_at: Timestamp,
+    pub usage: TurnUsage,
+    pub tail: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnEndBody {
+    pub end: TurnEnd,
+}
+
+/// A driven turn as it stands: its decision, writeback, spend and end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnView {
+    pub agent: AgentId,
+    pub turn: String,
+    /// The todo its decision named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todo: Option<TodoId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_by: Option<SpendId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<TurnEnd>,
+}
+
+/// Cuts `s` to its last `max` bytes (on a character boundary).
+pub fn tail_of(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tails_keep_the_end_on_a_char_boundary() {
+        assert_eq!(tail_of("abc", 10), "abc");
+        assert_eq!(tail_of("abcdef", 3), "def");
+        assert_eq!(tail_of("aéé", 3), "é");
+    }
+
+    #[test]
+    fn a_turn_end_reads_as_a_line() {
+        let end = TurnEnd {
+            agent: AgentId::new("bot").unwrap(),
+            turn: "d1-1".to_owned(),
+            todo: None,
+            exit: TurnExit::Exited,
+            exit_code: Some(1),
+            signal: None,
+            started_at: Timestamp::from_unix_millis(0),
+            ended_at: Timestamp::from_unix_millis(1),
+            run: None,
+            spent_by: None,
+            usage: TurnUsage::default(),
+            tail: None,
+            note: None,
+        };
+        assert!(end.failed());
+        assert_eq!(end.describe(), "exit 1, no writeback");
+        let timed = TurnEnd { exit: TurnExit::TimedOut, exit_code: None, ..end };
+        assert_eq!(timed.describe(), "timed out, no writeback");
+    }
+}

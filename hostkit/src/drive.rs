@@ -1,0 +1,761 @@
+//! `loopx drive`: loopx's own outer loop. Each turn: ask the kernel whether the agent should
+//! run (recording the decision under a new turn id), build the turn's prompt, run the agent
+//! command as a child with the turn's identity in its environment, then end the turn through
+//! the kernel, which finds the writeback and spends it once. Every other decision has a
+//! behaviour: sleep until the person answers, until the time named or a slot frees, or until
+//! anything changes; exit on a handoff, a finished goal or a spent budget.
+//!
+//! Sleeping costs nothing: the driver waits on its wake signal (rung by the store's change
+//! feed, wired by the command line) or a timer, never polls. It holds a lease on its agent,
+//! renewed while it runs, so a second driver for the same agent is refused; a driver that
+//! dies loses the lease at its expiry, or at once to a driver on the same machine that finds
+//! its process gone, which then ends the dead driver's turn (spending its writeback once).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::Notify;
+
+use loopx_core::continuation::{Continuation, StopCause};
+use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
+use loopx_core::drive::{DriverOp, DriverRequest, EndTurn, TurnEnd, TurnExit, TurnUsage};
+use loopx_core::host::HostDriver;
+use loopx_core::kernel::{CommandContext, Kernel};
+use loopx_core::{AgentId, Clock, Error, ErrorKind, GoalId, IdempotencyKey, Result, Timestamp, TodoId, exit};
+use loopx_kernel::DynKernel;
+use loopx_kernel::drive::PromptFor;
+use loopx_kernel::turn_log::{Limits, TurnLog};
+
+use crate::child::{self, Stream};
+
+/// The longest turn prompt, in bytes.
+pub const PROMPT_BUDGET: usize = 4000;
+/// Seconds to wait before the next turn after 0, 1, 2, … failed turns in a row: one failure
+/// is tried again at once (the todo is picked again), more wait longer.
+const FAILURE_BACKOFF: [u64; 6] = [0, 0, 5, 20, 60, 300];
+/// The longest line of a child's standard output read for usage.
+const MAX_LINE: usize = 1 << 20;
+
+/// What a driver is asked to do.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub goal: GoalId,
+    pub agent: AgentId,
+    /// The host adapter's name (`claude-code`, `codex`), or `other`.
+    pub host: String,
+    /// The agent command as the person gave it.
+    pub command: Vec<String>,
+    /// The prompt goes as the command's last argument instead of on its stdin.
+    pub prompt_arg: bool,
+    pub turn_timeout: Duration,
+    pub max_turns: Option<u64>,
+    /// Exit instead of sleeping when there is nothing to run.
+    pub until_idle: bool,
+    /// One turn (or one decision that is not a turn), then exit.
+    pub once: bool,
+    /// Continue the host's session across turns (`session_turns` at most), when the host can.
+    pub resume_session: bool,
+    pub session_turns: u32,
+    /// Failed turns in a row after which the driver gives up.
+    pub max_failures: u32,
+    /// The project directory: the child's working directory and `LOOPX_PROJECT`.
+    pub project: PathBuf,
+    /// How the child's shell reaches loopx, for the prompt.
+    pub loopx: String,
+    pub lease_ttl: Duration,
+    /// This machine's name and this process's id, for the lease.
+    pub machine: String,
+    pub pid: u32,
+    pub log_limits: Limits,
+}
+
+/// A person's wish to stop: Ctrl-C once lets the running turn finish, twice (or a termination
+/// signal) stops it now.
+#[derive(Debug, Default)]
+pub struct Interrupt {
+    presses: AtomicU32,
+    terminated: AtomicBool,
+    rung: Notify,
+}
+
+impl Interrupt {
+    /// Ctrl-C.
+    pub fn press(&self) {
+        self.presses.fetch_add(1, Ordering::SeqCst);
+        self.rung.notify_one();
+    }
+    /// A termination signal: stop now.
+    pub fn terminate(&self) {
+        self.terminated.store(true, Ordering::SeqCst);
+        self.presses.fetch_add(2, Ordering::SeqCst);
+        self.rung.notify_one();
+    }
+    fn asked(&self) -> bool {
+        self.presses.load(Ordering::SeqCst) > 0
+    }
+    fn now(&self) -> bool {
+        self.presses.load(Ordering::SeqCst) > 1
+    }
+    fn code(&self) -> i32 {
+        if self.terminated.load(Ordering::SeqCst) { exit::TERMINATED } else { exit::INTERRUPTED }
+    }
+}
+
+/// What the driver reports as it goes: the command line shows it as a status line, log lines
+/// or one JSON object a line.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Report {
+    Started {
+        goal: GoalId,
+        agent: AgentId,
+        host: String,
+        pid: u32,
+        machine: String,
+        lease_until: Timestamp,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        replaced: Option<String>,
+    },
+    /// A turn a dead driver left running, ended by this one.
+    Recovered {
+        turn: String,
+        end: TurnEnd,
+        killed: usize,
+    },
+    TurnStarted {
+        n: u64,
+        turn: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        todo: Option<TodoId>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        log: Option<String>,
+        /// Slots used and allowed when it started.
+        used_slots: u32,
+        allowed_slots: u32,
+    },
+    TurnEnded {
+        n: u64,
+        end: TurnEnd,
+        /// Wall time of the agent command.
+        child_ms: f64,
+        /// The driver's own time for the turn: everything but the agent command.
+        overhead_ms: f64,
+    },
+    /// Nothing to run now: the decision, why, and when the driver looks again at the latest
+    /// (it also looks whenever the goal changes).
+    Sleeping {
+        decision: DecisionKind,
+        reason: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        until: Option<Timestamp>,
+    },
+    /// After failed turns in a row, the next waits this long.
+    Backoff {
+        failures: u32,
+        secs: u64,
+    },
+    /// Ctrl-C once: the running turn finishes first.
+    Finishing,
+    Note {
+        message: String,
+    },
+    Exited {
+        reason: String,
+        code: i32,
+        turns: u64,
+        spent: u64,
+        failed: u64,
+    },
+}
+
+/// Where reports go.
+pub trait Sink: Send {
+    fn report(&mut self, r: &Report);
+    /// Whether [`Sink::tick`] is wanted every second (a live status line).
+    fn wants_ticks(&self) -> bool {
+        false
+    }
+    /// A second passed while a turn runs or the driver sleeps.
+    fn tick(&mut self) {}
+}
+
+/// How a drive ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub code: i32,
+    pub reason: String,
+    pub turns: u64,
+    pub spent: u64,
+    pub failed: u64,
+}
+
+/// One driver: the kernel it asks, the host it runs (none for `--host other`), and the
+/// signals that wake it.
+pub struct Driver {
+    pub kernel: Arc<DynKernel>,
+    pub config: Config,
+    pub host: Option<&'static dyn HostDriver>,
+    pub clock: Arc<dyn Clock>,
+    /// Rung when the goal may have changed (a commit, a test clock moved).
+    pub wake: Arc<Notify>,
+    pub interrupt: Arc<Interrupt>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// What the loop keeps between turns.
+#[derive(Debug)]
+struct Run {
+    lease_id: String,
+    lease_until: Timestamp,
+    turns: u64,
+    spent: u64,
+    failed: u64,
+    failures_in_row: u32,
+    /// The host session to resume, and how many turns it has had.
+    session: Option<(String, u32)>,
+    /// Idle wakes in a row that found a time already past (guards against a spin).
+    idle_spins: u32,
+    /// Turn ids are `d<start>-<n>`: this driver's start (base 36 milliseconds), and the count.
+    turn_base: String,
+    turn_seq: u64,
+}
+
+/// Why the loop stops.
+struct Stop {
+    code: i32,
+    reason: String,
+}
+
+impl Stop {
+    fn done(reason: impl Into<String>) -> Self {
+        Self { code: exit::SUCCESS, reason: reason.into() }
+    }
+}
+
+fn base36(mut n: u64) -> String {
+    let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(digits[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl Driver {
+    fn ctx(&self, turn: Option<&str>) -> Result<CommandContext> {
+        Ok(CommandContext {
+            goal: Some(self.config.goal.clone()),
+            agent: Some(self.config.agent.clone()),
+            key: turn.map(IdempotencyKey::new).transpose()?,
+            session: None,
+        })
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// Runs `call` until it is not refused as busy (a lock held long, a database
+    /// restarting), waiting longer each time; a hard interrupt ends the retries.
+    async fn patiently<T, F, Fut>(&self, sink: &mut dyn Sink, mut call: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut wait = Duration::from_millis(250);
+        loop {
+            match call().await {
+                Err(e) if e.kind == ErrorKind::Busy && !self.interrupt.now() => {
+                    sink.report(&Report::Note {
+                        message: format!("{}; retrying in {:.1} s", e.message, wait.as_secs_f64()),
+                    });
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(60));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Drives until the goal says stop, a limit is reached, or a person interrupts.
+    pub async fn run(&self, sink: &mut dyn Sink) -> Result<Outcome> {
+        let mut run = self.start(sink).await?;
+        let stop = match self.turns(&mut run, sink).await {
+            Ok(stop) => stop,
+            Err(e) => {
+                self.release(&run, &format!("stopped by an error: {}", e.message), sink).await;
+                return Err(e);
+            }
+        };
+        self.release(&run, &stop.reason, sink).await;
+        let outcome = Outcome {
+            code: stop.code,
+            reason: stop.reason,
+            turns: run.turns,
+            spent: run.spent,
+            failed: run.failed,
+        };
+        sink.report(&Report::Exited {
+            reason: outcome.reason.clone(),
+            code: outcome.code,
+            turns: outcome.turns,
+            spent: outcome.spent,
+            failed: outcome.failed,
+        });
+        Ok(outcome)
+    }
+
+    /// Takes the lease (replacing one whose driver died on this machine), and ends the turn
+    /// a dead driver left behind.
+    async fn start(&self, sink: &mut dyn Sink) -> Result<Run> {
+        let c = &self.config;
+        let before = self.kernel.driver_lease(&c.goal, &c.agent)?;
+        let now = self.now();
+        let replaces = before
+            .as_ref()
+            .filter(|d| {
+                d.is_active(now) && d.machine == c.machine && (d.pid == c.pid || !child::is_driver(d.pid))
+            })
+            .map(|d| d.id.clone());
+        let started_ms = u64::try_from(now.unix_millis()).unwrap_or(0);
+        let lease_id = format!("{}.{}", c.pid, base36(started_ms));
+        let req = DriverRequest {
+            id: lease_id.clone(),
+            op: DriverOp::Start {
+                host: c.host.clone(),
+                machine: c.machine.clone(),
+                pid: c.pid,
+                ttl_secs: c.lease_ttl.as_secs(),
+                replaces: replaces.clone(),
+            },
+        };
+        let ctx = self.ctx(None)?;
+        let r = self.patiently(sink, || self.kernel.drive_lease(&ctx, req.clone())).await?;
+        let lease = r.body.lease.ok_or_else(|| Error::internal("the driver lease was not granted"))?;
+        sink.report(&Report::Started {
+            goal: c.goal.clone(),
+            agent: c.agent.clone(),
+            host: c.host.clone(),
+            pid: c.pid,
+            machine: c.machine.clone(),
+            lease_until: lease.expires_at,
+            replaced: before.as_ref().filter(|d| d.id != lease_id).map(|d| d.id.clone()),
+        });
+        let run = Run {
+            lease_id,
+            lease_until: lease.expires_at,
+            turns: 0,
+            spent: 0,
+            failed: 0,
+            failures_in_row: 0,
+            session: None,
+            idle_spins: 0,
+            turn_base: base36(started_ms),
+            turn_seq: 0,
+        };
+        // The lease was granted: the driver before, if any, is gone, and its turn with it.
+        if let Some(turn) = before.and_then(|d| d.turn) {
+            let killed = child::kill_leftovers(c.agent.as_str(), &turn);
+            let req = EndTurn {
+                turn: turn.clone(),
+                exit: TurnExit::Lost,
+                exit_code: None,
+                signal: None,
+                started_at: now,
+                usage: TurnUsage::default(),
+                tail: None,
+            };
+            let r = self.patiently(sink, || self.kernel.end_turn(&ctx, req.clone())).await?;
+            sink.report(&Report::Recovered { turn, end: r.body.end, killed });
+        }
+        Ok(run)
+    }
+
+    /// Gives the lease up (best effort: a lease not given up expires).
+    async fn release(&self, run: &Run, reason: &str, sink: &mut dyn Sink) {
+        let Ok(ctx) = self.ctx(None) else { return };
+        let req =
+            DriverRequest { id: run.lease_id.clone(), op: DriverOp::Stop { reason: reason.to_owned() } };
+        if let Err(e) = self.kernel.drive_lease(&ctx, req).await {
+            sink.report(&Report::Note {
+                message: format!("could not give the driver lease up: {}", e.message),
+            });
+        }
+    }
+
+    /// Renews the lease (saying which turn runs) when a third of it has passed, or always
+    /// when `turn` changes.
+    async fn renew(
+        &self,
+        run: &mut Run,
+        turn: Option<(&str, Option<TodoId>)>,
+        force: bool,
+        sink: &mut dyn Sink,
+    ) -> Result<()> {
+        let ttl = self.config.lease_ttl;
+        let due = self.now().saturating_add(ttl * 2 / 3) >= run.lease_until;
+        if !due && !force {
+            return Ok(());
+        }
+        let req = DriverRequest {
+            id: run.lease_id.clone(),
+            op: DriverOp::Renew {
+                ttl_secs: ttl.as_secs(),
+                turn: turn.map(|(t, _)| t.to_owned()),
+                todo: turn.and_then(|(_, t)| t),
+            },
+        };
+        let ctx = self.ctx(None)?;
+        let r = self.patiently(sink, || self.kernel.drive_lease(&ctx, req.clone())).await?;
+        if let Some(l) = r.body.lease {
+            run.lease_until = l.expires_at;
+        }
+        Ok(())
+    }
+
+    /// How long until the lease wants renewing.
+    fn renew_in(&self, run: &Run) -> Duration {
+        let at = run.lease_until.unix_millis()
+            - i64::try_from((self.config.lease_ttl * 2 / 3).as_millis()).unwrap_or(0);
+        Duration::from_millis(u64::try_from(at - self.now().unix_millis()).unwrap_or(0).max(1000))
+    }
+
+    async fn turns(&self, run: &mut Run, sink: &mut dyn Sink) -> Result<Stop> {
+        loop {
+            if self.interrupt.asked() {
+                return Ok(Stop { code: self.interrupt.code(), reason: "stopped by a person".to_owned() });
+            }
+            self.renew(run, None, false, sink).await?;
+            let began = Instant::now();
+            let ctx = self.ctx(None)?;
+            let a = self.patiently(sink, || self.kernel.should_run(&ctx, None)).await?;
+            match (a.decision, &a.continuation) {
+                (DecisionKind::Run | DecisionKind::Replan, _) => {
+                    if let Some(max) = self.config.max_turns
+                        && run.turns >= max
+                    {
+                        return Ok(Stop::done(format!("ran {max} turn(s) (--max-turns)")));
+                    }
+                    if run.failures_in_row >= self.config.max_failures {
+                        return Ok(Stop {
+                            code: exit::REFUSED,
+                            reason: format!(
+                                "the agent command failed {} turns in a row; see loopx history --agent {} and the turn logs",
+                                run.failures_in_row, self.config.agent
+                            ),
+                        });
+                    }
+                    let backoff = FAILURE_BACKOFF[usize::try_from(run.failures_in_row)
+                        .unwrap_or(usize::MAX)
+                        .min(FAILURE_BACKOFF.len() - 1)];
+                    if backoff > 0 {
+                        sink.report(&Report::Backoff { failures: run.failures_in_row, secs: backoff });
+                        if self.sleep(Duration::from_secs(backoff), false, sink).await {
+                            continue;
+                        }
+                    }
+                    run.idle_spins = 0;
+                    self.turn(run, began, sink).await?;
+                    if self.config.once {
+                        return Ok(Stop::done("one turn (--once)"));
+                    }
+                }
+                (DecisionKind::Stop, Continuation::Stop { cause: StopCause::Terminal }) => {
+                    return Ok(Stop::done(format!("the goal's work is finished: {}", a.reason)));
+                }
+                (DecisionKind::Stop, Continuation::Stop { cause: StopCause::BudgetExhausted }) => {
+                    return Ok(Stop::done(format!("the goal's budget is spent: {}", a.reason)));
+                }
+                (DecisionKind::Handoff, Continuation::Handoff { handoff, to_host, to_agent }) => {
+                    let to =
+                        to_agent.as_ref().map_or_else(|| to_host.clone(), |a| format!("{a} ({to_host})"));
+                    return Ok(Stop::done(format!(
+                        "the work is handed off to {to} ({handoff}); it is theirs now"
+                    )));
+                }
+                _ => {
+                    if let Some(stop) = self.idle(run, &a, sink).await? {
+                        return Ok(stop);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Nothing to run: exit (`--until idle`, `--once`) or sleep until the goal changes, the
+    /// time the answer names, or the lease wants renewing.
+    async fn idle(&self, run: &mut Run, a: &ShouldRunAnswer, sink: &mut dyn Sink) -> Result<Option<Stop>> {
+        if self.config.until_idle || self.config.once {
+            return Ok(Some(Stop::done(format!("idle ({}): {}", a.decision.as_str(), a.reason))));
+        }
+        let now = self.now();
+        let mut times: Vec<Timestamp> = Vec::new();
+        if let Continuation::Wait { until: Some(t), .. } = &a.continuation {
+            times.push(*t);
+        }
+        times.extend(a.scheduler.wait_until);
+        times.extend(a.quota.next_slot_at);
+        times.extend(a.user_channel.questions.iter().filter_map(|q| q.next_check_at));
+        let until = times.into_iter().min();
+        sink.report(&Report::Sleeping { decision: a.decision, reason: a.reason.clone(), until });
+        let mut wait = match until {
+            Some(t) if t > now => {
+                run.idle_spins = 0;
+                Duration::from_millis(u64::try_from(t.unix_millis() - now.unix_millis()).unwrap_or(0))
+            }
+            // A time already past that did not change the decision: look again soon, later
+            // each time, never in a spin.
+            Some(_) => {
+                run.idle_spins = run.idle_spins.saturating_add(1);
+                Duration::from_secs(1u64 << run.idle_spins.min(6))
+            }
+            None => Duration::MAX,
+        };
+        wait = wait.min(self.renew_in(run));
+        self.sleep(wait, true, sink).await;
+        Ok(None)
+    }
+
+    /// Sleeps `d`, or until the goal changes (with `on_change`), or a person interrupts.
+    /// Returns whether it was woken early.
+    async fn sleep(&self, d: Duration, on_change: bool, sink: &mut dyn Sink) -> bool {
+        let deadline = tokio::time::Instant::now() + d.min(Duration::from_secs(365 * 24 * 3600));
+        let ticks = sink.wants_ticks();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => return false,
+                _ = self.wake.notified(), if on_change => return true,
+                _ = self.interrupt.rung.notified() => {
+                    // Wake the loop on the next wait too, so a later wait also sees it.
+                    self.interrupt.rung.notify_one();
+                    return true;
+                }
+                _ = tokio::time::sleep(Duration::from_secs(1)), if ticks => sink.tick(),
+            }
+        }
+    }
+
+    /// One turn: its decision recorded under a new id, the prompt, the agent command, the end.
+    async fn turn(&self, run: &mut Run, began: Instant, sink: &mut dyn Sink) -> Result<()> {
+        let c = &self.config;
+        run.turn_seq += 1;
+        let turn = format!("d{}-{}", run.turn_base, run.turn_seq);
+        let ctx = self.ctx(Some(&turn))?;
+        let mut a = self.patiently(sink, || self.kernel.should_run(&ctx, None)).await?;
+        if !a.should_run {
+            // The goal changed between the look and the turn: the loop looks again.
+            return Ok(());
+        }
+        let todo = a.selected_todo.as_ref().map(|t| t.id);
+        // The driver claims the todo for its agent before the turn: a driver that loses the
+        // claim to another starts no turn, and looks again.
+        if let Some(t) = a.selected_todo.as_mut().filter(|t| t.claim_required) {
+            match self.patiently(sink, || self.kernel.claim_todo(&ctx, t.id)).await {
+                Ok(_) => t.claim_required = false,
+                Err(e) if e.kind == ErrorKind::Conflict || e.kind == ErrorKind::Refused => {
+                    sink.report(&Report::Note {
+                        message: format!("{} went to another: {}", t.id, e.message),
+                    });
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.renew(run, Some((&turn, todo)), true, sink).await?;
+        let prompt = self.kernel.turn_prompt(
+            Some(&c.goal),
+            &a,
+            &PromptFor { loopx: &c.loopx, turn: &turn, budget: PROMPT_BUDGET },
+        )?;
+        let resume = run
+            .session
+            .as_ref()
+            .filter(|(_, n)| c.resume_session && *n < c.session_turns)
+            .map(|(s, _)| s.clone());
+        let mut argv = match self.host {
+            Some(h) => h.turn_argv(&c.command, resume.as_deref(), !c.prompt_arg)?,
+            None => c.command.clone(),
+        };
+        if c.prompt_arg {
+            argv.push(prompt.clone());
+        }
+        let mut log = match self.kernel.turn_log(&c.goal, &turn, c.log_limits) {
+            Ok(log) => log,
+            Err(e) => {
+                sink.report(&Report::Note {
+                    message: format!("the turn's output is not kept in a file: {}", e.message),
+                });
+                TurnLog::in_memory(c.log_limits)
+            }
+        };
+        let mut env = vec![
+            ("LOOPX_AGENT_ID".to_owned(), c.agent.to_string()),
+            ("LOOPX_GOAL_ID".to_owned(), c.goal.to_string()),
+            ("LOOPX_TURN_ID".to_owned(), turn.clone()),
+            ("LOOPX_PROJECT".to_owned(), c.project.display().to_string()),
+        ];
+        if let Some(t) = todo {
+            env.push(("LOOPX_TODO_ID".to_owned(), t.to_string()));
+        }
+        let n = run.turns + 1;
+        sink.report(&Report::TurnStarted {
+            n,
+            turn: turn.clone(),
+            todo,
+            text: a.selected_todo.as_ref().map(|t| t.text.clone()),
+            log: log.path().map(|p| p.display().to_string()),
+            used_slots: a.quota.used_slots,
+            allowed_slots: a.quota.allowed_slots,
+        });
+        let started_at = self.now();
+        let child_began = Instant::now();
+        let stdin = (!c.prompt_arg).then(|| prompt.into_bytes());
+        let (exit, status, usage) = match child::spawn(
+            &argv,
+            &c.project,
+            &env,
+            if todo.is_none() { &["LOOPX_TODO_ID"] } else { &[] },
+            stdin,
+        ) {
+            Ok((running, output)) => self.watch(run, running, output, &turn, todo, &mut log, sink).await?,
+            Err(e) => {
+                log.write(format!("loopx: cannot start {}: {e}\n", argv[0]).as_bytes());
+                (TurnExit::NotStarted, None, TurnUsage::default())
+            }
+        };
+        let child_time = child_began.elapsed();
+        log.finish();
+        let (exit_code, signal) = status.as_ref().map_or((None, None), child::exit_of);
+        let req = EndTurn {
+            turn: turn.clone(),
+            exit,
+            exit_code,
+            signal,
+            started_at,
+            usage: usage.clone(),
+            tail: Some(log.tail()),
+        };
+        let ctx = self.ctx(None)?;
+        let end = self.patiently(sink, || self.kernel.end_turn(&ctx, req.clone())).await?.body.end;
+        run.turns += 1;
+        if end.failed() {
+            run.failed += 1;
+            run.failures_in_row += 1;
+            run.session = None;
+        } else {
+            run.failures_in_row = 0;
+            if end.spent_by.is_some() {
+                run.spent += 1;
+            }
+            run.session = match (usage.session, run.session.take()) {
+                (Some(s), Some((old, k))) if s == old => Some((s, k + 1)),
+                (Some(s), _) => Some((s, 1)),
+                (None, _) => None,
+            };
+            if run.session.as_ref().is_some_and(|(_, k)| *k >= c.session_turns) {
+                run.session = None;
+            }
+        }
+        let total = began.elapsed();
+        sink.report(&Report::TurnEnded {
+            n,
+            end,
+            child_ms: ms(child_time),
+            overhead_ms: ms(total.saturating_sub(child_time)),
+        });
+        Ok(())
+    }
+
+    /// Watches the running agent command until it exits, its time runs out, or a person
+    /// stops it; keeps its output and reads what the host reports; renews the lease meanwhile.
+    async fn watch(
+        &self,
+        run: &mut Run,
+        mut running: child::Running,
+        mut output: child::Output,
+        turn: &str,
+        todo: Option<TodoId>,
+        log: &mut TurnLog,
+        sink: &mut dyn Sink,
+    ) -> Result<(TurnExit, Option<std::process::ExitStatus>, TurnUsage)> {
+        let deadline = tokio::time::Instant::now() + self.config.turn_timeout;
+        let mut usage = TurnUsage::default();
+        let mut line = Vec::new();
+        let mut finishing = false;
+        let ticks = sink.wants_ticks();
+        let mut open = true;
+        let read =
+            |stream: Stream, bytes: &[u8], log: &mut TurnLog, usage: &mut TurnUsage, line: &mut Vec<u8>| {
+                log.write(bytes);
+                if stream != Stream::Stdout {
+                    return;
+                }
+                let Some(host) = self.host else { return };
+                for b in bytes {
+                    if *b == b'\n' {
+                        host.read_line(&String::from_utf8_lossy(line), usage);
+                        line.clear();
+                    } else if line.len() < MAX_LINE {
+                        line.push(*b);
+                    }
+                }
+            };
+        let (exit, status) = loop {
+            if self.interrupt.now() {
+                break (TurnExit::Interrupted, running.kill().await);
+            }
+            let renew_in = self.renew_in(run);
+            tokio::select! {
+                s = running.wait() => break (TurnExit::Exited, s.ok()),
+                piece = output.recv(), if open => match piece {
+                    Some((stream, bytes)) => read(stream, &bytes, log, &mut usage, &mut line),
+                    None => open = false,
+                },
+                _ = tokio::time::sleep_until(deadline) => break (TurnExit::TimedOut, running.kill().await),
+                _ = self.interrupt.rung.notified() => {
+                    if !self.interrupt.now() && !finishing {
+                        finishing = true;
+                        sink.report(&Report::Finishing);
+                    }
+                }
+                _ = tokio::time::sleep(renew_in) => self.renew(run, Some((turn, todo)), false, sink).await?,
+                _ = tokio::time::sleep(Duration::from_secs(1)), if ticks => sink.tick(),
+            }
+        };
+        // Whatever it left running in its group goes with it; then its output is read to the
+        // end, for a short while at most (a process that left the group may hold the pipe).
+        running.signal_group(true);
+        let grace = tokio::time::Instant::now() + child::KILL_GRACE;
+        while open {
+            match tokio::time::timeout_at(grace, output.recv()).await {
+                Ok(Some((stream, bytes))) => read(stream, &bytes, log, &mut usage, &mut line),
+                _ => open = false,
+            }
+        }
+        if !line.is_empty()
+            && let Some(host) = self.host
+        {
+            host.read_line(&String::from_utf8_lossy(&line), &mut usage);
+        }
+        Ok((exit, status, usage))
+    }
+}

@@ -1,0 +1,360 @@
+//! `loopx drive` in the kernel: the rules of a driver's lease and of a driven turn's end, and
+//! the prompt a driven turn starts from. Pure: state, actor and request in, at most one event
+//! (or the prompt's text) out.
+
+use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
+use loopx_core::drive::{
+    DriverLease, DriverOp, DriverRequest, EndTurn, MAX_MACHINE_LEN, MAX_SESSION_LEN, MAX_TAIL_LEN, TurnEnd,
+    TurnView, tail_of,
+};
+use loopx_core::event::Event;
+use loopx_core::model::{GateStatus, GoalStatus, Spend};
+use loopx_core::untrusted::{flatten, quoted};
+use loopx_core::{AgentId, Error, IdempotencyKey, Result, Timestamp};
+
+use crate::rules::Actor;
+use crate::state::{GoalState, decision_key};
+
+/// Shortest and longest driver lease.
+pub const MIN_LEASE_SECS: u64 = 10;
+pub const MAX_LEASE_SECS: u64 = 24 * 3600;
+
+fn driving_agent<'a>(actor: &'a Actor) -> Result<&'a AgentId> {
+    actor.agent().ok_or_else(|| {
+        Error::identity("loopx drive runs as a registered agent, not as a person")
+            .with_hint("pass --agent-id <agent> (see loopx agent list)")
+    })
+}
+
+fn check_lease_ttl(ttl_secs: u64) -> Result<()> {
+    if (MIN_LEASE_SECS..=MAX_LEASE_SECS).contains(&ttl_secs) {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "a driver lease lasts {MIN_LEASE_SECS} s to {MAX_LEASE_SECS} s, not {ttl_secs} s"
+    ))
+    .with_hint("e.g. --lease-minutes 10"))
+}
+
+fn lease_at(ttl_secs: u64, now: Timestamp) -> Timestamp {
+    now.saturating_add(std::time::Duration::from_secs(ttl_secs))
+}
+
+/// Who holds `d`, for a refusal.
+pub fn holder(d: &DriverLease) -> String {
+    let turn = d.turn.as_ref().map(|t| format!(", running turn {t}")).unwrap_or_default();
+    format!("pid {} on {} since {}{turn}; its lease runs to {}", d.pid, d.machine, d.since, d.expires_at)
+}
+
+/// A driver's lease on the acting agent: start, renew or stop.
+pub fn lease(state: &GoalState, actor: &Actor, req: &DriverRequest, now: Timestamp) -> Result<Option<Event>> {
+    let agent = driving_agent(actor)?;
+    IdempotencyKey::new(&req.id)
+        .map_err(|_| Error::usage(format!("invalid driver lease id {:?}", flatten(&req.id, 40))))?;
+    let held = state.drivers.get(agent);
+    let mine = held.filter(|d| d.id == req.id);
+    match &req.op {
+        DriverOp::Start { host, machine, pid, ttl_secs, replaces } => {
+            check_lease_ttl(*ttl_secs)?;
+            if host.is_empty()
+                || host.len() > 64
+                || !host.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
+            {
+                return Err(Error::usage(format!("invalid host name {:?}", flatten(host, 40))));
+            }
+            if machine.trim().is_empty()
+                || machine.len() > MAX_MACHINE_LEN
+                || machine.chars().any(char::is_control)
+            {
+                return Err(Error::usage(format!("invalid machine name {:?}", flatten(machine, 40))));
+            }
+            if let Some(d) = held
+                && d.is_active(now)
+                && replaces.as_deref() != Some(d.id.as_str())
+                && d.id != req.id
+            {
+                return Err(Error::conflict(format!("agent {agent} is already driven: {}", holder(d))).with_hint(
+                    format!(
+                        "one driver runs an agent at a time: stop that one (Ctrl-C in its terminal, or kill {}), or drive another agent with --agent-id",
+                        d.pid
+                    ),
+                ));
+            }
+            if mine.is_some() {
+                return Ok(None);
+            }
+            let lease = DriverLease {
+                agent: agent.clone(),
+                id: req.id.clone(),
+                host: host.clone(),
+                machine: machine.clone(),
+                pid: *pid,
+                since: now,
+                expires_at: lease_at(*ttl_secs, now),
+                turn: None,
+                todo: None,
+                turns: 0,
+            };
+            Ok(Some(Event::DriverStarted { lease, replaced: held.map(|d| d.id.clone()) }))
+        }
+        DriverOp::Renew { ttl_secs, turn, todo } => {
+            check_lease_ttl(*ttl_secs)?;
+            let d = mine.ok_or_else(|| lost(agent, held))?;
+            if let Some(t) = turn {
+                IdempotencyKey::new(t)?;
+            }
+            let expires_at = lease_at(*ttl_secs, now);
+            if d.turn == *turn && d.todo == *todo && d.expires_at >= expires_at {
+                return Ok(None);
+            }
+            Ok(Some(Event::DriverRenewed {
+                agent: agent.clone(),
+                id: req.id.clone(),
+                expires_at,
+                turn: turn.clone(),
+                todo: *todo,
+            }))
+        }
+        DriverOp::Stop { reason } => {
+            loopx_core::model::check_text("reason", reason)?;
+            Ok(mine.map(|_| Event::DriverStopped {
+                agent: agent.clone(),
+                id: req.id.clone(),
+                reason: reason.clone(),
+            }))
+        }
+    }
+}
+
+fn lost(agent: &AgentId, held: Option<&DriverLease>) -> Error {
+    let who =
+        held.map_or_else(|| "nobody holds it now".to_owned(), |d| format!("it is held by {}", holder(d)));
+    Error::conflict(format!("this driver no longer holds agent {agent}'s lease: {who}"))
+        .with_hint("another driver took the agent over; this one stops")
+}
+
+/// The end of a driven turn: the writeback found, spent once if it was not (and the goal may
+/// spend), and how the command ended. Ending an ended turn changes nothing.
+pub fn end_turn(state: &GoalState, actor: &Actor, req: &EndTurn, now: Timestamp) -> Result<Option<Event>> {
+    let agent = driving_agent(actor)?;
+    IdempotencyKey::new(&req.turn)?;
+    if state.turn_end(agent, &req.turn).is_some() {
+        return Ok(None);
+    }
+    if let Some(s) = &req.usage.session
+        && (s.len() > MAX_SESSION_LEN || s.chars().any(char::is_control))
+    {
+        return Err(Error::usage("a host session id is at most 200 printable characters"));
+    }
+    if req.usage.usd.is_some_and(|u| !u.is_finite() || u < 0.0) {
+        return Err(Error::usage("a turn's cost must be a non-negative amount"));
+    }
+    let todo = state.decisions.get(&decision_key(agent, &req.turn)).and_then(|d| d.record.todo());
+    let run =
+        state.runs.iter().rev().find(|r| &r.agent == agent && r.turn.as_deref() == Some(req.turn.as_str()));
+    let paused = state.goal.status == GoalStatus::Stopped || crate::quota::is_paused(state);
+    let (spend, spent_by, note) = match run {
+        Some(r) if r.spent_by.is_some() => (None, r.spent_by, None),
+        Some(_) if paused => (
+            None,
+            None,
+            Some("the goal was paused when the turn ended: nothing is spent while it is".to_owned()),
+        ),
+        Some(r) => {
+            let spend = Spend {
+                id: state.next_spend_id(),
+                agent: agent.clone(),
+                todo: r.todo,
+                run: r.id,
+                turn: Some(req.turn.clone()),
+                slots: 1,
+                tokens: None,
+                usd: None,
+                at: now,
+                voided: false,
+            };
+            let id = spend.id;
+            (Some(spend), Some(id), None)
+        }
+        None => (None, None, None),
+    };
+    let tail = req.tail.as_deref().filter(|_| run.is_none()).map(|t| tail_of(t, MAX_TAIL_LEN).to_owned());
+    let end = TurnEnd {
+        agent: agent.clone(),
+        turn: req.turn.clone(),
+        todo: todo.or(run.map(|r| r.todo)),
+        exit: req.exit,
+        exit_code: req.exit_code,
+        signal: req.signal,
+        started_at: req.started_at,
+        ended_at: now,
+        run: run.map(|r| r.id),
+        spent_by,
+        usage: req.usage.clone(),
+        tail,
+        note,
+    };
+    Ok(Some(Event::TurnEnded { end, spend }))
+}
+
+/// Refuses a writeback for a driven turn that has ended (a command the turn left running,
+/// writing back after the driver gave up on it), unless it repeats the turn's own writeback.
+pub fn check_turn_open(
+    state: &GoalState,
+    agent: &AgentId,
+    turn: Option<&str>,
+    todo: loopx_core::TodoId,
+) -> Result<()> {
+    let Some(end) = turn.and_then(|t| state.turn_end(agent, t)) else { return Ok(()) };
+    let same = end.run.and_then(|r| state.runs.iter().find(|x| x.id == r)).is_some_and(|r| r.todo == todo);
+    if same {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "turn {} of {agent} has ended ({}): it takes no writeback now",
+        end.turn,
+        end.describe()
+    ))
+    .with_hint("loopx drive gives the next turn a new id; work it there"))
+}
+
+/// A turn of `agent` as it stands.
+pub fn turn_view(state: &GoalState, agent: &AgentId, turn: &str) -> TurnView {
+    let run = state.runs.iter().rev().find(|r| &r.agent == agent && r.turn.as_deref() == Some(turn));
+    let end = state.turn_end(agent, turn).cloned();
+    TurnView {
+        agent: agent.clone(),
+        turn: turn.to_owned(),
+        todo: state.decisions.get(&decision_key(agent, turn)).and_then(|d| d.record.todo()),
+        run: run.map(|r| r.id).or(end.as_ref().and_then(|e| e.run)),
+        spent_by: run.and_then(|r| r.spent_by).or(end.as_ref().and_then(|e| e.spent_by)),
+        end,
+    }
+}
+
+/// What a driven turn's prompt is made for.
+#[derive(Clone, Debug)]
+pub struct PromptFor<'a> {
+    /// How the agent's shell reaches loopx.
+    pub loopx: &'a str,
+    pub turn: &'a str,
+    /// At most this many bytes.
+    pub budget: usize,
+}
+
+/// Text pieces added in order while they fit; the first ones always go in.
+struct Budgeted {
+    out: String,
+    budget: usize,
+}
+
+impl Budgeted {
+    fn must(&mut self, s: &str) {
+        self.out.push_str(s);
+    }
+    /// Adds `s` if it fits, keeping `reserve` bytes for what must still come.
+    fn may(&mut self, s: &str, reserve: usize) -> bool {
+        if self.out.len() + s.len() + reserve <= self.budget {
+            self.out.push_str(s);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The prompt for the turn `answer` decided (`run` or `replan`): the objective, the todo and
+/// why, the person's latest answers, recent evidence, and what the turn must write back and
+/// how. Never longer than `p.budget` bytes: the objective and todo text are cut first, then
+/// answers and evidence are left out.
+pub fn turn_prompt(state: &GoalState, answer: &ShouldRunAnswer, p: &PromptFor<'_>) -> String {
+    let agent = answer.agent_id.as_ref().map_or("the agent", |a| a.as_str());
+    let lx = p.loopx;
+    let mut b = Budgeted { out: String::with_capacity(p.budget.min(8192)), budget: p.budget };
+    b.must(&format!(
+        "You are agent {agent}, working one turn ({}) of a goal that loopx keeps. Work only through this turn's todo; loopx decides what comes next.\n\nObjective: {}\n\n",
+        p.turn,
+        quoted(&state.goal.objective, 600)
+    ));
+    let instructions = match (&answer.decision, &answer.selected_todo) {
+        (DecisionKind::Run, Some(t)) => {
+            let mut head = format!(
+                "This turn: {} ({}): {}\nWhy: {}\n",
+                t.id,
+                t.priority,
+                quoted(&t.text, 600),
+                flatten(&answer.reason, 300)
+            );
+            if let Some(v) = &t.validation {
+                head.push_str(&format!(
+                    "loopx runs `{}` itself before it accepts the completion.\n",
+                    flatten(v, 200)
+                ));
+            }
+            if let Some(todo) = state.todo(t.id) {
+                let notes: Vec<String> = todo
+                    .notes
+                    .iter()
+                    .rev()
+                    .take(3)
+                    .rev()
+                    .map(|n| format!("- {}: {}\n", n.by, quoted(&n.text, 200)))
+                    .collect();
+                if !notes.is_empty() {
+                    head.push_str("Notes on it:\n");
+                    head.push_str(&notes.concat());
+                }
+            }
+            b.must(&head);
+            let claim = if t.claim_required { format!("  {lx} todo claim\n") } else { String::new() };
+            format!(
+                "\nDo one bounded, verified slice of {id}. Before you stop, write the turn back from your shell (the turn and the todo are already set in your environment):\n{claim}  {lx} todo complete --evidence \"what proves it\" --evidence-kind test    (when it is done; --next-todo \"…\" for what follows, or --no-follow-up --note \"…\")\n  {lx} todo update --note \"where you stopped and what is next\"    (when it is not)\n  {lx} refresh-state --classification implement --delivery-outcome outcome_progress\nA turn without refresh-state counts as failed and its work is picked up again. loopx accounts the compute itself: do not spend. If only a person can decide something, ask with {lx} gate ask --question \"…\" --blocks todos:{id} and stop.\n",
+                id = t.id
+            )
+        }
+        _ => {
+            b.must(&format!("This turn: replan. {}\n", flatten(&answer.reason, 300)));
+            format!(
+                "\nLook at the goal ({lx} status, {lx} todo list) and write the next bounded steps as todos ({lx} todo add --text \"…\"), or ask the person what only they can decide ({lx} gate ask --question \"…\" --blocks goal). Then write the turn back on a todo you added:\n  {lx} refresh-state --todo-id <id> --classification replan --delivery-outcome outcome_gap\nA turn without refresh-state counts as failed. loopx accounts the compute itself: do not spend.\n"
+            )
+        }
+    };
+    // What must come last is reserved before the optional sections go in.
+    let reserve = instructions.len();
+    let mut answers: Vec<_> = state
+        .gates
+        .iter()
+        .filter(|g| g.status != GateStatus::Open && g.answered_by.as_deref().is_some_and(|a| a == "user"))
+        .collect();
+    answers.sort_by_key(|g| std::cmp::Reverse(g.answered_at));
+    if !answers.is_empty() && b.may("\nThe person's latest answers:\n", reserve) {
+        for g in answers.iter().take(3) {
+            let note = g.note.as_ref().map(|n| format!(" — {}", quoted(n, 200))).unwrap_or_default();
+            let line = format!("- {} {}: {}{note}\n", g.id, g.status, quoted(&g.question, 200));
+            if !b.may(&line, reserve) {
+                break;
+            }
+        }
+    }
+    let open: Vec<_> = answer.user_channel.questions.iter().take(3).collect();
+    if !open.is_empty() && b.may("\nStill waiting on the person (do not work around these):\n", reserve) {
+        for q in open {
+            if !b.may(&format!("- {} ({}): {}\n", q.gate, q.blocks, quoted(&q.question, 200)), reserve) {
+                break;
+            }
+        }
+    }
+    let recent: Vec<_> = state.evidence.iter().rev().take(5).collect();
+    if !recent.is_empty() && b.may("\nRecent evidence:\n", reserve) {
+        for e in recent.into_iter().rev() {
+            if !b.may(
+                &format!("- {} on {} ({}): {}\n", e.id, e.todo, e.kind, quoted(&e.summary, 200)),
+                reserve,
+            ) {
+                break;
+            }
+        }
+    }
+    b.must(&instructions);
+    b.out
+}
