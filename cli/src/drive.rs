@@ -107,21 +107,25 @@ async fn agent_and_host(
     Ok((agent, host))
 }
 
-/// How the agent's shell reaches this loopx: `loopx` when that is this binary on `PATH`,
-/// else its absolute path.
-fn this_loopx() -> String {
-    let this = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok());
+/// How the agent's shell reaches this loopx: as the host's adapter says (Codex's login shell
+/// resets `PATH`, so there it is the absolute path), and never a `loopx` on `PATH` that is not
+/// this binary.
+fn this_loopx(host: Option<&dyn loopx_core::host::HostAdapter>) -> String {
+    let Some(this) = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok()) else {
+        return "loopx".to_owned();
+    };
+    let absolute = shell_words::quote(&this.display().to_string()).into_owned();
+    let said = host.map_or_else(|| "loopx".to_owned(), |h| h.loopx_command(&absolute));
+    if said != "loopx" {
+        return said;
+    }
     let on_path = std::env::var_os("PATH").and_then(|path| {
         std::env::split_paths(&path)
             .map(|d| d.join("loopx"))
             .find(|p| p.is_file())
             .and_then(|p| p.canonicalize().ok())
     });
-    match this {
-        Some(t) if on_path.as_ref() == Some(&t) => "loopx".to_owned(),
-        Some(t) => shell_words::quote(&t.display().to_string()).into_owned(),
-        None => "loopx".to_owned(),
-    }
+    if on_path.as_ref() == Some(&this) { said } else { absolute }
 }
 
 /// This machine's name, for the lease.
@@ -314,6 +318,15 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
         ))
         .with_hint("start it in your own terminal (or with nohup, tmux or systemd --user)"));
     }
+    // Everything that can be refused is, before anything is written.
+    let turn_timeout = duration("turn-timeout", &a.turn_timeout)?;
+    let lease_ttl = duration("lease", &a.lease)?;
+    if let Some(id) = &a.agent_id {
+        AgentId::new_registrable(id)?;
+    }
+    if let Some(h) = a.host.as_deref().map(host_of).transpose()?.flatten().and_then(|h| h.driver()) {
+        h.turn_argv(&a.command, None, !a.prompt_arg)?;
+    }
     let root = crate::commands::project_root(cli, env)?;
     let kernel = Arc::new(crate::commands::open_at(&root, env, reporter)?);
     let goal = kernel.resolve_goal(cli.goal_id.as_deref().map(GoalId::new).transpose()?.as_ref())?;
@@ -324,7 +337,7 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
         host: host.map_or("other", |h| h.host()).to_owned(),
         command: a.command.clone(),
         prompt_arg: a.prompt_arg,
-        turn_timeout: duration("turn-timeout", &a.turn_timeout)?,
+        turn_timeout,
         max_turns: a.max_turns,
         until_idle: a.until == Some(DriveUntil::Idle),
         once: a.once,
@@ -332,8 +345,8 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
         session_turns: a.session_turns,
         max_failures: a.max_failures,
         project: root.clone(),
-        loopx: this_loopx(),
-        lease_ttl: duration("lease", &a.lease)?,
+        loopx: this_loopx(host),
+        lease_ttl,
         machine: machine(),
         pid: std::process::id(),
         log_limits: loopx_kernel::turn_log::Limits::default(),

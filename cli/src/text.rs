@@ -423,6 +423,18 @@ pub fn status(s: &StatusView, style: Style) -> String {
     for c in &s.in_progress {
         let _ = writeln!(out, "in progress: {} {} — {}", c.todo, one(&c.text), c.agent);
     }
+    for d in &s.drivers {
+        let turn = match (&d.turn, d.todo) {
+            (Some(t), Some(todo)) => format!(", running turn {t} on {todo}"),
+            (Some(t), None) => format!(", running turn {t}"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "driven:      {} by loopx drive (pid {} on {}, {}, since {}{turn})",
+            d.agent, d.pid, d.machine, d.host, d.since
+        );
+    }
     for h in &s.handoffs {
         let _ = writeln!(out, "handoff:     {}", handoff_line(h));
     }

@@ -1013,7 +1013,8 @@ impl<S: Store> Kernel for StateKernel<S> {
         req: loopx_core::drive::DriverRequest,
     ) -> Result<Receipt<loopx_core::drive::DriverBody>> {
         let now = self.now();
-        let agent = ctx.agent.clone();
+        let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        let agent = rules::resolve_actor(&self.store.read(&goal)?, ctx, Lane::Agent)?.agent().cloned();
         self.mutate(
             &CommandContext { key: None, ..ctx.clone() },
             "drive.lease",

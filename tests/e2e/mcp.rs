@@ -194,7 +194,7 @@ fn bad_calls_are_errors_and_the_server_keeps_going() {
     let (err, text) = m.call("should_run", json!({}));
     assert!(err && text.as_str().unwrap().contains("2 agents are registered"), "{text}");
     let (err, text) = m.call("complete_task", json!({"agent_id": "cc", "todo_id": "t1"}));
-    assert!(err && text.as_str().unwrap().contains("missing field `turn_id`"), "{text}");
+    assert!(err && text.as_str().unwrap().contains("complete_task needs this turn's id"), "{text}");
     let (err, text) = m.call("update_task", json!({"todo_id": 7}));
     assert!(err && text.as_str().unwrap().contains("invalid type: integer `7`, expected a string"), "{text}");
     // The schemas say additionalProperties: false, and the server means it: a misspelt or

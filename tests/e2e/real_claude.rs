@@ -54,9 +54,13 @@ pub(crate) fn text(t: &str) -> Value {
 /// A fake Messages API: the main conversation (the request that offers loopx's MCP tools)
 /// gets `script[k]` for its k-th assistant turn; anything else gets a short text.
 pub(crate) struct FakeApi {
-    port: u16,
+    pub(crate) port: u16,
     pub(crate) requests: Arc<Mutex<Vec<Value>>>,
 }
+
+/// What the fake API answers a request: its content blocks and stop reason, or `None` for a
+/// request of no interest (it gets a short text, and is not kept).
+pub(crate) type Respond = dyn Fn(&Value) -> Option<(Value, String)> + Send + Sync;
 
 fn sse(id: usize, content: &Value, stop: &str) -> String {
     let mut ev = vec![
@@ -80,7 +84,7 @@ fn sse(id: usize, content: &Value, stop: &str) -> String {
 
 fn serve(
     mut stream: TcpStream,
-    script: Arc<Vec<(Value, String)>>,
+    respond: Arc<Respond>,
     requests: Arc<Mutex<Vec<Value>>>,
     ids: Arc<AtomicUsize>,
 ) {
@@ -106,17 +110,12 @@ fn serve(
             return;
         }
         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let main = req["tools"].as_array().is_some_and(|t| {
-            t.iter().any(|t| t["name"].as_str().is_some_and(|n| n.starts_with("mcp__loopx__")))
-        });
-        let (content, stop) = if main {
-            let turn = req["messages"]
-                .as_array()
-                .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-            requests.lock().unwrap().push(req.clone());
-            script.get(turn).cloned().unwrap_or_else(|| (text("Nothing more to do."), "end_turn".to_owned()))
-        } else {
-            (text("ok"), "end_turn".to_owned())
+        let (content, stop) = match respond(&req) {
+            Some(answer) => {
+                requests.lock().unwrap().push(req.clone());
+                answer
+            }
+            None => (text("ok"), "end_turn".to_owned()),
         };
         let id = ids.fetch_add(1, Ordering::SeqCst);
         let (kind, payload) = if head.starts_with("POST") && req["stream"] == true {
@@ -138,16 +137,38 @@ fn serve(
     }
 }
 
+/// How many assistant turns a request's conversation already has.
+pub(crate) fn assistant_turns(req: &Value) -> usize {
+    req["messages"].as_array().map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count())
+}
+
 impl FakeApi {
     pub(crate) fn start(script: Vec<(Value, String)>) -> Self {
+        Self::respond(move |req| {
+            let main = req["tools"].as_array().is_some_and(|t| {
+                t.iter().any(|t| t["name"].as_str().is_some_and(|n| n.starts_with("mcp__loopx__")))
+            });
+            main.then(|| {
+                script
+                    .get(assistant_turns(req))
+                    .cloned()
+                    .unwrap_or_else(|| (text("Nothing more to do."), "end_turn".to_owned()))
+            })
+        })
+    }
+
+    pub(crate) fn respond(
+        respond: impl Fn(&Value) -> Option<(Value, String)> + Send + Sync + 'static,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let (script, reqs, ids) = (Arc::new(script), requests.clone(), Arc::new(AtomicUsize::new(1)));
+        let respond: Arc<Respond> = Arc::new(respond);
+        let (reqs, ids) = (requests.clone(), Arc::new(AtomicUsize::new(1)));
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (script, reqs, ids) = (script.clone(), reqs.clone(), ids.clone());
-                std::thread::spawn(move || serve(stream, script, reqs, ids));
+                let (respond, reqs, ids) = (respond.clone(), reqs.clone(), ids.clone());
+                std::thread::spawn(move || serve(stream, respond, reqs, ids));
             }
         });
         Self { port, requests }

@@ -52,9 +52,12 @@ pub(crate) fn say(text: &str) -> Step {
 
 /// A fake Responses API: the k-th request gets `script[k]`, then a short message.
 pub(crate) struct FakeApi {
-    port: u16,
+    pub(crate) port: u16,
     pub(crate) requests: Arc<Mutex<Vec<Value>>>,
 }
+
+/// What the fake API answers the `n`-th request (from 0): the output items.
+pub(crate) type Respond = dyn Fn(&Value, usize) -> Step + Send + Sync;
 
 fn sse(n: usize, items: &[Value]) -> String {
     let mut ev = vec![json!({"type": "response.created", "response": {"id": format!("resp_{n}")}})];
@@ -71,7 +74,7 @@ fn sse(n: usize, items: &[Value]) -> String {
 
 fn serve(
     mut stream: TcpStream,
-    script: Arc<Vec<Step>>,
+    respond: Arc<Respond>,
     requests: Arc<Mutex<Vec<Value>>>,
     next: Arc<AtomicUsize>,
 ) {
@@ -98,9 +101,9 @@ fn serve(
         }
         let (kind, payload) = if head.starts_with("POST") && head.contains("/responses") {
             let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            requests.lock().unwrap().push(req);
             let n = next.fetch_add(1, Ordering::SeqCst);
-            let items = script.get(n).cloned().unwrap_or_else(|| say("Nothing more to do."));
+            let items = respond(&req, n);
+            requests.lock().unwrap().push(req);
             ("text/event-stream", sse(n, &items))
         } else {
             ("application/json", json!({"models": [], "data": []}).to_string())
@@ -117,14 +120,19 @@ fn serve(
 
 impl FakeApi {
     pub(crate) fn start(script: Vec<Step>) -> Self {
+        Self::respond(move |_, n| script.get(n).cloned().unwrap_or_else(|| say("Nothing more to do.")))
+    }
+
+    pub(crate) fn respond(respond: impl Fn(&Value, usize) -> Step + Send + Sync + 'static) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let (script, reqs, next) = (Arc::new(script), requests.clone(), Arc::new(AtomicUsize::new(0)));
+        let respond: Arc<Respond> = Arc::new(respond);
+        let (reqs, next) = (requests.clone(), Arc::new(AtomicUsize::new(0)));
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (script, reqs, next) = (script.clone(), reqs.clone(), next.clone());
-                std::thread::spawn(move || serve(stream, script, reqs, next));
+                let (respond, reqs, next) = (respond.clone(), reqs.clone(), next.clone());
+                std::thread::spawn(move || serve(stream, respond, reqs, next));
             }
         });
         Self { port, requests }

@@ -1,0 +1,399 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of a test file
+//! `loopx drive` in the kernel: the driver lease (one driver per agent, taken over only from
+//! a driver that is gone), a driven turn's end (the writeback spent once, a failure recorded
+//! and not spent, a late writeback refused, the host's tokens counted against the budget), and
+//! the turn prompt's budget.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::task::{Context, Poll};
+
+use loopx_core::decision::DecisionKind;
+use loopx_core::drive::{DriverOp, DriverRequest, EndTurn, TurnExit, TurnUsage};
+use loopx_core::kernel::*;
+use loopx_core::model::{DeliveryOutcome, EvidenceKind, Priority};
+use loopx_core::{AgentId, AgentType, Clock, ErrorKind, GoalId, IdempotencyKey, Timestamp};
+use loopx_kernel::drive::PromptFor;
+use loopx_kernel::{MemKernel, MemStore, Silent};
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+/// A clock the test moves.
+#[derive(Debug)]
+struct TestClock(AtomicI64);
+
+impl Clock for TestClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_unix_millis(self.0.load(Ordering::SeqCst))
+    }
+}
+
+struct World {
+    k: MemKernel,
+    clock: Arc<TestClock>,
+    goal: GoalId,
+}
+
+fn bot() -> AgentId {
+    AgentId::new("bot").unwrap()
+}
+
+impl World {
+    fn new() -> Self {
+        let clock = Arc::new(TestClock(AtomicI64::new(1_800_000_000_000)));
+        let k =
+            MemKernel::over(MemStore::new(Path::new("/nonexistent/drive"), clock.clone(), Arc::new(Silent)));
+        let goal = GoalId::new("g").unwrap();
+        let create =
+            CreateGoal { id: goal.clone(), objective: "ship it".into(), title: None, make_default: true };
+        block_on(k.create_goal(create)).unwrap();
+        let w = World { k, clock, goal };
+        let reg = RegisterAgent { id: bot(), agent_type: AgentType::Other, require_new: false };
+        block_on(w.k.register_agent(&w.ctx(None), reg)).unwrap();
+        w
+    }
+
+    fn ctx(&self, turn: Option<&str>) -> CommandContext {
+        CommandContext {
+            goal: Some(self.goal.clone()),
+            agent: Some(bot()),
+            key: turn.map(|t| IdempotencyKey::new(t).unwrap()),
+            session: None,
+        }
+    }
+
+    fn person(&self) -> CommandContext {
+        CommandContext { goal: Some(self.goal.clone()), ..CommandContext::default() }
+    }
+
+    fn advance(&self, secs: i64) {
+        self.clock.0.fetch_add(secs * 1000, Ordering::SeqCst);
+    }
+
+    fn lease(&self, id: &str, op: DriverOp) -> loopx_core::Result<Receipt<loopx_core::drive::DriverBody>> {
+        block_on(self.k.drive_lease(&self.ctx(None), DriverRequest { id: id.into(), op }))
+    }
+
+    fn add(&self, text: &str) {
+        block_on(self.k.add_todo(&self.person(), AddTodo::agent(text, Priority::P2))).unwrap();
+    }
+
+    fn decide(&self, turn: &str) -> loopx_core::decision::ShouldRunAnswer {
+        block_on(self.k.should_run(&self.ctx(Some(turn)), None)).unwrap()
+    }
+
+    /// What an agent does in a good turn: claim, complete with evidence, write back.
+    fn work(&self, turn: &str) {
+        let a = self.decide(turn);
+        let todo = a.selected_todo.unwrap().id;
+        block_on(self.k.claim_todo(&self.ctx(None), todo)).unwrap();
+        let done = CompleteTodo {
+            todo,
+            evidence: Some(NewEvidence {
+                kind: EvidenceKind::Test,
+                summary: "passes".into(),
+                command: None,
+                exit_code: None,
+                link: None,
+            }),
+            no_follow_up: false,
+            note: None,
+            next_todo: None,
+        };
+        block_on(self.k.complete_todo(&self.ctx(None), done)).unwrap();
+        self.write_back(turn, todo).unwrap();
+    }
+
+    fn write_back(&self, turn: &str, todo: loopx_core::TodoId) -> loopx_core::Result<Receipt<RunBody>> {
+        let req = RefreshState {
+            todo,
+            classification: "implement".into(),
+            delivery_outcome: DeliveryOutcome::OutcomeProgress,
+            next_action: None,
+        };
+        block_on(self.k.refresh_state(&self.ctx(Some(turn)), req))
+    }
+
+    fn end(&self, turn: &str, exit: TurnExit, usage: TurnUsage) -> loopx_core::drive::TurnEnd {
+        let req = EndTurn {
+            turn: turn.into(),
+            exit,
+            exit_code: Some(if exit == TurnExit::Exited { 0 } else { 1 }),
+            signal: None,
+            started_at: self.clock.now(),
+            usage,
+            tail: Some("the last words".into()),
+        };
+        block_on(self.k.end_turn(&self.ctx(None), req)).unwrap().body.end
+    }
+
+    fn spends(&self) -> usize {
+        block_on(self.k.quota_status(Some(&self.goal))).unwrap().quota.used_slots as usize
+    }
+}
+
+fn start(host: &str, pid: u32, replaces: Option<&str>) -> DriverOp {
+    DriverOp::Start {
+        host: host.into(),
+        machine: "box".into(),
+        pid,
+        ttl_secs: 600,
+        replaces: replaces.map(str::to_owned),
+    }
+}
+
+#[test]
+fn one_driver_holds_an_agent_until_it_stops_dies_or_expires() {
+    let w = World::new();
+    let first = w.lease("a", start("other", 10, None)).unwrap();
+    assert_eq!(first.body.lease.as_ref().unwrap().pid, 10);
+    // Starting again with the same id changes nothing.
+    assert!(!w.lease("a", start("other", 10, None)).unwrap().changed);
+
+    let second = w.lease("b", start("other", 20, None)).unwrap_err();
+    assert_eq!(second.kind, ErrorKind::Conflict);
+    assert!(second.message.contains("pid 10 on box"), "{}", second.message);
+
+    // A driver that found the first one's process gone takes the lease over by naming it.
+    w.lease("b", start("other", 20, Some("a"))).unwrap();
+    let lost = w.lease("a", DriverOp::Renew { ttl_secs: 600, turn: None, todo: None }).unwrap_err();
+    assert_eq!(lost.kind, ErrorKind::Conflict, "{}", lost.message);
+    // Stopping a lease one does not hold changes nothing.
+    assert!(!w.lease("a", DriverOp::Stop { reason: "done".into() }).unwrap().changed);
+
+    // Once it expires, anyone may start.
+    w.advance(601);
+    w.lease("c", start("other", 30, None)).unwrap();
+    let status = block_on(w.k.status(None)).unwrap();
+    assert_eq!(status.drivers.len(), 1);
+    assert_eq!(status.drivers[0].pid, 30);
+
+    w.lease("c", DriverOp::Stop { reason: "the goal is finished".into() }).unwrap();
+    assert!(block_on(w.k.status(None)).unwrap().drivers.is_empty());
+    assert!(w.lease("d", start("other", 40, None)).is_ok());
+}
+
+#[test]
+fn a_lease_refuses_bad_requests_and_persons() {
+    let w = World::new();
+    let short =
+        DriverOp::Start { host: "other".into(), machine: "box".into(), pid: 1, ttl_secs: 1, replaces: None };
+    assert_eq!(w.lease("a", short).unwrap_err().kind, ErrorKind::Usage);
+    assert_eq!(w.lease("has space", start("other", 1, None)).unwrap_err().kind, ErrorKind::Usage);
+    assert_eq!(w.lease("a", start("Not A Host", 1, None)).unwrap_err().kind, ErrorKind::Usage);
+    let as_person = CommandContext { agent: Some(AgentId::new("user").unwrap()), ..w.person() };
+    let person =
+        block_on(w.k.drive_lease(&as_person, DriverRequest { id: "a".into(), op: start("other", 1, None) }))
+            .unwrap_err();
+    assert_eq!(person.kind, ErrorKind::Identity);
+    // A renewal without a start is refused.
+    assert_eq!(
+        w.lease("z", DriverOp::Renew { ttl_secs: 60, turn: None, todo: None }).unwrap_err().kind,
+        ErrorKind::Conflict
+    );
+}
+
+#[test]
+fn a_turn_that_wrote_back_is_spent_once_by_its_end() {
+    let w = World::new();
+    w.add("parse the header");
+    w.lease("a", start("other", 10, None)).unwrap();
+    let a = w.decide("d-1");
+    w.lease(
+        "a",
+        DriverOp::Renew {
+            ttl_secs: 600,
+            turn: Some("d-1".into()),
+            todo: a.selected_todo.as_ref().map(|t| t.id),
+        },
+    )
+    .unwrap();
+    assert_eq!(block_on(w.k.status(None)).unwrap().drivers[0].turn.as_deref(), Some("d-1"));
+    w.work("d-1");
+    let usage = TurnUsage { session: Some("s-1".into()), tokens: Some(1200), usd: Some(0.5) };
+    let end = w.end("d-1", TurnExit::Exited, usage);
+    assert!(!end.failed());
+    assert!(end.spent_by.is_some());
+    assert_eq!(end.tail, None, "a turn that wrote back keeps no tail");
+    assert_eq!(w.spends(), 1);
+    // The driver's turn is over.
+    assert_eq!(block_on(w.k.status(None)).unwrap().drivers[0].turn, None);
+    // The end again changes nothing; nor does a spend of the same turn.
+    let again = block_on(w.k.end_turn(
+        &w.ctx(None),
+        EndTurn {
+            turn: "d-1".into(),
+            exit: TurnExit::Lost,
+            exit_code: None,
+            signal: None,
+            started_at: w.clock.now(),
+            usage: TurnUsage::default(),
+            tail: None,
+        },
+    ))
+    .unwrap();
+    assert!(!again.changed);
+    assert_eq!(again.body.end, end);
+    let spend = SpendSlot { todo: end.todo.unwrap(), slots: 1, tokens: None, usd: None, dry_run: false };
+    assert!(block_on(w.k.spend_slot(&w.ctx(Some("d-1")), spend)).is_err());
+    assert_eq!(w.spends(), 1);
+    // The host's tokens and cost count against the budget.
+    let q = block_on(w.k.quota_status(None)).unwrap().quota;
+    assert_eq!((q.tokens_used, q.usd_used), (1200, 0.5));
+    let view = block_on(w.k.turn(None, &bot(), "d-1")).unwrap();
+    assert_eq!(view.spent_by, end.spent_by);
+}
+
+#[test]
+fn a_turn_without_writeback_is_recorded_not_spent_and_takes_none_later() {
+    let w = World::new();
+    w.add("parse the header");
+    let a = w.decide("d-1");
+    let todo = a.selected_todo.unwrap().id;
+    let end = w.end("d-1", TurnExit::Exited, TurnUsage { tokens: Some(300), ..TurnUsage::default() });
+    assert!(end.failed());
+    assert_eq!(end.tail.as_deref(), Some("the last words"));
+    assert_eq!(w.spends(), 0);
+    // A command the turn left running writes back too late: refused.
+    let late = w.write_back("d-1", todo).unwrap_err();
+    assert_eq!(late.kind, ErrorKind::Refused);
+    assert!(late.message.contains("has ended"), "{}", late.message);
+    // The failed turn's tokens were used all the same.
+    assert_eq!(block_on(w.k.quota_status(None)).unwrap().quota.tokens_used, 300);
+    // The todo is picked again.
+    assert_eq!(w.decide("d-2").selected_todo.unwrap().id, todo);
+}
+
+#[test]
+fn a_turn_the_agent_spent_itself_is_not_spent_again() {
+    let w = World::new();
+    w.add("parse the header");
+    let todo = w.decide("d-1").selected_todo.unwrap().id;
+    let settle = SettleTurn {
+        complete: CompleteTodo {
+            todo,
+            evidence: Some(NewEvidence {
+                kind: EvidenceKind::Test,
+                summary: "passes".into(),
+                command: None,
+                exit_code: None,
+                link: None,
+            }),
+            no_follow_up: true,
+            note: None,
+            next_todo: None,
+        },
+        classification: "implement".into(),
+        delivery_outcome: DeliveryOutcome::OutcomeProgress,
+        slots: 1,
+        tokens: None,
+        usd: None,
+    };
+    let settled = block_on(w.k.settle_turn(&w.ctx(Some("d-1")), settle)).unwrap();
+    let end = w.end("d-1", TurnExit::Exited, TurnUsage::default());
+    assert_eq!(end.spent_by, Some(settled.body.spend));
+    assert_eq!(w.spends(), 1);
+}
+
+#[test]
+fn a_turn_that_ends_while_the_goal_is_paused_spends_nothing() {
+    let w = World::new();
+    w.add("parse the header");
+    w.work("d-1");
+    let pause =
+        SetGoal { quota: QuotaChange { compute: Some(0.0), ..QuotaChange::default() }, ..SetGoal::default() };
+    block_on(w.k.set_goal(&w.person(), pause)).unwrap();
+    let end = w.end("d-1", TurnExit::Exited, TurnUsage::default());
+    assert!(!end.failed());
+    assert_eq!(end.spent_by, None);
+    assert!(end.note.as_deref().unwrap().contains("paused"));
+    assert_eq!(w.spends(), 0);
+}
+
+#[test]
+fn the_budget_the_host_reports_stops_the_goal() {
+    let w = World::new();
+    w.add("one");
+    w.add("two");
+    let budget = SetGoal {
+        quota: QuotaChange { budget_tokens: Some(1000), ..QuotaChange::default() },
+        ..SetGoal::default()
+    };
+    block_on(w.k.set_goal(&w.person(), budget)).unwrap();
+    w.work("d-1");
+    w.end("d-1", TurnExit::Exited, TurnUsage { tokens: Some(1000), ..TurnUsage::default() });
+    let a = block_on(w.k.should_run(&w.ctx(None), None)).unwrap();
+    assert_eq!(a.decision, DecisionKind::Stop);
+    assert!(a.reason.contains("budget"), "{}", a.reason);
+}
+
+#[test]
+fn the_turn_prompt_stays_in_its_budget_on_a_big_goal() {
+    let w = World::new();
+    let long = "x".repeat(loopx_core::model::MAX_TEXT_LEN);
+    let set = SetGoal { objective: Some(long.clone()), ..SetGoal::default() };
+    block_on(w.k.set_goal(&w.person(), set)).unwrap();
+    w.add(&long);
+    // The prompt reads the chosen todo, the gates and the latest evidence, never the list:
+    // a thousand todos stand for any number (the benchmark measures it at 10,000).
+    for n in 0..1_000 {
+        w.add(&format!("todo number {n}"));
+    }
+    for n in 0..5 {
+        let ask = AskGate {
+            question: long.clone(),
+            blocks: loopx_core::model::GateBlocks::Todos(vec![loopx_core::TodoId::from_number(1_000 - n)]),
+            kind: loopx_core::model::GateKind::Person,
+        };
+        let g = block_on(w.k.ask_gate(&w.ctx(None), ask)).unwrap().body.gate.id;
+        if n < 3 {
+            let answer = AnswerGate {
+                gate: g,
+                status: loopx_core::model::GateStatus::Approved,
+                note: Some(long.clone()),
+            };
+            block_on(w.k.answer_gate(&w.person(), answer)).unwrap();
+        }
+    }
+    let todo = loopx_core::TodoId::from_number(1);
+    for _ in 0..8 {
+        let e = AddEvidence {
+            todo,
+            evidence: NewEvidence {
+                kind: EvidenceKind::Note,
+                summary: long.clone(),
+                command: None,
+                exit_code: None,
+                link: None,
+            },
+        };
+        block_on(w.k.add_evidence(&w.ctx(None), e)).unwrap();
+    }
+    let a = w.decide("d-1");
+    assert_eq!(a.selected_todo.as_ref().unwrap().id, todo);
+    let p = PromptFor { loopx: "/opt/loopx/bin/loopx", turn: "d-1", budget: 4000 };
+    let prompt = w.k.turn_prompt(None, &a, &p).unwrap();
+    assert!(prompt.len() <= 4000, "{} bytes", prompt.len());
+    for part in [
+        "Objective:",
+        "This turn: t1",
+        "latest answers",
+        "refresh-state",
+        "/opt/loopx/bin/loopx todo complete",
+    ] {
+        assert!(prompt.contains(part), "{part:?} missing from:\n{prompt}");
+    }
+    // A tighter budget leaves the optional parts out, never the instructions.
+    let tight = w.k.turn_prompt(None, &a, &PromptFor { budget: 2500, ..p }).unwrap();
+    assert!(tight.len() <= 2500 && tight.len() < prompt.len(), "{} bytes", tight.len());
+    assert!(tight.contains("refresh-state"));
+}

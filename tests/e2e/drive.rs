@@ -1,0 +1,630 @@
+//! `loopx drive` through the binary, with a scripted agent CLI (`tests/fixtures/drive/agent.sh`)
+//! that reads its prompt and the `LOOPX_*` variables and works each turn through plain loopx
+//! commands: a goal driven to its end, a failed turn, a hanging turn killed with its
+//! grandchildren, a gate the driver sleeps on (using no CPU) until a person answers, a quota
+//! that frees a slot on a test clock, kill -9 at random points, two drivers sharing a goal,
+//! one driver per agent, Ctrl-C, and the identity of the commands a turn runs.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use loopx_tests::{Sandbox, events, loopx_bin};
+
+fn agent_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/drive/agent.sh")
+}
+
+/// `PATH` with this build's loopx first, as a person who installed it would have.
+fn path_with_loopx() -> String {
+    let bin = loopx_bin().parent().expect("the binary's directory").display().to_string();
+    format!("{bin}:{}", std::env::var("PATH").unwrap_or_default())
+}
+
+/// A command for the binary in the sandbox, with loopx on `PATH` for the agent's shell.
+pub(crate) fn loopx(sb: &Sandbox) -> Command {
+    let mut c = sb.command();
+    c.env("PATH", path_with_loopx());
+    c
+}
+
+/// A project with a goal and these todos, in order.
+pub(crate) fn goal(todos: &[&str]) -> Sandbox {
+    let sb = Sandbox::new();
+    sb.init();
+    for t in todos {
+        sb.ok(&["todo", "add", "--text", t]);
+    }
+    sb
+}
+
+/// A running `loopx drive --json`: its events as they arrive, each with the moment it came.
+pub(crate) struct Driving {
+    child: Child,
+    events: Arc<(Mutex<Vec<(Instant, Value)>>, Condvar)>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Driving {
+    /// `loopx drive --json <args> -- <the scripted agent>`.
+    fn start(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut c = loopx(sb);
+        c.args(["drive", "--json"]).args(args).arg("--").arg(agent_script());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Self::spawn(c)
+    }
+
+    /// Runs `c`, a `loopx drive --json` command.
+    pub(crate) fn spawn(mut c: Command) -> Self {
+        let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start loopx drive");
+        let out = child.stdout.take().expect("stdout");
+        let events: Arc<(Mutex<Vec<(Instant, Value)>>, Condvar)> = Arc::default();
+        let sink = events.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let v: Value =
+                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+                sink.0.lock().unwrap().push((Instant::now(), v));
+                sink.1.notify_all();
+            }
+        });
+        Driving { child, events, reader: Some(reader) }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits (on the reader's signal, not by polling) for an event `pred` accepts, at most
+    /// `within`; returns it with the moment it came.
+    fn wait_for(&self, what: &str, within: Duration, pred: impl Fn(&Value) -> bool) -> (Instant, Value) {
+        let deadline = Instant::now() + within;
+        let (lock, cv) = &*self.events;
+        let mut seen = lock.lock().unwrap();
+        loop {
+            if let Some(e) = seen.iter().find(|(_, v)| pred(v)) {
+                return e.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no {what} within {within:?}; events so far: {:#?}", *seen);
+            seen = cv.wait_timeout(seen, left).unwrap().0;
+        }
+    }
+
+    /// Waits for the driver to exit; its code and every event.
+    pub(crate) fn finish(mut self) -> (i32, Vec<Value>, String) {
+        let status = self.child.wait().expect("wait for loopx drive");
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        let mut stderr = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+        }
+        let events = self.events.0.lock().unwrap().iter().map(|(_, v)| v.clone()).collect();
+        (status.code().unwrap_or(-1), events, stderr)
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").args([&format!("-{sig}"), &self.pid().to_string()]).status().unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+/// Runs a drive to its end.
+fn drive(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (i32, Vec<Value>, String) {
+    Driving::start(sb, args, env).finish()
+}
+
+pub(crate) fn of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+/// The goal's log, line by line.
+pub(crate) fn log(sb: &Sandbox) -> Vec<Value> {
+    events(&sb.events_path("main"))
+}
+
+fn kinds<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    log.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// Every spend in the log: spent by `quota spend-slot`, by a settlement or by a turn's end.
+pub(crate) fn spends(log: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for e in log {
+        match e["kind"].as_str() {
+            Some("slot_spent") => out.push(e["data"]["spend"].clone()),
+            Some("turn_ended") if !e["data"]["spend"].is_null() => out.push(e["data"]["spend"].clone()),
+            Some("turn_settled") => out.extend(
+                e["data"]["steps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|s| s["kind"] == "slot_spent")
+                    .map(|s| s["data"]["spend"].clone()),
+            ),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// How often each todo was completed.
+fn completions(log: &[Value]) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in kinds(log, "todo_completed") {
+        *out.entry(e["data"]["todo"].as_str().unwrap().to_owned()).or_default() += 1;
+    }
+    out
+}
+
+#[test]
+fn a_goal_is_driven_to_its_end_one_spend_per_turn() {
+    let sb =
+        goal(&["write the reader", "parse the header", "quote fields", "handle dates", "ship it [last]"]);
+    let (code, ev, stderr) = drive(&sb, &["--agent-id", "bot", "--host", "other"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let ended = of(&ev, "turn_ended");
+    assert_eq!(ended.len(), 5);
+    for e in &ended {
+        assert!(e["end"]["run"].is_string() && e["end"]["spent_by"].is_string(), "{e}");
+    }
+    let exit = of(&ev, "exited")[0];
+    assert!(exit["reason"].as_str().unwrap().contains("finished"), "{exit}");
+    assert_eq!(
+        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
+        (Some(5), Some(5), Some(0))
+    );
+
+    let log = log(&sb);
+    assert_eq!(completions(&log).values().copied().collect::<Vec<_>>(), [1, 1, 1, 1, 1]);
+    assert_eq!(spends(&log).len(), 5);
+    // The driver's lease is given up; the agent was registered as `other`.
+    let status = sb.json(&["status"]);
+    assert!(status.get("drivers").is_none(), "{status}");
+    let agents = sb.json(&["agent", "list"]);
+    assert_eq!(agents["agents"][0]["agent_type"], "other");
+    // Each turn's output is kept, and history shows the turn with its log.
+    let turn = ended[0]["end"]["turn"].as_str().unwrap();
+    let h = sb.json(&["history", "--turn", turn]);
+    let kinds: Vec<&str> =
+        h["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["decision_recorded", "todo_claimed", "driver_renewed", "run_recorded", "turn_ended"],
+        "{h}"
+    );
+    let out = std::fs::read_to_string(h["turn_log"].as_str().unwrap()).unwrap();
+    assert!(out.contains("did t1"), "{out}");
+    sb.ok(&["doctor"]);
+}
+
+#[test]
+fn a_failed_turn_is_recorded_not_spent_and_its_todo_picked_again() {
+    let sb = goal(&["flaky [fail-once]", "ship it [last]"]);
+    let (code, ev, stderr) = drive(&sb, &["--agent-id", "bot"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let ended = of(&ev, "turn_ended");
+    let first = &ended[0]["end"];
+    assert_eq!((first["exit"].as_str(), first["exit_code"].as_i64()), (Some("exited"), Some(1)));
+    assert!(first["run"].is_null() && first["spent_by"].is_null(), "{first}");
+    assert!(first["tail"].as_str().unwrap().contains("scripted failure"), "{first}");
+    // The same todo, again, and done.
+    assert_eq!(ended[1]["end"]["todo"], first["todo"]);
+    assert!(ended[1]["end"]["spent_by"].is_string());
+    let log = log(&sb);
+    assert_eq!(spends(&log).len(), 2, "spends: the two turns that wrote back");
+    let failed = kinds(&log, "turn_ended").into_iter().filter(|e| e["data"]["end"]["run"].is_null()).count();
+    assert_eq!(failed, 1);
+    let h = sb.ok(&["history", "--turn", first["turn"].as_str().unwrap()]);
+    assert!(h.stdout.contains("exit 1, no writeback") && h.stdout.contains("output: "), "{}", h.stdout);
+}
+
+fn alive(pid: &str) -> bool {
+    // A zombie is gone for our purpose: it runs nothing and waits to be reaped.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+}
+
+/// Waits, watching `/proc`, until `pid` is gone (at most `within`).
+fn gone_within(pid: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    !alive(pid)
+}
+
+#[test]
+fn a_hanging_turn_is_killed_at_its_timeout_grandchildren_too() {
+    let sb = goal(&["stuck [hang]"]);
+    let (code, ev, stderr) = drive(&sb, &["--agent-id", "bot", "--turn-timeout", "2s", "--once"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let end = &of(&ev, "turn_ended")[0]["end"];
+    assert_eq!(end["exit"], "timed_out", "{end}");
+    assert!(end["run"].is_null());
+    let grandchild = std::fs::read_to_string(sb.root.join(".agent-state/grandchild-t1")).unwrap();
+    assert!(
+        gone_within(grandchild.trim(), Duration::from_secs(10)),
+        "the grandchild {grandchild} still runs"
+    );
+}
+
+/// Waits for the agent to write `path` (a pid and a newline), and returns the pid.
+fn wait_file(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && s.ends_with('\n')
+        {
+            return s.trim().to_owned();
+        }
+        assert!(Instant::now() < deadline, "the agent never wrote {}", path.display());
+        std::thread::yield_now();
+    }
+}
+
+/// The CPU time (user and system, in clock ticks) process `pid` has used.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    // After the command's name: state is field 3, utime 14, stime 15 (1-based, whole line).
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn the_driver_sleeps_on_a_gate_without_cpu_and_goes_on_once_answered() {
+    let sb = goal(&["risky step [ask]", "ship it [last]"]);
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    d.wait_for("a sleep on the question", Duration::from_secs(60), |e| {
+        e["event"] == "sleeping" && e["decision"] == "ask_user"
+    });
+    // Asleep: a few seconds cost (next to) no CPU.
+    let before = cpu_ticks(d.pid());
+    let quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_secs(3) {
+        std::thread::park_timeout(Duration::from_secs(3) - quiet.elapsed());
+    }
+    let used = cpu_ticks(d.pid()) - before;
+    assert!(used <= 2, "the sleeping driver used {used} ticks of CPU in 3 s");
+    // A person answers from another shell; the driver goes on at once (its only timer is the
+    // lease's, minutes away).
+    sb.ok(&["gate", "answer", "g1", "--approve", "--note", "go on"]);
+    let answered = Instant::now();
+    let (at, next) =
+        d.wait_for("the next turn", Duration::from_secs(30), |e| e["event"] == "turn_started" && e["n"] == 2);
+    let took = at.duration_since(answered);
+    assert!(took < Duration::from_secs(2), "the driver went on {took:?} after the answer");
+    assert_eq!(next["todo"], "t1", "the todo whose question was answered");
+    let (code, ev, stderr) = d.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(of(&ev, "exited")[0]["spent"], 3);
+}
+
+#[test]
+fn an_exhausted_quota_sleeps_until_the_window_frees_a_slot() {
+    let sb = goal(&["one", "two [last]"]);
+    sb.ok(&["goal", "set", "--allowed-slots", "1", "--window-hours", "1"]);
+    let clock = sb.root.parent().unwrap().join("clock-skew-ms");
+    std::fs::write(&clock, "0").unwrap();
+    let clock_env = clock.display().to_string();
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[("LOOPX_TEST_CLOCK_FILE", &clock_env)]);
+    let (_, sleep) = d.wait_for("a throttled sleep", Duration::from_secs(60), |e| e["event"] == "sleeping");
+    assert_eq!(sleep["decision"], "wait", "{sleep}");
+    let until = loopx_core::Timestamp::parse_rfc3339(sleep["until"].as_str().unwrap()).unwrap();
+    let spent_at =
+        loopx_core::Timestamp::parse_rfc3339(spends(&log(&sb))[0]["at"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        until.unix_millis() - spent_at.unix_millis(),
+        3_600_000,
+        "the slot frees an hour after the spend"
+    );
+    // An hour passes on the test clock: the driver wakes and works the second todo.
+    std::fs::write(&clock, "3600500").unwrap();
+    d.wait_for("the second turn", Duration::from_secs(30), |e| {
+        e["event"] == "turn_started" && e["todo"] == "t2"
+    });
+    let (code, ev, stderr) = d.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(of(&ev, "exited")[0]["spent"], 2);
+}
+
+#[test]
+fn kill_9_at_random_points_never_spends_twice_nor_loses_a_writeback() {
+    let todos: Vec<String> =
+        (1..=150).map(|n| if n == 150 { format!("todo {n} [last]") } else { format!("todo {n}") }).collect();
+    let refs: Vec<&str> = todos.iter().map(String::as_str).collect();
+    let sb = goal(&refs);
+    // A fixed seed: a failure names it and replays.
+    let mut seed: u64 =
+        std::env::var("LOOPX_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_d71e);
+    let mut next = || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    let mut kills = 0;
+    while kills < 32 {
+        let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+        // Let it get somewhere: its start, and then a random while (0–60 ms: a few turns).
+        d.wait_for("the driver's start", Duration::from_secs(30), |e| {
+            e["event"] == "started" || e["event"] == "exited"
+        });
+        let pause = Duration::from_millis(next() % 60);
+        let t = Instant::now();
+        while t.elapsed() < pause {
+            std::thread::yield_now();
+        }
+        d.signal("KILL");
+        let (code, _, _) = d.finish();
+        if code == 0 {
+            break; // it finished before the kill
+        }
+        kills += 1;
+    }
+    assert!(kills >= 30, "only {kills} kills before the goal finished");
+    let (code, _, stderr) = drive(&sb, &["--agent-id", "bot"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+
+    let log = log(&sb);
+    let done = completions(&log);
+    assert_eq!(done.len(), 150, "every todo done");
+    assert!(done.values().all(|n| *n == 1), "each once: {done:?}");
+    // Spends = the turns that wrote back, each spent once.
+    let spent = spends(&log);
+    let mut spent_turns: Vec<&str> = spent.iter().map(|s| s["turn"].as_str().unwrap()).collect();
+    spent_turns.sort_unstable();
+    let before = spent_turns.len();
+    spent_turns.dedup();
+    assert_eq!(before, spent_turns.len(), "a turn spent twice");
+    let mut wrote_back: Vec<&str> =
+        kinds(&log, "run_recorded").iter().map(|e| e["data"]["run"]["turn"].as_str().unwrap()).collect();
+    wrote_back.sort_unstable();
+    wrote_back.dedup();
+    assert_eq!(spent_turns, wrote_back, "every writeback spent, nothing else");
+    sb.ok(&["doctor"]);
+}
+
+#[test]
+fn two_drivers_share_a_goal_and_never_work_the_same_todo() {
+    let todos: Vec<String> = (1..=12)
+        .map(|n| if n == 12 { format!("todo {n} [slow] [last]") } else { format!("todo {n} [slow]") })
+        .collect();
+    let refs: Vec<&str> = todos.iter().map(String::as_str).collect();
+    let sb = goal(&refs);
+    let a = Driving::start(&sb, &["--agent-id", "bot-a"], &[]);
+    let b = Driving::start(&sb, &["--agent-id", "bot-b"], &[]);
+    let (ca, ea, sa) = a.finish();
+    let (cb, eb, sbe) = b.finish();
+    assert_eq!((ca, cb), (0, 0), "{sa}\n{sbe}");
+    let log = log(&sb);
+    assert!(completions(&log).values().all(|n| *n == 1));
+    assert_eq!(completions(&log).len(), 12);
+    // Each todo was claimed by one agent, and only that agent's turns worked it.
+    let mut claimed: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for e in kinds(&log, "todo_claimed") {
+        claimed
+            .entry(e["data"]["todo"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(e["data"]["agent"].as_str().unwrap().to_owned());
+    }
+    assert!(claimed.values().all(|who| who.len() == 1), "{claimed:?}");
+    for e in kinds(&log, "turn_ended") {
+        let end = &e["data"]["end"];
+        if let Some(t) = end["todo"].as_str() {
+            assert_eq!(claimed[t], [end["agent"].as_str().unwrap()], "{end}");
+        }
+    }
+    let worked =
+        |ev: &[Value]| of(ev, "turn_ended").iter().filter(|e| e["end"]["spent_by"].is_string()).count();
+    assert_eq!(worked(&ea) + worked(&eb), 12);
+    assert!(worked(&ea) > 0 && worked(&eb) > 0, "both drivers worked");
+}
+
+#[test]
+fn one_driver_per_agent_shown_in_status_until_it_stops() {
+    let sb = goal(&["wait here [ask]", "ship it [last]"]);
+    let first = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    first.wait_for("a sleep", Duration::from_secs(60), |e| e["event"] == "sleeping");
+    let status = sb.json(&["status"]);
+    let driver = &status["drivers"][0];
+    assert_eq!((driver["agent"].as_str(), driver["host"].as_str()), (Some("bot"), Some("other")));
+    assert_eq!(driver["pid"], first.pid());
+    let text = sb.ok(&["status"]).stdout;
+    assert!(text.contains(&format!("driven:      bot by loopx drive (pid {}", first.pid())), "{text}");
+
+    let mut second = loopx(&sb);
+    let out = second.args(["drive", "--agent-id", "bot", "--"]).arg(agent_script()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already driven") && err.contains(&format!("pid {}", first.pid())), "{err}");
+
+    // A termination signal stops it (and frees the agent).
+    first.signal("TERM");
+    let (code, ev, _) = first.finish();
+    assert_eq!(code, 143);
+    assert_eq!(of(&ev, "exited")[0]["reason"], "stopped by a person");
+    assert!(sb.json(&["status"]).get("drivers").is_none());
+    sb.ok(&["gate", "answer", "g1", "--approve"]);
+    let (code, _, stderr) = drive(&sb, &["--agent-id", "bot"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn ctrl_c_once_finishes_the_turn_twice_stops_it() {
+    let sb = goal(&["careful [slow]", "ship it [last]"]);
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    d.wait_for("the turn", Duration::from_secs(30), |e| e["event"] == "turn_started");
+    d.signal("INT");
+    let (code, ev, stderr) = d.finish();
+    assert_eq!(code, 130, "{stderr}");
+    let ended = of(&ev, "turn_ended");
+    assert_eq!(ended.len(), 1, "the running turn finished, and no other started");
+    assert!(ended[0]["end"]["spent_by"].is_string());
+    assert_eq!(of(&ev, "finishing").len(), 1);
+
+    let sb = goal(&["stuck [hang]"]);
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    let grandchild = wait_file(&sb.root.join(".agent-state/grandchild-t1"));
+    d.signal("INT");
+    d.wait_for("the first press", Duration::from_secs(30), |e| e["event"] == "finishing");
+    d.signal("INT");
+    let (code, ev, stderr) = d.finish();
+    assert_eq!(code, 130, "{stderr}");
+    assert_eq!(of(&ev, "turn_ended")[0]["end"]["exit"], "interrupted");
+    assert!(gone_within(&grandchild, Duration::from_secs(10)));
+}
+
+#[test]
+fn a_restart_after_kill_9_ends_the_turn_in_flight_and_its_processes() {
+    let sb = goal(&["stuck [hang]", "ship it [last]"]);
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    let grandchild = wait_file(&sb.root.join(".agent-state/grandchild-t1"));
+    d.signal("KILL");
+    d.finish();
+    assert!(alive(&grandchild), "kill -9 of the driver leaves its turn running");
+
+    // The turn still hangs: the next driver kills what it left and ends it, then goes on (the
+    // agent hangs again on t1, so it is stopped at once).
+    let d = Driving::start(
+        &sb,
+        &["--agent-id", "bot", "--until", "idle", "--turn-timeout", "1s", "--max-turns", "1"],
+        &[],
+    );
+    let (_, recovered) = d.wait_for("the recovery", Duration::from_secs(30), |e| e["event"] == "recovered");
+    assert_eq!(recovered["end"]["exit"], "lost");
+    assert!(recovered["killed"].as_u64().unwrap() >= 2, "{recovered}");
+    assert!(gone_within(&grandchild, Duration::from_secs(10)));
+    let (code, _, stderr) = d.finish();
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn until_idle_once_and_max_turns_end_the_drive() {
+    let sb = goal(&["one", "two", "three"]);
+    let (code, ev, _) = drive(&sb, &["--agent-id", "bot", "--once"], &[]);
+    assert_eq!((code, of(&ev, "turn_ended").len()), (0, 1));
+    let (code, ev, _) = drive(&sb, &["--agent-id", "bot", "--max-turns", "1"], &[]);
+    assert_eq!((code, of(&ev, "turn_ended").len()), (0, 1));
+    assert!(of(&ev, "exited")[0]["reason"].as_str().unwrap().contains("--max-turns"));
+    sb.ok(&["gate", "ask", "--question", "hold on?", "--blocks", "goal"]);
+    let (code, ev, _) = drive(&sb, &["--agent-id", "bot", "--until", "idle"], &[]);
+    assert_eq!((code, of(&ev, "turn_ended").len()), (0, 0));
+    assert!(of(&ev, "exited")[0]["reason"].as_str().unwrap().starts_with("idle (ask_user)"), "{ev:?}");
+}
+
+/// Runs `loopx <args>` as a command of a driven turn would: with the driver's variables.
+fn in_turn(sb: &Sandbox, args: &[&str], turn: &str) -> loopx_tests::Run {
+    sb.run_with(
+        args,
+        b"",
+        &[
+            ("LOOPX_AGENT_ID", "bot"),
+            ("LOOPX_GOAL_ID", "main"),
+            ("LOOPX_TURN_ID", turn),
+            ("LOOPX_TODO_ID", "t1"),
+        ],
+    )
+}
+
+#[test]
+fn commands_in_a_driven_turn_act_as_its_agent_on_its_turn() {
+    let sb = goal(&["write the reader"]);
+    sb.ok(&["agent", "register", "--agent-id", "bot", "--agent-type", "other"]);
+    sb.ok(&["agent", "register", "--agent-id", "peer", "--agent-type", "other"]);
+    // The turn's decision, as the driver records it.
+    sb.ok(&["quota", "should-run", "--agent-id", "bot", "--turn-instance-id", "d1-1"]);
+    let r = in_turn(&sb, &["todo", "claim"], "d1-1");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // No --agent-id, no --todo-id, no --turn-instance-id: the driver's.
+    let r = in_turn(
+        &sb,
+        &["refresh-state", "--classification", "implement", "--delivery-outcome", "outcome_progress"],
+        "d1-1",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let run = kinds(&log(&sb), "run_recorded")[0]["data"]["run"].clone();
+    assert_eq!(
+        (run["agent"].as_str(), run["turn"].as_str(), run["todo"].as_str()),
+        (Some("bot"), Some("d1-1"), Some("t1"))
+    );
+    // Never another agent, never a person, never governance.
+    let r = in_turn(&sb, &["todo", "claim", "--agent-id", "peer"], "d1-1");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("as agent bot; it cannot act as peer"), "{}", r.stderr);
+    for governing in [
+        vec!["goal", "set", "--compute", "1"],
+        vec!["gate", "answer", "g1", "--approve"],
+        vec!["goal", "stop"],
+    ] {
+        let r = in_turn(&sb, &governing, "d1-1");
+        assert_ne!(r.code, 0, "{governing:?} ran inside a driven turn");
+    }
+    let r = in_turn(&sb, &["todo", "add", "--agent-id", "user", "--text", "x"], "d1-1");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    // A driver inside a driven turn is refused; so is a malformed variable.
+    let r = in_turn(&sb, &["drive", "--", "true"], "d1-1");
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("not inside an agent's session"), "{}", r.stderr);
+    let r = sb.run_with(&["status"], b"", &[("LOOPX_AGENT_ID", "../x")]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("LOOPX_AGENT_ID"), "{}", r.stderr);
+}
+
+#[test]
+fn the_mcp_server_of_a_driven_turn_settles_that_turn() {
+    let sb = goal(&["write the reader"]);
+    sb.ok(&["agent", "register", "--agent-id", "bot", "--agent-type", "other"]);
+    sb.ok(&["quota", "should-run", "--agent-id", "bot", "--turn-instance-id", "d1-1"]);
+    let calls = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"claim_task","arguments":{"todo_id":"t1"}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"complete_task","arguments":{"todo_id":"t1","turn_id":"other-turn","evidence":"tests pass"}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"complete_task","arguments":{"todo_id":"t1","evidence":"tests pass"}}}"#,
+    ];
+    let input = calls.join("\n") + "\n";
+    let r = sb.run_with(&["mcp"], input.as_bytes(), &[("LOOPX_AGENT_ID", "bot"), ("LOOPX_TURN_ID", "d1-1")]);
+    let replies: Vec<Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(replies[2]["result"]["isError"], true, "another turn is refused: {}", replies[2]);
+    assert_eq!(replies[3]["result"]["isError"], false, "{}", replies[3]);
+    let spent = spends(&log(&sb));
+    assert_eq!(
+        (spent.len(), spent[0]["turn"].as_str(), spent[0]["agent"].as_str()),
+        (1, Some("d1-1"), Some("bot"))
+    );
+}
+
+#[test]
+fn bad_drive_input_is_refused_before_anything_runs() {
+    let sb = goal(&["one"]);
+    let before = sb.tree();
+    for (args, code, says) in [
+        (vec!["drive", "--host", "nope", "--", "x"], 2, "no adapter"),
+        (vec!["drive", "--host", "cursor", "--", "x"], 2, "cannot run cursor"),
+        (vec!["drive", "--host", "claude-code", "--", "claude"], 2, "print mode"),
+        (vec!["drive", "--host", "codex", "--", "codex", "--sandbox", "workspace-write"], 2, "codex exec"),
+        (vec!["drive", "--turn-timeout", "soon", "--", "x"], 2, "--turn-timeout"),
+        (vec!["drive", "--agent-id", "Bad Id", "--", "x"], 2, "invalid agent"),
+        (vec!["drive"], 2, "COMMAND"),
+    ] {
+        let r = sb.run(&args);
+        assert_eq!(r.code, code, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+    }
+    assert_eq!(sb.tree(), before, "a refused drive changes nothing");
+}
