@@ -147,6 +147,7 @@ impl Dashboard {
             .route("/p/{project}/{goal}", get(page::goal))
             .route("/p/{project}/{goal}/gate/{gate}", post(page::answer_gate))
             .route("/p/{project}/{goal}/todo", post(page::add_todo))
+            .route("/p/{project}/{goal}/turn/{turn}", get(page::turn))
             .route("/events", get(live::events))
             .route("/assets/app.css", get(page::css))
             .route("/assets/app.js", get(page::js))

@@ -264,6 +264,19 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                             @match last { Some(at) => { "last act " (when(*at)) }, None => { "not yet" } } }
                     }
                 }
+                @if !s.drivers.is_empty() {
+                    h2.next { "Driven" }
+                    ul.agents.drivers {
+                        @for d in &s.drivers {
+                            li { strong { (d.agent) } " · loopx drive (" (d.host) ") · pid " (d.pid) " on " (d.machine)
+                                " · since " (when(d.since))
+                                @if let Some(t) = &d.turn {
+                                    " · turn " a href=(format!("{here}/turn/{t}")) { (t) }
+                                    @if let Some(todo) = d.todo { " on " (todo) }
+                                } }
+                        }
+                    }
+                }
             }
         }
         @if p.read_only.is_none() {
@@ -325,6 +338,26 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                 }
             }
         }
+        @if !p.turns.is_empty() {
+            section.card {
+                h2 { "Driven turns" }
+                table.runs.turns {
+                    thead { tr { th { "turn" } th { "agent" } th { "todo" } th { "ended" } th { "" } } }
+                    tbody {
+                        @for t in &p.turns {
+                            tr.(if t.failed() { "failed" } else { "ok" }) {
+                                td { a href=(format!("{here}/turn/{}", t.turn)) { (t.turn) } }
+                                td { (t.agent) }
+                                td { @if let Some(todo) = t.todo { (todo) } @else { "replan" } }
+                                td { (when(t.ended_at)) }
+                                td { (t.describe())
+                                    @if let Some(n) = t.usage.tokens { " · " (n) " tokens" } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
         section.card {
             h2 { "Run history" }
             @if p.activity.runs.is_empty() { p.quiet { "No tick yet." } }
@@ -337,6 +370,59 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// The latest bytes of a turn's output log shown on its page.
+const TURN_LOG_SHOWN: u64 = 256 * 1024;
+
+/// A driven turn: its events and the end of its output log (kept on the machine that ran it).
+pub(crate) async fn turn(
+    State(app): State<Arc<App>>,
+    UrlPath((key, goal, turn)): UrlPath<(String, String, String)>,
+) -> Response {
+    let found = async {
+        let root = project_of(&app, &key)?;
+        let goal = GoalId::new(&goal)?;
+        let turn = loopx_core::IdempotencyKey::new(&turn)?;
+        let k = app.kernel(&root)?;
+        let filter = loopx_core::kernel::HistoryFilter {
+            limit: 200,
+            turn: Some(turn.as_str().to_owned()),
+            ..Default::default()
+        };
+        let history = k.history(Some(&goal), &filter).await?;
+        let log = loopx_kernel::turn_log::read(&root, &goal, turn.as_str(), TURN_LOG_SHOWN)?;
+        Ok::<_, Error>((goal, turn, history, log))
+    }
+    .await;
+    match found {
+        Ok((goal, turn, history, log)) => {
+            let back = goal_href(&key, &goal);
+            let body = html! {
+                section.card {
+                    div.where { a href="/" { "Inbox" } " › " a href=(back) { (goal) } " › turn " (turn) }
+                    h1 { "Turn " (turn) }
+                    table.runs {
+                        thead { tr { th { "#" } th { "at" } th { "who" } th { "what" } } }
+                        tbody {
+                            @for e in &history.events {
+                                tr { td { (e.seq) } td { (when(e.at)) } td { (e.actor) } td { (e.summary) } }
+                            }
+                        }
+                    }
+                }
+                section.card {
+                    h2 { "Output" }
+                    @match &log {
+                        Some(text) => { pre.log { (text) } }
+                        None => { p.quiet { "No output log for this turn on this machine." } }
+                    }
+                }
+            };
+            layout(&format!("loopx: turn {turn}"), body).into_response()
+        }
+        Err(e) => error_page(&e, "/"),
     }
 }
 

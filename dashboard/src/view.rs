@@ -146,6 +146,8 @@ pub(crate) struct GoalPage {
     pub evidence: Vec<Evidence>,
     pub activity: Arc<Activity>,
     pub read_only: Option<String>,
+    /// The latest ended turns of `loopx drive`, newest first.
+    pub turns: Vec<loopx_core::drive::TurnEnd>,
 }
 
 /// The day of `at`, `YYYY-MM-DD`.
@@ -330,6 +332,9 @@ fn latest_evidence(app: &App, root: &Path, s: &GoalState) -> Result<Vec<Evidence
     Ok(evidence)
 }
 
+/// Driven turns a goal page lists.
+const TURNS_SHOWN: usize = 10;
+
 pub(crate) async fn goal(app: &Arc<App>, root: &Path, goal: &GoalId, page: usize) -> Result<GoalPage> {
     let board = app.kernel(root)?.board(Some(goal))?;
     let (lanes, pages) = lanes(app, root, &board, page)?;
@@ -352,6 +357,7 @@ pub(crate) async fn goal(app: &Arc<App>, root: &Path, goal: &GoalId, page: usize
         evidence,
         activity,
         read_only: app.cfg.read_only.clone(),
+        turns: board.state.turn_ends.iter().rev().take(TURNS_SHOWN).cloned().collect(),
         status: board.status,
         quota: board.quota,
     })

@@ -39,6 +39,24 @@ pub fn path(root: &Path, goal: &GoalId, turn: &str) -> PathBuf {
     dir(root, goal).join(format!("{}.log", turn.replace(':', "_")))
 }
 
+/// The last `max` bytes of `turn`'s log, as text, if this machine kept one.
+pub fn read(root: &Path, goal: &GoalId, turn: &str, max: u64) -> Result<Option<String>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = path(root, goal, turn);
+    check_state_file(&path)?;
+    let mut file = match no_follow(&mut OpenOptions::new().read(true)).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(loopx_core::Error::io("open", &path, &e)),
+    };
+    let len = file.metadata().map_err(|e| loopx_core::Error::io("read", &path, &e))?.len();
+    let from = len.saturating_sub(max);
+    file.seek(SeekFrom::Start(from)).map_err(|e| loopx_core::Error::io("read", &path, &e))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|e| loopx_core::Error::io("read", &path, &e))?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
 /// One turn's output on its way to its file.
 #[derive(Debug)]
 pub struct TurnLog {

@@ -15,12 +15,12 @@ use serde_json::Value;
 
 use loopx_tests::{Sandbox, events, loopx_bin};
 
-fn agent_script() -> PathBuf {
+pub(crate) fn agent_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/drive/agent.sh")
 }
 
 /// `PATH` with this build's loopx first, as a person who installed it would have.
-fn path_with_loopx() -> String {
+pub(crate) fn path_with_loopx() -> String {
     let bin = loopx_bin().parent().expect("the binary's directory").display().to_string();
     format!("{bin}:{}", std::env::var("PATH").unwrap_or_default())
 }
@@ -627,4 +627,38 @@ fn bad_drive_input_is_refused_before_anything_runs() {
         assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
     }
     assert_eq!(sb.tree(), before, "a refused drive changes nothing");
+}
+
+#[test]
+fn the_dashboard_shows_the_driver_its_turns_and_their_output() {
+    let sb = goal(&["flaky [fail-once]", "wait here [ask]", "ship it [last]"]);
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    d.wait_for("a sleep on the question", Duration::from_secs(60), |e| e["event"] == "sleeping");
+    let served = loopx_tests::web::Served::start(&sb, &sb.root, &[]);
+    let inbox = served.get("/").body;
+    let key = crate::dashboard::key_of(&inbox, "main");
+    let page = served.get(&format!("/p/{key}/main"));
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Driven") && page.body.contains(&format!("pid {}", d.pid())), "{}", page.body);
+    assert!(
+        page.body.contains("Driven turns") && page.body.contains("exit 1, no writeback"),
+        "{}",
+        page.body
+    );
+    let failed = of(
+        &d.events.0.lock().unwrap().iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
+        "turn_ended",
+    )[0]["end"]["turn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let turn = served.get(&format!("/p/{key}/main/turn/{failed}"));
+    assert_eq!(turn.status, 200);
+    assert!(turn.body.contains("the build broke (scripted failure)"), "{}", turn.body);
+    assert!(turn.body.contains("no writeback"), "{}", turn.body);
+    // A turn id that is not one is refused, not looked up.
+    assert_ne!(served.get(&format!("/p/{key}/main/turn/..%2F..%2Fetc")).status, 200);
+    drop(served);
+    d.signal("TERM");
+    assert_eq!(d.finish().0, 143);
 }

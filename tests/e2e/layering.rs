@@ -86,6 +86,10 @@ fn the_check_catches_each_kind_of_violation() {
     caught(Layer::Provider, "fn a() { let _ = std::env::var(\"GITHUB_TOKEN\"); }");
     caught(Layer::Provider, "use tokio::fs; async fn a() { fs::write(\"x\", \"y\").await.ok(); }");
     caught(Layer::Provider, "fn a() { println!(\"token\"); }");
+    // The host platform runs processes and asks the kernel, but writes no file of its own.
+    caught(Layer::Platform, "fn a() { std::fs::write(\"turn.log\", \"y\").ok(); }");
+    caught(Layer::Platform, "fn a() { let _ = std::env::var(\"LOOPX_AGENT_ID\"); }");
+    caught(Layer::Platform, "fn a() { eprintln!(\"turn 1\"); }");
     // Module directories are read, not tripped over; test modules are exempt.
     let fine = [
         (Layer::Core, "mod inner { pub fn a() -> std::path::PathBuf { std::path::PathBuf::new() } }"),
@@ -99,6 +103,10 @@ fn the_check_catches_each_kind_of_violation() {
             "fn a() { std::fs::write(\"x\", \"y\").ok(); let _ = std::process::Command::new(\"cargo\"); }",
         ),
         (Layer::Provider, "fn a() { let _ = std::process::Command::new(\"notify-send\"); }"),
+        (
+            Layer::Platform,
+            "fn a() { let _ = std::fs::read(\"/proc/1/environ\"); let _ = tokio::process::Command::new(\"claude\"); }",
+        ),
     ];
     for (layer, src) in fine {
         assert_eq!(check_source(layer, "fine.rs", src), vec![], "{layer:?} refused legitimate code:\n{src}");
@@ -119,6 +127,8 @@ fn the_check_catches_each_kind_of_violation() {
     assert!(!check_deps(&deps("loopx-core", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-providers", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-pgstore", &["loopx-cli"])).is_empty());
+    assert!(!check_deps(&deps("loopx-hostkit", &["loopx-adapter-claude-code-slash"])).is_empty());
+    assert!(check_deps(&deps("loopx-hostkit", &["loopx-core", "loopx-kernel"])).is_empty());
     assert!(check_deps(&deps("loopx-pgstore", &["loopx-core", "loopx-kernel"])).is_empty());
     assert!(
         check_deps(&deps("loopx-adapter-codex-heartbeat", &["loopx-core", "loopx-host-codex"])).is_empty()

@@ -528,3 +528,42 @@ fn a_dashboard_hears_a_commit_made_on_another_machine() {
     );
     assert!(d.get(&format!("/p/{key}/main")).body.contains("from the other machine"));
 }
+
+#[test]
+fn two_drivers_on_two_machines_finish_one_goal_together() {
+    use crate::drive::{Driving, agent_script, of, path_with_loopx};
+    let Some(url) = test_url("the drivers test") else { return };
+    let s = Sandbox::new();
+    let ns = unique_project("drive");
+    let dirs = team(&s, &url, &ns, 2);
+    for n in 1..=10 {
+        let text = if n == 10 { format!("todo {n} [slow] [last]") } else { format!("todo {n} [slow]") };
+        ok_at(&s, &dirs[0], &["todo", "add", "--text", &text]);
+    }
+    let drivers: Vec<Driving> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let mut c = s.command();
+            c.current_dir(d)
+                .env("PATH", path_with_loopx())
+                .args(["drive", "--json", "--agent-id", &format!("m{i}"), "--"])
+                .arg(agent_script());
+            Driving::spawn(c)
+        })
+        .collect();
+    let mut worked = Vec::new();
+    for d in drivers {
+        let (code, ev, stderr) = d.finish();
+        assert_eq!(code, 0, "{stderr}");
+        assert!(of(&ev, "exited")[0]["reason"].as_str().unwrap().contains("finished"), "{ev:?}");
+        worked.push(of(&ev, "turn_ended").iter().filter(|e| e["end"]["spent_by"].is_string()).count());
+    }
+    assert_eq!(worked.iter().sum::<usize>(), 10, "{worked:?}");
+    assert!(worked.iter().all(|n| *n > 0), "both machines worked: {worked:?}");
+    let status = ok_at(&s, &dirs[1], &["status", "--json"]).json();
+    assert_eq!(status["counts"]["done"], 10, "{status}");
+    assert_eq!(status["quota"]["used_slots"], 10);
+    let doctor = run_at(&s, &dirs[0], &[], &["doctor"]);
+    assert_eq!(doctor.code, 0, "{}", doctor.stdout);
+}

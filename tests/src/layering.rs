@@ -26,6 +26,10 @@ pub enum Layer {
     /// `providers/`: observes the world (network, processes) for the kernel; touches no file,
     /// reads no environment (the CLI hands it what it needs), never prints or exits.
     Provider,
+    /// `hostkit/`: the host platform's own machinery (`loopx drive`): runs processes and asks
+    /// the kernel, but writes no file (the kernel writes `.loopx/`), reads no environment,
+    /// never prints or exits.
+    Platform,
 }
 
 const PRINTING: [&str; 5] = ["println", "eprintln", "print", "eprint", "dbg"];
@@ -67,6 +71,11 @@ impl Layer {
             }
             Layer::Adapter => vec!["std::fs", "std::env", "std::net", "std::process", "tokio"],
             Layer::Provider => vec!["std::fs", "tokio::fs", "std::env", "std::process::exit"],
+            Layer::Platform => {
+                let mut v = FS_WRITES.to_vec();
+                v.extend(["tokio::fs", "std::env", "std::process::exit"]);
+                v
+            }
         }
     }
 
@@ -75,6 +84,7 @@ impl Layer {
             "core" => Some(Layer::Core),
             "kernel" | "pgstore" | "dashboard" | "import" => Some(Layer::Kernel),
             "providers" => Some(Layer::Provider),
+            "hostkit" => Some(Layer::Platform),
             d if d.starts_with("hosts/") => Some(Layer::Host),
             d if d.starts_with("adapters/") => Some(Layer::Adapter),
             _ => None,
@@ -238,7 +248,7 @@ pub fn check_workspace(root: &Path) -> Vec<Violation> {
     let mut dirs = vec!["core".to_owned(), "kernel".to_owned(), "providers".to_owned()];
     // The crates beside the kernel, where the workspace has them.
     dirs.extend(
-        ["pgstore", "dashboard"]
+        ["pgstore", "dashboard", "hostkit"]
             .iter()
             .filter(|d| root.join(d).join("Cargo.toml").is_file())
             .map(|d| (*d).to_owned()),
@@ -287,6 +297,8 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
             "loopx-pgstore" => d == "loopx-core" || d == "loopx-kernel",
             // The dashboard reads and writes through the kernel; the CLI hands it the stores.
             "loopx-dashboard" => d == "loopx-core" || d == "loopx-kernel",
+            // The host platform asks the kernel, and knows hosts only through core's traits.
+            "loopx-hostkit" => d == "loopx-core" || d == "loopx-kernel",
             // The importer reads another tool's files and commits through the kernel's stores.
             "loopx-import" => d == "loopx-core" || d == "loopx-kernel",
             n if n.starts_with("loopx-host-") => d == "loopx-core",
