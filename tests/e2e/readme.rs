@@ -3,7 +3,8 @@
 //! be 0 unless its comment says `(exit N)`; a `console` block's output must match what the
 //! README shows. Lines that build or install loopx itself (`cargo …`) are left to CI, except
 //! that what follows `cargo build … &&` runs (with `target/release/loopx` pointing at the
-//! binary under test).
+//! binary under test). `claude` on `PATH` is a scripted agent (`tests/fixtures/drive/bin`), so
+//! the examples of `loopx drive` run for real without a model.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -81,8 +82,11 @@ fn steps(readme: &str) -> Vec<Step> {
 fn run(readme: &str) -> Result<usize, String> {
     let s = Sandbox::new();
     let bin_dir = loopx_bin().parent().unwrap().to_path_buf();
+    let agents = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/drive/bin");
     let path = std::env::join_paths(
-        std::iter::once(bin_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+        [bin_dir, agents]
+            .into_iter()
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
     )
     .unwrap();
     let release = s.root.join("target/release");
