@@ -283,35 +283,6 @@ fn pgpass_lookup(text: &str, host: &str, port: &str, db: &str, user: &str) -> Op
     None
 }
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn urls_lose_their_password_and_get_it_back_encoded() {
-        let u = parse("postgres://ann:s3cret@db.example:5433/loopx?sslmode=disable").unwrap();
-        assert_eq!(u.without_password(), "postgres://ann@db.example:5433/loopx?sslmode=disable");
-        assert_eq!(u.database(), "loopx");
-        assert_eq!(u.with("p@ss:w/d"), "postgres://ann:p%40ss%3Aw%2Fd@db.example:5433/loopx?sslmode=disable");
-        assert_eq!(parse("postgresql://bob@localhost").unwrap().database(), "bob");
-        assert_eq!(redacted_text("postgres://ann:s3cret@h/db"), "postgres://ann:***@h/db");
-        for bad in ["mysql://a@h/db", "postgres://h/db", "host=x user=y", "postgres://@h/db"] {
-            assert!(parse(bad).is_err(), "{bad}");
-        }
-        let r = store_ref("postgres://ann:s3cret@h:1/db", "team").unwrap();
-        assert!(!r.url.contains("s3cret"), "{r:?}");
-    }
-
-    #[test]
-    fn pgpass_matches_fields_with_wildcards_and_escapes() {
-        let text = "# comment\nother:5432:*:ann:no\nh:5432:db:ann:pa\\:ss\\\\1\n*:*:*:*:fallback\n";
-        assert_eq!(pgpass_lookup(text, "h", "5432", "db", "ann").as_deref(), Some("pa:ss\\1"));
-        assert_eq!(pgpass_lookup(text, "x", "1", "y", "z").as_deref(), Some("fallback"));
-        assert_eq!(pgpass_lookup("h:5432:db:ann\n", "h", "5432", "db", "ann"), None);
-    }
-}
-
 /// A database project's change feed: its commit notices.
 struct PgFeed(Listener);
 
@@ -345,5 +316,34 @@ pub fn change_feed(
             )?;
             Ok(Box::new(PgFeed(store.listen()?)))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_password_and_get_it_back_encoded() {
+        let u = parse("postgres://ann:s3cret@db.example:5433/loopx?sslmode=disable").unwrap();
+        assert_eq!(u.without_password(), "postgres://ann@db.example:5433/loopx?sslmode=disable");
+        assert_eq!(u.database(), "loopx");
+        assert_eq!(u.with("p@ss:w/d"), "postgres://ann:p%40ss%3Aw%2Fd@db.example:5433/loopx?sslmode=disable");
+        assert_eq!(parse("postgresql://bob@localhost").unwrap().database(), "bob");
+        assert_eq!(redacted_text("postgres://ann:s3cret@h/db"), "postgres://ann:***@h/db");
+        for bad in ["mysql://a@h/db", "postgres://h/db", "host=x user=y", "postgres://@h/db"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        let r = store_ref("postgres://ann:s3cret@h:1/db", "team").unwrap();
+        assert!(!r.url.contains("s3cret"), "{r:?}");
+    }
+
+    #[test]
+    fn pgpass_matches_fields_with_wildcards_and_escapes() {
+        let text = "# comment\nother:5432:*:ann:no\nh:5432:db:ann:pa\\:ss\\\\1\n*:*:*:*:fallback\n";
+        assert_eq!(pgpass_lookup(text, "h", "5432", "db", "ann").as_deref(), Some("pa:ss\\1"));
+        assert_eq!(pgpass_lookup(text, "x", "1", "y", "z").as_deref(), Some("fallback"));
+        assert_eq!(pgpass_lookup("h:5432:db:ann\n", "h", "5432", "db", "ann"), None);
     }
 }

@@ -473,8 +473,18 @@ impl Driver {
                             continue;
                         }
                     }
-                    run.idle_spins = 0;
-                    self.turn(run, began, sink).await?;
+                    if self.turn(run, began, sink).await? {
+                        run.idle_spins = 0;
+                    } else {
+                        // Decided otherwise at once, or the claim went to another: look again,
+                        // later each time this repeats, never in a spin.
+                        run.idle_spins = run.idle_spins.saturating_add(1);
+                        if run.idle_spins > 2 {
+                            self.sleep(Duration::from_millis(100u64 << run.idle_spins.min(9)), true, sink)
+                                .await;
+                        }
+                        continue;
+                    }
                     if self.config.once {
                         return Ok(Stop::done("one turn (--once)"));
                     }
@@ -555,7 +565,9 @@ impl Driver {
     }
 
     /// One turn: its decision recorded under a new id, the prompt, the agent command, the end.
-    async fn turn(&self, run: &mut Run, began: Instant, sink: &mut dyn Sink) -> Result<()> {
+    /// Whether a turn ran (none when the recorded decision was not to run, or the claim was
+    /// lost).
+    async fn turn(&self, run: &mut Run, began: Instant, sink: &mut dyn Sink) -> Result<bool> {
         let c = &self.config;
         run.turn_seq += 1;
         let turn = format!("d{}-{}", run.turn_base, run.turn_seq);
@@ -563,7 +575,7 @@ impl Driver {
         let mut a = self.patiently(sink, || self.kernel.should_run(&ctx, None)).await?;
         if !a.should_run {
             // The goal changed between the look and the turn: the loop looks again.
-            return Ok(());
+            return Ok(false);
         }
         let todo = a.selected_todo.as_ref().map(|t| t.id);
         // The driver claims the todo for its agent before the turn: a driver that loses the
@@ -575,7 +587,7 @@ impl Driver {
                     sink.report(&Report::Note {
                         message: format!("{} went to another: {}", t.id, e.message),
                     });
-                    return Ok(());
+                    return Ok(false);
                 }
                 Err(e) => return Err(e),
             }
@@ -636,7 +648,7 @@ impl Driver {
             if todo.is_none() { &["LOOPX_TODO_ID"] } else { &[] },
             stdin,
         ) {
-            Ok((running, output)) => self.watch(run, running, output, &turn, todo, &mut log, sink).await?,
+            Ok((running, output)) => self.watch(run, running, output, (&turn, todo), &mut log, sink).await?,
             Err(e) => {
                 log.write(format!("loopx: cannot start {}: {e}\n", argv[0]).as_bytes());
                 (TurnExit::NotStarted, None, TurnUsage::default())
@@ -682,7 +694,7 @@ impl Driver {
             child_ms: ms(child_time),
             overhead_ms: ms(total.saturating_sub(child_time)),
         });
-        Ok(())
+        Ok(true)
     }
 
     /// Watches the running agent command until it exits, its time runs out, or a person
@@ -692,8 +704,7 @@ impl Driver {
         run: &mut Run,
         mut running: child::Running,
         mut output: child::Output,
-        turn: &str,
-        todo: Option<TodoId>,
+        at: (&str, Option<TodoId>),
         log: &mut TurnLog,
         sink: &mut dyn Sink,
     ) -> Result<(TurnExit, Option<std::process::ExitStatus>, TurnUsage)> {
@@ -723,6 +734,8 @@ impl Driver {
             if self.interrupt.now() {
                 break (TurnExit::Interrupted, running.kill().await);
             }
+            // Checked at every wake, so a chatty command never keeps the renewal away.
+            self.renew(run, Some(at), false, sink).await?;
             let renew_in = self.renew_in(run);
             tokio::select! {
                 s = running.wait() => break (TurnExit::Exited, s.ok()),
@@ -737,7 +750,7 @@ impl Driver {
                         sink.report(&Report::Finishing);
                     }
                 }
-                _ = tokio::time::sleep(renew_in) => self.renew(run, Some((turn, todo)), false, sink).await?,
+                _ = tokio::time::sleep(renew_in) => self.renew(run, Some(at), false, sink).await?,
                 _ = tokio::time::sleep(Duration::from_secs(1)), if ticks => sink.tick(),
             }
         };

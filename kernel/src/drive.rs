@@ -19,7 +19,7 @@ use crate::state::{GoalState, decision_key};
 pub const MIN_LEASE_SECS: u64 = 10;
 pub const MAX_LEASE_SECS: u64 = 24 * 3600;
 
-fn driving_agent<'a>(actor: &'a Actor) -> Result<&'a AgentId> {
+fn driving_agent(actor: &Actor) -> Result<&AgentId> {
     actor.agent().ok_or_else(|| {
         Error::identity("loopx drive runs as a registered agent, not as a person")
             .with_hint("pass --agent-id <agent> (see loopx agent list)")

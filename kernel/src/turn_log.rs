@@ -44,7 +44,7 @@ pub fn read(root: &Path, goal: &GoalId, turn: &str, max: u64) -> Result<Option<S
     use std::io::{Read, Seek, SeekFrom};
     let path = path(root, goal, turn);
     check_state_file(&path)?;
-    let mut file = match no_follow(&mut OpenOptions::new().read(true)).open(&path) {
+    let mut file = match no_follow(OpenOptions::new().read(true)).open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(loopx_core::Error::io("open", &path, &e)),

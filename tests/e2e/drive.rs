@@ -42,10 +42,13 @@ pub(crate) fn goal(todos: &[&str]) -> Sandbox {
     sb
 }
 
+/// Events as they arrive, each with the moment it came, and the signal of a new one.
+type Events = Arc<(Mutex<Vec<(Instant, Value)>>, Condvar)>;
+
 /// A running `loopx drive --json`: its events as they arrive, each with the moment it came.
 pub(crate) struct Driving {
     child: Child,
-    events: Arc<(Mutex<Vec<(Instant, Value)>>, Condvar)>,
+    events: Events,
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -64,7 +67,7 @@ impl Driving {
     pub(crate) fn spawn(mut c: Command) -> Self {
         let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start loopx drive");
         let out = child.stdout.take().expect("stdout");
-        let events: Arc<(Mutex<Vec<(Instant, Value)>>, Condvar)> = Arc::default();
+        let events: Events = Arc::default();
         let sink = events.clone();
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(out).lines().map_while(Result::ok) {
@@ -291,10 +294,15 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 fn the_driver_sleeps_on_a_gate_without_cpu_and_goes_on_once_answered() {
     let sb = goal(&["risky step [ask]", "ship it [last]"]);
+    let notified = sb.root.parent().unwrap().join("notified");
+    let notify = format!("touch {}", notified.display());
+    sb.ok(&["goal", "set", "--notify-command", &notify]);
     let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
     d.wait_for("a sleep on the question", Duration::from_secs(60), |e| {
         e["event"] == "sleeping" && e["decision"] == "ask_user"
     });
+    // The person was told before the driver went to sleep.
+    assert!(notified.exists(), "the goal's notifier was not run");
     // Asleep: a few seconds cost (next to) no CPU.
     let before = cpu_ticks(d.pid());
     let quiet = Instant::now();
@@ -512,6 +520,29 @@ fn a_restart_after_kill_9_ends_the_turn_in_flight_and_its_processes() {
     assert!(gone_within(&grandchild, Duration::from_secs(10)));
     let (code, _, stderr) = d.finish();
     assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn a_budget_spent_by_what_the_host_reports_ends_the_drive() {
+    let sb = goal(&["one", "two", "three", "four"]);
+    // The scripted `claude` reports 1,500 tokens and $0.01 a turn, as Claude Code's JSON does.
+    sb.ok(&["goal", "set", "--budget-tokens", "3000"]);
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/drive/bin/claude");
+    let mut c = loopx(&sb);
+    c.args(["drive", "--json", "--host", "claude-code", "--"]).arg(fake).args(["-p"]);
+    let (code, ev, stderr) = Driving::spawn(c).finish();
+    assert_eq!(code, 0, "{stderr}");
+    let ended = of(&ev, "turn_ended");
+    assert_eq!(ended.len(), 2, "{ev:?}");
+    for e in &ended {
+        assert_eq!((e["end"]["tokens"].as_u64(), e["end"]["usd"].as_f64()), (Some(1500), Some(0.01)), "{e}");
+        assert_eq!(e["end"]["session"], "readme-session");
+    }
+    let reason = of(&ev, "exited")[0]["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("budget"), "{reason}");
+    let q = sb.json(&["quota", "status"]);
+    assert_eq!(q["quota"]["tokens_used"], 3000);
+    assert_eq!(q["budget_exhausted"], true);
 }
 
 #[test]

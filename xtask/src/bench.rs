@@ -26,6 +26,8 @@ pub struct Options {
     pub json: Option<PathBuf>,
     /// Use this binary instead of building the release one (for the bench's own test).
     pub bin: Option<PathBuf>,
+    /// Only `loopx drive`'s own measurements (`--drive`).
+    pub drive_only: bool,
 }
 
 /// Timings of one measurement, in milliseconds.
@@ -902,6 +904,113 @@ fn build_release(root: &Path) -> Result<PathBuf> {
     Ok(root.join("target/release/loopx"))
 }
 
+/// A line of `loopx drive --json` output.
+fn drive_events(out: &str) -> Vec<serde_json::Value> {
+    out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// CPU time process `pid` has used, in clock ticks (Linux).
+fn cpu_ticks(pid: u32) -> Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+    Ok(fields.get(11).context("no utime")?.parse::<u64>()?
+        + fields.get(12).context("no stime")?.parse::<u64>()?)
+}
+
+/// `loopx drive`: the driver's own cost per turn (everything but the agent command), with the
+/// scripted agent of the tests on goals of each size; and the CPU a driver sleeping on a
+/// person's question uses in `sleep`.
+fn drive(
+    b: &mut Bench,
+    workspace: &Path,
+    sizes: &[usize],
+    turns: usize,
+    sleep: Duration,
+) -> Result<(Vec<Stat>, BTreeMap<String, u64>)> {
+    let agent = workspace.join("tests/fixtures/drive/agent.sh");
+    let bin_dir = b.bin.parent().context("the binary's directory")?.to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(bin_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )?;
+    let path = path.to_string_lossy().into_owned();
+    let mut stats = Vec::new();
+    let mut sizes_out = BTreeMap::new();
+    for &n in sizes {
+        let root = b.project(&format!("drive{n}"))?;
+        fixture("todos", &root, (n + turns) as u64)?;
+        let max = turns.to_string();
+        let agent_arg = agent.display().to_string();
+        let args =
+            ["drive", "--json", "--agent-id", "a", "--host", "other", "--max-turns", &max, "--", &agent_arg];
+        let (_, code, out, err, rss) = run_once(&b.bin, &root, &args, &[("PATH", &path)])?;
+        if code != 0 {
+            bail!("loopx drive failed ({code}): {err}");
+        }
+        let ended: Vec<serde_json::Value> =
+            drive_events(&out).into_iter().filter(|e| e["event"] == "turn_ended").collect();
+        if ended.len() != turns || ended.iter().any(|e| e["end"]["spent_by"].is_null()) {
+            bail!("loopx drive ran {} turns, not {turns} spent ones: {out}", ended.len());
+        }
+        let own: Vec<f64> = ended.iter().filter_map(|e| e["overhead_ms"].as_f64()).collect();
+        let child: Vec<f64> = ended.iter().filter_map(|e| e["child_ms"].as_f64()).collect();
+        stats.push(stat(&format!("drive: the driver's own cost a turn, {n} todos"), own, rss));
+        stats.push(stat(&format!("drive: the scripted agent's turn (for scale), {n} todos"), child, None));
+    }
+    let root = b.project("drive-sleep")?;
+    b.ok(&root, &["todo", "add", "--agent-id", "user", "--text", "wait for the person"])?;
+    b.ok(&root, &["gate", "ask", "--agent-id", "user", "--question", "go on?", "--blocks", "goal"])?;
+    let mut child = Command::new(&b.bin)
+        .args(["drive", "--json", "--agent-id", "a", "--host", "other", "--", "true"])
+        .current_dir(&root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().context("stdout")?));
+    let asleep = lines.any(|l| l.is_ok_and(|l| l.contains("\"sleeping\"")));
+    if !asleep {
+        let _ = child.kill();
+        bail!("loopx drive did not go to sleep on the question");
+    }
+    let before = cpu_ticks(child.id())?;
+    std::thread::sleep(sleep);
+    let used = cpu_ticks(child.id())? - before;
+    let _ = child.kill();
+    let _ = child.wait();
+    sizes_out
+        .insert(format!("drive: CPU ticks (10 ms) used sleeping {} s on a question", sleep.as_secs()), used);
+    Ok((stats, sizes_out))
+}
+
+/// `xtask bench --drive`: only the driver's measurements.
+fn drive_only(b: &mut Bench, workspace: &Path, quick: bool) -> Result<Report> {
+    let (sizes, turns, sleep) = if quick {
+        (vec![10], 10, Duration::from_secs(1))
+    } else {
+        (vec![10, 1_000, 10_000], 50, Duration::from_secs(60))
+    };
+    let (timings, sizes) = drive(b, workspace, &sizes, turns, sleep)?;
+    let report = Report {
+        schema_version: 1,
+        commit: git_head(workspace),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        quick,
+        timings,
+        throughput: Vec::new(),
+        sizes,
+        claim_race: ClaimRace {
+            trials: 0,
+            processes: Vec::new(),
+            trials_per_second: 0.0,
+            double_winners: 0,
+            no_winner: 0,
+        },
+        claim_race_postgres: None,
+        postgres_skipped: Some("--drive".to_owned()),
+    };
+    print!("{}", table(&report));
+    Ok(report)
+}
+
 /// Runs the benchmarks and prints the table; returns the report.
 pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     let bin = match &opts.bin {
@@ -909,6 +1018,13 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
         None => build_release(workspace)?,
     };
     let mut b = Bench { bin, dir: tempfile::Builder::new().prefix("loopx-bench-").tempdir()?, projects: 0 };
+    if opts.drive_only {
+        let report = drive_only(&mut b, workspace, opts.quick)?;
+        if let Some(path) = &opts.json {
+            std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+        }
+        return Ok(report);
+    }
     let (runs, warm) = if opts.quick { (10, 2) } else { (50, 5) };
     let sizes_todos: &[usize] = if opts.quick { &[10, 1_000] } else { &[10, 1_000, 10_000] };
     // Goals that have run a long time: 90 % of their todos closed.
@@ -974,6 +1090,16 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
 
     eprintln!("xtask: the dashboard");
     timings.extend(dashboard(&mut b, if opts.quick { 1_000 } else { 10_000 }, warm, runs)?);
+
+    eprintln!("xtask: loopx drive");
+    let (drive_sizes, drive_turns, drive_sleep) = if opts.quick {
+        (vec![10], 10, Duration::from_secs(1))
+    } else {
+        (vec![10, 1_000, 10_000], 50, Duration::from_secs(60))
+    };
+    let (stats, drive_sizes) = drive(&mut b, workspace, &drive_sizes, drive_turns, drive_sleep)?;
+    timings.extend(stats);
+    sizes.extend(drive_sizes);
 
     eprintln!("xtask: throughput");
     let total = if opts.quick { 64 } else { 640 };
@@ -1051,11 +1177,13 @@ pub fn table(r: &Report) -> String {
             s.name, s.runs, s.min_ms, s.p50_ms, s.p95_ms, s.max_ms
         );
     }
-    let _ = writeln!(
-        out,
-        "\n| store | clients | processes | mutations | per second | lock wait p50 / p99 ms | lock hold p50 / p99 ms | busy retries |"
-    );
-    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|");
+    if !r.throughput.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n| store | clients | processes | mutations | per second | lock wait p50 / p99 ms | lock hold p50 / p99 ms | busy retries |"
+        );
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|");
+    }
     for t in &r.throughput {
         let _ = writeln!(
             out,
@@ -1083,7 +1211,9 @@ pub fn table(r: &Report) -> String {
         )
     };
     out.push('\n');
-    out.push_str(&race("claim race", &r.claim_race));
+    if r.claim_race.trials > 0 {
+        out.push_str(&race("claim race", &r.claim_race));
+    }
     if let Some(c) = &r.claim_race_postgres {
         out.push_str(&race("claim race on PostgreSQL, eight machines", c));
     }
