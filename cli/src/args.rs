@@ -155,7 +155,9 @@ pub enum Command {
         loopx drive --agent-id bot --host other --until idle -- ./my-agent.sh\n\n\
         Each turn's agent command runs in the project directory, in a process group of its own, with \
         LOOPX_AGENT_ID, LOOPX_GOAL_ID, LOOPX_TURN_ID, LOOPX_TODO_ID and LOOPX_PROJECT set: the loopx \
-        commands it runs act as that agent on that turn. Exit codes: 0 finished, idle, handed off, \
+        commands it runs act as that agent on that turn. With --json, one JSON object a line (an \
+        event: started, turn_started, turn_ended, sleeping, backoff, finishing, note, exited) on \
+        stdout. Exit codes: 0 finished, idle, handed off, \
         budget spent or a limit reached · 1 refused (another driver runs the agent, the command \
         failed --max-failures turns in a row) · 130 Ctrl-C · 143 terminated")]
     Drive(DriveArgs),
