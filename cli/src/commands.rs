@@ -346,7 +346,11 @@ async fn import_py(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, a: &Import
         let empty = loopx_kernel::MemStore::new(&target, env.clock.clone(), reporter);
         loopx_import::import_loopx_py(&empty, &source, options).await?
     } else {
-        loopx_import::py::read_project(&source)?;
+        // A source that will be refused is refused before `.loopx/` is made: the whole import
+        // is tried in memory first.
+        let trial = loopx_kernel::MemStore::new(&target, env.clock.clone(), reporter.clone());
+        loopx_import::import_loopx_py(&trial, &source, loopx_import::Options { dry_run: true, ..options })
+            .await?;
         let (store, _) =
             loopx_kernel::FileStore::init(&target, env.clock.clone(), reporter, env.options.clone())?;
         loopx_import::import_loopx_py(&store, &source, options).await?
@@ -670,11 +674,8 @@ fn gate_kind(
                 Error::usage("a timer gate opens until a time")
                     .with_hint("e.g. --until +2h or --until 2026-12-01T09:00:00Z")
             })?;
-            let until = match until.strip_prefix('+') {
-                Some(d) => loopx_core::Timestamp::from_system_time(std::time::SystemTime::now())
-                    .saturating_add(loopx_core::time::parse_duration(d)?),
-                None => loopx_core::Timestamp::parse_rfc3339(until)?,
-            };
+            let now = loopx_core::Timestamp::from_system_time(std::time::SystemTime::now());
+            let until = loopx_core::time::parse_when(until, now)?;
             Ok(GateKind::Timer { until })
         }
         "command" => {

@@ -821,7 +821,7 @@ pub fn lease(b: &LeaseBody, receipt: Option<(bool, bool)>) -> String {
 pub fn import(r: &loopx_import::Report) -> String {
     use loopx_import::Outcome;
     let mut out =
-        format!("from {}{}\n", r.source, if r.dry_run { " (dry run: nothing written)" } else { "" });
+        format!("from {}{}\n", one(&r.source), if r.dry_run { " (dry run: nothing written)" } else { "" });
     for g in &r.goals {
         let verb = match g.outcome {
             Outcome::Imported => "imported as",
@@ -830,12 +830,13 @@ pub fn import(r: &loopx_import::Report) -> String {
         };
         out.push_str(&format!(
             "goal {} {verb} {}: {} agent(s), {} todo(s), {} gate(s) ({} open), {} evidence, {} spend(s), {} event(s)\n",
-            g.source_goal, g.goal_id, g.agents, g.todos, g.gates, g.open_gates, g.evidence, g.spends, g.events
+            one(&g.source_goal), g.goal_id, g.agents, g.todos, g.gates, g.open_gates, g.evidence, g.spends, g.events
         ));
+        // What the source holds is not loopx's own text: each piece is one printable line.
         if !g.not_imported.is_empty() {
             out.push_str(&format!("  not imported ({}):\n", g.not_imported.len()));
             for n in &g.not_imported {
-                out.push_str(&format!("  {}:{}: {} — {}\n", n.file, n.line, n.what, n.why));
+                out.push_str(&format!("  {}:{}: {} — {}\n", one(&n.file), n.line, one(&n.what), one(&n.why)));
             }
         }
     }

@@ -117,8 +117,53 @@ fn bad(path: &Path, line: usize, what: impl std::fmt::Display) -> Error {
         .with_hint("the LoopX (Python) state was not changed and nothing was imported; mend the file (or restore it) and run the import again")
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::io("read", path, &e))
+/// The largest file the import reads.
+pub const MAX_FILE: u64 = 64 << 20;
+
+/// Whether `path` is a regular file inside `root`, reached without a symbolic link, and why
+/// not. Only such files are read: a registry cannot send the import to `/etc`, to a link out
+/// of the project, to a device or a FIFO.
+fn inside(root: &Path, path: &Path) -> std::result::Result<(), &'static str> {
+    let rel = path.strip_prefix(root).map_err(|_| "outside the directory being imported")?;
+    let parts: Vec<_> = rel.components().collect();
+    let mut at = root.to_path_buf();
+    for (i, c) in parts.iter().enumerate() {
+        let std::path::Component::Normal(name) = c else { return Err("a path that climbs out with `..`") };
+        at.push(name);
+        let m = std::fs::symlink_metadata(&at).map_err(|_| "missing")?;
+        if m.file_type().is_symlink() {
+            return Err("reached through a symbolic link");
+        }
+        if i + 1 == parts.len() && !m.is_file() {
+            return Err("not a regular file");
+        }
+        if i + 1 < parts.len() && !m.is_dir() {
+            return Err("not under a directory");
+        }
+    }
+    if parts.is_empty() { Err("not a file") } else { Ok(()) }
+}
+
+/// Reads `path`, a regular file inside `root` ([`inside`]) of at most [`MAX_FILE`] bytes.
+fn read(root: &Path, path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let refuse = |why: &str| {
+        Error::refused(format!("{} is {why}: the import reads only regular files inside the project", path.display()))
+            .with_hint("nothing was imported; fix the path in the LoopX (Python) registry, or copy the file into the project")
+    };
+    inside(root, path).map_err(refuse)?;
+    let file = loopx_kernel::fs::no_follow(std::fs::OpenOptions::new().read(true))
+        .open(path)
+        .map_err(|e| Error::io("read", path, &e))?;
+    if !file.metadata().map_err(|e| Error::io("read", path, &e))?.is_file() {
+        return Err(refuse("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE + 1).read_to_end(&mut bytes).map_err(|e| Error::io("read", path, &e))?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(refuse("larger than 64 MiB"));
+    }
+    Ok(bytes)
 }
 
 /// Times as LoopX (Python) writes them: RFC 3339 with an offset or `Z`, or a bare date.
@@ -127,34 +172,21 @@ pub fn parse_time(s: &str) -> Option<Timestamp> {
     if s.len() == 10 {
         return Timestamp::parse_rfc3339(&format!("{s}T00:00:00Z")).ok();
     }
-    // An offset other than UTC: shift it away (RFC 3339 readers here take UTC).
-    if let Some((head, sign, off)) = split_offset(s) {
-        let t = Timestamp::parse_rfc3339(&format!("{head}Z")).ok()?;
-        let (h, m) = off.split_once(':')?;
-        let mins = h.parse::<i64>().ok()? * 60 + m.parse::<i64>().ok()?;
-        return Some(Timestamp::from_unix_millis(t.unix_millis() - sign * mins * 60_000));
-    }
+    // The reader takes an offset away itself, and refuses one out of range.
     Timestamp::parse_rfc3339(s).ok()
-}
-
-fn split_offset(s: &str) -> Option<(&str, i64, &str)> {
-    let t = s.find('T')?;
-    let at = s[t..].rfind(['+', '-'])? + t;
-    let sign = if s.as_bytes()[at] == b'+' { 1 } else { -1 };
-    Some((&s[..at], sign, &s[at + 1..]))
 }
 
 /// Reads the project whose registry is `dir/.loopx/registry.json`.
 pub fn read_project(dir: &Path) -> Result<Project> {
     let registry = dir.join(".loopx").join("registry.json");
-    if !registry.is_file() {
+    if !registry.exists() {
         return Err(Error::usage(format!(
             "no LoopX (Python) project in {} (no .loopx/registry.json)",
             dir.display()
         ))
         .with_hint("run the import in the directory you ran the Python `loopx bootstrap` in, or name it: loopx import loopx-py DIR"));
     }
-    let bytes = read(&registry)?;
+    let bytes = read(dir, &registry)?;
     let doc: Value = serde_json::from_slice(&bytes).map_err(|e| bad(&registry, e.line(), e))?;
     let goals =
         doc.get("goals").and_then(Value::as_array).ok_or_else(|| bad(&registry, 1, "no \"goals\" list"))?;
@@ -206,11 +238,11 @@ fn read_goal(dir: &Path, registry: &Path, bytes: &[u8], g: &Value, runtime: Opti
     });
     let mut hasher = blake3::Hasher::new();
     hasher.update(g.to_string().as_bytes());
-    let state_bytes = read(&state_file)?;
+    let state_bytes = read(dir, &state_file)?;
     hasher.update(&state_bytes);
     let (front, todos) = parse_state(&state_file, &state_bytes)?;
     let runtime = locate(runtime.unwrap_or(&dir.join(".codex").join("loopx")), repo.as_deref(), dir);
-    let runs = read_runs(&runtime.join("goals").join(&id).join("runs"), &mut hasher)?;
+    let runs = read_runs(dir, &runtime.join("goals").join(&id).join("runs"), &mut hasher)?;
     let mut extras = Vec::new();
     for key in ["agent_profiles", "agent_work_modes", "write_scope"] {
         match coordination.get(key) {
@@ -406,12 +438,12 @@ fn percent_decode(s: &str) -> Option<String> {
 
 /// The run records in `runs/index.jsonl` under `dir`, with each spend's todo and slots from
 /// its own record.
-fn read_runs(dir: &Path, hasher: &mut blake3::Hasher) -> Result<Vec<Run>> {
+fn read_runs(root: &Path, dir: &Path, hasher: &mut blake3::Hasher) -> Result<Vec<Run>> {
     let index = dir.join("index.jsonl");
-    if !index.is_file() {
+    if !index.exists() {
         return Ok(Vec::new());
     }
-    let bytes = read(&index)?;
+    let bytes = read(root, &index)?;
     hasher.update(&bytes);
     let text = String::from_utf8_lossy(&bytes);
     let mut runs = Vec::new();
@@ -429,8 +461,8 @@ fn read_runs(dir: &Path, hasher: &mut blake3::Hasher) -> Result<Vec<Run>> {
         if classification == "quota_slot_spent" {
             // The record itself, by file name (the index names it by an absolute path).
             let name = s("json_path").and_then(|p| Path::new(&p).file_name().map(|n| dir.join(n)));
-            if let Some(path) = name.filter(|p| p.is_file()) {
-                let b = read(&path)?;
+            if let Some(path) = name.filter(|p| p.exists()) {
+                let b = read(root, &path)?;
                 hasher.update(&b);
                 let r: Value = serde_json::from_slice(&b).map_err(|e| bad(&path, e.line(), e))?;
                 let q = r.get("quota_event").cloned().unwrap_or(Value::Null);
@@ -467,6 +499,9 @@ mod tests {
         assert!(parse_time("2026-12-01T03:08:39.807969Z").is_some());
         assert!(parse_time("2026-12-01").is_some());
         assert_eq!(parse_time("yesterday"), None);
+        // An offset out of range is refused, never a panic.
+        assert_eq!(parse_time("2026-12-01T03:08:39+1000000:00"), None);
+        assert_eq!(parse_time("2026-12-01T03:08:39+24:00"), None);
     }
 
     #[test]

@@ -164,3 +164,44 @@ fn a_bad_lock_timeout_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("LOOPX_LOCK_TIMEOUT_MS"));
 }
+
+/// A time or a duration of any size is read or refused, never a crash: a timer a thousand
+/// years off, a duration that overflows, a time after 9999.
+#[test]
+fn times_past_what_a_clock_can_write_are_refused_not_a_crash() {
+    let s = Sandbox::new();
+    s.init();
+    check(
+        &s,
+        &[
+            (
+                &["gate", "ask", "--kind", "timer", "--until", "+7973y", "--blocks", "goal"],
+                2,
+                &["longer than a thousand years"],
+            ),
+            (
+                &["gate", "ask", "--kind", "timer", "--until", "+99999999999999999999y", "--blocks", "goal"],
+                2,
+                &["invalid duration"],
+            ),
+            (
+                &["gate", "ask", "--kind", "timer", "--until", "10000-01-01T00:00:00Z", "--blocks", "goal"],
+                2,
+                &["invalid time"],
+            ),
+            (
+                &["gate", "ask", "--kind", "timer", "--until", "2026-02-30T00:00:00Z", "--blocks", "goal"],
+                2,
+                &["invalid time"],
+            ),
+            (
+                &["lease", "acquire", "--todo-id", "t1", "--ttl", "5000y"],
+                2,
+                &["longer than a thousand years"],
+            ),
+        ],
+    );
+    // The furthest time there is still reads and prints.
+    s.ok(&["gate", "ask", "--kind", "timer", "--until", "9999-12-31T23:59:59Z", "--blocks", "goal"]);
+    assert!(s.ok(&["gate", "list"]).stdout.contains("9999-12-31T23:59:59"));
+}

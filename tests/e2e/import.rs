@@ -241,3 +241,92 @@ fn a_state_file_cut_anywhere_is_imported_or_refused_never_a_crash() {
     assert!(refused > 0, "no cut was refused");
     assert!(!s.state_dir().join("project.json").exists(), "a dry run wrote");
 }
+
+/// Points the registry's `state_file` of goal alpha at `to`.
+fn point_alpha_at(s: &Sandbox, to: &str) {
+    let registry = s.root.join(".loopx/registry.json");
+    let text = std::fs::read_to_string(&registry).unwrap();
+    let text = text.replacen("\".codex/goals/alpha/ACTIVE_GOAL_STATE.md\"", &format!("{to:?}"), 1);
+    std::fs::write(&registry, text).unwrap();
+}
+
+/// Runs the import, which must end within a minute (a FIFO must not hang it).
+fn import_within_a_minute(s: &Sandbox) -> loopx_tests::Run {
+    let mut child = s
+        .command()
+        .args(["import", "loopx-py"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the import hung");
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(20));
+    }
+    loopx_tests::Run::from(child.wait_with_output().unwrap())
+}
+
+/// A way of breaking the fixture, and its name.
+type Breakage<'a> = (&'a str, &'a dyn Fn(&Sandbox));
+
+#[test]
+fn the_import_reads_only_regular_files_inside_the_project() {
+    let cases: [Breakage<'_>; 5] = [
+        ("an absolute path", &|s| point_alpha_at(s, "/etc/hostname")),
+        ("a path that climbs out", &|s| {
+            std::fs::write(s.root.parent().unwrap().join("outside.md"), "---\nobjective: x\n---\n").unwrap();
+            point_alpha_at(s, "../outside.md");
+        }),
+        ("a symbolic link", &|s| {
+            let state = s.root.join(".codex/goals/alpha/ACTIVE_GOAL_STATE.md");
+            let away = s.root.parent().unwrap().join("away.md");
+            std::fs::rename(&state, &away).unwrap();
+            std::os::unix::fs::symlink(&away, &state).unwrap();
+        }),
+        ("a device", &|s| point_alpha_at(s, "/dev/zero")),
+        ("a FIFO", &|s| {
+            let state = s.root.join(".codex/goals/alpha/ACTIVE_GOAL_STATE.md");
+            std::fs::remove_file(&state).unwrap();
+            let ok = std::process::Command::new("mkfifo").arg(&state).status().unwrap();
+            assert!(ok.success());
+        }),
+    ];
+    for (what, make) in cases {
+        let (s, _) = loopx_py_fixture();
+        make(&s);
+        let r = import_within_a_minute(&s);
+        assert_eq!(r.code, 1, "{what}: {}", r.stderr);
+        assert!(r.stderr.contains("only regular files inside the project"), "{what}: {}", r.stderr);
+        assert!(!s.state_dir().join("project.json").exists(), "{what}: a refused import wrote");
+    }
+}
+
+#[test]
+fn an_offset_out_of_range_is_refused_and_escapes_never_reach_the_terminal() {
+    let (s, _) = loopx_py_fixture();
+    let index = s.root.join(".loopx-runtime/goals/alpha/runs/index.jsonl");
+    let text = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(&index, text.replacen("+00:00", "+1000000:00", 1)).unwrap();
+    let before = s.tree();
+    let r = s.fails(4, &["import", "loopx-py"]);
+    assert!(r.stderr.contains("index.jsonl:1"), "{}", r.stderr);
+    assert_eq!(s.tree(), before, "a refused import wrote");
+
+    let (s, _) = loopx_py_fixture();
+    let registry = s.root.join(".loopx/registry.json");
+    let text = std::fs::read_to_string(&registry).unwrap();
+    let evil = text.replacen(
+        "\"write_scope\": []",
+        "\"write_scope\": [\"\\u001b[31mred\\u001b]0;title\\u0007\"]",
+        1,
+    );
+    assert_ne!(evil, text);
+    std::fs::write(&registry, evil).unwrap();
+    let r = s.ok(&["import", "loopx-py", "--dry-run"]);
+    assert!(r.stdout.contains("red"), "{}", r.stdout);
+    assert!(!r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{7}'), "{:?}", r.stdout);
+}
