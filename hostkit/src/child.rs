@@ -166,31 +166,10 @@ pub fn is_driver(pid: u32) -> bool {
     true
 }
 
-/// Kills the process groups of the processes that still run `turn` of `agent` (an agent
-/// command a driver killed with -9 left behind), found by the variables the driver gave
-/// them. Returns how many processes were found. Linux only; elsewhere none are found.
+/// Kills the process groups of the processes that still run `turn` of `agent` (what a turn
+/// left running, in its group or out of it, or an agent command a driver killed with -9 left
+/// behind), found by the variables the driver gave them. Returns how many processes were
+/// found. Linux only; elsewhere none are found.
 pub fn kill_leftovers(agent: &str, turn: &str) -> usize {
-    if !cfg!(target_os = "linux") {
-        return 0;
-    }
-    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
-    let want_agent = format!("LOOPX_AGENT_ID={agent}");
-    let want_turn = format!("LOOPX_TURN_ID={turn}");
-    let mut found = 0;
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
-        let vars: Vec<&[u8]> = env.split(|b| *b == 0).collect();
-        if vars.contains(&want_agent.as_bytes()) && vars.contains(&want_turn.as_bytes()) {
-            found += 1;
-            #[cfg(unix)]
-            if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
-                if let Ok(Some(group)) = rustix::process::getpgid(Some(p)).map(Some) {
-                    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-                }
-                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-            }
-        }
-    }
-    found
+    loopx_kernel::process::kill_marked(&[format!("LOOPX_AGENT_ID={agent}"), format!("LOOPX_TURN_ID={turn}")])
 }

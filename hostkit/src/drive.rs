@@ -754,9 +754,10 @@ impl Driver {
                 _ = tokio::time::sleep(Duration::from_secs(1)), if ticks => sink.tick(),
             }
         };
-        // Whatever it left running in its group goes with it; then its output is read to the
-        // end, for a short while at most (a process that left the group may hold the pipe).
+        // Whatever it left running goes with it, in its group or out of it (`setsid`); then
+        // its output is read to the end, for a short while at most.
         running.signal_group(true);
+        child::kill_leftovers(self.config.agent.as_str(), at.0);
         let grace = tokio::time::Instant::now() + child::KILL_GRACE;
         while open {
             match tokio::time::timeout_at(grace, output.recv()).await {

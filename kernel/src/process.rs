@@ -45,6 +45,51 @@ fn drain(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
     rx
 }
 
+/// The variable every command loopx runs carries, with a value of its own: what the command
+/// started keeps it, even in a session or process group of its own (`setsid`), and is found
+/// by it when the command ends ([`kill_marked`]).
+pub const RUN_MARK: &str = "LOOPX_RUN";
+
+/// A fresh value for [`RUN_MARK`].
+pub fn run_mark() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{}.{n}.{nanos}", std::process::id())
+}
+
+/// Kills (with their process groups) the processes of this user whose environment holds every
+/// one of `vars` (`NAME=value`), found in `/proc`; returns how many. What a command started and
+/// moved out of its process group is found this way. Linux only; elsewhere none are found.
+pub fn kill_marked(vars: &[String]) -> usize {
+    if !cfg!(target_os = "linux") || vars.is_empty() {
+        return 0;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    let me = std::process::id();
+    let mut found = 0;
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
+        let have: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+        if vars.iter().all(|v| have.contains(&v.as_bytes())) {
+            found += 1;
+            #[cfg(unix)]
+            if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+                if let Ok(group) = rustix::process::getpgid(Some(p)) {
+                    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                }
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+        }
+    }
+    found
+}
+
 /// Kills every process of the command's group: what it left running in the background dies
 /// with it, whether it finished or ran out of time.
 fn kill_group(child: &std::process::Child) {
@@ -66,8 +111,14 @@ impl ProcessProvider {
                 .with_hint("give the check to run, e.g. --validation-command \"cargo test\"")
         })?;
         let start = Instant::now();
+        let mark = run_mark();
         let mut cmd = Command::new(program);
-        cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(args)
+            .current_dir(cwd)
+            .env(RUN_MARK, &mark)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child = cmd.spawn().map_err(|e| {
@@ -93,6 +144,8 @@ impl ProcessProvider {
             }
         };
         kill_group(&child);
+        // What left the group (`setsid`, a double fork) carries the mark.
+        kill_marked(&[format!("{RUN_MARK}={mark}")]);
         let duration = start.elapsed();
         let deadline = Instant::now() + DRAIN_GRACE;
         let mut hasher = Sha256::new();
@@ -214,6 +267,31 @@ mod tests {
         assert!((1000..10_000).contains(&duration_ms), "{duration_ms}");
         std::thread::sleep(Duration::from_millis(100));
         assert!(!alive("sleep 30.25"), "the background child dies with its group");
+    }
+
+    #[test]
+    fn what_leaves_the_group_is_killed_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = ProcessProvider
+            .run(
+                &sh("setsid sleep 614.25 >/dev/null 2>&1 & sleep 0.2; exit 0"),
+                dir.path(),
+                Duration::from_secs(30),
+            )
+            .unwrap();
+        assert!(matches!(o, Observation::CommandExited { exit_code: Some(0), .. }));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!alive("sleep 614.25"), "a process in a session of its own outlived the validation");
+        let o = ProcessProvider
+            .run(
+                &sh("setsid sleep 615.25 >/dev/null 2>&1 & exec sleep 1000"),
+                dir.path(),
+                Duration::from_secs(1),
+            )
+            .unwrap();
+        assert!(matches!(o, Observation::CommandExited { exit_code: None, .. }));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!alive("sleep 615.25"), "a process in a session of its own outlived the timeout");
     }
 
     #[test]

@@ -283,6 +283,15 @@ fn wait_file(path: &Path) -> String {
     }
 }
 
+#[test]
+fn what_a_turn_leaves_running_dies_with_it_even_out_of_its_group() {
+    let sb = goal(&["start a daemon [escape] [last]"]);
+    let (code, _, stderr) = drive(&sb, &["--agent-id", "bot"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let escaped = wait_file(&sb.root.join(".agent-state/escaped-t1"));
+    assert!(gone_within(&escaped, Duration::from_secs(10)), "the setsid process {escaped} outlived its turn");
+}
+
 /// The CPU time (user and system, in clock ticks) process `pid` has used.
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();

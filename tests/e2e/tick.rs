@@ -330,6 +330,33 @@ fn a_budget_stops_the_goal_and_quota_flags_are_validated() {
 }
 
 #[test]
+fn a_validation_command_leaves_nothing_running_even_out_of_its_group() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "other"]);
+    let pid = s.root.join("escaped.pid");
+    // A check that starts a process in a session of its own (`setsid`), then passes; and one
+    // that does so and then hangs past its timeout.
+    let passes = format!(
+        "sh -c 'setsid sh -c \"echo \\$\\$ > {0}; exec sleep 600\" & sleep 0.3; exit 0'",
+        pid.display()
+    );
+    let hangs =
+        format!("sh -c 'setsid sh -c \"echo \\$\\$ > {0}; exec sleep 600\" & exec sleep 600'", pid.display());
+    s.ok(&["todo", "add", "--text", "passes", "--validation-command", &passes]);
+    s.ok(&["todo", "add", "--text", "hangs", "--validation-command", &hangs, "--validation-timeout", "1s"]);
+    for (todo, code) in [("t1", 0), ("t2", 1)] {
+        let _ = std::fs::remove_file(&pid);
+        let r = s.run(&["todo", "complete", "--todo-id", todo, "--agent-id", "a"]);
+        assert_eq!(r.code, code, "{}", r.stderr);
+        let escaped = std::fs::read_to_string(&pid).unwrap();
+        let running = std::fs::read_to_string(format!("/proc/{}/stat", escaped.trim()))
+            .is_ok_and(|st| !st.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
+        assert!(!running, "{todo}: the process in its own session ({}) outlived the check", escaped.trim());
+    }
+}
+
+#[test]
 fn validation_commands_are_run_by_the_kernel() {
     let s = Sandbox::new();
     s.init();
