@@ -8,9 +8,12 @@
 //!   after the lock timeout with "busy".
 //! - **Concurrent appends**: `(ns, goal, seq)` is the events' primary key, so two appends of the
 //!   same event number cannot both commit.
-//! - **Hand edits**: a trigger marks a goal when any of its event rows is updated or deleted;
+//! - **Hand edits**: a trigger marks a goal when any of its event rows is updated or deleted
+//!   (and every goal when the table is truncated), firing always, replication role or not;
 //!   the next command then verifies the whole chain, as the file store does when `events.jsonl`
-//!   changed size or time. A changed state row is caught by its root on every read.
+//!   changed size or time. Every command checks the triggers are there and enabled, and while
+//!   they are not it verifies the whole chain each time. A changed state row is caught by its
+//!   root on every read.
 //! - **Namespaces**: one database holds many loopx projects, each under its own `ns`.
 //!
 //! Connections are secured as the URL's `sslmode` says, with rustls (see [`tls`]).
@@ -44,7 +47,8 @@ use loopx_kernel::table;
 use loopx_kernel::{Reporter, StoreOptions};
 
 /// The schema, one entry a version; a database is brought to the last on connect.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE loopx_projects (ns TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE loopx_goals (
     ns TEXT NOT NULL, goal TEXT NOT NULL,
@@ -64,7 +68,26 @@ BEGIN
 END $$;
 CREATE TRIGGER loopx_events_changed AFTER UPDATE OR DELETE ON loopx_events
     FOR EACH ROW EXECUTE FUNCTION loopx_events_changed();
-"];
+",
+    r"
+ALTER TABLE loopx_events ENABLE ALWAYS TRIGGER loopx_events_changed;
+CREATE FUNCTION loopx_events_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE loopx_goals SET dirty = true;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER loopx_events_truncated AFTER TRUNCATE ON loopx_events
+    FOR EACH STATEMENT EXECUTE FUNCTION loopx_events_truncated();
+ALTER TABLE loopx_events ENABLE ALWAYS TRIGGER loopx_events_truncated;
+",
+];
+
+/// How many of the triggers that mark hand edits are in place and fire always (also under
+/// `session_replication_role = replica`): both, or every command verifies the whole log.
+const GUARDS: &str = "(SELECT count(*) FROM pg_trigger t WHERE t.tgrelid = to_regclass('loopx_events')      AND t.tgname IN ('loopx_events_changed', 'loopx_events_truncated') AND t.tgenabled = 'A')";
+
+/// The triggers, enabled again (`doctor --repair`).
+const GUARDS_ON: &str = "ALTER TABLE loopx_events ENABLE ALWAYS TRIGGER loopx_events_changed;      ALTER TABLE loopx_events ENABLE ALWAYS TRIGGER loopx_events_truncated";
 
 /// The channel every commit is announced on (`LISTEN loopx_commits`), with a JSON payload
 /// `{"project", "goal", "seq"}`.
@@ -386,9 +409,11 @@ impl PgStore {
     fn load(&self, c: &mut Client, id: &GoalId, in_txn: bool) -> Result<(GoalState, String, bool)> {
         let row = c
             .query_typed_opt(
-                "SELECT g.state, g.head, g.dirty, e.line, g.seq FROM loopx_goals g \
-                 LEFT JOIN loopx_events e ON e.ns = g.ns AND e.goal = g.goal AND e.seq = g.seq \
-                 WHERE g.ns = $1 AND g.goal = $2",
+                &format!(
+                    "SELECT g.state, g.head, g.dirty, e.line, g.seq, {GUARDS} FROM loopx_goals g \
+                     LEFT JOIN loopx_events e ON e.ns = g.ns AND e.goal = g.goal AND e.seq = g.seq \
+                     WHERE g.ns = $1 AND g.goal = $2"
+                ),
                 &[(&self.ns, Type::TEXT), (&id.as_str(), Type::TEXT)],
             )
             .map_err(|e| db("read the goal", &e))?
@@ -396,8 +421,14 @@ impl PgStore {
                 Error::not_found(format!("goal {id} not found in this project"))
                     .with_hint("see the goals with: loopx goal list")
             })?;
-        let (state_text, head, dirty, last, at): (&str, &str, bool, Option<&str>, i64) =
-            (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+        let (state_text, head, dirty, last, at, guards): (&str, &str, bool, Option<&str>, i64, i64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4), row.get(5));
+        if guards != 2 {
+            self.reporter.warn(&format!(
+                "goal {id}: the triggers that mark hand edits of the log are disabled or gone; the whole log is verified by every command until `loopx doctor --repair` enables them"
+            ));
+        }
+        let dirty = dirty || guards != 2;
         let root = last.and_then(|l| serde_json::from_str::<log::EventLine>(l).ok()).and_then(|l| l.root);
         if !dirty && let Some(root) = root {
             let bytes = Arc::new(state_text.as_bytes().to_vec());
@@ -441,6 +472,17 @@ impl PgStore {
 
     fn goal_report(&self, c: &mut Client, id: &GoalId) -> Result<DoctorGoal> {
         let mut checks = Vec::new();
+        let guards: i64 =
+            c.query_one(&format!("SELECT {GUARDS}"), &[]).map_err(|e| db("read the triggers", &e))?.get(0);
+        checks.push(check(
+            "edit triggers",
+            guards == 2,
+            if guards == 2 {
+                "hand edits of the log mark the goal for a full check"
+            } else {
+                "disabled or gone: hand edits go unmarked, so every command verifies the whole log (`doctor --repair` enables them)"
+            },
+        ));
         let bytes = self.log_bytes(c, id)?;
         let (scan, replayed, archive) = match verify_log(id, &bytes, &mut checks) {
             Ok(v) => v,
@@ -793,6 +835,9 @@ impl Store for PgStore {
     fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
         let goals = self.project()?.goals_or(only);
         let mut actions = Vec::new();
+        self.with(|conn| {
+            conn.client().batch_execute(GUARDS_ON).map_err(|e| db("enable the edit triggers", &e))
+        })?;
         for id in &goals {
             self.with(|conn| {
                 conn.client()

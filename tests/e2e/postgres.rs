@@ -567,3 +567,69 @@ fn two_drivers_on_two_machines_finish_one_goal_together() {
     let doctor = run_at(&s, &dirs[0], &[], &["doctor"]);
     assert_eq!(doctor.code, 0, "{}", doctor.stdout);
 }
+
+/// An edit in the middle of the history is refused by every command, even when it was made
+/// with the triggers that mark edits bypassed (a replica session) or disabled; the doctor
+/// names a disabled trigger and `--repair` enables it again.
+#[test]
+fn a_mid_history_edit_is_refused_by_every_command_whatever_bypasses_the_triggers() {
+    // A server of its own: disabling a trigger is table-wide, and other tests share the
+    // suite's database.
+    if test_url("the mid-history edit test").is_none() {
+        return;
+    }
+    let server = loopx_tests::pg::start().unwrap();
+    let url = server.url.clone();
+    let ways = [
+        "SET session_replication_role = replica",
+        "ALTER TABLE loopx_events DISABLE TRIGGER loopx_events_changed",
+    ];
+    for way in ways {
+        let s = Sandbox::new();
+        let ns = unique_project("midedit");
+        let dir = &team(&s, &url, &ns, 1)[0];
+        for n in 1..=20 {
+            ok_at(&s, dir, &["todo", "add", "--text", &format!("todo number {n}")]);
+        }
+        let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let rows = |db: &mut postgres::Client| -> i64 {
+            db.query_one("SELECT count(*) FROM loopx_events WHERE ns = $1", &[&ns]).unwrap().get(0)
+        };
+        db.batch_execute(way).unwrap();
+        let edited = db
+            .execute(
+                "UPDATE loopx_events SET line = replace(line, 'todo number 12', 'todo number 99') WHERE ns = $1 AND seq = 13",
+                &[&ns],
+            )
+            .unwrap();
+        assert_eq!(edited, 1);
+        db.batch_execute("RESET session_replication_role").unwrap();
+        let before = rows(&mut db);
+        for args in [
+            &["status"][..],
+            &["todo", "list"][..],
+            &["quota", "should-run"][..],
+            &["todo", "add", "--text", "after the edit"][..],
+            &["history"][..],
+        ] {
+            let r = run_at(&s, dir, &[], args);
+            assert_eq!(r.code, 4, "{way}: {args:?}: {}", r.stderr);
+            assert!(r.stderr.contains("line 14"), "{way}: {args:?} names the line: {}", r.stderr);
+        }
+        assert_eq!(rows(&mut db), before, "{way}: a refused command appended");
+        if way.starts_with("ALTER") {
+            // Put the line back: the doctor still names the disabled trigger; repair enables it.
+            db.execute(
+                "UPDATE loopx_events SET line = replace(line, 'todo number 99', 'todo number 12') WHERE ns = $1 AND seq = 13",
+                &[&ns],
+            )
+            .unwrap();
+            let r = run_at(&s, dir, &[], &["doctor"]);
+            assert_eq!(r.code, 4, "{}", r.stdout);
+            assert!(r.stdout.contains("edit triggers"), "{}", r.stdout);
+            ok_at(&s, dir, &["doctor", "--repair"]);
+            ok_at(&s, dir, &["doctor"]);
+            ok_at(&s, dir, &["todo", "add", "--text", "after the repair"]);
+        }
+    }
+}
