@@ -1051,6 +1051,13 @@ pub enum StoreCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Trust the database this project's project.json names, on this machine (loopx connects to
+    /// a database only once its person trusted it for the project)
+    Trust {
+        /// No longer trust it
+        #[arg(long)]
+        revoke: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -144,7 +144,13 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
             let text: String = steps.iter().enumerate().map(|(i, s)| format!("{}. {s}\n", i + 1)).collect();
             Rendered::new(&serde_json::json!({"agent_type": t, "host": host, "steps": steps}), text)
         }
-        Command::Store(s) => crate::store::run(s, &project_root(cli, env)?, env, reporter),
+        Command::Store(s) => crate::store::run(
+            s,
+            &project_root(cli, env)?,
+            env,
+            reporter,
+            cli.session.as_ref().map(|s| s.host.as_str()),
+        ),
         Command::Projects(p) => crate::projects::run(p, env),
         Command::Status(StatusArgs { all: true }) => crate::projects::status_all(env, reporter, style).await,
         Command::Join(a) => join(cli, env, reporter, a).await,
@@ -268,18 +274,29 @@ async fn init(
     if let Some(t) = &a.title {
         loopx_core::model::check_text("title", t)?;
     }
+    let mut reached = None;
     let outcome = match &a.store {
         Some(url) => {
             let store = crate::store::store_ref(url, &a.store_project)?;
-            // The database is reached before anything is written here.
-            crate::store::reach(url, &store, &root, env, reporter.clone())?;
-            loopx_kernel::store::init_pointer(&root, &store)?
+            // The database is reached before anything is written here; the person named it,
+            // so it is trusted for this project (never from inside an agent's session).
+            let db = crate::store::reach(url, &store, &root, env, reporter.clone())?;
+            let outcome = loopx_kernel::store::init_pointer(&root, &store)?;
+            if cli.session.is_none() {
+                crate::store::trust(&root, &store, false, env.clock.now())?;
+            }
+            reached = Some(db);
+            outcome
         }
         // A project whose state is in a database already: `init` only opens it.
         None if crate::store::named_store(&root).is_some() => InitOutcome { created_project: false },
         None => FileStore::init(&root, env.clock.clone(), reporter.clone(), env.options.clone())?.1,
     };
-    let k = open_at(&root, env, reporter.clone())?;
+    // The store just reached is kept (with the password the URL gave, which is not written).
+    let k = match reached {
+        Some(db) => DynKernel::over(Box::new(db)).with_gates(env.gates.clone()),
+        None => open_at(&root, env, reporter.clone())?,
+    };
     let wanted = match (&goal, &a.objective) {
         (Some(g), _) => Some(g.clone()),
         (None, Some(_)) => Some(GoalId::new("main")?),
@@ -291,6 +308,15 @@ async fn init(
         created_goal: false,
         goal: None,
         next: Vec::new(),
+        notes: a
+            .store
+            .as_deref()
+            .filter(|url| crate::store::has_password(url))
+            .map(|_| {
+                "the password in --store was used to connect and is not kept: later commands read it from LOOPX_STORE_URL, PGPASSWORD or ~/.pgpass".to_owned()
+            })
+            .into_iter()
+            .collect(),
     };
     if let Some(id) = wanted {
         let existing = k.list_goals().await?.goals.iter().any(|g| g.id == id);

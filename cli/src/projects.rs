@@ -16,16 +16,22 @@ use crate::Env;
 use crate::args::ProjectsCommand;
 use crate::output::{Rendered, Style};
 
-/// Where the index is kept.
-fn index_path() -> Result<PathBuf> {
+/// `name` in loopx's directory of the user's configuration: `$XDG_CONFIG_HOME/loopx/` (or
+/// `~/.config/loopx/`).
+pub fn config_file(name: &str) -> Result<PathBuf> {
     let base = match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         None => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")).ok_or_else(|| {
-            Error::usage("neither XDG_CONFIG_HOME nor HOME is set; loopx keeps the projects index there")
+            Error::usage("neither XDG_CONFIG_HOME nor HOME is set; loopx keeps its configuration there")
                 .with_hint("set HOME to your home directory")
         })?,
     };
-    Ok(base.join("loopx").join("projects.json"))
+    Ok(base.join("loopx").join(name))
+}
+
+/// Where the index is kept.
+fn index_path() -> Result<PathBuf> {
+    config_file("projects.json")
 }
 
 /// The project directories in the index, in the order they were added.

@@ -1,6 +1,9 @@
 //! Which store a project keeps its state in: `.loopx/` itself, or the database its
 //! `project.json` names. `project.json` never holds a credential: the password comes from the
-//! URL in `LOOPX_STORE_URL`, from `PGPASSWORD`, or from `~/.pgpass` (or `PGPASSFILE`).
+//! URL in `LOOPX_STORE_URL`, from `PGPASSWORD`, or from `~/.pgpass` (or `PGPASSFILE`). A
+//! database named in `project.json` is connected to only once this machine's person trusted it
+//! for the project (`loopx store trust`; `init --store` and `store migrate --to` trust what they
+//! were given), and a password travels to another machine only over TLS.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,33 +39,149 @@ fn open(
     match named_store(root) {
         None => open_file_store(root, clock, reporter, options),
         Some(s) => {
-            let url = with_password(&s.url)?;
+            let url = connect_url(root, &s)?;
             Ok(Box::new(PgStore::connect(&url, &s.project, root, clock, reporter, options)?))
         }
     }
 }
 
-/// `loopx store show` and `loopx store migrate`.
-pub fn run(cmd: &StoreCommand, root: &Path, env: &Env, reporter: Arc<dyn Reporter>) -> Result<Rendered> {
-    let here = read_project(&Layout::new(root))?;
-    let from = open(root, env.clock.clone(), reporter.clone(), &env.options)?;
+/// The file listing the stores this machine's person trusted.
+fn trusted_file() -> Result<PathBuf> {
+    crate::projects::config_file("stores.json")
+}
+
+/// What a trust of `store` for the project at `root` is keyed by.
+fn trust_key(root: &Path, store: &StoreRef) -> Result<String> {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    Ok(loopx_kernel::trusted::key(&root, &parse(&store.url)?.without_password(), &store.project))
+}
+
+/// Records that this machine's person trusts `store` for the project at `root` (or, with
+/// `revoke`, no longer does); whether it changed.
+pub fn trust(root: &Path, store: &StoreRef, revoke: bool, now: loopx_core::Timestamp) -> Result<bool> {
+    let path = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let entry = loopx_kernel::trusted::TrustedStore {
+        key: trust_key(root, store)?,
+        path,
+        url: parse(&store.url)?.without_password(),
+        project: store.project.clone(),
+        added_at: now,
+    };
+    loopx_kernel::trusted::set(&trusted_file()?, entry, revoke)
+}
+
+/// The URL to connect to for the store the project at `root` names: refused unless this
+/// machine's person trusted it for the project, with the password found for it, and never a
+/// password to another machine without TLS.
+fn connect_url(root: &Path, store: &StoreRef) -> Result<String> {
+    if !loopx_kernel::trusted::is_trusted(&trusted_file()?, &trust_key(root, store)?) {
+        return Err(Error::refused(format!(
+            "this project keeps its state in PostgreSQL at {} (project {}), which nobody on this machine has trusted for {}: loopx will not connect there (it would send your password)",
+            redacted_text(&store.url),
+            store.project,
+            root.display()
+        ))
+        .with_hint("if you know that database, trust it with: loopx store trust (in this project)"));
+    }
+    let url = with_password(&store.url)?;
+    guard_password(&url)?;
+    Ok(url)
+}
+
+/// Refuses to send a password to another machine over a connection that may be plain text:
+/// a URL with a password to a host other than this one needs `sslmode=require`, `verify-ca`
+/// or `verify-full`.
+fn guard_password(url: &str) -> Result<()> {
+    let parsed = parse(url)?;
+    let local = matches!(parsed.host, "localhost" | "::1" | "[::1]")
+        || parsed.host.starts_with("127.")
+        || parsed.host.starts_with('/')
+        || parsed.host.starts_with("%2F")
+        || parsed.host.starts_with("%2f");
+    let tls = parsed
+        .rest
+        .split(['?', '&'])
+        .any(|p| matches!(p, "sslmode=require" | "sslmode=verify-ca" | "sslmode=verify-full"));
+    if parsed.password.is_none() || local || tls {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "loopx sends a password to another machine only over TLS, and {} may connect in plain text",
+        redacted_text(url)
+    ))
+    .with_hint("add sslmode=require to the URL (or verify-full with sslrootcert=/path/to/ca.pem)"))
+}
+
+/// `store` as it may be shown: its URL without a password, whatever `project.json` holds.
+fn shown(store: &Option<StoreRef>) -> Option<StoreRef> {
+    store.as_ref().map(|s| StoreRef { url: redacted_text(&s.url), ..s.clone() })
+}
+
+/// `loopx store show`, `loopx store migrate` and `loopx store trust`. `in_session`: run inside
+/// an agent's session, where nothing is trusted on the person's behalf.
+pub fn run(
+    cmd: &StoreCommand,
+    root: &Path,
+    env: &Env,
+    reporter: Arc<dyn Reporter>,
+    in_session: Option<&str>,
+) -> Result<Rendered> {
+    let mut here = read_project(&Layout::new(root))?;
+    if let StoreCommand::Trust { revoke } = cmd {
+        let Some(store) = &here.store else {
+            return Err(Error::usage(
+                "this project keeps its state in .loopx/; there is no database to trust",
+            )
+            .with_hint("see where the state is with: loopx store show"));
+        };
+        if let Some(host) = in_session {
+            return Err(Error::refused(format!(
+                "trusting a database is a person's decision, and this command runs inside a {host} session, an agent's tool environment"
+            ))
+            .with_hint("run loopx store trust in your own terminal"));
+        }
+        let changed = trust(root, store, *revoke, env.clock.now())?;
+        let url = redacted_text(&store.url);
+        let text = match (revoke, changed) {
+            (false, true) => format!("trusted {url} (project {}) for {}\n", store.project, root.display()),
+            (false, false) => format!("{url} (project {}) was trusted already\n", store.project),
+            (true, true) => format!("{url} is no longer trusted for {}\n", root.display()),
+            (true, false) => format!("{url} was not trusted for {}\n", root.display()),
+        };
+        return Rendered::new(
+            &json!({"store": shown(&here.store), "trusted": !revoke, "changed": changed}),
+            text,
+        );
+    }
     let place = |s: &Option<StoreRef>| match s {
         None => format!("files in {}", Layout::new(root).state_dir().display()),
-        Some(s) => format!("{} at {} (project {})", s.kind, s.url, s.project),
+        Some(s) => format!("{} at {} (project {})", s.kind, redacted_text(&s.url), s.project),
     };
+    let opened = open(root, env.clock.clone(), reporter.clone(), &env.options);
+    here.store = shown(&here.store);
+    if let StoreCommand::Show = cmd {
+        // Where the state is, even when the store cannot be opened (not trusted here, no
+        // password, down): that is when a person looks.
+        let (ids, why) = match opened.and_then(|from| from.project()) {
+            Ok(p) => (Some(p.goals.iter().map(|g| g.id.to_string()).collect::<Vec<_>>()), None),
+            Err(e) => (None, Some(e)),
+        };
+        let goals = match (&ids, &why) {
+            (Some(ids), _) if ids.is_empty() => "none".to_owned(),
+            (Some(ids), _) => ids.join(", "),
+            (None, Some(e)) => format!("not read: {}", e.message),
+            (None, None) => String::new(),
+        };
+        let hint =
+            why.as_ref().and_then(|e| e.hint.as_ref()).map(|h| format!("hint: {h}\n")).unwrap_or_default();
+        let text = format!("state: {}\ngoals: {goals}\n{hint}", place(&here.store));
+        let error = why.map(|e| json!({"message": e.message, "hint": e.hint}));
+        return Rendered::new(&json!({"store": here.store, "goals": ids, "error": error}), text);
+    }
+    let from = opened?;
     let goals = from.project()?.goals;
     match cmd {
-        StoreCommand::Show => {
-            let ids: Vec<String> = goals.iter().map(|g| g.id.to_string()).collect();
-            let text = format!(
-                "state: {}
-goals: {}
-",
-                place(&here.store),
-                if ids.is_empty() { "none".to_owned() } else { ids.join(", ") }
-            );
-            Rendered::new(&json!({"store": here.store, "goals": ids}), text)
-        }
+        StoreCommand::Trust { .. } | StoreCommand::Show => Err(Error::internal("answered above")),
         StoreCommand::Migrate { to, store_project, dry_run } => {
             let target = if to == "file" { None } else { Some(store_ref(to, store_project)?) };
             if target == here.store {
@@ -105,6 +224,10 @@ goals: {}
                 }
                 Some(s) => {
                     let url = if parse(to)?.password.is_some() { to.clone() } else { with_password(to)? };
+                    guard_password(&url)?;
+                    if in_session.is_none() {
+                        trust(root, s, false, env.clock.now())?;
+                    }
                     let db = PgStore::connect(
                         &url,
                         &s.project,
@@ -140,10 +263,17 @@ goals: {}
 }
 
 /// Connects to the database `url` names (as given, or with the password found for it), so a
-/// project is never pointed at a store it cannot reach.
-pub fn reach(url: &str, store: &StoreRef, root: &Path, env: &Env, reporter: Arc<dyn Reporter>) -> Result<()> {
+/// project is never pointed at a store it cannot reach; the store, for the rest of the command.
+pub fn reach(
+    url: &str,
+    store: &StoreRef,
+    root: &Path,
+    env: &Env,
+    reporter: Arc<dyn Reporter>,
+) -> Result<PgStore> {
     let url = if parse(url)?.password.is_some() { url.to_owned() } else { with_password(url)? };
-    PgStore::connect(&url, &store.project, root, env.clock.clone(), reporter, &env.options).map(drop)
+    guard_password(&url)?;
+    PgStore::connect(&url, &store.project, root, env.clock.clone(), reporter, &env.options)
 }
 
 /// The store the project at `root` names in its `project.json`, if it names one. (An
@@ -213,6 +343,11 @@ impl Url<'_> {
         let db = self.rest.trim_start_matches('/').split('?').next().unwrap_or("");
         if db.is_empty() { self.user } else { db }
     }
+}
+
+/// Whether `url` carries a password.
+pub fn has_password(url: &str) -> bool {
+    parse(url).is_ok_and(|u| u.password.is_some())
 }
 
 /// `url` with any password masked, for messages.
@@ -305,7 +440,7 @@ pub fn change_feed(
             None => FileFeed::new(root)?,
         })),
         Some(s) => {
-            let url = with_password(&s.url)?;
+            let url = connect_url(root, &s)?;
             let store = PgStore::connect(
                 &url,
                 &s.project,

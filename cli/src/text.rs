@@ -92,6 +92,9 @@ pub fn init(r: &InitReport, style: Style) -> String {
         let verb = if r.created_goal { "created goal" } else { "goal" };
         let _ = writeln!(out, "{verb} {}: {}", style.bold(g.goal.id.as_str()), one(&g.goal.objective));
     }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
     let _ = writeln!(out, "next:");
     for n in &r.next {
         let _ = writeln!(out, "  {n}");

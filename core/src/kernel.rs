@@ -935,4 +935,7 @@ pub struct InitReport {
     pub goal: Option<GoalBody>,
     /// Commands that make sense next.
     pub next: Vec<String>,
+    /// What the person should know (where a password given with `--store` is not kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }

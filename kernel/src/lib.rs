@@ -32,6 +32,7 @@ pub mod store_suite;
 pub mod table;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod trusted;
 pub mod turn_log;
 
 use std::fmt;

@@ -200,8 +200,20 @@ impl fmt::Debug for PgStore {
 /// restarting, a lost connection, or a lock not granted in time is "busy": nothing was
 /// committed, and the command is safe to retry (a turn id makes the retry exact). Anything else
 /// names the statement that failed and the server's words.
+/// Where loopx finds a database password, for a refused login.
+const PASSWORD_HINT: &str = "give loopx the password in LOOPX_STORE_URL (postgres://user:password@…), PGPASSWORD or ~/.pgpass; it is never written to .loopx/";
+
 fn db(what: &str, e: &postgres::Error) -> Error {
     use postgres::error::SqlState;
+    // A login refused, or one that needs a password loopx does not have: retrying never helps.
+    if let Some(server) = e.as_db_error().filter(|s| s.code().code().starts_with("28")) {
+        return Error::refused(format!("{what}: the database refused the login ({})", server.message()))
+            .with_hint(PASSWORD_HINT);
+    }
+    if e.as_db_error().is_none() && format!("{e:?}").contains("password missing") {
+        return Error::refused(format!("{what}: the database asks for a password, and loopx was given none"))
+            .with_hint(PASSWORD_HINT);
+    }
     let Some(server) = e.as_db_error() else {
         let text = e.to_string();
         if text.contains("TLS") || text.contains("certificate") {

@@ -306,6 +306,7 @@ fn a_database_that_is_down_is_busy_and_changes_nothing() {
         r#"{{"schema_version": 1, "default_goal": null, "goals": [], "store": {{"kind": "postgres", "url": "{url}", "project": "down"}}}}"#
     );
     std::fs::write(s.root.join(".loopx/project.json"), &pointer).unwrap();
+    ok_at(&s, &s.root, &["store", "trust"]);
     let before = s.tree();
     for args in [&["status"][..], &["todo", "add", "--text", "x"][..], &["doctor"][..]] {
         let r = run_at(&s, &s.root, &[], args);
@@ -632,4 +633,159 @@ fn a_mid_history_edit_is_refused_by_every_command_whatever_bypasses_the_triggers
             ok_at(&s, dir, &["todo", "add", "--text", "after the repair"]);
         }
     }
+}
+
+/// A server of its own that asks `bob` for his password (`pw`), over SCRAM; `loopx` gets in
+/// without one.
+fn password_server() -> loopx_tests::pg::Server {
+    let server = loopx_tests::pg::start_with(|dir| {
+        let hba = dir.join("hba.conf");
+        std::fs::write(
+            &hba,
+            "local all all trust\nhost all loopx 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+        )
+        .map_err(|e| e.to_string())?;
+        loopx_tests::pg::give_to_server(&hba)?;
+        Ok(format!("-c hba_file={}", hba.display()))
+    })
+    .unwrap();
+    let mut db = postgres::Client::connect(&server.url, postgres::NoTls).unwrap();
+    db.batch_execute("CREATE ROLE bob LOGIN SUPERUSER PASSWORD 'pw'").unwrap();
+    server
+}
+
+/// `url` as `bob`, with `password` (none: without).
+fn as_bob(url: &str, password: Option<&str>) -> String {
+    let auth = password.map_or_else(|| "bob".to_owned(), |p| format!("bob:{p}"));
+    url.replacen("loopx@", &format!("{auth}@"), 1)
+}
+
+#[test]
+fn a_password_given_to_init_is_used_never_kept_and_asked_for_after() {
+    if test_url("the password test").is_none() {
+        return;
+    }
+    let server = password_server();
+    let s = Sandbox::new();
+    let [dir, file_dir] = &machines(&s, 2)[..] else { unreachable!() };
+    let with = as_bob(&server.url, Some("pw"));
+    let r = run_at(
+        &s,
+        dir,
+        &[],
+        &["init", "--store", &with, "--store-project", "pw", "--goal-id", "main", "--objective", "x"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("is not kept"), "{}", r.stdout);
+    let kept = std::fs::read_to_string(dir.join(".loopx/project.json")).unwrap();
+    assert!(!kept.contains(":pw@") && kept.contains("bob@"), "{kept}");
+    // Without the password, a later command is refused (1), not "busy" (3), and says where to
+    // give it; with it, it works.
+    let r = run_at(&s, dir, &[], &["status"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("asks for a password") && r.stderr.contains("PGPASSWORD"), "{}", r.stderr);
+    let r = run_at(&s, dir, &[("PGPASSWORD", "pw")], &["status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = run_at(&s, dir, &[("PGPASSWORD", "wrong")], &["status"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("refused the login"), "{}", r.stderr);
+    // `store show` says where the state is even without the password, and shows none.
+    let r = run_at(&s, dir, &[], &["store", "show"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("bob@127.0.0.1") && r.stdout.contains("not read"), "{}", r.stdout);
+    // A file project moved there the same way: copied, pointed at it, the password not kept.
+    ok_at(&s, file_dir, &["init", "--goal-id", "main", "--objective", "moving"]);
+    let r = run_at(&s, file_dir, &[], &["store", "migrate", "--to", &with, "--store-project", "moved"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!std::fs::read_to_string(file_dir.join(".loopx/project.json")).unwrap().contains(":pw@"));
+    assert_eq!(run_at(&s, file_dir, &[], &["status"]).code, 1);
+    let r = run_at(&s, file_dir, &[("PGPASSWORD", "pw")], &["status"]);
+    assert!(r.code == 0 && r.stdout.contains("moving"), "{}", r.stderr);
+}
+
+/// A port that counts the connections made to it, and answers none.
+fn counting_port() -> (u16, Arc<Mutex<usize>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(Mutex::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for c in listener.incoming() {
+            *seen.lock().unwrap() += 1;
+            drop(c);
+        }
+    });
+    (port, count)
+}
+
+/// A project whose `project.json` names `url`, as a cloned repository could bring it.
+fn cloned_project(s: &Sandbox, url: &str) -> PathBuf {
+    let dir = s.root.join("cloned");
+    std::fs::create_dir_all(dir.join(".loopx")).unwrap();
+    let project = serde_json::json!({"schema_version": 1, "default_goal": null, "goals": [],
+        "store": {"kind": "postgres", "url": url, "project": "theirs"}});
+    std::fs::write(dir.join(".loopx/project.json"), project.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn a_database_a_cloned_project_names_is_not_contacted_until_trusted() {
+    // No database needed: a port that counts connections stands in for someone else's.
+    let s = Sandbox::new();
+    let (port, connections) = counting_port();
+    let dir =
+        cloned_project(&s, &format!("postgres://victim:secret@127.0.0.1:{port}/theirs?sslmode=disable"));
+    let pw = [("PGPASSWORD", "my-own-password")];
+    for args in [&["status"][..], &["todo", "list"][..], &["quota", "should-run"][..]] {
+        let r = run_at(&s, &dir, &pw, args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("nobody on this machine has trusted") && r.stderr.contains("loopx store trust"),
+            "{}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("secret"), "{}", r.stderr);
+    }
+    // A hook on opening the repository fails open, and connects to nothing either.
+    let mut c = s.command();
+    c.current_dir(&dir).args(["hook", "claude-code", "session-start"]).env("PGPASSWORD", "my-own-password");
+    let stdin = serde_json::json!({"session_id": "s1", "cwd": dir, "hook_event_name": "SessionStart", "source": "startup"});
+    let out = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(stdin.to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_ne!(out.status.code(), Some(2), "a hook never blocks the host when loopx cannot answer");
+    // `store show` says where, without the password, and without connecting.
+    let r = run_at(&s, &dir, &pw, &["store", "show", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stdout.contains("secret") && r.stdout.contains("victim"), "{}", r.stdout);
+    assert_eq!(*connections.lock().unwrap(), 0, "loopx contacted the database before it was trusted");
+    // An agent cannot trust it on the person's behalf.
+    let r = run_at(&s, &dir, &[("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "s1")], &["store", "trust"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(*connections.lock().unwrap(), 0);
+    // Once the person trusts it, loopx connects (here to a port that is no database).
+    ok_at(&s, &dir, &["store", "trust"]);
+    let r = run_at(&s, &dir, &pw, &["status"]);
+    assert_ne!(r.code, 0);
+    assert!(*connections.lock().unwrap() >= 1, "a trusted store was not contacted");
+    ok_at(&s, &dir, &["store", "trust", "--revoke"]);
+    assert_eq!(run_at(&s, &dir, &pw, &["status"]).code, 1);
+}
+
+#[test]
+fn a_password_never_goes_to_another_machine_without_tls() {
+    let s = Sandbox::new();
+    let dir = cloned_project(&s, "postgres://me@db.example.invalid:5432/work");
+    ok_at(&s, &dir, &["store", "trust"]);
+    let r = run_at(&s, &dir, &[("PGPASSWORD", "pw")], &["status"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("only over TLS") && r.stderr.contains("sslmode=require"), "{}", r.stderr);
 }

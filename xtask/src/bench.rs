@@ -102,6 +102,19 @@ struct Bench {
     projects: usize,
 }
 
+/// The bench's own home: what loopx keeps in the user's configuration (the projects index, the
+/// stores trusted) goes there, never into the home of whoever runs the bench.
+static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// A command for the binary, with the bench's home.
+fn loopx_command(bin: &Path) -> Command {
+    let mut cmd = Command::new(bin);
+    if let Some(home) = HOME.get() {
+        cmd.env("HOME", home).env_remove("XDG_CONFIG_HOME");
+    }
+    cmd
+}
+
 /// Runs one fresh process; returns its wall time, exit code, stdout and peak RSS.
 fn run_once(
     bin: &Path,
@@ -125,7 +138,7 @@ fn run_with_input(
         None => Stdio::null(),
     };
     let start = Instant::now();
-    let mut cmd = Command::new(bin);
+    let mut cmd = loopx_command(bin);
     cmd.args(args).current_dir(cwd).stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
@@ -535,7 +548,7 @@ fn dashboard(b: &mut Bench, n: usize, warm: usize, runs: usize) -> Result<Vec<St
     for (kind, label) in [("closed", format!("{n} todos (90 % closed)")), ("todos", format!("{n} todos"))] {
         let root = b.project(&format!("dash-{kind}"))?;
         fixture(kind, &root, n as u64)?;
-        let mut child = Command::new(&b.bin)
+        let mut child = loopx_command(&b.bin)
             .args(["serve", "--port", "0", "--json"])
             .current_dir(&root)
             .env("HOME", b.dir.path())
@@ -676,7 +689,7 @@ fn throughput_mcp(
         )?;
         let todo = json_field(&out, "/todo/id")?;
         b.ok(root, &["agent", "register", "--agent-id", &format!("w{w}"), "--agent-type", "other"])?;
-        let mut child = Command::new(&b.bin)
+        let mut child = loopx_command(&b.bin)
             .args(["mcp", "--agent-id", &format!("w{w}")])
             .current_dir(root)
             .env("LOOPX_TIMINGS", "1")
@@ -959,7 +972,7 @@ fn drive(
     let root = b.project("drive-sleep")?;
     b.ok(&root, &["todo", "add", "--agent-id", "user", "--text", "wait for the person"])?;
     b.ok(&root, &["gate", "ask", "--agent-id", "user", "--question", "go on?", "--blocks", "goal"])?;
-    let mut child = Command::new(&b.bin)
+    let mut child = loopx_command(&b.bin)
         .args(["drive", "--json", "--agent-id", "a", "--host", "other", "--", "true"])
         .current_dir(&root)
         .stdout(Stdio::piped())
@@ -1018,6 +1031,7 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
         None => build_release(workspace)?,
     };
     let mut b = Bench { bin, dir: tempfile::Builder::new().prefix("loopx-bench-").tempdir()?, projects: 0 };
+    let _ = HOME.set(b.dir.path().join("home"));
     if opts.drive_only {
         let report = drive_only(&mut b, workspace, opts.quick)?;
         if let Some(path) = &opts.json {
