@@ -31,7 +31,9 @@
   }
 
   function connect() {
-    var source = new EventSource("/events");
+    // The token rides in the query, as on every request (never in a cookie).
+    var token = new URLSearchParams(window.location.search).get("token") || "";
+    var source = new EventSource("/events?token=" + encodeURIComponent(token));
     source.addEventListener("open", function () { if (live) { live.classList.remove("stale"); live.classList.add("on"); } });
     source.addEventListener("change", function () {
       if (!pending) { pending = true; setTimeout(refresh, 80); }

@@ -2,11 +2,12 @@
 //!
 //! - `Host` must name this server (`127.0.0.1:PORT` or `localhost:PORT`): a page from another
 //!   site cannot reach it by rebinding a name of its own to 127.0.0.1.
-//! - `Origin`, when sent, must be this server, and a browser's `Sec-Fetch-Site: cross-site` is
-//!   refused: no other site writes here or reads a page.
-//! - The token printed by `loopx serve` is required: in the query on first use (answered with a
-//!   cookie and a redirect that drops it from the address), in the cookie after. A write (POST)
-//!   also carries it in its form, checked by the handler.
+//! - `Origin`, when sent, must be this server, and a write (POST) must send it; a browser's
+//!   `Sec-Fetch-Site: cross-site` is refused: no other site writes here or reads a page.
+//! - The token printed by `loopx serve` is required in the query of every request but the
+//!   stylesheet's and the script's; the pages put it in every link and form. It is never a
+//!   cookie: a browser sends cookies to every port of a host, so another local server would
+//!   receive it. A write (POST) also carries it in its form, checked by the handler.
 //! - Every answer says not to be cached, framed or sniffed, and allows scripts and styles from
 //!   this server's own files only.
 
@@ -34,11 +35,6 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The cookie's name: one per port, so two dashboards on one machine keep their own.
-fn cookie_name(port: u16) -> String {
-    format!("loopx_token_{port}")
-}
-
 fn refuse(status: StatusCode, why: &str) -> Response {
     let body = format!("{why}\n");
     (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
@@ -49,15 +45,6 @@ fn query_value<'a>(query: &'a str, name: &str) -> Option<&'a str> {
     query.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
 }
 
-fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|kv| kv.trim().strip_prefix(name)?.strip_prefix('='))
-}
-
 pub(crate) async fn check(State(app): State<Arc<App>>, req: Request<Body>, next: Next) -> Response {
     let port = app.port;
     let ours = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
@@ -65,51 +52,33 @@ pub(crate) async fn check(State(app): State<Arc<App>>, req: Request<Body>, next:
     if !ours.iter().any(|o| o == host) {
         return refuse(StatusCode::FORBIDDEN, "refused: the Host header does not name this dashboard");
     }
-    if let Some(origin) = req.headers().get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("");
-        if !ours.iter().any(|o| origin == format!("http://{o}")) {
-            return refuse(StatusCode::FORBIDDEN, "refused: a request from another origin");
-        }
+    let origin = req.headers().get(header::ORIGIN).map(|o| o.to_str().unwrap_or(""));
+    if let Some(origin) = origin
+        && !ours.iter().any(|o| origin == format!("http://{o}"))
+    {
+        return refuse(StatusCode::FORBIDDEN, "refused: a request from another origin");
+    }
+    if req.method() == Method::POST && origin.is_none() {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "refused: a write that does not say where it comes from (no Origin)",
+        );
     }
     if req.headers().get("sec-fetch-site").is_some_and(|v| v == "cross-site") {
         return refuse(StatusCode::FORBIDDEN, "refused: a request from another site");
     }
-    let name = cookie_name(port);
-    let in_query = req.uri().query().and_then(|q| query_value(q, "token"));
-    let in_cookie = cookie_value(req.headers(), &name);
-    if in_cookie.is_some_and(|t| same(t, &app.token)) {
-        let mut resp = next.run(req).await;
-        secure(resp.headers_mut());
-        return resp;
-    }
-    match in_query {
-        // First use: keep the token in a cookie and take it out of the address bar.
-        Some(t) if same(t, &app.token) && req.method() == Method::GET => {
-            let rest: Vec<&str> = req
-                .uri()
-                .query()
-                .unwrap_or("")
-                .split('&')
-                .filter(|kv| !kv.is_empty() && !kv.starts_with("token="))
-                .collect();
-            let to = if rest.is_empty() {
-                req.uri().path().to_owned()
-            } else {
-                format!("{}?{}", req.uri().path(), rest.join("&"))
-            };
-            let cookie = format!("{name}={}; HttpOnly; SameSite=Strict; Path=/", app.token);
-            let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response();
-            if let Ok(v) = HeaderValue::from_str(&cookie) {
-                resp.headers_mut().insert(header::SET_COOKIE, v);
-            }
-            secure(resp.headers_mut());
-            resp
-        }
-        _ => refuse(
+    // The stylesheet and the script are the same for everyone, and hold nothing.
+    let public = req.method() == Method::GET && req.uri().path().starts_with("/assets/");
+    let token = req.uri().query().and_then(|q| query_value(q, "token"));
+    if !public && !token.is_some_and(|t| same(t, &app.token)) {
+        return refuse(
             StatusCode::UNAUTHORIZED,
             "refused: this dashboard needs the token in the URL that `loopx serve` printed",
-        ),
+        );
     }
+    let mut resp = next.run(req).await;
+    secure(resp.headers_mut());
+    resp
 }
 
 /// Headers every answer carries.
@@ -120,6 +89,8 @@ fn secure(h: &mut HeaderMap) {
             "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         ),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        // Same-origin: the address (and its token) never leaves with a link, and a form still
+        // sends its real Origin (`no-referrer` would make it "null").
         (header::REFERRER_POLICY, "same-origin"),
         (header::CACHE_CONTROL, "no-store"),
         (header::X_FRAME_OPTIONS, "DENY"),
@@ -145,10 +116,6 @@ mod tests {
     fn values_are_found_by_exact_name() {
         assert_eq!(query_value("page=2&token=xyz", "token"), Some("xyz"));
         assert_eq!(query_value("xtoken=1", "token"), None);
-        let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("a=1; loopx_token_80=tok"));
-        assert_eq!(cookie_value(&h, "loopx_token_80"), Some("tok"));
-        assert_eq!(cookie_value(&h, "loopx_token_8"), None);
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //!   database, [`live`]) wakes every open page over server-sent events; the page fetches itself
 //!   again and swaps its content, without a reload.
 //! - **Who may ask** ([`guard`]): bound to 127.0.0.1 only; a random token per run, printed in
-//!   the URL and kept in a cookie after first use; the `Host` and `Origin` headers checked; a
-//!   write is a POST carrying the token. Every text is HTML-escaped (maud), and a strict content
+//!   the URL and carried by every link and form of the pages (never a cookie, which a browser
+//!   would send to every port of 127.0.0.1); the `Host` header checked, and `Origin` too (a
+//!   write must come from this dashboard's own origin); a write is a POST carrying the token. Every text is HTML-escaped (maud), and a strict content
 //!   security policy forbids inline scripts besides.
 
 mod guard;
@@ -108,7 +109,7 @@ impl Dashboard {
     pub async fn bind(cfg: Config) -> Result<Self> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, cfg.port));
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-            Error::usage(format!("cannot listen on {addr}: {e}"))
+            Error::refused(format!("cannot listen on {addr}: {e}"))
                 .with_hint("pick another port with --port N, or --port 0 for any free one")
         })?;
         let port = listener.local_addr().map_err(|e| Error::internal(e.to_string()))?.port();

@@ -30,8 +30,15 @@ pub(crate) async fn js() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], JS)
 }
 
+/// `path` with the dashboard's token in its query: every link and form of the pages carries
+/// it (the guard asks for it on every request, and it is never a cookie).
+fn at(path: &str, token: &str) -> String {
+    let sep = if path.contains('?') { '&' } else { '?' };
+    format!("{path}{sep}token={token}")
+}
+
 /// A kernel error as a page: the message, the hint, a way back.
-fn error_page(e: &Error, back: &str) -> Response {
+fn error_page(e: &Error, back: &str, token: &str) -> Response {
     let status = match e.kind {
         loopx_core::ErrorKind::NotFound => StatusCode::NOT_FOUND,
         loopx_core::ErrorKind::Usage => StatusCode::BAD_REQUEST,
@@ -46,14 +53,15 @@ fn error_page(e: &Error, back: &str) -> Response {
                 h2 { "Not done" }
                 p { (e.message) }
                 @if let Some(h) = &e.hint { p.hint { (h) } }
-                p { a href=(back) { "Back" } }
+                p { a href=(at(back, token)) { "Back" } }
             }
         },
+        token,
     );
     (status, body).into_response()
 }
 
-fn layout(title: &str, main: Markup) -> Markup {
+fn layout(title: &str, main: Markup, token: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -66,7 +74,7 @@ fn layout(title: &str, main: Markup) -> Markup {
             }
             body {
                 header.top {
-                    a.brand href="/" { "loopx" }
+                    a.brand href=(at("/", token)) { "loopx" }
                     span.motto { "keep the loop moving, keep the judgment human" }
                     span #live .live title="updates as the state changes" { "live" }
                 }
@@ -99,10 +107,9 @@ fn goal_href(key: &str, goal: &GoalId) -> String {
 
 pub(crate) async fn inbox(State(app): State<Arc<App>>) -> Response {
     match view::inbox(&app).await {
-        Ok(p) => {
-            layout("loopx: inbox", inbox_body(&p, app.cfg.read_only.as_deref(), &app.token)).into_response()
-        }
-        Err(e) => error_page(&e, "/"),
+        Ok(p) => layout("loopx: inbox", inbox_body(&p, app.cfg.read_only.as_deref(), &app.token), &app.token)
+            .into_response(),
+        Err(e) => error_page(&e, "/", &app.token),
     }
 }
 
@@ -119,7 +126,7 @@ fn inbox_body(p: &InboxPage, read_only: Option<&str>, token: &str) -> Markup {
                     li.need data-kind=(n.kind) {
                         div.where {
                             span.badge.(n.kind) { (n.kind.replace('_', " ")) }
-                            a href=(goal_href(&key, &n.goal)) { (n.project.display()) " · " (n.goal) }
+                            a href=(at(&goal_href(&key, &n.goal), token)) { (n.project.display()) " · " (n.goal) }
                         }
                         p.text {
                             @if let Some(id) = &n.id { span.id { (id) } " " }
@@ -152,7 +159,7 @@ fn inbox_body(p: &InboxPage, read_only: Option<&str>, token: &str) -> Markup {
                             ul.goals {
                                 @for g in goals {
                                     li {
-                                        a href=(goal_href(&pr.key, &g.id)) { (g.id) }
+                                        a href=(at(&goal_href(&pr.key, &g.id), token)) { (g.id) }
                                         " · " (g.objective)
                                         span.counts { (g.open) " open · " (g.done) " done"
                                             @if g.needs > 0 { " · " strong { (g.needs) " need you" } } }
@@ -172,7 +179,7 @@ fn inbox_body(p: &InboxPage, read_only: Option<&str>, token: &str) -> Markup {
 /// Approve or reject a person's gate, with a note.
 fn answer_form(key: &str, goal: &GoalId, gate: &str, back: &str, token: &str) -> Markup {
     html! {
-        form.answer method="post" action=(format!("/p/{key}/{goal}/gate/{gate}")) {
+        form.answer method="post" action=(at(&format!("/p/{key}/{goal}/gate/{gate}"), token)) {
             input type="hidden" name="token" value=(token);
             input type="hidden" name="back" value=(back);
             input type="text" name="note" placeholder="a note (optional)" aria-label="note";
@@ -200,8 +207,9 @@ pub(crate) async fn goal(
     }
     .await;
     match found {
-        Ok(p) => layout(&format!("loopx: {}", p.status.goal_id), goal_body(&p, &app.token)).into_response(),
-        Err(e) => error_page(&e, "/"),
+        Ok(p) => layout(&format!("loopx: {}", p.status.goal_id), goal_body(&p, &app.token), &app.token)
+            .into_response(),
+        Err(e) => error_page(&e, "/", &app.token),
     }
 }
 
@@ -211,7 +219,7 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
     let q = &p.quota.quota;
     html! {
         section.card.objective {
-            div.where { a href="/" { "Inbox" } " › " (p.root.display()) " · " (s.goal_id) }
+            div.where { a href=(at("/", token)) { "Inbox" } " › " (p.root.display()) " · " (s.goal_id) }
             h1 { (s.objective) }
             p.meta {
                 span.badge.(s.goal_status.as_str()) { (s.goal_status) }
@@ -271,7 +279,7 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                             li { strong { (d.agent) } " · loopx drive (" (d.host) ") · pid " (d.pid) " on " (d.machine)
                                 " · since " (when(d.since))
                                 @if let Some(t) = &d.turn {
-                                    " · turn " a href=(format!("{here}/turn/{t}")) { (t) }
+                                    " · turn " a href=(at(&format!("{here}/turn/{t}"), token)) { (t) }
                                     @if let Some(todo) = d.todo { " on " (todo) }
                                 } }
                         }
@@ -282,7 +290,7 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
         @if p.read_only.is_none() {
             section.card {
                 h2 { "Add a todo" }
-                form.add method="post" action=(format!("{here}/todo")) {
+                form.add method="post" action=(at(&format!("{here}/todo"), token)) {
                     input type="hidden" name="token" value=(token);
                     input type="text" name="text" required placeholder="what needs doing" aria-label="todo text";
                     select name="priority" aria-label="priority" {
@@ -315,9 +323,9 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
             }
             @if p.pages > 1 {
                 nav.pages {
-                    @if p.page > 0 { a href=(format!("{here}?page={}", p.page - 1)) { "← newer" } " " }
+                    @if p.page > 0 { a href=(at(&format!("{here}?page={}", p.page - 1), token)) { "← newer" } " " }
                     "page " (p.page + 1) " of " (p.pages)
-                    @if p.page + 1 < p.pages { " " a href=(format!("{here}?page={}", p.page + 1)) { "older →" } }
+                    @if p.page + 1 < p.pages { " " a href=(at(&format!("{here}?page={}", p.page + 1), token)) { "older →" } }
                 }
             }
         }
@@ -346,7 +354,7 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                     tbody {
                         @for t in &p.turns {
                             tr.(if t.failed() { "failed" } else { "ok" }) {
-                                td { a href=(format!("{here}/turn/{}", t.turn)) { (t.turn) } }
+                                td { a href=(at(&format!("{here}/turn/{}", t.turn), token)) { (t.turn) } }
                                 td { (t.agent) }
                                 td { @if let Some(todo) = t.todo { (todo) } @else { "replan" } }
                                 td { (when(t.ended_at)) }
@@ -401,7 +409,7 @@ pub(crate) async fn turn(
             let back = goal_href(&key, &goal);
             let body = html! {
                 section.card {
-                    div.where { a href="/" { "Inbox" } " › " a href=(back) { (goal) } " › turn " (turn) }
+                    div.where { a href=(at("/", &app.token)) { "Inbox" } " › " a href=(at(&back, &app.token)) { (goal) } " › turn " (turn) }
                     h1 { "Turn " (turn) }
                     table.runs {
                         thead { tr { th { "#" } th { "at" } th { "who" } th { "what" } } }
@@ -420,9 +428,9 @@ pub(crate) async fn turn(
                     }
                 }
             };
-            layout(&format!("loopx: turn {turn}"), body).into_response()
+            layout(&format!("loopx: turn {turn}"), body, &app.token).into_response()
         }
-        Err(e) => error_page(&e, "/"),
+        Err(e) => error_page(&e, "/", &app.token),
     }
 }
 
@@ -495,12 +503,12 @@ fn refuse_write(app: &App, token: &str) -> Option<Response> {
     if !crate::guard::same(token, &app.token) {
         let e = Error::refused("the form does not carry this dashboard's token")
             .with_hint("reload the page and send the form from it");
-        return Some(error_page(&e, "/"));
+        return Some(error_page(&e, "/", &app.token));
     }
     app.cfg.read_only.as_ref().map(|why| {
         let e = Error::refused(format!("this dashboard is read-only: {why}"))
             .with_hint("start loopx serve from your own terminal to answer from the page");
-        error_page(&e, "/")
+        error_page(&e, "/", &app.token)
     })
 }
 
@@ -511,8 +519,8 @@ async fn write(app: &App, token: &str, done: impl std::future::Future<Output = R
         return r;
     }
     match done.await {
-        Ok(to) => Redirect::to(&to).into_response(),
-        Err(e) => error_page(&e, "/"),
+        Ok(to) => Redirect::to(&at(&to, &app.token)).into_response(),
+        Err(e) => error_page(&e, "/", &app.token),
     }
 }
 

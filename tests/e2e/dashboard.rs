@@ -1,4 +1,4 @@
-//! `loopx serve` through the real binary over plain HTTP: who may ask (token, cookie, `Host`,
+//! `loopx serve` through the real binary over plain HTTP: who may ask (the token in the query, never a cookie, `Host`,
 //! `Origin`, the form's token), the inbox across projects, answering a gate and adding a todo
 //! as the person, escaping of untrusted text, live change events, pagination, and a dashboard
 //! started inside an agent's session that only shows. (`browser.rs` drives a real browser.)
@@ -31,7 +31,10 @@ fn two_projects(s: &Sandbox) -> (PathBuf, PathBuf) {
 
 /// The key of the project whose goal `goal` the page links to.
 pub(crate) fn key_of(page: &str, goal: &str) -> String {
-    let at = page.find(&format!("/{goal}\"")).unwrap_or_else(|| panic!("no link to {goal} in {page}"));
+    let at = page
+        .find(&format!("/{goal}?token="))
+        .or_else(|| page.find(&format!("/{goal}\"")))
+        .unwrap_or_else(|| panic!("no link to {goal} in {page}"));
     let start = page[..at].rfind("/p/").unwrap() + 3;
     page[start..at].to_owned()
 }
@@ -42,36 +45,51 @@ fn only_this_dashboards_own_pages_with_the_token_get_in() {
     let (_, site) = two_projects(&s);
     let d = Served::start(&s, &site, &[]);
     let host = ("Host".to_owned(), format!("127.0.0.1:{}", d.port));
-    // No token, a wrong one: refused.
+    // No token, a wrong one, a token in a cookie: refused.
     assert_eq!(request(d.port, "GET", "/", std::slice::from_ref(&host), None).status, 401);
-    let wrong = ("Cookie".to_owned(), format!("loopx_token_{}=0000", d.port));
-    assert_eq!(request(d.port, "GET", "/", &[host.clone(), wrong], None).status, 401);
+    let cookie = ("Cookie".to_owned(), format!("loopx_token_{}={}", d.port, d.token));
+    assert_eq!(request(d.port, "GET", "/", &[host.clone(), cookie], None).status, 401);
     assert_eq!(request(d.port, "GET", "/?token=nope", std::slice::from_ref(&host), None).status, 401);
-    // The printed URL: a cookie, and the token out of the address.
+    // The printed URL: the page, and no cookie (a browser would send it to every port of
+    // 127.0.0.1); every link and form of the page carries the token instead.
     let first = request(d.port, "GET", &format!("/?token={}", d.token), std::slice::from_ref(&host), None);
-    assert_eq!(first.status, 303);
-    assert_eq!(first.header("location"), Some("/"));
-    let cookie = first.header("set-cookie").unwrap();
-    assert!(
-        cookie.starts_with(&d.cookie()) && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict")
+    assert_eq!(first.status, 200);
+    assert_eq!(first.header("set-cookie"), None);
+    assert_eq!(first.header("referrer-policy"), Some("same-origin"));
+    let links: Vec<&str> = first.body.split("href=\"").skip(1).filter_map(|r| r.split('"').next()).collect();
+    for l in links.iter().filter(|l| l.starts_with('/') && !l.starts_with("/assets/")) {
+        assert!(l.contains(&format!("token={}", d.token)), "a link without the token: {l}");
+    }
+    assert!(first.header("content-security-policy").unwrap().contains("script-src 'self'"));
+    // The stylesheet and the script need no token: they are the same for everyone.
+    assert_eq!(request(d.port, "GET", "/assets/app.css", std::slice::from_ref(&host), None).status, 200);
+    // A path that would read as another site never leads off this one.
+    let r = request(
+        d.port,
+        "GET",
+        &format!("//evil.example/?token={}", d.token),
+        std::slice::from_ref(&host),
+        None,
     );
-    let page = d.get("/");
-    assert_eq!(page.status, 200);
-    assert!(page.header("content-security-policy").unwrap().contains("script-src 'self'"));
-    // A foreign Host (DNS rebinding) and a foreign Origin, even with the cookie: refused.
+    assert!(r.header("location").is_none_or(|l| !l.contains("evil.example")), "{:?}", r.header("location"));
+    // A foreign Host (DNS rebinding) and a foreign Origin, token and all: refused.
     let mut foreign_host = d.own();
     foreign_host[0].1 = format!("rebound.example:{}", d.port);
-    assert_eq!(request(d.port, "GET", "/", &foreign_host, None).status, 403);
+    assert_eq!(request(d.port, "GET", &d.at("/"), &foreign_host, None).status, 403);
     let mut foreign_origin = d.own();
     foreign_origin.push(("Origin".into(), "http://evil.example".into()));
-    assert_eq!(request(d.port, "GET", "/", &foreign_origin, None).status, 403);
+    assert_eq!(request(d.port, "GET", &d.at("/"), &foreign_origin, None).status, 403);
     let mut cross = d.own();
     cross.push(("Sec-Fetch-Site".into(), "cross-site".into()));
-    assert_eq!(request(d.port, "GET", "/", &cross, None).status, 403);
+    assert_eq!(request(d.port, "GET", &d.at("/"), &cross, None).status, 403);
     // localhost names it too.
     let mut local = d.own();
     local[0].1 = format!("localhost:{}", d.port);
-    assert_eq!(request(d.port, "GET", "/", &local, None).status, 200);
+    assert_eq!(request(d.port, "GET", &d.at("/"), &local, None).status, 200);
+    // A port in use: refused (1) with a hint, not a usage error.
+    let r = s.run_in(&site, &["serve", "--port", &d.port.to_string()]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("--port 0"), "{}", r.stderr);
 }
 
 #[test]
@@ -100,14 +118,21 @@ fn a_gate_from_another_project_is_answered_on_the_page_as_the_person() {
     foreign.push(("Origin".into(), "http://evil.example".into()));
     foreign.push(("Content-Type".into(), "application/x-www-form-urlencoded".into()));
     let form = format!("token={}&decision=approve&back=/", d.token);
-    assert_eq!(request(d.port, "POST", &gate, &foreign, Some(&form)).status, 403);
-    assert_eq!(request(d.port, "GET", &format!("{gate}?decision=approve"), &d.own(), None).status, 405);
+    assert_eq!(request(d.port, "POST", &d.at(&gate), &foreign, Some(&form)).status, 403);
+    // A write must say where it comes from: no Origin, no write.
+    let mut silent = d.own();
+    silent.push(("Content-Type".into(), "application/x-www-form-urlencoded".into()));
+    assert_eq!(request(d.port, "POST", &d.at(&gate), &silent, Some(&form)).status, 403);
+    assert_eq!(
+        request(d.port, "GET", &d.at(&format!("{gate}?decision=approve")), &d.own(), None).status,
+        405
+    );
     let still = s.run_in(&api, &["gate", "list", "--json"]).json();
     assert_eq!(still["gates"][0]["status"], "open", "{still}");
 
     let answered = d.post(&gate, &format!("token={}&decision=approve&note=go+ahead&back=/", d.token));
     assert_eq!(answered.status, 303, "{}", answered.body);
-    assert_eq!(answered.header("location"), Some("/"));
+    assert_eq!(answered.header("location"), Some(d.at("/").as_str()));
     let gates = s.run_in(&api, &["gate", "list", "--all", "--json"]).json();
     assert_eq!(gates["gates"][0]["status"], "approved");
     assert_eq!(gates["gates"][0]["answered_by"], "user");

@@ -48,26 +48,29 @@ impl Served {
         Self { child, port, token, url }
     }
 
-    /// The cookie the dashboard gives after first use.
-    pub fn cookie(&self) -> String {
-        format!("loopx_token_{}={}", self.port, self.token)
+    /// `path` with the token in its query, as the dashboard's own links carry it.
+    pub fn at(&self, path: &str) -> String {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        format!("{path}{sep}token={}", self.token)
     }
 
-    /// The headers a browser on this dashboard's own page sends: its Host and the cookie.
+    /// The headers a browser on this dashboard's own page sends: its Host.
     pub fn own(&self) -> Vec<(String, String)> {
-        vec![("Host".into(), format!("127.0.0.1:{}", self.port)), ("Cookie".into(), self.cookie())]
+        vec![("Host".into(), format!("127.0.0.1:{}", self.port))]
     }
 
+    /// A page, as a link of the dashboard asks for it (the token in the query).
     pub fn get(&self, path: &str) -> Reply {
-        request(self.port, "GET", path, &self.own(), None)
+        request(self.port, "GET", &self.at(path), &self.own(), None)
     }
 
-    /// A form POST from the dashboard's own page.
+    /// A form POST from the dashboard's own page (to the form's action, which carries the
+    /// token, with the page's Origin).
     pub fn post(&self, path: &str, form: &str) -> Reply {
         let mut h = self.own();
         h.push(("Origin".into(), format!("http://127.0.0.1:{}", self.port)));
         h.push(("Content-Type".into(), "application/x-www-form-urlencoded".into()));
-        request(self.port, "POST", path, &h, Some(form))
+        request(self.port, "POST", &self.at(path), &h, Some(form))
     }
 }
 
@@ -124,7 +127,7 @@ pub fn request(
 /// Opens `/events` with the dashboard's cookie and returns the stream, its headers read.
 pub fn events(served: &Served) -> BufReader<TcpStream> {
     let mut conn = TcpStream::connect(("127.0.0.1", served.port)).expect("connect");
-    let mut req = "GET /events HTTP/1.1\r\nAccept: text/event-stream\r\n".to_owned();
+    let mut req = format!("GET {} HTTP/1.1\r\nAccept: text/event-stream\r\n", served.at("/events"));
     for (k, v) in served.own() {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
