@@ -486,6 +486,31 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
             }
             let handoff_mode = handoff_mode.as_deref().map(str::parse::<HandoffMode>).transpose()?;
             let before = k.show_goal(g).await?;
+            // A webhook's URL is kept in the person's configuration, never in `.loopx/`: the
+            // goal names it. Kept first (and given back if the goal refuses the change).
+            let kept = match notify.notify_webhook.as_deref() {
+                Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
+                    if let Some(s) = &cli.session {
+                        return Err(Error::refused(format!(
+                            "changing the goal's notices is a person's decision, and this command runs inside a {} session, an agent's tool environment",
+                            s.host
+                        ))
+                        .with_hint("ask the person to run it in their own terminal"));
+                    }
+                    let root =
+                        k.store().root().canonicalize().unwrap_or_else(|_| k.store().root().to_path_buf());
+                    let digest = loopx_kernel::trusted::key(&root, "webhook", before.goal.id.as_str());
+                    let name = format!("{}.{}", before.goal.id, &digest[..8]);
+                    let file = crate::projects::config_file("webhooks.json")?;
+                    let old = loopx_kernel::webhooks::set(&file, &name, Some(url))?;
+                    Some((file, name, old))
+                }
+                _ => None,
+            };
+            let mut notify_req = notify_policy(notify, before.goal.notify.as_ref())?;
+            if let (Some(p), Some((_, name, _))) = (notify_req.as_mut(), &kept) {
+                p.webhook = Some(format!("config:{name}"));
+            }
             let req = SetGoal {
                 objective: objective.clone(),
                 title: title.clone(),
@@ -493,10 +518,18 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 quota,
                 handoff_mode,
                 write_scope: (*clear_write_scope || !write_scope.is_empty()).then(|| write_scope.clone()),
-                notify: notify_policy(notify, before.goal.notify.as_ref())?,
+                notify: notify_req,
                 clear_notify: notify.clear_notify,
             };
-            let r = k.set_goal(&context(cli, acting)?, req).await?;
+            let r = match k.set_goal(&context(cli, acting)?, req).await {
+                Ok(r) => r,
+                Err(e) => {
+                    if let Some((file, name, old)) = &kept {
+                        let _ = loopx_kernel::webhooks::set(file, name, old.as_deref());
+                    }
+                    return Err(e);
+                }
+            };
             Rendered::new(&r, text::goal_changes(&before.goal, before.is_default, &r, style))
         }
         Command::Goal(GoalCommand::Stop { reason, acting }) => {

@@ -118,7 +118,13 @@ fn gate_runtime() -> Result<loopx_kernel::gates::GateRuntime, Error> {
     let github = loopx_providers::GitHub::new(&base, token, deadline).map_err(|e| {
         Error::usage(format!("LOOPX_GITHUB_API: {}", e.message)).with_hint(e.hint.unwrap_or_default())
     })?;
-    let notify = loopx_providers::Notify::new(Box::new(move |k| std::env::var(k).ok()), deadline)?;
+    // A `config:NAME` webhook is read from the person's own configuration when a notice goes.
+    let config = Box::new(|name: &str| {
+        let file = projects::config_file("webhooks.json").ok()?;
+        loopx_kernel::webhooks::read(&file).ok()?.webhooks.remove(name)
+    });
+    let notify =
+        loopx_providers::Notify::new(Box::new(move |k| std::env::var(k).ok()), deadline)?.with_config(config);
     Ok(loopx_kernel::gates::GateRuntime {
         pulls: Some(Arc::new(github)),
         notifier: Some(Arc::new(notify)),

@@ -34,6 +34,7 @@ pub mod table;
 pub mod testkit;
 pub mod trusted;
 pub mod turn_log;
+pub mod webhooks;
 
 use std::fmt;
 

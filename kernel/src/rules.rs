@@ -336,36 +336,28 @@ fn check_notify(n: &NotifyPolicy) -> Result<()> {
     Ok(())
 }
 
-/// A webhook URL loopx may store: `env:NAME` (the URL is read from that variable when it is
-/// used), or an http(s) URL with no user, password or token in it.
+/// A webhook the goal may name: `env:NAME` (the URL is read from that variable when it is
+/// used) or `config:NAME` (from the person's own configuration). Never the URL itself: a
+/// webhook's address is often its secret (Slack's and Feishu's tokens are in the path), and
+/// `.loopx/` is often committed.
 pub fn check_webhook(w: &str) -> Result<()> {
     check_ref("webhook", w, MAX_REF_LEN)?;
-    if let Some(name) = w.strip_prefix("env:") {
-        let ok = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        return if ok {
-            Ok(())
-        } else {
-            Err(Error::usage(format!("invalid variable name in {w:?}"))
-                .with_hint("e.g. env:LOOPX_WEBHOOK_URL"))
-        };
+    let named = |prefix: &str, extra: &[u8]| {
+        w.strip_prefix(prefix).map(|name| {
+            !name.is_empty()
+                && name.len() <= 64
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || extra.contains(&b))
+        })
+    };
+    match (named("env:", b""), named("config:", b".-")) {
+        (Some(true), _) | (_, Some(true)) => Ok(()),
+        (Some(false), _) => Err(Error::usage(format!("invalid variable name in {}", loopx_core::ids::quote_input(w)))
+            .with_hint("e.g. env:LOOPX_WEBHOOK_URL")),
+        (_, Some(false)) => Err(Error::usage(format!("invalid webhook name in {}", loopx_core::ids::quote_input(w)))
+            .with_hint("a name of letters, digits, '.', '_' or '-', e.g. config:team-alerts")),
+        _ => Err(Error::usage("a goal names its webhook (env:NAME or config:NAME), never its URL, which is often its secret")
+            .with_hint("loopx goal set --notify-webhook https://… keeps the URL in your own configuration; or keep it in a variable and pass env:NAME")),
     }
-    let rest = w.strip_prefix("https://").or_else(|| w.strip_prefix("http://")).ok_or_else(|| {
-        Error::usage(format!("a webhook is an http(s) URL, not {w:?}"))
-            .with_hint("e.g. https://hooks.example.com/loopx, or env:NAME for a URL kept in a variable")
-    })?;
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let query = rest.split_once('?').map(|(_, q)| q.to_ascii_lowercase()).unwrap_or_default();
-    let secret_param = ["token", "key", "secret", "password", "sig", "signature", "auth"]
-        .iter()
-        .any(|p| query.split('&').any(|kv| kv.split('=').next() == Some(p)));
-    if authority.contains('@') || secret_param {
-        return Err(Error::usage("the webhook URL holds credentials, which loopx never stores")
-            .with_hint("keep the URL in an environment variable and pass --notify-webhook env:NAME"));
-    }
-    if authority.is_empty() {
-        return Err(Error::usage(format!("the webhook URL {w:?} names no host")));
-    }
-    Ok(())
 }
 
 pub fn stop_goal(state: &GoalState, reason: Option<&String>) -> Result<Option<Event>> {

@@ -1,7 +1,9 @@
 //! Telling a person that a gate needs them: a POST to a webhook (loopx's JSON, Slack's `text`,
 //! or Feishu/Lark's `msg_type: text`), and/or a local command given the message as its last
-//! argument. A webhook kept in an environment variable (`env:NAME`) is read only here, when a
-//! notice is sent, and never written anywhere; no error names a webhook's address.
+//! argument. A webhook's address is a secret (Slack's and Feishu's carry their token in the
+//! path): it is kept in an environment variable (`env:NAME`) or in the person's own
+//! configuration (`config:NAME`), read only here, when a notice is sent, and never written
+//! anywhere; no error names it.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +22,8 @@ pub struct Notify {
     /// Made on first use, like the GitHub provider's.
     client: std::sync::OnceLock<reqwest::Client>,
     env: Env,
+    /// How a webhook named in the person's configuration is read (none: not at all).
+    config: Option<Env>,
     deadline: Duration,
 }
 
@@ -31,7 +35,13 @@ impl std::fmt::Debug for Notify {
 
 impl Notify {
     pub fn new(env: Env, deadline: Duration) -> Result<Self> {
-        Ok(Self { client: std::sync::OnceLock::new(), env, deadline })
+        Ok(Self { client: std::sync::OnceLock::new(), env, config: None, deadline })
+    }
+
+    /// Reads `config:NAME` webhooks with `config` (the CLI reads the person's configuration).
+    pub fn with_config(mut self, config: Env) -> Self {
+        self.config = Some(config);
+        self
     }
 
     fn client(&self) -> Result<&reqwest::Client> {
@@ -46,6 +56,16 @@ impl Notify {
     }
 
     fn url(&self, webhook: &str) -> Result<String> {
+        if let Some(name) = webhook.strip_prefix("config:") {
+            return self.config.as_ref().and_then(|c| c(name)).filter(|v| !v.trim().is_empty()).ok_or_else(
+                || {
+                    Error::usage(format!("the webhook {name} is not in this machine's loopx configuration"))
+                        .with_hint(format!(
+                            "loopx goal set --notify-webhook <the URL> here keeps it as {name}"
+                        ))
+                },
+            );
+        }
         match webhook.strip_prefix("env:") {
             Some(name) => (self.env)(name).filter(|v| !v.trim().is_empty()).ok_or_else(|| {
                 Error::usage(format!("the webhook's variable {name} is not set"))

@@ -552,10 +552,57 @@ fn the_person_is_notified_once_and_reminded_once() {
     assert!(g4["notified"]["last_error"].as_str().unwrap().contains("could not be reached"), "{g4}");
     assert!(!g4["notified"]["last_error"].as_str().unwrap().contains("127.0.0.1"), "no address in the error");
     assert_eq!(s.json(&["doctor"])["healthy"], true);
-    // Credentials in a webhook URL are refused.
-    s.fails(2, &["goal", "set", "--notify-webhook", "https://user:pass@hooks.example.com/x"]);
-    s.fails(2, &["goal", "set", "--notify-webhook", "https://hooks.example.com/x?token=abc"]);
+    // Not a web address: refused.
     s.fails(2, &["goal", "set", "--notify-webhook", "ftp://hooks.example.com/x"]);
+    s.fails(2, &["goal", "set", "--notify-webhook", "config:no spaces"]);
+}
+
+/// A webhook's URL is often its secret (Slack's and Feishu's tokens are in the path; others in
+/// a query parameter or the fragment): loopx keeps it in the person's own configuration, never
+/// in `.loopx/` (which many teams commit), and the notice still goes there.
+#[test]
+fn a_webhook_url_never_lands_in_loopx_dir() {
+    let rt = rt();
+    let hook = rt.block_on(webhook());
+    let s = Sandbox::new();
+    s.init();
+    let urls = [
+        format!("{}/hook/services/T0001/B0002/slack-secret-7731", hook.uri()),
+        format!("{}/hook/open-apis/bot/v2/hook/feishu-secret-7731", hook.uri()),
+        format!("{}/hook?access_token=query-secret-7731", hook.uri()),
+        format!("{}/hook?apikey=query-secret-7732&code=query-secret-7733", hook.uri()),
+        format!("https://user:pass-secret-7731@hooks.example.com/x#fragment-secret-7731"),
+    ];
+    for url in &urls {
+        let r = s.ok(&["goal", "set", "--notify-webhook", url]);
+        assert!(
+            !r.stdout.contains("secret-77") && !r.stderr.contains("secret-77"),
+            "{}{}",
+            r.stdout,
+            r.stderr
+        );
+        for (path, bytes) in s.tree() {
+            assert!(!String::from_utf8_lossy(&bytes).contains("secret-77"), "{url} reached {path}");
+        }
+    }
+    let status = s.json(&["goal", "show"]);
+    let named = status["goal"]["notify"]["webhook"].as_str().unwrap();
+    assert!(named.starts_with("config:main."), "{status}");
+    // Kept in the person's configuration, readable by them only.
+    let config = s.home.join(".config/loopx/webhooks.json");
+    let kept = std::fs::read_to_string(&config).unwrap();
+    assert!(kept.contains("fragment-secret-7731"), "{kept}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&config).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    // The notice goes to the URL kept there.
+    s.ok(&["goal", "set", "--notify-webhook", &urls[0]]);
+    s.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "goal"]);
+    assert_eq!(bodies(&rt, &hook).len(), 1, "the notice reached the webhook");
+    // A name must be one.
+    s.fails(2, &["goal", "set", "--notify-webhook", "config:"]);
 }
 
 #[test]
