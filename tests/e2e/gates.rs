@@ -571,7 +571,7 @@ fn a_webhook_url_never_lands_in_loopx_dir() {
         format!("{}/hook/open-apis/bot/v2/hook/feishu-secret-7731", hook.uri()),
         format!("{}/hook?access_token=query-secret-7731", hook.uri()),
         format!("{}/hook?apikey=query-secret-7732&code=query-secret-7733", hook.uri()),
-        format!("https://user:pass-secret-7731@hooks.example.com/x#fragment-secret-7731"),
+        "https://user:pass-secret-7731@hooks.example.com/x#fragment-secret-7731".to_owned(),
     ];
     for url in &urls {
         let r = s.ok(&["goal", "set", "--notify-webhook", url]);
