@@ -1,11 +1,42 @@
 //! The only module that writes durable files. Atomic write = temp file in the same directory
 //! → write → fsync → rename → fsync the directory; views derived from the log skip the fsyncs.
+//!
+//! A path inside `.loopx/` is written only through real directories: every component from
+//! `.loopx` down is checked not to be a symbolic link before anything is written
+//! ([`refuse_links`]), so a link planted there (`.loopx/goals/g2 -> /elsewhere`, or `.loopx`
+//! itself) never sends a write outside the project. Host files an install edits are outside
+//! `.loopx/` and keep their links by design.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
 use loopx_core::{Error, Result};
+
+/// Refuses `path` when a component of it from `.loopx` down (the file itself included) is a
+/// symbolic link or, for a directory on the way, not a directory. A path with no `.loopx`
+/// component is not loopx's state and is not checked.
+pub fn refuse_links(path: &Path) -> Result<()> {
+    let Some(top) = path.ancestors().position(|a| a.file_name().is_some_and(|n| n == ".loopx")) else {
+        return Ok(());
+    };
+    for (i, a) in path.ancestors().take(top + 1).enumerate() {
+        match fs::symlink_metadata(a) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(Error::integrity(format!(
+                    "{} is a symbolic link; loopx keeps its state only in real files and directories inside .loopx/ and will not write through it",
+                    a.display()
+                ))
+                .with_hint("replace the link with the directory or file it points to (or remove it), then run `loopx doctor`"));
+            }
+            Ok(m) if i > 0 && !m.is_dir() => {
+                return Err(Error::integrity(format!("{} is not a directory", a.display())));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
 
 /// Writes `bytes` to `path` atomically: readers see the old file or the new one, never a mix.
 /// Keeps the existing file's permissions.
@@ -34,6 +65,7 @@ pub fn atomic_write_with(path: &Path, bytes: &[u8], sync: Sync, before_rename: &
 
 /// [`atomic_write_with`] of `parts` one after the other, without joining them first.
 pub fn atomic_write_parts(path: &Path, parts: &[&[u8]], sync: Sync, before_rename: &dyn Fn()) -> Result<()> {
+    refuse_links(path)?;
     let dir = parent(path)?;
     let mut tmp = tempfile_in(dir, path)?;
     let (file, tmp_path) = (&mut tmp.0, tmp.1.clone());
@@ -110,6 +142,7 @@ pub fn append_view(file: &mut File, path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Opens a file for appending, creating it.
 pub fn open_append(path: &Path) -> Result<File> {
+    refuse_links(path)?;
     check_state_file(path)?;
     no_follow(OpenOptions::new().create(true).append(true))
         .open(path)
@@ -118,6 +151,7 @@ pub fn open_append(path: &Path) -> Result<File> {
 
 /// Cuts `path` to `len` bytes durably (used to drop a torn final line).
 pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
+    refuse_links(path)?;
     check_state_file(path)?;
     let file =
         no_follow(OpenOptions::new().write(true)).open(path).map_err(|e| Error::io("open", path, &e))?;
@@ -126,11 +160,15 @@ pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
 }
 
 pub fn create_dir_all(path: &Path) -> Result<()> {
-    fs::create_dir_all(path).map_err(|e| Error::io("create directory", path, &e))
+    refuse_links(path)?;
+    fs::create_dir_all(path).map_err(|e| Error::io("create directory", path, &e))?;
+    // What was made is checked again: a link put there meanwhile is refused before any write.
+    refuse_links(path)
 }
 
 /// Removes a file (a missing one is fine) and makes the removal durable.
 pub fn remove_file(path: &Path) -> Result<()> {
+    refuse_links(path.parent().unwrap_or(path))?;
     match fs::remove_file(path) {
         Ok(()) => sync_dir(parent(path)?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -121,3 +121,72 @@ fn an_unreadable_project_file_is_an_integrity_error() {
     s.fails(4, &["init", "--goal-id", "main", "--objective", "ship the feature"]);
     assert_eq!(s.tree(), before);
 }
+
+/// Every file in `dir`, recursively (names only).
+fn files_in(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_in(&p));
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+    out
+}
+
+/// A directory inside `.loopx/` that is a symbolic link (or `.loopx` itself) is never written
+/// through, whatever the command: nothing lands where the link points.
+#[test]
+fn a_linked_directory_inside_loopx_is_never_written_through() {
+    let cases: [(&str, &[&[&str]]); 4] = [
+        (".loopx/goals/g2", &[&["goal", "create", "--goal-id", "g2", "--objective", "elsewhere"]]),
+        (
+            ".loopx/goals",
+            &[
+                &["goal", "create", "--goal-id", "g3", "--objective", "elsewhere"],
+                &["todo", "add", "--text", "x"],
+            ],
+        ),
+        (".loopx/installs", &[&["host", "install", "claude-code"]]),
+        (
+            ".loopx",
+            &[
+                &["init", "--goal-id", "main", "--objective", "x"],
+                &["goal", "create", "--goal-id", "g4", "--objective", "x"],
+            ],
+        ),
+    ];
+    for (link, commands) in cases {
+        let s = Sandbox::new();
+        let elsewhere = s.root.parent().unwrap().join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        if link != ".loopx" {
+            s.init();
+            let at = s.root.join(link);
+            if at.exists() {
+                // Keep what was there, behind the link, as a person moving it would.
+                for e in fs::read_dir(&at).unwrap().flatten() {
+                    fs::rename(e.path(), elsewhere.join(e.file_name())).unwrap();
+                }
+                fs::remove_dir(&at).unwrap();
+            }
+            std::os::unix::fs::symlink(&elsewhere, &at).unwrap();
+        } else {
+            std::os::unix::fs::symlink(&elsewhere, s.root.join(".loopx")).unwrap();
+        }
+        let before = files_in(&elsewhere);
+        for args in commands {
+            let r = s.run(args);
+            // Refused as a link, or (a linked `.loopx/` holding no project) as no project.
+            assert!(matches!(r.code, 1 | 4), "{link}: loopx {args:?}: {}{}", r.stdout, r.stderr);
+            assert!(
+                r.stderr.contains("symbolic link") || r.stderr.contains("not inside a loopx project"),
+                "{link}: {}",
+                r.stderr
+            );
+        }
+        assert_eq!(files_in(&elsewhere), before, "{link}: something was written through the link");
+    }
+}
