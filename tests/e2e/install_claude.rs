@@ -205,3 +205,118 @@ fn doctor_checks_the_wiring_against_the_manifest() {
         r.stdout
     );
 }
+
+/// Every file and link under `dir` with its bytes (a link: where it points), for trees that
+/// hold links a plain read would follow or fail on.
+fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.file_type().is_symlink() {
+                out.insert(rel, std::fs::read_link(&p).unwrap().display().to_string().into_bytes());
+            } else if m.is_dir() {
+                out.insert(format!("{rel}/"), Vec::new());
+                stack.push(p);
+            } else if !rel.ends_with("/lock") && rel != "lock" {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// With nothing installed, uninstall leaves the user's files as they are, byte for byte: their
+/// own `loopx` server, their own `"version": 1`, their `enabledMcpjsonServers`, their CRLF line
+/// endings, escapes and one-line arrays.
+#[test]
+fn uninstall_with_nothing_installed_changes_no_byte() {
+    let s = Sandbox::new();
+    write(
+        &s,
+        ".mcp.json",
+        "{\r\n  \"mcpServers\": {\"loopx\": {\"command\": \"my-own-loopx\", \"args\": [\"serve\"]}, \"caf\\u00e9\": {\"command\": \"x\"}}\r\n}\r\n",
+    );
+    write(
+        &s,
+        ".claude/settings.json",
+        "{\"enabledMcpjsonServers\": [\"loopx\"], \"permissions\": {\"allow\": [\"Bash(ls:*)\", \"Read\"]}, \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"my-stop.sh\"}]}]}}",
+    );
+    write(
+        &s,
+        ".cursor/hooks.json",
+        "{\n\t\"version\": 1,\n\t\"hooks\": {\"stop\": [{\"command\": \"./mine.sh\"}]}\n}\n",
+    );
+    let before = snapshot(&s.root);
+    for host in ["claude-code", "cursor"] {
+        let r = s.run(&["host", "uninstall", host]);
+        assert_eq!(r.code, 0, "{host}: {}", r.stderr);
+        assert_eq!(snapshot(&s.root), before, "{host}: the user's files changed");
+    }
+}
+
+/// Entries a user added after an install stay exactly as written when loopx takes its own out.
+#[test]
+fn uninstall_cuts_out_only_loopxs_bytes() {
+    let s = Sandbox::new();
+    s.ok(&["host", "install", "claude-code", "--stop-driver"]);
+    let settings = s.root.join(".claude/settings.json");
+    let text = std::fs::read_to_string(&settings).unwrap();
+    // The user adds a key of their own, formatted their way, at the top.
+    let mine = "\"myKey\":   [1,2,   3],\r\n  ";
+    let edited = text.replacen("{\n  ", &format!("{{\n  {mine}"), 1);
+    assert_ne!(edited, text);
+    std::fs::write(&settings, &edited).unwrap();
+    s.ok(&["host", "uninstall", "claude-code"]);
+    let left = std::fs::read_to_string(&settings).unwrap();
+    // Its own bytes stay; the comma that parted it from loopx's entries goes with them.
+    assert!(left.contains("\"myKey\":   [1,2,   3]"), "the user's bytes changed:\n{left}");
+    assert!(!left.contains("loopx"), "{left}");
+}
+
+/// An install that cannot be carried out whole is refused before it writes anything: a link
+/// that leads nowhere, a read-only file, a failure half-way (then what was written goes back).
+#[test]
+fn a_refused_install_writes_nothing_and_leaves_nothing_pending() {
+    // A dangling link where .mcp.json goes.
+    let s = Sandbox::new();
+    std::os::unix::fs::symlink(s.root.join("nowhere/mcp.json"), s.root.join(".mcp.json")).unwrap();
+    let before = snapshot(&s.root);
+    let r = s.run(&["host", "install", "claude-code"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(snapshot(&s.root), before, "a refused install wrote");
+    assert_eq!(s.run(&["host", "uninstall", "claude-code"]).code, 0);
+    assert_eq!(snapshot(&s.root), before);
+
+    // A read-only settings file is refused, not replaced by a rename.
+    let s = Sandbox::new();
+    write(&s, ".claude/settings.json", "{}\n");
+    let path = s.root.join(".claude/settings.json");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o444)).unwrap();
+    let before = snapshot(&s.root);
+    let r = s.run(&["host", "install", "claude-code"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("read-only"), "{}", r.stderr);
+    assert_eq!(snapshot(&s.root), before);
+
+    // A write that fails half-way (the disk full, injected in a debug build): what was written
+    // goes back, no manifest is left pending, and doctor and uninstall work.
+    let s = Sandbox::new();
+    write(&s, ".claude/settings.json", "{\"theirs\": true}\n");
+    let before = snapshot(&s.root);
+    let r = s.run_with(
+        &["host", "install", "claude-code"],
+        b"",
+        &[("LOOPX_FAULT", "install-fail-at-second-write")],
+    );
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("no space left"), "{}", r.stderr);
+    assert_eq!(snapshot(&s.root), before, "a failed install left writes behind");
+    assert_eq!(s.run(&["host", "uninstall", "claude-code"]).code, 0);
+    let doctor = s.run(&["host", "doctor", "claude-code"]);
+    assert_ne!(doctor.code, 70, "{}", doctor.stderr);
+    assert_eq!(snapshot(&s.root), before);
+}

@@ -19,6 +19,7 @@
 //! `host doctor` ([`recover`]).
 
 pub mod doc;
+mod span;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -245,8 +246,55 @@ fn merge(
     Ok(out)
 }
 
-/// What undoing one owned file means now.
-fn undo(roots: &Roots, f: &OwnedFile) -> Result<(PlannedFile, Option<PendingWrite>)> {
+/// An entry loopx can tell from a user's without a manifest: an object, an array or a string
+/// that names loopx (not `"loopx"` alone, nor a number or a flag such as `"version": 1`).
+fn distinctive(v: &Value) -> bool {
+    match v {
+        Value::Object(_) | Value::Array(_) => v.to_string().contains("loopx"),
+        Value::String(s) => s.contains("loopx") && s != "loopx",
+        _ => false,
+    }
+}
+
+/// `text` without loopx's `entries`, cut out by their bytes (every other byte kept), and the
+/// containers they leave empty that the user's `original` did not have. With `exact` (no
+/// manifest says what is loopx's), only an entry that is exactly loopx's and [`distinctive`]
+/// goes.
+fn strip_json(text: &str, entries: &[OwnedEntry], original: Option<&Doc>, exact: bool) -> String {
+    let mut text = text.to_owned();
+    for e in entries.iter().filter(|e| e.ours) {
+        let at = &e.entry.at;
+        let cut = match &e.entry.op {
+            EntryOp::Set(v) if exact && !distinctive(v) => None,
+            EntryOp::Set(v) => span::remove_member(&text, at, exact.then_some(v)),
+            EntryOp::Push(v) | EntryOp::Ensure(v) if exact && !distinctive(v) => None,
+            EntryOp::Push(v) | EntryOp::Ensure(v) => span::remove_element(&text, at, v),
+        };
+        let Some(cut) = cut else { continue };
+        text = cut;
+        for k in (1..=at.len()).rev() {
+            let p = &at[..k];
+            if !span::is_empty_container(&text, p) {
+                if Doc::parse(Format::Json, Some(&text), "").ok().and_then(|d| d.get(p)).is_some() {
+                    break;
+                }
+                continue;
+            }
+            if original.and_then(|o| o.get(p)).is_some() {
+                break;
+            }
+            match span::remove_member(&text, p, None) {
+                Some(t) => text = t,
+                None => break,
+            }
+        }
+    }
+    text
+}
+
+/// What undoing one owned file means now. `exact`: no manifest recorded the install, so only
+/// what is exactly and unmistakably loopx's is taken out.
+fn undo(roots: &Roots, f: &OwnedFile, exact: bool) -> Result<(PlannedFile, Option<PendingWrite>)> {
     let current = read_text(&roots.abs(&f.path), &f.path)?;
     let Some(now) = current else {
         return Ok((planned(FileOp::Skipped, &f.path, Some("no longer there")), None));
@@ -275,13 +323,22 @@ fn undo(roots: &Roots, f: &OwnedFile) -> Result<(PlannedFile, Option<PendingWrit
     // Changed since: take out only loopx's entries.
     let mut doc = Doc::parse(format, Some(&now), &f.path.to_string())?;
     let original = f.original.as_deref().map(|o| Doc::parse(format, Some(o), "")).transpose().ok().flatten();
-    for e in f.entries.iter().filter(|e| e.ours) {
-        strip(&mut doc, &e.entry, original.as_ref());
-    }
-    if doc.is_empty() && f.original.is_none() {
-        return Ok((planned(FileOp::Remove, &f.path, None), Some(write(None))));
-    }
-    let after = doc.render()?;
+    let after = if format == Format::Json {
+        // By the bytes: the user's formatting stays as it was around what is taken out.
+        let after = strip_json(&now, &f.entries, original.as_ref(), exact);
+        if span::is_empty_object(&after) && f.original.is_none() {
+            return Ok((planned(FileOp::Remove, &f.path, None), Some(write(None))));
+        }
+        after
+    } else {
+        for e in f.entries.iter().filter(|e| e.ours) {
+            strip(&mut doc, &e.entry, original.as_ref());
+        }
+        if doc.is_empty() && f.original.is_none() {
+            return Ok((planned(FileOp::Remove, &f.path, None), Some(write(None))));
+        }
+        doc.render()?
+    };
     let op = op_for(Some(&now), &after);
     let w = (op != FileOp::Unchanged).then(|| write(Some(after)));
     Ok((planned(op, &f.path, None), w))
@@ -387,7 +444,7 @@ pub fn plan_install(roots: &Roots, adapter: &str, opts: &InstallOptions, spec: &
     }
     // Files the last install wrote that these options no longer want.
     for p in prior_files.iter().filter(|p| !spec.files.iter().any(|f| f.path() == &p.path)) {
-        let (line, write) = undo(roots, p)?;
+        let (line, write) = undo(roots, p, false)?;
         files.push(line);
         writes.extend(write);
     }
@@ -483,7 +540,7 @@ pub fn plan_uninstall(
         }
     };
     for f in &owned {
-        let (line, write) = undo(roots, f)?;
+        let (line, write) = undo(roots, f, manifest.is_none())?;
         if manifest.is_none() && line.op == FileOp::Unchanged {
             continue;
         }
@@ -604,18 +661,100 @@ pub(crate) fn apply_until(
             },
         },
     };
+    // Everything the plan will touch is checked before anything is written.
+    preflight(roots, plan)?;
+    let manifest_abs = roots.abs(&plan.manifest);
+    let manifest_before = kfs::read_optional(&manifest_abs)?;
+    let manifest_dirs = missing_dirs(roots, &plan.manifest);
     write_manifest(roots, &plan.manifest, &journal)?;
+    // What each write replaced, to give it back if a later one fails.
+    let mut done: Vec<(PathBuf, Option<Vec<u8>>, Vec<HostPath>)> = Vec::new();
     for (i, w) in plan.writes.iter().enumerate() {
         if stop_after == Some(i) {
             return Ok(());
         }
-        do_write(roots, w)?;
+        let target = write_target(&roots.abs(&w.path))?;
+        let before = kfs::read_optional(&target)?;
+        let made = missing_dirs(roots, &w.path);
+        let wrote = if i == 1 && fault == Some("install-fail-at-second-write") {
+            Err(Error::io("write", &target, &std::io::Error::other("no space left on device (injected)")))
+        } else {
+            do_write(roots, w)
+        };
+        if let Err(e) = wrote {
+            // Give back what was written, then the manifest as it was: a refused install
+            // leaves the tree as it found it. Should that fail too, the journal stays, and the
+            // next install, uninstall or doctor finishes the plan.
+            let undone = (|| -> Result<()> {
+                for (path, bytes, dirs) in done.iter().rev() {
+                    match bytes {
+                        Some(b) => kfs::atomic_write(path, b)?,
+                        None => kfs::remove_file(path)?,
+                    }
+                    for d in dirs.iter().rev() {
+                        kfs::remove_dir_if_empty(&roots.abs(d))?;
+                    }
+                }
+                for d in made.iter().rev() {
+                    kfs::remove_dir_if_empty(&roots.abs(d))?;
+                }
+                match &manifest_before {
+                    Some(b) => kfs::atomic_write(&manifest_abs, b)?,
+                    None => {
+                        kfs::remove_file(&manifest_abs)?;
+                        for d in manifest_dirs.iter().rev() {
+                            kfs::remove_dir_if_empty(&roots.abs(d))?;
+                        }
+                    }
+                }
+                Ok(())
+            })();
+            return Err(match undone {
+                Ok(()) => e.with_hint("nothing was changed: what was written is back as it was"),
+                Err(_) => e,
+            });
+        }
+        done.push((target, before, made));
         if i == 0 && fault == Some("install-after-first-write") {
             std::process::abort();
         }
     }
     let prune = journal.pending.as_ref().map(|p| p.prune_dirs.clone()).unwrap_or_default();
     finish(roots, &plan.manifest, plan.then.as_ref(), &prune)
+}
+
+/// Refuses a plan that cannot be carried out whole, before anything is written: a file behind
+/// a link that leads nowhere, a file or directory marked read-only (a read-only file is not
+/// replaced by a rename), something that is not a regular file.
+fn preflight(roots: &Roots, plan: &Plan) -> Result<()> {
+    let paths = plan.writes.iter().map(|w| &w.path).chain(std::iter::once(&plan.manifest));
+    for p in paths {
+        let target = write_target(&roots.abs(p))?;
+        let refuse = |why: &str| {
+            Error::refused(format!("{p}: {} {why}; nothing was changed", target.display()))
+                .with_hint("fix its permissions (or the link), then run the command again")
+        };
+        match std::fs::metadata(&target) {
+            Ok(m) if !m.is_file() => return Err(refuse("is not a regular file")),
+            Ok(m) if m.permissions().readonly() => return Err(refuse("is read-only")),
+            _ => {}
+        }
+        let dir = target.ancestors().skip(1).find(|d| d.exists());
+        if let Some(d) = dir {
+            match std::fs::metadata(d) {
+                Ok(m) if !m.is_dir() => return Err(refuse("is under something that is not a directory")),
+                Ok(m) if m.permissions().readonly() => {
+                    return Err(Error::refused(format!(
+                        "{p}: the directory {} is read-only; nothing was changed",
+                        d.display()
+                    ))
+                    .with_hint("fix its permissions, then run the command again"));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 fn placeholder_options(scope: InstallScope) -> Result<InstallOptions> {
