@@ -992,7 +992,7 @@ pub struct InstallFlags {
     /// Claude Code, Cursor: keep an armed session working while loopx says run (a stop hook; fails open)
     #[arg(long)]
     pub stop_driver: bool,
-    /// Claude Code, Cursor: deny mutating tools while loopx says not to run (fails closed)
+    /// Claude Code, Codex, Cursor: a tool gate that denies a person's commands to the agent always, and mutating tools while loopx says not to run (fails closed)
     #[arg(long)]
     pub harden: bool,
     /// Claude Code: show loopx's state in the status line
@@ -1001,8 +1001,8 @@ pub struct InstallFlags {
     /// Codex: SessionStart, UserPromptSubmit and Stop hooks calling loopx
     #[arg(long)]
     pub with_hooks: bool,
-    /// Codex: mark those hooks trusted in your config.toml (a trust decision made for you)
-    #[arg(long, requires = "with_hooks")]
+    /// Codex: mark the hooks of --with-hooks and --harden trusted in your config.toml (a trust decision made for you)
+    #[arg(long)]
     pub trust_hooks: bool,
     /// Codex: loopx's MCP server in config.toml
     #[arg(long)]

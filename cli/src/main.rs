@@ -7,6 +7,7 @@ mod demo;
 mod drive;
 mod hook;
 mod host;
+mod identity;
 mod mcp;
 mod next;
 mod output;
@@ -206,14 +207,12 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(mut cli) => {
             let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-            cli.session = registry::tool_session(get);
-            match args::Driven::from_env(get) {
-                // A driven turn's identity is the driver's, whichever host runs inside it.
-                Ok(Some(d)) => {
-                    cli.session = Some(d.session());
-                    cli.driven = Some(d);
+            // A hook's session is in its stdin: only its environment is checked.
+            match identity::find(get, hook.is_none()) {
+                Ok(id) => {
+                    cli.session = id.session;
+                    cli.driven = id.driven;
                 }
-                Ok(None) => {}
                 Err(e) if hook.is_some() => {
                     let (host, event) = hook.clone().unwrap_or_default();
                     hook_failed(host.as_deref(), event.as_deref(), &e)

@@ -35,6 +35,11 @@ pub fn tool_session(get: impl Fn(&str) -> Option<String>) -> Option<loopx_core::
     })
 }
 
+/// The host whose agent process this is (its name, its argv), if it is one.
+pub fn agent_process(name: &str, argv: &[String]) -> Option<&'static str> {
+    ADAPTERS.iter().find(|a| a.agent_process().is_some_and(|p| p.matches(name, argv))).map(|a| a.host())
+}
+
 /// The host whose MCP client calls itself `name` at `initialize`, and how it names sessions.
 pub fn mcp_client(name: &str) -> Option<(&'static str, loopx_core::host::McpClient)> {
     ADAPTERS.iter().find_map(|a| a.mcp_client().filter(|c| c.name == name).map(|c| (a.host(), c)))

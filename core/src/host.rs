@@ -371,6 +371,24 @@ pub enum ToolEffect {
     Other,
 }
 
+/// A tool call's input, which must be a JSON object: a gate that cannot read what a tool will
+/// do denies it (`Err`), never lets it through.
+pub fn tool_input<'a>(tool: &str, input: Option<&'a Value>) -> Result<&'a serde_json::Map<String, Value>> {
+    input.and_then(Value::as_object).ok_or_else(|| {
+        Error::usage(format!("the {tool:?} tool call's tool_input is not a JSON object"))
+            .with_hint("a host sends tool_input as an object of the tool's arguments")
+    })
+}
+
+/// The string `key` of a tool call's input (see [`tool_input`]); missing or not a string is an
+/// error.
+pub fn tool_input_str(tool: &str, input: Option<&Value>, key: &str) -> Result<String> {
+    tool_input(tool, input)?.get(key).and_then(Value::as_str).map(str::to_owned).ok_or_else(|| {
+        Error::usage(format!("the {tool:?} tool call's tool_input has no string {key:?}"))
+            .with_hint("a host sends the tool's arguments as they are documented")
+    })
+}
+
 /// What happened in the host, host-neutral.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -452,6 +470,35 @@ pub struct ToolEnv {
     pub session: Option<&'static str>,
 }
 
+/// How the host's agent process is recognised in a process tree: a loopx command with it among
+/// its ancestors is that agent's, whatever its own environment says (an agent can `unset` a
+/// variable; it cannot change who started it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgentProcess {
+    /// Program names: the process's name or its `argv[0]`'s last component (`claude`).
+    pub programs: &'static [&'static str],
+    /// npm packages whose script a `node` (or `bun`) process runs as the host
+    /// (`@anthropic-ai/claude-code`), found in the script's path.
+    pub packages: &'static [&'static str],
+}
+
+impl AgentProcess {
+    /// Whether a process with this name (`/proc/PID/comm`) and argv is the host's agent.
+    pub fn matches(&self, name: &str, argv: &[String]) -> bool {
+        let last = |w: &str| w.rsplit('/').next().unwrap_or(w).to_owned();
+        let program = argv.first().map(|a| last(a)).unwrap_or_default();
+        if self.programs.iter().any(|p| *p == name || *p == program) {
+            return true;
+        }
+        matches!(program.as_str(), "node" | "nodejs" | "bun")
+            && argv.get(1).is_some_and(|script| {
+                self.packages
+                    .iter()
+                    .any(|p| script.contains(&format!("/{p}/")) || script.starts_with(&format!("{p}/")))
+            })
+    }
+}
+
 /// What a prompt for a host surface is rendered for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PromptRequest {
@@ -531,6 +578,11 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     /// How the host marks its agent's tool environment, if it does. A loopx command run there
     /// is that session's agent's, never a person's.
     fn tool_env(&self) -> Option<ToolEnv>;
+    /// How the host's agent process looks in a process tree, if loopx can tell it: every
+    /// command it starts, however deep, is an agent's.
+    fn agent_process(&self) -> Option<AgentProcess> {
+        None
+    }
     /// How the host's MCP client names the calling session, when its servers cannot see the
     /// session in their environment.
     fn mcp_client(&self) -> Option<McpClient> {

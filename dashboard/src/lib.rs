@@ -49,8 +49,6 @@ pub struct Config {
     pub clock: Arc<dyn Clock>,
     pub reporter: Arc<dyn Reporter>,
     pub options: StoreOptions,
-    /// Why the page must not write, if it must not (started inside an agent's session).
-    pub read_only: Option<String>,
     /// The token; `None` draws a random one.
     pub token: Option<String>,
 }

@@ -107,13 +107,12 @@ fn goal_href(key: &str, goal: &GoalId) -> String {
 
 pub(crate) async fn inbox(State(app): State<Arc<App>>) -> Response {
     match view::inbox(&app).await {
-        Ok(p) => layout("loopx: inbox", inbox_body(&p, app.cfg.read_only.as_deref(), &app.token), &app.token)
-            .into_response(),
+        Ok(p) => layout("loopx: inbox", inbox_body(&p, &app.token), &app.token).into_response(),
         Err(e) => error_page(&e, "/", &app.token),
     }
 }
 
-fn inbox_body(p: &InboxPage, read_only: Option<&str>, token: &str) -> Markup {
+fn inbox_body(p: &InboxPage, token: &str) -> Markup {
     html! {
         section.card {
             h1 { "Needs you" }
@@ -132,7 +131,7 @@ fn inbox_body(p: &InboxPage, read_only: Option<&str>, token: &str) -> Markup {
                             @if let Some(id) = &n.id { span.id { (id) } " " }
                             (n.text)
                         }
-                        @if n.kind == "gate" && read_only.is_none() {
+                        @if n.kind == "gate" {
                             @if let Some(id) = &n.id {
                                 (answer_form(&key, &n.goal, id, "/", token))
                             }
@@ -172,7 +171,6 @@ fn inbox_body(p: &InboxPage, read_only: Option<&str>, token: &str) -> Markup {
                 }
             }
         }
-        @if let Some(why) = read_only { p.readonly { "Read-only: " (why) } }
     }
 }
 
@@ -238,7 +236,7 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                         p { span.id { (g.id) } " " span.badge { (g.kind.word()) } " " (g.question) }
                         p.meta { "blocks " (g.blocks) " · asked by " (g.asked_by) " at " (when(g.asked_at)) }
                         @if g.is_persons() {
-                            @if p.read_only.is_none() { (answer_form(&p.key, &s.goal_id, &g.id.to_string(), &here, token)) }
+                            (answer_form(&p.key, &s.goal_id, &g.id.to_string(), &here, token))
                         } @else if let Some(c) = &g.check {
                             p.meta { "checked " (when(c.at)) ": " (c.summary) }
                         }
@@ -287,21 +285,19 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                 }
             }
         }
-        @if p.read_only.is_none() {
-            section.card {
-                h2 { "Add a todo" }
-                form.add method="post" action=(at(&format!("{here}/todo"), token)) {
-                    input type="hidden" name="token" value=(token);
-                    input type="text" name="text" required placeholder="what needs doing" aria-label="todo text";
-                    select name="priority" aria-label="priority" {
-                        @for pr in Priority::ALL { option value=(pr.as_str()) selected[*pr == Priority::P2] { (pr) } }
-                    }
-                    select name="role" aria-label="who does it" {
-                        option value="agent" { "for the agents" }
-                        option value="user" { "for me" }
-                    }
-                    button type="submit" { "Add" }
+        section.card {
+            h2 { "Add a todo" }
+            form.add method="post" action=(at(&format!("{here}/todo"), token)) {
+                input type="hidden" name="token" value=(token);
+                input type="text" name="text" required placeholder="what needs doing" aria-label="todo text";
+                select name="priority" aria-label="priority" {
+                    @for pr in Priority::ALL { option value=(pr.as_str()) selected[*pr == Priority::P2] { (pr) } }
                 }
+                select name="role" aria-label="who does it" {
+                    option value="agent" { "for the agents" }
+                    option value="user" { "for me" }
+                }
+                button type="submit" { "Add" }
             }
         }
         section.card {
@@ -498,22 +494,17 @@ fn person(goal: GoalId) -> Result<CommandContext> {
     Ok(CommandContext { goal: Some(goal), agent: Some(AgentId::new("user")?), key: None, session: None })
 }
 
-/// A write needs the page's token in its form, and a dashboard that may write.
+/// A write needs the page's token in its form.
 fn refuse_write(app: &App, token: &str) -> Option<Response> {
-    if !crate::guard::same(token, &app.token) {
+    (!crate::guard::same(token, &app.token)).then(|| {
         let e = Error::refused("the form does not carry this dashboard's token")
             .with_hint("reload the page and send the form from it");
-        return Some(error_page(&e, "/", &app.token));
-    }
-    app.cfg.read_only.as_ref().map(|why| {
-        let e = Error::refused(format!("this dashboard is read-only: {why}"))
-            .with_hint("start loopx serve from your own terminal to answer from the page");
         error_page(&e, "/", &app.token)
     })
 }
 
-/// A person's write: refused without the page's token or on a read-only dashboard (`done` is
-/// then never run); otherwise done, and the browser sent on to the page it names.
+/// A person's write: refused without the page's token (`done` is then never run); otherwise
+/// done, and the browser sent on to the page it names.
 async fn write(app: &App, token: &str, done: impl std::future::Future<Output = Result<String>>) -> Response {
     if let Some(r) = refuse_write(app, token) {
         return r;

@@ -145,7 +145,6 @@ pub(crate) struct GoalPage {
     pub agents: Vec<(Agent, Option<Timestamp>)>,
     pub evidence: Vec<Evidence>,
     pub activity: Arc<Activity>,
-    pub read_only: Option<String>,
     /// The latest ended turns of `loopx drive`, newest first.
     pub turns: Vec<loopx_core::drive::TurnEnd>,
 }
@@ -356,7 +355,6 @@ pub(crate) async fn goal(app: &Arc<App>, root: &Path, goal: &GoalId, page: usize
         agents,
         evidence,
         activity,
-        read_only: app.cfg.read_only.clone(),
         turns: board.state.turn_ends.iter().rev().take(TURNS_SHOWN).cloned().collect(),
         status: board.status,
         quota: board.quota,

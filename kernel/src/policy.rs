@@ -152,6 +152,34 @@ mod tests {
             "loopx hook claude-code stop < /tmp/forged.json",
             "loopx host uninstall claude-code",
             "sudo -u me timeout 5 loopx goal stop",
+            // However it is spelled: a subcommand or program loopx cannot read, quoting,
+            // options before the subcommand, an interpreter's script, a renamed binary.
+            "unset CLAUDECODE; X=answer; loopx gate $X g1 --approve",
+            "loopx gate $(printf answer) g1 --approve",
+            "loopx $CMD",
+            "loopx ga*e answer g1",
+            "loopx 'gate' \"answer\" g1",
+            "loopx g\\ate an''swer g1",
+            "loopx --no-such-flag gate answer g1",
+            "loopx doctor $FLAGS",
+            "L=loopx; $L gate answer g1",
+            "L=loopx; $L $S",
+            "X='loopx gate answer g1 --approve'; sh -c \"$X\"",
+            "eval \"$CMD\" # loopx",
+            "python3 -c \"import os; os.system('loopx gate answer g1 --approve')\"",
+            "node -e \"require('child_process').execSync('loopx ' + cmd)\"",
+            "cp $(which loopx) /tmp/lx; /tmp/lx gate answer g1",
+            // serve hands out a page that answers as the person; trust is the person's.
+            "env -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID loopx serve",
+            "loopx serve --port 0",
+            "loopx store trust",
+            "loopx command approve c1",
+            // Its session's identity taken away: a person's command however harmless.
+            "unset CLAUDECODE; loopx status",
+            "CLAUDECODE= loopx status",
+            "export -n CODEX_THREAD_ID; loopx status",
+            "env -i PATH=/usr/bin loopx status",
+            "env --unset=LOOPX_AGENT_ID loopx todo list",
         ] {
             assert!(shell(c).governs.is_some(), "{c}");
         }
@@ -160,6 +188,15 @@ mod tests {
             "loopx todo complete --todo-id t1 --evidence ok",
             "loopx doctor",
             "echo loopx goal set",
+            "loopx evidence add --todo-id t1 --summary \"cost $5\"",
+            "export FOO=bar; loopx status",
+            "hugo serve",
+            "npm run serve",
+            "git clone https://example.invalid/loopx",
+            "cargo test -p loopx-kernel",
+            "cd loopx && cargo build",
+            "python3 -c 'print(1)'",
+            "unset FOO",
         ] {
             let v = shell(c);
             assert!(v.governs.is_none(), "{c}");
@@ -248,8 +285,9 @@ pub struct ShellCheck {
 }
 
 /// loopx subcommands that only a person runs: they change the goal's governance, the wiring of
-/// the gate itself, or forge a host's hook.
-const GOVERNANCE: [&[&str]; 9] = [
+/// the gate itself, what loopx trusts, or forge a host's hook; `serve` hands out the page that
+/// answers as the person.
+const GOVERNANCE: [&[&str]; 12] = [
     &["goal", "set"],
     &["goal", "stop"],
     &["goal", "resume"],
@@ -259,6 +297,43 @@ const GOVERNANCE: [&[&str]; 9] = [
     &["host", "uninstall"],
     &["hook"],
     &["doctor", "--repair"],
+    &["serve"],
+    &["store", "trust"],
+    &["command", "approve"],
+];
+
+/// loopx's subcommands: a word after `loopx` that is none of them, in a script an interpreter
+/// runs, may be anything.
+const SUBCOMMANDS: [&str; 29] = [
+    "init",
+    "connect",
+    "goal",
+    "agent",
+    "todo",
+    "evidence",
+    "lease",
+    "status",
+    "projects",
+    "gate",
+    "quota",
+    "refresh-state",
+    "history",
+    "doctor",
+    "mcp",
+    "serve",
+    "hook",
+    "host",
+    "store",
+    "join",
+    "heartbeat-prompt",
+    "handoff",
+    "resume",
+    "drive",
+    "demo",
+    "import",
+    "completions",
+    "command",
+    "help",
 ];
 
 /// Programs that only read what they are given (with no output redirection).
@@ -267,6 +342,10 @@ const READERS: [&str; 33] = [
     "printf", "which", "stat", "file", "tree", "du", "df", "date", "printenv", "true", "false", "sort",
     "uniq", "cut", "diff", "cmp", "basename", "dirname", "realpath", "test",
 ];
+
+/// Programs that run a script given on their command line (`python3` and `python3.11` alike).
+const INTERPRETERS: [&str; 10] =
+    ["python", "perl", "ruby", "node", "deno", "bun", "php", "lua", "awk", "osascript"];
 
 /// `git` subcommands that only read.
 const GIT_READS: [&str; 10] =
@@ -452,15 +531,75 @@ fn in_state(root: &Path, cwd: &Path, path: &str) -> bool {
     normalize(&cwd.join(path)).starts_with(normalize(&root.join(crate::project::STATE_DIR)))
 }
 
-/// Checks a shell command line as an agent's shell tool would run it in `cwd`.
+/// Checks a shell command line as an agent's shell tool would run it in `cwd`. Where loopx
+/// cannot tell what a line runs and it mentions loopx, it counts as governance: the gate denies
+/// when in doubt.
 pub fn check_shell(command: &str, root: &Path, cwd: &Path) -> ShellCheck {
-    check_shell_depth(command, root, cwd, 0)
+    let line = Line { root, cwd, mentions_loopx: mentions_loopx(command) };
+    let mut out = check_shell_depth(command, &line, 0);
+    if out.governs.is_none() && mentions_loopx(command) && sheds_identity(command) {
+        out.governs = Some("loopx, with the session's identity taken out of its environment".to_owned());
+    }
+    out
 }
 
-fn check_shell_depth(command: &str, root: &Path, cwd: &Path, depth: usize) -> ShellCheck {
+/// Whether `loopx` stands in the line as a word of its own (a path's last part included).
+fn mentions_loopx(s: &str) -> bool {
+    s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
+        .any(|w| w == "loopx" || w == "loopx.exe")
+}
+
+/// Whether the line takes variables out of an environment: `unset`, `export -n`, `env -u`/`-i`,
+/// an empty assignment (`X= cmd`, `export X=`), which loopx reads as unset.
+fn sheds_identity(command: &str) -> bool {
+    let mut subs = Vec::new();
+    let toks = lex(command, &mut subs);
+    let lines = std::iter::once(toks).chain(subs.iter().map(|s| lex(s, &mut Vec::new())));
+    lines.into_iter().any(|toks| {
+        toks.split(|t| *t == Tok::Sep).any(|part| {
+            let words: Vec<&str> = part
+                .iter()
+                .filter_map(|t| if let Tok::Word(w) = t { Some(w.as_str()) } else { None })
+                .collect();
+            words.iter().enumerate().any(|(i, w)| {
+                let name = basename(w);
+                let empty_assignment = is_assignment(w) && w.ends_with('=');
+                let program_position =
+                    words[..i].iter().all(|p| is_assignment(p) || WRAPPERS.contains(&basename(p)));
+                empty_assignment
+                    || (program_position && name == "unset")
+                    || (program_position
+                        && matches!(name, "export" | "declare" | "typeset")
+                        && words.get(i + 1).is_some_and(|o| o.starts_with("-n") || o.starts_with('+')))
+                    || (name == "env"
+                        && words[i + 1..].iter().take_while(|o| o.starts_with('-')).any(|o| {
+                            *o == "-"
+                                || o.starts_with("-u")
+                                || o.starts_with("-i")
+                                || o.starts_with("--unset")
+                                || *o == "--ignore-environment"
+                        }))
+            })
+        })
+    })
+}
+
+/// What every part of a line is checked against: the project, the shell's directory, and
+/// whether the whole line mentions loopx (a part loopx cannot read is then taken for it).
+struct Line<'a> {
+    root: &'a Path,
+    cwd: &'a Path,
+    mentions_loopx: bool,
+}
+
+fn check_shell_depth(command: &str, line: &Line<'_>, depth: usize) -> ShellCheck {
+    let (root, cwd) = (line.root, line.cwd);
     let mut out = ShellCheck { read_only: true, ..ShellCheck::default() };
     if depth > 8 {
         out.read_only = false;
+        if mentions_loopx(command) {
+            out.governs = Some("loopx, nested deeper than loopx reads".to_owned());
+        }
         return out;
     }
     let mut subs = Vec::new();
@@ -471,7 +610,7 @@ fn check_shell_depth(command: &str, root: &Path, cwd: &Path, depth: usize) -> Sh
         out.read_only &= inner.read_only;
     };
     for sub in &subs {
-        let inner = check_shell_depth(sub, root, cwd, depth + 1);
+        let inner = check_shell_depth(sub, line, depth + 1);
         merge(&mut out, inner);
     }
     for part in toks.split(|t| *t == Tok::Sep) {
@@ -500,20 +639,24 @@ fn check_shell_depth(command: &str, root: &Path, cwd: &Path, depth: usize) -> Sh
                 out.read_only = false;
             }
         }
-        let inner = check_simple(&words, root, cwd, depth);
+        let inner = check_simple(&words, line, depth);
         merge(&mut out, inner);
     }
     out
 }
 
 /// One simple command: its words, after redirections were taken out.
-fn check_simple(words: &[String], root: &Path, cwd: &Path, depth: usize) -> ShellCheck {
+fn check_simple(words: &[String], line: &Line<'_>, depth: usize) -> ShellCheck {
+    let (root, cwd) = (line.root, line.cwd);
     let mut out = ShellCheck { read_only: true, ..ShellCheck::default() };
     // Variable assignments and wrappers (with their options) come before the program.
     let mut i = 0;
     while let Some(w) = words.get(i) {
         let name = basename(w);
         if is_assignment(w) {
+            // A value that names a loopx command (`X='loopx gate answer g1'; $X`) is read as one.
+            let value = w.split_once('=').map_or("", |(_, v)| v);
+            out.governs = out.governs.take().or_else(|| governance_in_script(value));
             i += 1;
         } else if WRAPPERS.contains(&name) || name == "timeout" || name == "xargs" {
             i += 1;
@@ -535,23 +678,23 @@ fn check_simple(words: &[String], root: &Path, cwd: &Path, depth: usize) -> Shel
         if let Some(p) = args.iter().position(|a| a.starts_with('-') && a.contains('c'))
             && let Some(script) = args.get(p + 1)
         {
-            return check_shell_depth(script, root, cwd, depth + 1);
+            return check_shell_depth(script, line, depth + 1);
         }
         out.read_only = false;
         return out;
     }
     if name == "eval" {
-        return check_shell_depth(&args.join(" "), root, cwd, depth + 1);
+        return check_shell_depth(&args.join(" "), line, depth + 1);
     }
     if name == "loopx" || name == "loopx.exe" {
         return check_loopx(args);
     }
-    if program.starts_with('$') || program.contains("$(…)") {
-        // A program loopx cannot see: judge the words it was given.
+    if unreadable(program) {
+        // A program loopx cannot see: in a line that mentions loopx, it may be loopx.
         out.read_only = false;
-        if let Some(g) = governance_in(args) {
-            out.governs = Some(g);
-        }
+        out.governs = governance_in(args).or_else(|| {
+            line.mentions_loopx.then(|| format!("loopx, run as {program} (a program loopx cannot read)"))
+        });
         return out;
     }
     let reads = READERS.contains(&name)
@@ -566,6 +709,15 @@ fn check_simple(words: &[String], root: &Path, cwd: &Path, depth: usize) -> Shel
             }))
         || (name == "sed" && !args.iter().any(|a| a.starts_with("-i") || a == "--in-place"));
     out.read_only = reads;
+    if INTERPRETERS.iter().any(|i| name.starts_with(i)) {
+        // A script an interpreter runs (`python3 -c "os.system('loopx …')"`, `node -e`): the
+        // loopx command it names, read as words.
+        out.governs = args.iter().find_map(|a| governance_in_script(a));
+    } else if !reads && line.mentions_loopx {
+        // In a line that mentions loopx, any program may be loopx under another name
+        // (`cp $(which loopx) lx; ./lx gate answer g1`).
+        out.governs = governance_in(args);
+    }
     if !reads
         && let Some(p) =
             args.iter().find(|a| in_state(root, cwd, a.split_once('=').map_or(a.as_str(), |(_, v)| v)))
@@ -584,39 +736,68 @@ fn is_assignment(w: &str) -> bool {
     })
 }
 
-/// The governance subcommand in loopx's words, if any (global options skipped; `doctor
-/// --repair` wherever the flag stands).
+/// A word whose value the shell decides only when it runs: a variable, a substitution, a glob,
+/// a brace expansion.
+fn unreadable(w: &str) -> bool {
+    w.contains(['$', '`', '*', '?', '[', '{'])
+}
+
+/// The governance subcommand in loopx's words, if any (options skipped; `doctor --repair`
+/// wherever the flag stands). A subcommand loopx cannot read counts as one.
 fn governance_in(words: &[String]) -> Option<String> {
-    let sub = loopx_subcommand(words);
+    let (sub, flags) = loopx_words(words);
+    if let Some(w) = sub.iter().take(2).find(|w| unreadable(w)) {
+        return Some(format!("loopx {w} (a subcommand loopx cannot read)"));
+    }
     let found = GOVERNANCE.iter().find(|g| match g {
         ["doctor", "--repair"] => {
-            sub.first().is_some_and(|s| s == "doctor") && sub.iter().any(|s| s == "--repair")
+            sub.first().is_some_and(|s| *s == "doctor")
+                && flags.iter().any(|f| f.starts_with("--r") || unreadable(f))
         }
         g => g.iter().enumerate().all(|(k, w)| sub.get(k).is_some_and(|s| s == w)),
     });
     found.map(|g| format!("loopx {}", g.join(" ")))
 }
 
-/// loopx's words after its global options.
-fn loopx_subcommand(words: &[String]) -> Vec<String> {
-    let mut v = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let w = words[i].as_str();
+/// loopx's words: the ones that are not options (the values of its global options skipped),
+/// and the options.
+fn loopx_words(words: &[String]) -> (Vec<&str>, Vec<&str>) {
+    let (mut sub, mut flags) = (Vec::new(), Vec::new());
+    let mut it = words.iter().map(String::as_str);
+    while let Some(w) = it.next() {
         if matches!(w, "--project" | "--goal-id" | "--color") {
-            i += 2;
-        } else if w.starts_with("--project=")
-            || w.starts_with("--goal-id=")
-            || w.starts_with("--color=")
-            || w == "--json"
-        {
-            i += 1;
+            it.next();
+        } else if w.starts_with('-') {
+            flags.push(w);
         } else {
-            v.push(w.to_owned());
-            i += 1;
+            sub.push(w);
         }
     }
-    v
+    (sub, flags)
+}
+
+/// The loopx governance a script names (`os.system('loopx gate answer g1')`): the words after
+/// `loopx`, split at quotes, brackets and separators. A word there that is no subcommand of
+/// loopx's (`'loopx ' + cmd`) may be anything.
+fn governance_in_script(script: &str) -> Option<String> {
+    let words: Vec<String> = script
+        .split(|c: char| c.is_whitespace() || "'\"()[],;+`".contains(c))
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect();
+    words.iter().enumerate().filter(|(_, w)| matches!(basename(w), "loopx" | "loopx.exe")).find_map(
+        |(i, _)| {
+            let rest = &words[i + 1..];
+            let (sub, _) = loopx_words(rest);
+            match sub.first() {
+                None => None,
+                Some(s) if !SUBCOMMANDS.contains(s) => {
+                    Some(format!("loopx {s} (in a script loopx cannot read)"))
+                }
+                Some(_) => governance_in(rest),
+            }
+        },
+    )
 }
 
 /// loopx itself: governance is a person's; everything else is governed by the kernel (as

@@ -90,6 +90,59 @@ pub fn kill_marked(vars: &[String]) -> usize {
     found
 }
 
+/// A process above this one: what it runs as, and the environment it was started with (which
+/// `unset` in a shell does not change: the shell keeps its variables elsewhere).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ancestor {
+    pub pid: u32,
+    /// Its name (`/proc/PID/comm`): the program's, or a script's own for an interpreted one.
+    pub name: String,
+    pub argv: Vec<String>,
+    /// `NAME=value` pairs; empty when it cannot be read (another user's process).
+    pub env: Vec<(String, String)>,
+}
+
+impl Ancestor {
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+    }
+}
+
+/// This process's ancestors, nearest first, up to (not including) `stop` or the first process
+/// (pid 1). At most 64. Linux only; elsewhere none are found.
+pub fn ancestors(stop: Option<u32>) -> Vec<Ancestor> {
+    let mut out = Vec::new();
+    if !cfg!(target_os = "linux") {
+        return out;
+    }
+    let mut pid = parent_of("self");
+    while let Some(p) = pid.filter(|p| *p > 1 && Some(*p) != stop && out.len() < 64) {
+        let read = |what: &str| std::fs::read(format!("/proc/{p}/{what}")).unwrap_or_default();
+        let words = |b: Vec<u8>| -> Vec<String> {
+            b.split(|c| *c == 0)
+                .filter(|w| !w.is_empty())
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect()
+        };
+        let env = words(read("environ"))
+            .into_iter()
+            .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+            .collect();
+        let name = String::from_utf8_lossy(&read("comm")).trim_end().to_owned();
+        out.push(Ancestor { pid: p, name, argv: words(read("cmdline")), env });
+        pid = parent_of(&p.to_string());
+    }
+    out
+}
+
+/// The parent of `/proc/<pid>`: the field after the state in `stat`, past the name (which may
+/// hold spaces and parentheses).
+fn parent_of(pid: &str) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Kills every process of the command's group: what it left running in the background dies
 /// with it, whether it finished or ran out of time.
 fn kill_group(child: &std::process::Child) {

@@ -17,6 +17,7 @@ fn bench_quick_runs_end_to_end() {
         .arg(&report)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("RUST_BACKTRACE", "0")
+        .env(loopx_tests::ANCESTRY_ROOT, loopx_tests::ancestry_root())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -193,19 +193,17 @@ fn a_todo_added_on_the_page_is_the_persons_and_a_commit_anywhere_wakes_the_page(
 }
 
 #[test]
-fn started_in_an_agents_session_the_dashboard_only_shows() {
+fn in_an_agents_session_the_dashboard_never_starts() {
     let s = Sandbox::new();
     s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
-    s.ok(&["gate", "ask", "--question", "Deploy?", "--blocks", "goal"]);
-    let d = Served::start(&s, &s.root, &[("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "sess-1")]);
-    let inbox = d.get("/").body;
-    assert!(inbox.contains("Deploy?") && !inbox.contains("<form"), "{inbox}");
-    assert!(inbox.contains("Read-only"), "{inbox}");
-    let key = key_of(&inbox, "main");
-    let r = d.post(&format!("/p/{key}/main/gate/g1"), &format!("token={}&decision=approve&back=/", d.token));
-    assert_eq!(r.status, 409, "{}", r.body);
-    assert!(r.body.contains("read-only"), "{}", r.body);
-    assert_eq!(s.json(&["gate", "list"])["gates"][0]["status"], "open");
+    // Its page would answer as the person, and its token would be the agent's to use.
+    let r = s.run_with(
+        &["serve", "--port", "0"],
+        b"",
+        &[("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "sess-1")],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("person's own terminal") && r.stdout.is_empty(), "{}", r.stderr);
 }
 
 #[test]

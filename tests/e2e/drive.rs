@@ -292,6 +292,19 @@ fn what_a_turn_leaves_running_dies_with_it_even_out_of_its_group() {
     assert!(gone_within(&escaped, Duration::from_secs(10)), "the setsid process {escaped} outlived its turn");
 }
 
+#[test]
+fn a_turn_that_sheds_its_identity_is_still_the_agents() {
+    let sb = goal(&["answer for the person [approve] [last]", "ship"]);
+    sb.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "todos:t2"]);
+    let before = log(&sb).len();
+    let (code, _, stderr) = drive(&sb, &["--agent-id", "bot", "--until", "idle"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let tried = std::fs::read_to_string(sb.root.join(".agent-state/approve-t1")).unwrap();
+    assert_eq!(tried.trim(), "1", "the driver above the command makes it the agent's: refused");
+    assert_eq!(sb.json(&["gate", "list"])["gates"][0]["status"], "open");
+    assert!(log(&sb)[before..].iter().all(|e| e["kind"] != "gate_answered"));
+}
+
 /// The CPU time (user and system, in clock ticks) process `pid` has used.
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();

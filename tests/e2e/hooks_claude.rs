@@ -190,6 +190,23 @@ fn garbage_and_corruption_fail_open_for_stop_and_closed_for_tools() {
         assert_eq!((r.code, r.stdout.as_str()), (1, ""), "stop must let the session stop: {garbage:?}");
         assert!(denied(&hook(&s, "pre-tool-use", garbage, &[])), "tools are refused: {garbage:?}");
     }
+    // A tool call whose input is not what the tool takes: denied, even unarmed, never passed.
+    let state = s.root.join(".loopx/goals/main/snapshot.json").display().to_string();
+    for (name, input) in [
+        ("Write", json!(state)),
+        ("Write", json!({"file_path": [state]})),
+        ("Edit", json!({"path": state})),
+        ("Bash", json!(["loopx", "goal", "stop"])),
+        ("Bash", json!({"cmd": "loopx goal stop"})),
+        ("mcp__other__x", json!("x")),
+    ] {
+        for session in ["s1", "unarmed"] {
+            let r = tool(&s, session, name, input.clone());
+            assert!(denied(&r), "{name} {input} in {session}: {}", r.stdout);
+        }
+    }
+    let r = hook(&s, "pre-tool-use", &input(&s, "s1", json!({"tool_input": {"command": "ls"}})), &[]);
+    assert!(denied(&r), "no tool_name: {}", r.stdout);
     // A log edited by hand: the state cannot be trusted.
     let log = s.events_path("main");
     let text = std::fs::read_to_string(&log).unwrap().replacen("write the parser", "write the pArser", 1);

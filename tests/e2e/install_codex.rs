@@ -57,6 +57,27 @@ fn a_users_own_loopx_skill_is_left_alone_and_broken_toml_refused() {
 }
 
 #[test]
+fn harden_installs_the_tool_gate_and_doctor_checks_its_trust() {
+    let s = Sandbox::new();
+    std::fs::create_dir_all(s.home.join(".codex")).unwrap();
+    std::fs::write(s.home.join(".codex/config.toml"), USER_CONFIG).unwrap();
+    assert_eq!(codex(&s, &["host", "install", "codex", "--scope", "user", "--harden"]).code, 0);
+    let hooks = read(&s, "hooks.json");
+    assert!(hooks.contains("\"PreToolUse\"") && hooks.contains("hook codex pre-tool-use"), "{hooks}");
+    assert!(!hooks.contains("hook codex stop"), "the loop's hooks come with --with-hooks: {hooks}");
+    let d = codex(&s, &["host", "doctor", "codex", "--scope", "user"]);
+    assert!(d.stdout.contains("FAIL Codex trusts the pre_tool_use hook: untrusted"), "{}", d.stdout);
+    assert!(d.stdout.contains("--harden --trust-hooks"), "the fix keeps the install's flags: {}", d.stdout);
+    let r = codex(&s, &["host", "install", "codex", "--scope", "user", "--harden", "--trust-hooks"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(read(&s, "config.toml").matches("trusted_hash = \"sha256:").count(), 1);
+    let d = codex(&s, &["host", "doctor", "codex", "--scope", "user"]);
+    assert!(d.stdout.contains("ok   Codex trusts the pre_tool_use hook: trusted"), "{}", d.stdout);
+    assert_eq!(codex(&s, &["host", "uninstall", "codex", "--scope", "user"]).code, 0);
+    assert_eq!(read(&s, "config.toml"), USER_CONFIG);
+}
+
+#[test]
 fn trust_is_written_only_on_request_and_doctor_names_what_codex_will_skip() {
     let s = Sandbox::new();
     std::fs::create_dir_all(s.home.join(".codex")).unwrap();
@@ -65,11 +86,6 @@ fn trust_is_written_only_on_request_and_doctor_names_what_codex_will_skip() {
         codex(&s, &["host", "install", "codex", "--scope", "user", "--trust-hooks"]).code,
         2,
         "trust needs the hooks"
-    );
-    assert_eq!(
-        codex(&s, &["host", "install", "codex", "--scope", "user", "--harden"]).code,
-        2,
-        "Codex has no --harden yet"
     );
     assert_eq!(codex(&s, &["host", "install", "codex", "--scope", "user", "--with-hooks"]).code, 0);
     assert_eq!(read(&s, "config.toml"), USER_CONFIG, "no trust decision without --trust-hooks");

@@ -286,3 +286,31 @@ fn an_agent_hands_off_through_the_tool_and_status_shows_it_waiting() {
     cc.ok("claim_task", json!({"todo_id": "t2"}));
     assert!(cc.ok("status", json!({})).get("handoffs").is_none());
 }
+
+#[test]
+fn a_command_the_server_runs_for_an_agent_is_that_agents() {
+    let s = project();
+    s.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "todos:t2"]);
+    let bin = loopx_tests::loopx_bin().display().to_string();
+    // The person's check, as an agent would subvert it: it tries to answer the gate as a person.
+    let check = format!("sh -c 'env -i {bin} gate answer g1 --approve'");
+    s.ok(&[
+        "todo",
+        "add",
+        "--agent-id",
+        "user",
+        "--text",
+        "ship it",
+        "--priority",
+        "P0",
+        "--validation-command",
+        &check,
+    ]);
+    let mut m = Session::start(&s, &["--agent-id", "cc"]);
+    m.ok("claim_task", json!({"todo_id": "t3"}));
+    let (err, text) =
+        m.call("complete_task", json!({"todo_id": "t3", "turn_id": "mcp-1", "evidence": "done"}));
+    assert!(err, "the check failed, so the todo is not done: {text}");
+    assert_eq!(s.json(&["gate", "list"])["gates"][0]["status"], "open");
+    assert!(events(&s.events_path("main")).iter().all(|e| e["kind"] != "gate_answered"));
+}

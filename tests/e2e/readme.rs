@@ -114,6 +114,7 @@ fn run(readme: &str) -> Result<usize, String> {
             .env("HOME", &s.home)
             .env("PATH", &path)
             .env("NO_COLOR", "1")
+            .env(loopx_tests::ANCESTRY_ROOT, loopx_tests::ancestry_root())
             .output()
             .map_err(|e| format!("README line {}: cannot run bash: {e}", step.line))?;
         ran += 1;

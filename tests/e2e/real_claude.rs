@@ -195,6 +195,7 @@ pub(crate) fn run_claude(claude: &Path, s: &Sandbox, api: &FakeApi, prompt: &str
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("IS_SANDBOX", "1")
+        .env(loopx_tests::ANCESTRY_ROOT, loopx_tests::ancestry_root())
         .stdin(Stdio::null())
         .output()
         .unwrap()

@@ -183,6 +183,7 @@ pub(crate) fn run_codex(s: &Sandbox, prompt: &str, env: &[(&str, &str)]) -> std:
         .env("CODEX_HOME", codex_home(s))
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("FAKE_API_KEY", "not-a-key")
+        .env(loopx_tests::ANCESTRY_ROOT, loopx_tests::ancestry_root())
         .stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
@@ -302,4 +303,84 @@ fn real_codex_skips_a_hook_whose_command_no_longer_matches_its_trust() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!s.state_dir().exists(), "the untrusted hook never ran: no goal was set up");
     assert!(!api.all().contains("this session is agent codex-"));
+}
+
+/// A patch through Codex's `apply_patch` tool (offered to models Codex knows, such as gpt-5.5).
+fn patch(n: usize, file: &str) -> Step {
+    let input = format!("*** Begin Patch\n*** Add File: {file}\n+hi\n*** End Patch\n");
+    vec![
+        json!({"type": "custom_tool_call", "call_id": format!("call_{n}"), "name": "apply_patch", "input": input}),
+    ]
+}
+
+/// What Codex's model was told a tool call gave back, by call id.
+fn tool_output(api: &FakeApi, call: &str) -> String {
+    let all: Value = serde_json::from_str(&api.all()).unwrap();
+    let items =
+        all.as_array().unwrap().iter().flat_map(|r| r["input"].as_array().cloned().unwrap_or_default());
+    items
+        .filter(|i| i["call_id"] == call && i["type"].as_str().is_some_and(|t| t.ends_with("_output")))
+        .map(|i| i["output"].to_string())
+        .next()
+        .unwrap_or_default()
+}
+
+#[test]
+fn real_codex_cannot_answer_a_persons_gate_however_the_command_is_spelled() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    s.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "goal"]);
+    let loopx = loopx_bin().display().to_string();
+    // Without the tool gate: the kernel knows the command is the agent's from who started it,
+    // whatever its environment lost.
+    let shed = format!("env -u CODEX_THREAD_ID -u CODEX_SESSION_ID {loopx} gate answer g1 --approve");
+    let api = FakeApi::start(vec![shell(1, &shed)]);
+    setup(&s, &api);
+    let home = codex_home(&s);
+    let config = std::fs::read_to_string(home.join("config.toml")).unwrap().replace("gpt-test", "gpt-5.5");
+    std::fs::write(home.join("config.toml"), config).unwrap();
+    let out = run_codex(&s, "answer it", &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(tool_output(&api, "call_1").contains("a person's decision"), "{}", tool_output(&api, "call_1"));
+    assert_eq!(s.json(&["gate", "list"])["gates"][0]["status"], "open");
+
+    // With it (--harden): the line never runs; a patch to loopx's state is denied, another passes.
+    let r = s.run_with(
+        &[
+            "host",
+            "install",
+            "codex",
+            "--scope",
+            "user",
+            "--with-hooks",
+            "--with-mcp",
+            "--harden",
+            "--trust-hooks",
+        ],
+        b"",
+        &[("CODEX_HOME", home.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let spelled = format!("unset CODEX_THREAD_ID; X=answer; {loopx} gate $X g1 --approve");
+    let api = FakeApi::start(vec![
+        shell(1, &spelled),
+        patch(2, ".loopx/goals/main/forged.json"),
+        patch(3, "hello.txt"),
+    ]);
+    let config = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    let port = config.split("127.0.0.1:").nth(1).and_then(|r| r.split('/').next()).unwrap().to_owned();
+    std::fs::write(
+        home.join("config.toml"),
+        config.replace(&format!("127.0.0.1:{port}"), &format!("127.0.0.1:{}", api.port)),
+    )
+    .unwrap();
+    let out = run_codex(&s, "answer it", &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let denied = tool_output(&api, "call_1");
+    assert!(denied.contains("a person's decision") && !denied.contains("approved"), "{denied}");
+    assert!(tool_output(&api, "call_2").contains("loopx's state"), "{}", tool_output(&api, "call_2"));
+    assert!(!s.root.join(".loopx/goals/main/forged.json").exists());
+    assert!(s.root.join("hello.txt").exists(), "{}", tool_output(&api, "call_3"));
+    assert_eq!(s.json(&["gate", "list"])["gates"][0]["status"], "open");
+    assert!(!kinds(&s).contains(&"gate_answered".to_owned()));
 }

@@ -376,3 +376,40 @@ fn doctor_beside_working_agents_never_accuses_anyone() {
     assert!(runs > 0);
     assert_eq!(s.json(&["doctor"])["healthy"], true);
 }
+
+/// The goal's log, byte for byte: a refused command leaves it as it was.
+fn log_bytes(s: &Sandbox) -> Vec<u8> {
+    std::fs::read(s.events_path("main")).unwrap()
+}
+
+#[test]
+fn a_command_an_agent_started_is_the_agents_whatever_its_environment_says() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    s.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "goal"]);
+    let before = log_bytes(&s);
+    for (host, line) in [
+        // Started by the host's agent process, its marks gone however they went.
+        ("claude", "unset CLAUDECODE; X=answer; loopx gate $X g1 --approve"),
+        ("claude", "env -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID loopx goal set --compute 9"),
+        ("codex", "exec env -i PATH=\"$PATH\" HOME=\"$HOME\" loopx quota void-slot --spend-id s1"),
+        ("cursor-agent", "loopx goal stop"),
+        // Its marks were in the environment of a shell it started: `env -i` below changes nothing.
+        (
+            "wrapper",
+            "env CLAUDECODE=1 CLAUDE_CODE_SESSION_ID=s1 sh -c 'env -i PATH=\"$PATH\" HOME=\"$HOME\" loopx gate answer g1 --approve; exit $?'",
+        ),
+        // A dashboard started there would answer as the person: it never starts.
+        ("claude", "env -u CLAUDECODE timeout 10 loopx serve --port 0"),
+    ] {
+        let r = s.under_host(host, line);
+        assert_eq!(r.code, 1, "{host}: {line}\n{}\n{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains("session"), "{host}: {line}: {}", r.stderr);
+        assert_eq!(log_bytes(&s), before, "{host}: {line}");
+    }
+    // The walk up stops where a test says (a debug build only): above that, loopx sees no host.
+    // This is what keeps the suite's own commands a person's inside an agent host's shell.
+    let r = s.under_host("claude", "LOOPX_TEST_ANCESTRY_ROOT=$PPID loopx gate answer g1 --approve");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(actors(&s).last().unwrap(), &("gate_answered".to_owned(), "user".to_owned()));
+}

@@ -58,6 +58,16 @@ impl Run {
     }
 }
 
+/// In a debug build, where loopx stops looking up the process tree for an agent above it. Set
+/// to this test process, loopx sees only the processes a test started: the suite passes the
+/// same from a terminal, in CI and inside an agent host's shell.
+pub const ANCESTRY_ROOT: &str = "LOOPX_TEST_ANCESTRY_ROOT";
+
+/// The value of [`ANCESTRY_ROOT`]: this process.
+pub fn ancestry_root() -> String {
+    std::process::id().to_string()
+}
+
 /// A temporary project directory and a fake home, with nothing of the real user's.
 #[derive(Debug)]
 pub struct Sandbox {
@@ -84,17 +94,43 @@ impl Sandbox {
 
     /// A command for the binary: cleared environment, fake `HOME`, working directory = project.
     pub fn command(&self) -> Command {
-        let mut c = Command::new(loopx_bin());
+        self.environment(Command::new(loopx_bin()))
+    }
+
+    /// `c` with the sandbox's environment and nothing of the machine's but `PATH`.
+    fn environment(&self, mut c: Command) -> Command {
         c.env_clear()
             .env("HOME", &self.home)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("NO_COLOR", "1")
+            .env(ANCESTRY_ROOT, ancestry_root())
             .current_dir(&self.root);
         c
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
         Run::from(self.command().args(args).output().expect("run loopx"))
+    }
+
+    /// `sh -c <line>` run by a stand-in for a host's agent process: a program called `host`
+    /// (`claude`, `codex`) that runs its arguments as its child and waits, as a host runs its
+    /// shell tool. Its environment is the sandbox's, with loopx on `PATH`: loopx can know the
+    /// host only by who started the line.
+    pub fn under_host(&self, host: &str, line: &str) -> Run {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self.root.parent().expect("the sandbox").join("hosts");
+        std::fs::create_dir_all(&dir).expect("hosts dir");
+        let program = dir.join(host);
+        std::fs::write(&program, "#!/bin/sh\n\"$@\"\n").expect("write the stand-in host");
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let bin = loopx_bin().parent().expect("the binary's directory").to_path_buf();
+        let path = std::env::join_paths(
+            std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+        )
+        .expect("PATH");
+        let out =
+            self.environment(Command::new(&program)).env("PATH", path).args(["sh", "-c", line]).output();
+        Run::from(out.expect("run the stand-in host"))
     }
 
     pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {

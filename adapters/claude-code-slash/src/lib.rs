@@ -12,9 +12,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use loopx_core::host::{
-    AdapterCapabilities, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample, HostAdapter,
-    HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec, MARKER,
-    ManagedFile, ToolEnv, unsupported_features,
+    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample,
+    HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec,
+    MARKER, ManagedFile, ToolEnv, unsupported_features,
 };
 use loopx_core::{AgentType, Error, Result};
 use loopx_host_claude_code::{self as cc, HookEvent, Paths};
@@ -100,6 +100,9 @@ impl HostAdapter for ClaudeCodeSlash {
     }
     fn tool_env(&self) -> Option<ToolEnv> {
         Some(ToolEnv { marker: cc::TOOL_ENV_MARKER, session: Some(cc::SESSION_ID_ENV) })
+    }
+    fn agent_process(&self) -> Option<AgentProcess> {
+        Some(AgentProcess { programs: cc::AGENT_PROGRAMS, packages: &[cc::NPM_PACKAGE] })
     }
     fn detect(&self) -> Detection {
         cc::detect()

@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::host::{
-    AdapterCapabilities, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample, HostAdapter,
-    HostAnswer, HostEvent, HostPath, HostPrompt, InstallEnv, InstallOptions, InstallScope, InstallSpec,
-    MARKER, ManagedFile, McpClient, PromptRequest, ToolEnv, unsupported_features,
+    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample,
+    HostAdapter, HostAnswer, HostEvent, HostPath, HostPrompt, InstallEnv, InstallOptions, InstallScope,
+    InstallSpec, MARKER, ManagedFile, McpClient, PromptRequest, ToolEnv, unsupported_features,
 };
 use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, AgentType, Error, GoalId, Result};
@@ -176,8 +176,13 @@ impl HostAdapter for CodexHeartbeat {
     }
     fn capabilities(&self) -> AdapterCapabilities {
         AdapterCapabilities {
-            hook_points: vec![HookPoint::SessionStart, HookPoint::PromptSubmit, HookPoint::Stop],
-            features: vec![Feature::Hooks, Feature::TrustHooks, Feature::Mcp],
+            hook_points: vec![
+                HookPoint::SessionStart,
+                HookPoint::PromptSubmit,
+                HookPoint::Stop,
+                HookPoint::ToolGate,
+            ],
+            features: vec![Feature::Hooks, Feature::Harden, Feature::TrustHooks, Feature::Mcp],
             scopes: vec![InstallScope::Project, InstallScope::User],
             mcp: true,
             scheduler_rrule: true,
@@ -200,6 +205,9 @@ impl HostAdapter for CodexHeartbeat {
     fn tool_env(&self) -> Option<ToolEnv> {
         Some(ToolEnv { marker: cx::THREAD_ENV, session: Some(cx::THREAD_ENV) })
     }
+    fn agent_process(&self) -> Option<AgentProcess> {
+        Some(AgentProcess { programs: cx::AGENT_PROGRAMS, packages: &[cx::NPM_PACKAGE] })
+    }
     fn mcp_client(&self) -> Option<McpClient> {
         Some(McpClient { name: cx::MCP_CLIENT_NAME, session_meta: cx::MCP_SESSION_META })
     }
@@ -217,7 +225,12 @@ impl HostAdapter for CodexHeartbeat {
         let mut checks = Vec::new();
         let user_config = HostPath::host_home("config.toml").ok();
         let config = user_config.as_ref().and_then(|p| (env.read)(p)).unwrap_or_default();
-        if opts.has(Feature::Hooks) {
+        if opts.has(Feature::Hooks) || opts.has(Feature::Harden) {
+            let fix = format!(
+                "loopx host install codex{}{} --trust-hooks",
+                if opts.has(Feature::Hooks) { " --with-hooks" } else { "" },
+                if opts.has(Feature::Harden) { " --harden" } else { "" }
+            );
             let trusted = InstallOptions {
                 features: opts.features.iter().copied().chain([Feature::TrustHooks]).collect(),
                 ..opts.clone()
@@ -242,12 +255,14 @@ impl HostAdapter for CodexHeartbeat {
                     if ok {
                         "trusted".to_owned()
                     } else {
-                        "untrusted: Codex skips it silently; fix with: loopx host install codex --with-hooks --trust-hooks (or trust it in Codex's /hooks)".to_owned()
+                        format!("untrusted: Codex skips it silently; fix with: {fix} (or trust it in Codex's /hooks)")
                     },
                 ));
             }
         }
-        if opts.scope == InstallScope::Project && (opts.has(Feature::Hooks) || opts.has(Feature::Mcp)) {
+        if opts.scope == InstallScope::Project
+            && (opts.has(Feature::Hooks) || opts.has(Feature::Harden) || opts.has(Feature::Mcp))
+        {
             let header = format!("[projects.{}]", json!(env.roots.project.display().to_string()));
             let ok = config
                 .lines()
@@ -314,9 +329,9 @@ impl HostAdapter for CodexHeartbeat {
 
     fn install_plan(&self, opts: &InstallOptions, env: &InstallEnv<'_>) -> Result<InstallSpec> {
         unsupported_features(self, opts)?;
-        if opts.has(Feature::TrustHooks) && !opts.has(Feature::Hooks) {
-            return Err(Error::usage("--trust-hooks trusts the hooks --with-hooks installs")
-                .with_hint("loopx host install codex --with-hooks --trust-hooks"));
+        if opts.has(Feature::TrustHooks) && !opts.has(Feature::Hooks) && !opts.has(Feature::Harden) {
+            return Err(Error::usage("--trust-hooks trusts the hooks --with-hooks and --harden install")
+                .with_hint("loopx host install codex --with-hooks --harden --trust-hooks"));
         }
         let p = paths(opts.scope)?;
         let mut files = vec![
@@ -327,11 +342,18 @@ impl HostAdapter for CodexHeartbeat {
             },
         ];
         let mut config = Vec::new();
-        if opts.has(Feature::Hooks) {
+        // The loop's hooks come with --with-hooks, the tool gate with --harden.
+        let events: Vec<HookEvent> = HookEvent::ALL
+            .into_iter()
+            .filter(|e| {
+                if *e == HookEvent::PreToolUse { opts.has(Feature::Harden) } else { opts.has(Feature::Hooks) }
+            })
+            .collect();
+        if !events.is_empty() {
             let current = (env.read)(&p.hooks);
             let source = env.roots.abs(&p.hooks);
             let mut groups = Vec::new();
-            for event in HookEvent::ALL {
+            for event in events {
                 let (command, group) = hook_group(opts, event);
                 if opts.has(Feature::TrustHooks) {
                     let key =
@@ -368,6 +390,7 @@ impl HostAdapter for CodexHeartbeat {
             HookEvent::SessionStart => HookPoint::SessionStart,
             HookEvent::UserPromptSubmit => HookPoint::PromptSubmit,
             HookEvent::Stop => HookPoint::Stop,
+            HookEvent::PreToolUse => HookPoint::ToolGate,
         })
     }
     fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
@@ -421,6 +444,7 @@ fn event_for(point: HookPoint) -> Result<HookEvent> {
         HookPoint::SessionStart => Ok(HookEvent::SessionStart),
         HookPoint::PromptSubmit => Ok(HookEvent::UserPromptSubmit),
         HookPoint::Stop => Ok(HookEvent::Stop),
+        HookPoint::ToolGate => Ok(HookEvent::PreToolUse),
         other => Err(Error::usage(format!("Codex has no {other:?} hook loopx answers"))),
     }
 }

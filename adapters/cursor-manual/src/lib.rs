@@ -16,9 +16,9 @@ use serde_json::json;
 
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::host::{
-    AdapterCapabilities, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample, HostAdapter,
-    HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec, MARKER,
-    ManagedFile, ToolEnv, unsupported_features,
+    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample,
+    HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec,
+    MARKER, ManagedFile, ToolEnv, unsupported_features,
 };
 use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, AgentType, Error, Result};
@@ -132,6 +132,9 @@ impl HostAdapter for CursorManual {
     /// Cursor marks nothing in its shell's environment that loopx could tell a chat by.
     fn tool_env(&self) -> Option<ToolEnv> {
         None
+    }
+    fn agent_process(&self) -> Option<AgentProcess> {
+        Some(AgentProcess { programs: cu::AGENT_PROGRAMS, packages: &[] })
     }
     fn loopx_command(&self, this_binary: &str) -> String {
         // Cursor starts hooks and servers from the editor, whose PATH may not be the shell's.

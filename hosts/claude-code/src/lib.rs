@@ -44,6 +44,11 @@ pub const TOOL_ENV_MARKER: &str = "CLAUDECODE";
 /// The session id, in the same processes; equal to hook stdin's `session_id`.
 pub const SESSION_ID_ENV: &str = "CLAUDE_CODE_SESSION_ID";
 
+/// The agent's own process: the native `claude` binary (`claude.exe` in the npm package), or
+/// `node` running the package's script in older releases.
+pub const AGENT_PROGRAMS: &[&str] = &["claude", "claude.exe"];
+pub const NPM_PACKAGE: &str = "@anthropic-ai/claude-code";
+
 /// How the model sees an MCP server's tools: `mcp__<server>__<tool>`.
 pub fn mcp_tool(server: &str, tool: &str) -> String {
     format!("mcp__{server}__{tool}")
@@ -195,8 +200,10 @@ pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
             HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
         }
         HookEvent::PreToolUse => {
-            let tool = input.tool_name.clone().unwrap_or_default();
-            HostEventKind::ToolCall { effect: tool_effect(&tool, input.tool_input.as_ref()), tool }
+            let tool = input.tool_name.clone().filter(|t| !t.is_empty()).ok_or_else(|| {
+                Error::usage("a PreToolUse hook input names no tool_name").with_hint(HOOK_HINT)
+            })?;
+            HostEventKind::ToolCall { effect: tool_effect(&tool, input.tool_input.as_ref())?, tool }
         }
         HookEvent::Stop => HostEventKind::Stop,
         HookEvent::StatusLine => HostEventKind::StatusLine,
@@ -234,10 +241,12 @@ pub fn fail_open(message: &str) -> HostAnswer {
     HostAnswer { stdout: String::new(), stderr: message.to_owned(), exit_code: 1 }
 }
 
-/// Classifies a tool call from `tool_name` and `tool_input`.
-pub fn tool_effect(name: &str, input: Option<&Value>) -> ToolEffect {
-    let field = |k: &str| input.and_then(|v| v.get(k)).and_then(Value::as_str).map(str::to_owned);
-    match name {
+/// Classifies a tool call from `tool_name` and `tool_input`. An input that is not an object, or
+/// lacks the path or command the tool acts on, is an error: the gate denies what it cannot read.
+pub fn tool_effect(name: &str, input: Option<&Value>) -> Result<ToolEffect> {
+    let field = |k: &str| loopx_core::host::tool_input_str(name, input, k);
+    loopx_core::host::tool_input(name, input)?;
+    Ok(match name {
         "Read"
         | "Glob"
         | "Grep"
@@ -250,13 +259,13 @@ pub fn tool_effect(name: &str, input: Option<&Value>) -> ToolEffect {
         | "BashOutput"
         | "ListMcpResourcesTool"
         | "ReadMcpResourceTool" => ToolEffect::ReadOnly,
-        "Write" | "Edit" | "MultiEdit" => ToolEffect::Edits(field("file_path").into_iter().collect()),
-        "NotebookEdit" => ToolEffect::Edits(field("notebook_path").into_iter().collect()),
-        "Bash" => ToolEffect::Shell(field("command").unwrap_or_default()),
+        "Write" | "Edit" | "MultiEdit" => ToolEffect::Edits(vec![field("file_path")?]),
+        "NotebookEdit" => ToolEffect::Edits(vec![field("notebook_path")?]),
+        "Bash" => ToolEffect::Shell(field("command")?),
         // loopx's own tools are governed by the kernel itself.
         n if n.starts_with("mcp__loopx__") => ToolEffect::ReadOnly,
         _ => ToolEffect::Other,
-    }
+    })
 }
 
 /// Where Claude Code keeps the files loopx installs, relative to the scope's base (the
@@ -456,14 +465,24 @@ mod tests {
     #[test]
     fn tools_are_classified() {
         let v = |s: &str| serde_json::from_str::<Value>(s).unwrap();
-        assert_eq!(tool_effect("Read", Some(&v(r#"{"file_path":"a"}"#))), ToolEffect::ReadOnly);
-        assert_eq!(
-            tool_effect("Edit", Some(&v(r#"{"file_path":"src/a.rs"}"#))),
-            ToolEffect::Edits(vec!["src/a.rs".into()])
-        );
-        assert_eq!(tool_effect("Bash", Some(&v(r#"{"command":"ls"}"#))), ToolEffect::Shell("ls".into()));
-        assert_eq!(tool_effect("mcp__other__x", None), ToolEffect::Other);
-        assert_eq!(tool_effect("mcp__loopx__status", None), ToolEffect::ReadOnly);
+        let effect = |tool: &str, input: &str| tool_effect(tool, Some(&v(input))).unwrap();
+        assert_eq!(effect("Read", r#"{"file_path":"a"}"#), ToolEffect::ReadOnly);
+        assert_eq!(effect("Edit", r#"{"file_path":"src/a.rs"}"#), ToolEffect::Edits(vec!["src/a.rs".into()]));
+        assert_eq!(effect("Bash", r#"{"command":"ls"}"#), ToolEffect::Shell("ls".into()));
+        assert_eq!(effect("mcp__other__x", "{}"), ToolEffect::Other);
+        assert_eq!(effect("mcp__loopx__status", "{}"), ToolEffect::ReadOnly);
+        // What the gate cannot read is an error, which it answers with a denial.
+        for (tool, input) in [
+            ("Write", r#""/p/.loopx/goals/main/snapshot.json""#),
+            ("Write", r#"{"file_path": ["a"]}"#),
+            ("Edit", "{}"),
+            ("Bash", r#"{"cmd": "loopx goal stop"}"#),
+            ("Bash", "null"),
+            ("Read", "[1]"),
+        ] {
+            assert!(tool_effect(tool, Some(&v(input))).is_err(), "{tool} {input}");
+        }
+        assert!(tool_effect("Bash", None).is_err());
     }
 
     #[test]

@@ -44,6 +44,11 @@ pub const HOME_ENV: &str = "CODEX_HOME";
 /// Set in the environment of the commands the model runs (its shell tool), to the session id.
 pub const THREAD_ENV: &str = "CODEX_THREAD_ID";
 
+/// The agent's own process: the native `codex` binary, started by `node` running the npm
+/// package's `bin/codex.js`.
+pub const AGENT_PROGRAMS: &[&str] = &["codex"];
+pub const NPM_PACKAGE: &str = "@openai/codex";
+
 /// The MCP client's `clientInfo.name`, and the `_meta` key that names the session.
 pub const MCP_CLIENT_NAME: &str = "codex-mcp-client";
 pub const MCP_SESSION_META: &str = "threadId";
@@ -67,10 +72,14 @@ pub enum HookEvent {
     SessionStart,
     UserPromptSubmit,
     Stop,
+    /// Before a tool runs (`--harden`): `tool_name`, `tool_input`; denied with
+    /// `hookSpecificOutput.permissionDecision = "deny"` and a non-empty reason.
+    PreToolUse,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 3] = [HookEvent::SessionStart, HookEvent::UserPromptSubmit, HookEvent::Stop];
+    pub const ALL: [HookEvent; 4] =
+        [HookEvent::SessionStart, HookEvent::UserPromptSubmit, HookEvent::Stop, HookEvent::PreToolUse];
 
     /// The event's name in `hooks.json` and on stdin.
     pub fn host_name(self) -> &'static str {
@@ -78,6 +87,7 @@ impl HookEvent {
             HookEvent::SessionStart => "SessionStart",
             HookEvent::UserPromptSubmit => "UserPromptSubmit",
             HookEvent::Stop => "Stop",
+            HookEvent::PreToolUse => "PreToolUse",
         }
     }
 
@@ -87,6 +97,7 @@ impl HookEvent {
             HookEvent::SessionStart => "session_start",
             HookEvent::UserPromptSubmit => "user_prompt_submit",
             HookEvent::Stop => "stop",
+            HookEvent::PreToolUse => "pre_tool_use",
         }
     }
 
@@ -96,6 +107,7 @@ impl HookEvent {
             HookEvent::SessionStart => "session-start",
             HookEvent::UserPromptSubmit => "user-prompt-submit",
             HookEvent::Stop => "stop",
+            HookEvent::PreToolUse => "pre-tool-use",
         }
     }
 }
@@ -122,6 +134,8 @@ pub struct HookInput {
     pub prompt: Option<String>,
     pub stop_hook_active: bool,
     pub last_assistant_message: Option<String>,
+    pub tool_name: Option<String>,
+    pub tool_input: Option<Value>,
 }
 
 /// Longest hook stdin accepted.
@@ -156,6 +170,12 @@ pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
             HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
         }
         HookEvent::Stop => HostEventKind::Stop,
+        HookEvent::PreToolUse => {
+            let tool = input.tool_name.clone().filter(|t| !t.is_empty()).ok_or_else(|| {
+                Error::usage("a PreToolUse hook input names no tool_name").with_hint(HOOK_HINT)
+            })?;
+            HostEventKind::ToolCall { effect: tool_effect(&tool, input.tool_input.as_ref())?, tool }
+        }
     };
     Ok(HostEvent { session: input.session_id.clone(), cwd: input.cwd.as_deref().map(PathBuf::from), kind })
 }
@@ -174,6 +194,15 @@ pub fn encode(event: HookEvent, reply: &HookReply) -> HostAnswer {
             json!({"hookSpecificOutput": {"hookEventName": event.host_name(), "additionalContext": text}})
                 .to_string(),
         ),
+        // Codex refuses an empty reason; "allow" and "ask" it does not support: passing is
+        // saying nothing.
+        (HookEvent::PreToolUse, HookReply::Deny(reason)) => {
+            let reason = if reason.trim().is_empty() { "loopx denies this tool call" } else { reason };
+            answer(
+                json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}})
+                    .to_string(),
+            )
+        }
         _ => answer(String::new()),
     }
 }
@@ -203,6 +232,11 @@ pub fn check_answer(event: Option<HookEvent>, a: &HostAnswer) -> Result<()> {
     let ok = match event {
         Some(HookEvent::Stop) => {
             v["decision"] == "block" && v["reason"].as_str().is_some_and(|r| !r.is_empty())
+        }
+        Some(HookEvent::PreToolUse) => {
+            out["hookEventName"] == "PreToolUse"
+                && out["permissionDecision"] == "deny"
+                && out["permissionDecisionReason"].as_str().is_some_and(|r| !r.trim().is_empty())
         }
         Some(e) => out["hookEventName"] == e.host_name() && out["additionalContext"].is_string(),
         None => false,
@@ -246,19 +280,40 @@ pub fn detect() -> Detection {
     Detection { path, version }
 }
 
-/// Codex's shell tool, as far as a gate cares (for hosts that gate tools).
-pub fn tool_effect(name: &str, input: Option<&Value>) -> ToolEffect {
-    match name {
-        "exec_command" | "shell" => ToolEffect::Shell(
-            input
-                .and_then(|v| v.get("cmd").or_else(|| v.get("command")))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned(),
-        ),
-        "view_image" | "get_goal" | "web_search" | "request_user_input" => ToolEffect::ReadOnly,
+/// Classifies a `PreToolUse` call: the shell tool is `Bash` with `tool_input.command`, a patch
+/// is `apply_patch` with the patch in `tool_input.command`, an MCP tool is `mcp__<server>__<tool>`.
+/// An input that is not an object, or lacks the command, is an error: the gate denies it.
+pub fn tool_effect(name: &str, input: Option<&Value>) -> Result<ToolEffect> {
+    let command = || loopx_core::host::tool_input_str(name, input, "command");
+    loopx_core::host::tool_input(name, input)?;
+    Ok(match name {
+        "Bash" => ToolEffect::Shell(command()?),
+        "apply_patch" => {
+            let paths = patch_paths(&command()?);
+            if paths.is_empty() {
+                return Err(Error::usage("an apply_patch call names no file loopx can read").with_hint(
+                    "a patch names each file: *** Add File:, *** Update File:, *** Delete File:",
+                ));
+            }
+            ToolEffect::Edits(paths)
+        }
+        "view_image" | "get_goal" | "web_search" | "request_user_input" | "update_plan" => {
+            ToolEffect::ReadOnly
+        }
+        // loopx's own tools are governed by the kernel itself.
+        n if n.starts_with("mcp__loopx__") => ToolEffect::ReadOnly,
         _ => ToolEffect::Other,
-    }
+    })
+}
+
+/// The files a Codex patch adds, changes, deletes or moves to.
+pub fn patch_paths(patch: &str) -> Vec<String> {
+    const HEADS: [&str; 4] = ["*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "];
+    patch
+        .lines()
+        .filter_map(|l| HEADS.iter().find_map(|h| l.strip_prefix(h)))
+        .map(|p| p.trim().to_owned())
+        .collect()
 }
 
 /// Fixture stdin for every event, as Codex 0.169 sends it.
@@ -297,6 +352,28 @@ pub fn samples() -> Vec<HookSample> {
                 json!({"turn_id": "01a22c26-c850-7080-b2e8-065af11c7016", "stop_hook_active": false, "last_assistant_message": "done"}),
             ),
             expected: ev(HostEventKind::Stop),
+        },
+        HookSample {
+            event: "pre-tool-use",
+            stdin: with(
+                "PreToolUse",
+                json!({"turn_id": "01a22c26-c850", "tool_name": "Bash", "tool_input": {"command": "cargo test"}, "tool_use_id": "call_1"}),
+            ),
+            expected: ev(HostEventKind::ToolCall {
+                tool: "Bash".to_owned(),
+                effect: ToolEffect::Shell("cargo test".to_owned()),
+            }),
+        },
+        HookSample {
+            event: "pre-tool-use",
+            stdin: with(
+                "PreToolUse",
+                json!({"turn_id": "01a22c26-c850", "tool_name": "apply_patch", "tool_input": {"command": "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-a\n+b\n*** End Patch\n"}, "tool_use_id": "call_2"}),
+            ),
+            expected: ev(HostEventKind::ToolCall {
+                tool: "apply_patch".to_owned(),
+                effect: ToolEffect::Edits(vec!["src/a.rs".to_owned()]),
+            }),
         },
     ]
 }

@@ -36,6 +36,10 @@ pub const HOST: &str = "cursor";
 /// Cursor's configuration directory, in the project and under the home.
 pub const DIR: &str = ".cursor";
 
+/// Cursor's command-line agent. The editor's own processes are not an agent's: a person's
+/// terminal runs under them too.
+pub const AGENT_PROGRAMS: &[&str] = &["cursor-agent"];
+
 /// The hook events loopx answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HookEvent {
