@@ -140,6 +140,9 @@ pub enum Command {
     /// Where the project keeps its state, and moving it (to a shared PostgreSQL database, or back)
     #[command(subcommand)]
     Store(StoreCommand),
+    /// The commands loopx runs for the goal (validations, command gates, the notify command): who wrote each, and approving one
+    #[command(name = "command", subcommand)]
+    Commands(CommandsCommand),
     /// Join the goal as this host session's own agent (run by the agent, from its shell tool)
     Join(JoinArgs),
     /// The prompt to paste into a host surface: a Codex App heartbeat, a Codex CLI /goal
@@ -1033,6 +1036,31 @@ pub enum ProjectsCommand {
     },
     /// The indexed projects, and whether each opens
     List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CommandsCommand {
+    /// Every command the goal names, its argv quoted exactly, who wrote it, and whether this machine runs it
+    List,
+    /// Approve one command (exactly as it is now) for this project on this machine: a person's decision
+    #[command(
+        after_help = "A command a person writes on this machine runs for anyone; one an agent writes runs only         in that agent's own context (its completion, its should-run); one that came with the project (a cloned         .loopx/) runs for nobody. Approving it lets loopx run it for everyone, in this project, on this machine.         A changed command is another command: it needs approving again."
+    )]
+    Approve(ApproveArgs),
+}
+
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct ApproveArgs {
+    /// The validation command of this todo
+    #[arg(long, value_name = "ID")]
+    pub todo_id: Option<String>,
+    /// The check of this command gate
+    #[arg(long, value_name = "ID")]
+    pub gate_id: Option<String>,
+    /// The goal's notify command
+    #[arg(long)]
+    pub notify: bool,
 }
 
 #[derive(Debug, Subcommand)]

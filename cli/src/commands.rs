@@ -144,6 +144,7 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
             let text: String = steps.iter().enumerate().map(|(i, s)| format!("{}. {s}\n", i + 1)).collect();
             Rendered::new(&serde_json::json!({"agent_type": t, "host": host, "steps": steps}), text)
         }
+        Command::Commands(c) => crate::approve::run(cli, env, reporter, c).await,
         Command::Store(s) => crate::store::run(
             s,
             &project_root(cli, env)?,
@@ -400,6 +401,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
         | Command::Hook(_)
         | Command::Host(_)
         | Command::Store(_)
+        | Command::Commands(_)
         | Command::Projects(_) => Err(Error::internal("dispatched twice")),
         Command::HeartbeatPrompt(a) => {
             let (adapter, surface) = crate::registry::surface(&a.host)?;
@@ -951,7 +953,12 @@ async fn gate(cli: &Cli, k: &DynKernel, cmd: &GateCommand, style: Style) -> Resu
         }
         GateCommand::Poll { gate_id } => {
             let only = gate_id.as_deref().map(str::parse).transpose()?;
-            let p = k.poll_gates(goal_arg(cli)?.as_ref(), only).await?;
+            let ctx = CommandContext {
+                goal: goal_arg(cli)?,
+                session: cli.session.clone(),
+                ..CommandContext::default()
+            };
+            let p = k.poll_gates(&ctx, only).await?;
             Rendered::new(&p, text::gate_poll(&p))
         }
         GateCommand::List { all } => {

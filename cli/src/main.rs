@@ -2,6 +2,7 @@
 //! kernel, prints, and chooses the exit code.
 
 use loopx_cli::args;
+mod approve;
 mod commands;
 mod demo;
 mod drive;
@@ -130,6 +131,7 @@ fn gate_runtime() -> Result<loopx_kernel::gates::GateRuntime, Error> {
         pulls: Some(Arc::new(github)),
         notifier: Some(Arc::new(notify)),
         poll_on_should_run: true,
+        commands: Some(projects::config_file("commands.json")?),
     })
 }
 

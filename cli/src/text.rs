@@ -311,7 +311,7 @@ pub fn todo_detail(d: &TodoDetail, style: Style) -> String {
         let _ = writeln!(
             out,
             "validation: {} (loopx runs it, up to {} s, and completes the todo only if it exits 0)",
-            one(&v.argv.join(" ")),
+            one(&shell_words::join(&v.argv)),
             v.timeout_secs
         );
     }

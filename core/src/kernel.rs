@@ -602,8 +602,9 @@ pub trait Kernel: Send + Sync {
     async fn cancel_handoff(&self, ctx: &CommandContext, req: CancelHandoff) -> Result<Receipt<HandoffBody>>;
     /// Checks the gates loopx answers itself that are due (or `only`, due or not, but never
     /// twice in a minute), records what it saw and the answers it gives, and tells the person
-    /// about their open gates (once, and one reminder).
-    async fn poll_gates(&self, goal: Option<&GoalId>, only: Option<GateId>) -> Result<GatePoll>;
+    /// about their open gates (once, and one reminder). A command gate's check runs for the
+    /// context's actor: an agent's command only for that agent, until a person approves it.
+    async fn poll_gates(&self, ctx: &CommandContext, only: Option<GateId>) -> Result<GatePoll>;
     /// Pending handoffs, or every handoff with `all`.
     async fn list_handoffs(&self, goal: Option<&GoalId>, all: bool) -> Result<HandoffList>;
     /// `loopx drive`'s lease on the acting agent: start it (refused while another driver's

@@ -681,7 +681,7 @@ impl GateKind {
         match self {
             GateKind::Person => "a person's answer".to_owned(),
             GateKind::Timer { until } => format!("the time {until}"),
-            GateKind::Command { argv, .. } => format!("`{}` to exit 0", argv.join(" ")),
+            GateKind::Command { argv, .. } => format!("`{}` to exit 0", shell_words::join(argv)),
             GateKind::Ci { pr, required, .. } if required.is_empty() => {
                 format!("every check of {pr}'s head commit to pass")
             }

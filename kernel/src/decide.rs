@@ -521,7 +521,7 @@ pub fn answer(
         text: short(&t.text, 400),
         priority: t.priority,
         claim_required: d.claim_required,
-        validation: t.validation.as_ref().map(|v| v.argv.join(" ")),
+        validation: t.validation.as_ref().map(|v| shell_words::join(&v.argv)),
     });
     let scheduler = scheduler_hint(state, agent, d, profile, now);
     let next = next_steps(state, agent, d, now);

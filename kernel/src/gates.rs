@@ -31,6 +31,10 @@ pub struct GateRuntime {
     /// `should-run` checks due gates itself (command gates included) before it decides.
     /// Without it (in hooks, which must answer fast), it only closes timers that are due.
     pub poll_on_should_run: bool,
+    /// This machine's record of the commands its person lets loopx run (`commands.json`, see
+    /// [`crate::approvals`]): validation commands, command gates and the notify command run
+    /// only as it allows. Without it (tests, simulations), every command the log names runs.
+    pub commands: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for GateRuntime {
@@ -345,6 +349,7 @@ impl<S: Store> StateKernel<S> {
         goal: &GoalId,
         only: Option<GateId>,
         timers_only: bool,
+        runner: &str,
     ) -> Result<GatePoll> {
         let s = self.store().read(goal)?;
         let now = self.store().clock().now();
@@ -375,8 +380,18 @@ impl<S: Store> StateKernel<S> {
             None => due(&s, now, runtime, timers_only),
         };
         let mut checked = Vec::new();
+        let mut withheld = Vec::new();
         for id in ids {
             let Some(g) = s.gate(id).cloned() else { continue };
+            if let GateKind::Command { argv, .. } = &g.kind
+                && let Some(why) = self.withheld(argv, &g.asked_by, runner)?
+            {
+                withheld.push(format!(
+                    "gate {id}'s check `{}` is not run for {runner}: {why} (loopx command approve --gate-id {id})",
+                    shell_words::join(argv)
+                ));
+                continue;
+            }
             let (proposal, unknown) = self.observe(&g, now).await;
             let now = self.store().clock().now();
             self.store().transact(goal, &mut |txn| {
@@ -396,6 +411,9 @@ impl<S: Store> StateKernel<S> {
         }
         let notified = self.send_notices(goal).await?;
         let s = self.store().read(goal)?;
+        if !withheld.is_empty() {
+            skipped = Some(skipped.into_iter().chain(withheld).collect::<Vec<_>>().join("; "));
+        }
         Ok(GatePoll {
             goal_id: goal.clone(),
             checked: checked.iter().filter_map(|id| s.gate(*id).cloned()).collect(),
@@ -436,7 +454,21 @@ impl<S: Store> StateKernel<S> {
     pub(crate) async fn send_notices(&self, goal: &GoalId) -> Result<Vec<NoticeResult>> {
         let Some(notifier) = self.gates.notifier.clone() else { return Ok(Vec::new()) };
         let s = self.store().read(goal)?;
-        let Some(policy) = s.goal.notify.clone() else { return Ok(Vec::new()) };
+        let Some(mut policy) = s.goal.notify.clone() else { return Ok(Vec::new()) };
+        // The notify command is a person's; one this machine's person never wrote or approved
+        // (it came with the project) is left out until they do.
+        if let Some(argv) = &policy.command
+            && let Some(why) = self.withheld(argv, "user", "user")?
+        {
+            self.store().reporter().warn(&format!(
+                "the notify command `{}` is not run: {why} (loopx command approve --notify)",
+                shell_words::join(argv)
+            ));
+            policy.command = None;
+            if policy.webhook.is_none() {
+                return Ok(Vec::new());
+            }
+        }
         let now = self.store().clock().now();
         let channel = channels(&policy);
         let mut out = Vec::new();

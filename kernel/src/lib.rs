@@ -3,6 +3,7 @@
 //! the [`loopx_core::kernel::Kernel`] command surface over any [`Store`] ([`StateKernel`]):
 //! the file store ([`FileKernel`]) and the in-memory one ([`MemKernel`]).
 
+pub mod approvals;
 pub mod decide;
 pub mod doctor;
 pub mod drive;

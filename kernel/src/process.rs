@@ -175,7 +175,7 @@ impl ProcessProvider {
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child = cmd.spawn().map_err(|e| {
-            Error::refused(format!("cannot run the validation command `{}`: {e}", argv.join(" ")))
+            Error::refused(format!("cannot run the validation command `{}`: {e}", shell_words::join(argv)))
                 .with_hint("check that the program exists and is on PATH")
         })?;
         let out = child.stdout.take().map(drain);
@@ -247,9 +247,9 @@ pub fn command_evidence(observation: &Observation) -> Option<EvidenceDraft> {
     Some(EvidenceDraft {
         kind: EvidenceKind::Command,
         summary: match exit_code {
-            Some(0) => format!("validation `{}` passed in {duration_ms} ms", argv.join(" ")),
-            Some(c) => format!("validation `{}` failed with exit code {c}", argv.join(" ")),
-            None => format!("validation `{}` was killed after {duration_ms} ms", argv.join(" ")),
+            Some(0) => format!("validation `{}` passed in {duration_ms} ms", shell_words::join(argv)),
+            Some(c) => format!("validation `{}` failed with exit code {c}", shell_words::join(argv)),
+            None => format!("validation `{}` was killed after {duration_ms} ms", shell_words::join(argv)),
         },
         command: Some(argv.clone()),
         exit_code: *exit_code,

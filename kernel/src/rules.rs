@@ -609,7 +609,7 @@ pub fn complete(
             return Err(Error::refused(format!(
                 "todo {} completes only when loopx has run its validation `{}` and it passed",
                 req.todo,
-                v.argv.join(" ")
+                shell_words::join(&v.argv)
             )));
         }
         (_, Some(draft)) => evidence.push(evidence_from_draft(state, "loopx", req.todo, draft, now, 0)),

@@ -82,6 +82,69 @@ impl<S: Store> StateKernel<S> {
         self
     }
 
+    /// This machine's record of the project's commands, when the runtime keeps one.
+    fn approvals(&self) -> Option<crate::approvals::Approvals> {
+        self.gates.commands.as_ref().map(|f| crate::approvals::Approvals::new(f.clone(), self.store.root()))
+    }
+
+    /// Why `argv`, written by `author`, may not run for `runner` now, if it may not.
+    pub(crate) fn withheld(&self, argv: &[String], author: &str, runner: &str) -> Result<Option<String>> {
+        match self.approvals() {
+            None => Ok(None),
+            Some(a) => Ok(a.may_run(argv, author, runner)?.map(|w| w.why)),
+        }
+    }
+
+    /// The commands the goal names that loopx may run: open todos' validations, open command
+    /// gates' checks, the notify command; each with its author and this machine's record.
+    pub fn commands(&self, goal: Option<&GoalId>) -> Result<Vec<crate::approvals::GoalCommand>> {
+        use loopx_core::model::GateKind;
+        let s = self.read(goal)?;
+        let mut found: Vec<(String, Vec<String>, String)> = Vec::new();
+        for t in s.todos.iter().filter(|t| !t.status.is_closed()) {
+            if let Some(v) = &t.validation {
+                found.push((format!("todo {}", t.id), v.argv.clone(), t.created_by.clone()));
+            }
+        }
+        for g in s.gates.iter().filter(|g| g.status == loopx_core::model::GateStatus::Open) {
+            if let GateKind::Command { argv, .. } = &g.kind {
+                found.push((format!("gate {}", g.id), argv.clone(), g.asked_by.clone()));
+            }
+        }
+        if let Some(argv) = s.goal.notify.as_ref().and_then(|n| n.command.clone()) {
+            found.push(("notify".to_owned(), argv, "user".to_owned()));
+        }
+        let approvals = self.approvals();
+        found
+            .into_iter()
+            .map(|(at, argv, author)| {
+                let here = approvals.as_ref().map(|a| a.lookup(&argv)).transpose()?.flatten();
+                Ok(crate::approvals::GoalCommand { at, quoted: shell_words::join(&argv), argv, author, here })
+            })
+            .collect()
+    }
+
+    /// Records that this machine's person approves `argv` for the project; whether it was
+    /// not approved before. Refused where the runtime keeps no record.
+    pub fn approve_command(&self, argv: &[String]) -> Result<bool> {
+        let a = self.approvals().ok_or_else(|| Error::internal("no record of commands is kept here"))?;
+        a.approve(argv, self.now())
+    }
+
+    /// Notes that `by` wrote `argv` on this machine. The command is committed already: a
+    /// record that cannot be written only withholds it until a person approves it, and is said.
+    fn wrote_command(&self, argv: &[String], by: &str) {
+        if let Some(a) = self.approvals()
+            && let Err(e) = a.written(argv, by, self.now())
+        {
+            self.store.reporter().warn(&format!(
+                "could not record the command `{}` as written here ({}); it runs once a person approves it",
+                shell_words::join(argv),
+                e.message
+            ));
+        }
+    }
+
     /// The goal a command addresses: the one named, or the project's default.
     pub fn resolve_goal(&self, goal: Option<&GoalId>) -> Result<GoalId> {
         let project = self.store.project()?;
@@ -176,6 +239,17 @@ impl<S: Store> StateKernel<S> {
                 };
                 // Every other rule first, so a refused completion never runs the command.
                 rules::complete(state, &actor, req, Some(&placeholder), self.now())?;
+                let author = rules::find_todo(state, id)?.created_by.clone();
+                if let Some(why) = self.withheld(&v.argv, &author, actor.name())? {
+                    return Err(Error::refused(format!(
+                        "loopx does not run the validation command of {id} (`{}`) for {}: {why}",
+                        shell_words::join(&v.argv),
+                        actor.name()
+                    ))
+                    .with_hint(format!(
+                        "a person who trusts it approves it: loopx command approve --todo-id {id} (loopx command list shows every command)"
+                    )));
+                }
                 let observation =
                     ProcessProvider.run(&v.argv, self.store.root(), Duration::from_secs(v.timeout_secs))?;
                 match CommandPassed.validate(Subject::Todo(id), &observation) {
@@ -262,9 +336,10 @@ impl<S: Store> StateKernel<S> {
         Ok(())
     }
 
-    /// Polls due gates and notices before a decision; a failure is said, never fatal.
-    async fn poll_before_deciding(&self, goal: &GoalId) {
-        if let Err(e) = self.poll(goal, None, !self.gates.poll_on_should_run).await {
+    /// Polls due gates and notices before a decision (the checks run for `runner`, the agent
+    /// asking); a failure is said, never fatal.
+    async fn poll_before_deciding(&self, goal: &GoalId, runner: &str) {
+        if let Err(e) = self.poll(goal, None, !self.gates.poll_on_should_run, runner).await {
             self.store.reporter().warn(&format!("could not check the gates that are due: {}", e.message));
         }
     }
@@ -606,6 +681,11 @@ impl<S: Store> Kernel for StateKernel<S> {
             |s, _| rules::set_goal(s, &req),
             |s| self.goal_body(s),
         )?;
+        if let (Some(command), false) =
+            (receipt.body.goal.notify.as_ref().and_then(|n| n.command.as_ref()), receipt.replayed)
+        {
+            self.wrote_command(command, "user");
+        }
         if req.make_default {
             let id = receipt.goal_id.clone();
             let mut changed = false;
@@ -672,7 +752,7 @@ impl<S: Store> Kernel for StateKernel<S> {
             loopx_core::model::Role::Agent => Lane::Agent,
             loopx_core::model::Role::User => Lane::Person,
         };
-        self.mutate(
+        let receipt = self.mutate(
             ctx,
             "todo.add",
             &req,
@@ -686,7 +766,11 @@ impl<S: Store> Kernel for StateKernel<S> {
                     .map(|todo| TodoBody { todo })
                     .ok_or_else(|| Error::internal("no todo"))
             },
-        )
+        )?;
+        if let (Some(v), false) = (&receipt.body.todo.validation, receipt.replayed) {
+            self.wrote_command(&v.argv, &receipt.body.todo.created_by);
+        }
+        Ok(receipt)
     }
 
     async fn list_todos(&self, goal: Option<&GoalId>, filter: &TodoFilter) -> Result<TodoList> {
@@ -1060,9 +1144,12 @@ impl<S: Store> Kernel for StateKernel<S> {
         Ok(crate::drive::turn_view(&self.read(goal)?, agent, turn))
     }
 
-    async fn poll_gates(&self, goal: Option<&GoalId>, only: Option<loopx_core::GateId>) -> Result<GatePoll> {
-        let goal = self.resolve_goal(goal)?;
-        self.poll(&goal, only, false).await
+    async fn poll_gates(&self, ctx: &CommandContext, only: Option<loopx_core::GateId>) -> Result<GatePoll> {
+        let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        // Whoever cannot be named (a session that has not joined) runs only approved commands.
+        let runner = rules::resolve_actor(&self.store.read(&goal)?, ctx, Lane::Person)
+            .map_or_else(|_| "an unnamed agent".to_owned(), |a| a.name().to_owned());
+        self.poll(&goal, only, false, &runner).await
     }
 
     async fn doctor(&self, goal: Option<&GoalId>) -> Result<DoctorReport> {
@@ -1089,8 +1176,8 @@ impl<S: Store> Kernel for StateKernel<S> {
             let mut s = self.store.read(&goal)?;
             if self.poll_needed(&s, now) {
                 // A question that will be refused changes nothing: refuse it before checking.
-                decide::decide(&s, rules::session_agent(&s, ctx)?.as_ref(), now)?;
-                self.poll_before_deciding(&goal).await;
+                let (agent, _) = decide::decide(&s, rules::session_agent(&s, ctx)?.as_ref(), now)?;
+                self.poll_before_deciding(&goal, agent.as_ref().map_or("user", |a| a.as_str())).await;
                 (s, now) = (self.store.read(&goal)?, self.now());
             }
             let (agent, d) = decide::decide(&s, rules::session_agent(&s, ctx)?.as_ref(), now)?;
@@ -1101,19 +1188,18 @@ impl<S: Store> Kernel for StateKernel<S> {
         // Gates and notices due are handled first (outside the lock), once.
         let mut polled = false;
         loop {
-            let mut poll_first = false;
+            let mut poll_first = None;
             self.store.transact(&goal, &mut |txn| {
                 if !polled && self.poll_needed(&txn.state, now) {
-                    decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
-                    poll_first = true;
+                    let (agent, _) =
+                        decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
+                    poll_first = Some(agent.map_or_else(|| "user".to_owned(), |a| a.to_string()));
                     return Ok(());
                 }
                 self.decide_turn(txn, ctx, &turn, profile, now, &mut out)
             })?;
-            if !poll_first {
-                break;
-            }
-            self.poll_before_deciding(&goal).await;
+            let Some(runner) = poll_first else { break };
+            self.poll_before_deciding(&goal, &runner).await;
             (polled, now) = (true, self.now());
         }
         out.ok_or_else(|| Error::internal("should-run returned no answer"))
@@ -1121,6 +1207,11 @@ impl<S: Store> Kernel for StateKernel<S> {
 
     async fn ask_gate(&self, ctx: &CommandContext, req: AskGate) -> Result<Receipt<GateBody>> {
         let receipt = self.ask_gate_only(ctx, req)?;
+        if let (loopx_core::model::GateKind::Command { argv, .. }, false) =
+            (&receipt.body.gate.kind, receipt.replayed)
+        {
+            self.wrote_command(argv, &receipt.body.gate.asked_by);
+        }
         // The person is told at once (a failure is recorded, never fails the question).
         if receipt.body.gate.is_persons() && !receipt.replayed {
             let goal = receipt.goal_id.clone();

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
-use loopx_core::kernel::{AskGate, CreateGoal, Kernel};
+use loopx_core::kernel::{AskGate, CommandContext, CreateGoal, Kernel};
 use loopx_core::model::{GateBlocks, GateKind, GateStatus, PullRef};
 use loopx_core::{GateId, GoalId};
 use loopx_kernel::gates::GateRuntime;
@@ -61,8 +61,12 @@ async fn poll_once(server: &MockServer, deadline: Duration) -> loopx_core::model
     let (k, _) =
         FileKernel::init(dir.path(), Arc::new(SystemClock), Arc::new(Silent), StoreOptions::default())
             .unwrap();
-    let k =
-        k.with_gates(GateRuntime { pulls: Some(Arc::new(github)), notifier: None, poll_on_should_run: true });
+    let k = k.with_gates(GateRuntime {
+        pulls: Some(Arc::new(github)),
+        notifier: None,
+        poll_on_should_run: true,
+        commands: None,
+    });
     let goal = GoalId::new("main").unwrap();
     k.create_goal(CreateGoal { id: goal.clone(), objective: "ship".into(), title: None, make_default: true })
         .await
@@ -74,7 +78,7 @@ async fn poll_once(server: &MockServer, deadline: Duration) -> loopx_core::model
     };
     let ask = AskGate { question: "CI green".into(), blocks: GateBlocks::Goal, kind };
     k.ask_gate(&Default::default(), ask).await.unwrap();
-    let p = k.poll_gates(None, Some(GateId::from_number(1))).await.unwrap();
+    let p = k.poll_gates(&CommandContext::default(), Some(GateId::from_number(1))).await.unwrap();
     assert_eq!(p.checked.len(), 1, "{p:?}");
     p.checked[0].clone()
 }
@@ -244,8 +248,12 @@ fn the_github_provider_on_every_path_and_what_the_kernel_records() {
         let (k, _) =
             FileKernel::init(dir.path(), Arc::new(SystemClock), Arc::new(Silent), StoreOptions::default())
                 .unwrap();
-        let k =
-            k.with_gates(GateRuntime { pulls: Some(Arc::new(gh)), notifier: None, poll_on_should_run: true });
+        let k = k.with_gates(GateRuntime {
+            pulls: Some(Arc::new(gh)),
+            notifier: None,
+            poll_on_should_run: true,
+            commands: None,
+        });
         k.create_goal(CreateGoal {
             id: GoalId::new("main").unwrap(),
             objective: "x".into(),
@@ -261,9 +269,9 @@ fn the_github_provider_on_every_path_and_what_the_kernel_records() {
         )
         .await
         .unwrap();
-        let p = k.poll_gates(None, None).await.unwrap();
+        let p = k.poll_gates(&CommandContext::default(), None).await.unwrap();
         assert_eq!(p.checked[0].status, GateStatus::Approved, "{p:?}");
-        let again = k.poll_gates(None, Some(GateId::from_number(1))).await.unwrap();
+        let again = k.poll_gates(&CommandContext::default(), Some(GateId::from_number(1))).await.unwrap();
         assert!(again.checked.is_empty() && again.skipped.is_some(), "an approved gate is not checked again");
     });
 }
@@ -436,7 +444,7 @@ fn timer_and_command_gates_close_themselves() {
     let r = s.ok(&["gate", "poll", "--gate-id", "g2"]);
     assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
     assert!(
-        r.stdout.contains("g2 command open: check `sh -c sleep 301.25 & sleep 302.5` was killed"),
+        r.stdout.contains("g2 command open: check `sh -c 'sleep 301.25 & sleep 302.5'` was killed"),
         "{}",
         r.stdout
     );

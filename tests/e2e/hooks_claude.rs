@@ -207,6 +207,15 @@ fn garbage_and_corruption_fail_open_for_stop_and_closed_for_tools() {
     }
     let r = hook(&s, "pre-tool-use", &input(&s, "s1", json!({"tool_input": {"command": "ls"}})), &[]);
     assert!(denied(&r), "no tool_name: {}", r.stdout);
+    // A person's command however it is spelled, and the dashboard, which answers as the person.
+    for line in [
+        "unset CLAUDECODE; X=answer; loopx gate $X g1 --approve",
+        "env -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID loopx serve",
+        "python3 -c \"import os; os.system('loopx goal stop')\"",
+    ] {
+        let r = tool(&s, "unarmed", "Bash", json!({ "command": line }));
+        assert!(denied(&r) && r.stdout.contains("person's decision"), "{line}: {}", r.stdout);
+    }
     // A log edited by hand: the state cannot be trusted.
     let log = s.events_path("main");
     let text = std::fs::read_to_string(&log).unwrap().replacen("write the parser", "write the pArser", 1);

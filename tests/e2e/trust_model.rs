@@ -413,3 +413,92 @@ fn a_command_an_agent_started_is_the_agents_whatever_its_environment_says() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(actors(&s).last().unwrap(), &("gate_answered".to_owned(), "user".to_owned()));
 }
+
+#[test]
+fn an_agents_command_runs_for_nobody_else_until_a_person_approves_it() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    s.ok(&["agent", "register", "--agent-id", "a1", "--agent-type", "claude-code"]);
+    let ran = s.root.join("ran");
+    let check = format!("sh -c 'id > {}'", ran.display());
+    // An agent writes a todo for the person, with a check that would run in the person's shell.
+    s.ok(&[
+        "todo",
+        "add",
+        "--agent-id",
+        "a1",
+        "--role",
+        "user",
+        "--text",
+        "deploy",
+        "--validation-command",
+        &check,
+    ]);
+    let shown = s.ok(&["todo", "show", "--todo-id", "t1"]).stdout;
+    assert!(
+        shown.contains(&format!("validation: sh -c 'id > {}'", ran.display())),
+        "quoted exactly: {shown}"
+    );
+    let before = log_bytes(&s);
+    let r = s.fails(1, &["todo", "complete", "--agent-id", "user", "--todo-id", "t1", "--evidence", "done"]);
+    assert!(r.stderr.contains("written by agent a1"), "{}", r.stderr);
+    assert!(r.stderr.contains("loopx command approve --todo-id t1"), "{}", r.stderr);
+    assert!(!ran.exists(), "the agent's command never ran for the person");
+    assert_eq!(log_bytes(&s), before);
+    let list = s.ok(&["command", "list"]).stdout;
+    assert!(list.contains("todo t1: by agent a1, runs only for agent a1 until approved"), "{list}");
+    assert!(list.contains(&format!("  sh -c 'id > {}'", ran.display())), "{list}");
+    // Approving is a person's: not from an agent's session.
+    let r = run_in_session(&s, "s9", &["command", "approve", "--todo-id", "t1"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(s.json(&["command", "list"])["commands"][0]["here"]["approved_at"], Value::Null);
+    let approved = s.ok(&["command", "approve", "--todo-id", "t1"]).stdout;
+    assert!(approved.contains(&format!("sh -c 'id > {}'", ran.display())), "{approved}");
+    s.ok(&["todo", "complete", "--agent-id", "user", "--todo-id", "t1", "--evidence", "done"]);
+    assert!(ran.exists());
+
+    // In its own context, an agent's command runs: its completion, its should-run's checks.
+    let own = s.root.join("own");
+    let check = format!("touch {}", own.display());
+    s.ok(&["todo", "add", "--agent-id", "a1", "--text", "build", "--validation-command", &check]);
+    s.ok(&["todo", "claim", "--agent-id", "a1", "--todo-id", "t2"]);
+    s.ok(&["todo", "complete", "--agent-id", "a1", "--todo-id", "t2", "--evidence", "built"]);
+    assert!(own.exists());
+    let gate_ran = s.root.join("gate-ran");
+    let probe = format!("touch {}", gate_ran.display());
+    s.ok(&["gate", "ask", "--agent-id", "a1", "--kind", "command", "--check", &probe, "--blocks", "goal"]);
+    let poll = s.ok(&["gate", "poll"]).stdout;
+    assert!(poll.contains("loopx command approve --gate-id g1"), "{poll}");
+    assert!(!gate_ran.exists(), "a person's poll never runs the agent's check");
+    s.ok(&["quota", "should-run", "--agent-id", "a1"]);
+    assert!(gate_ran.exists(), "the agent's own should-run does");
+}
+
+#[test]
+fn a_cloned_project_runs_none_of_its_commands_until_approved() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    let marker = s.home.join("notified");
+    let notify = format!("touch {}", marker.display());
+    s.ok(&["goal", "set", "--notify-command", &notify]);
+    s.ok(&["todo", "add", "--text", "ship", "--validation-command", "true"]);
+    // The same .loopx/, in another directory: a repository someone else committed it to.
+    let clone = s.root.parent().unwrap().join("clone");
+    let copied = std::process::Command::new("cp").arg("-r").arg(&s.root).arg(&clone).status().unwrap();
+    assert!(copied.success());
+    let r = s
+        .run_in(&clone, &["todo", "complete", "--agent-id", "user", "--todo-id", "t1", "--evidence", "done"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("came with the project"), "{}", r.stderr);
+    let r = s.run_in(&clone, &["gate", "ask", "--question", "Ship it?", "--blocks", "goal"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("loopx command approve --notify"), "{}", r.stderr);
+    assert!(!marker.exists(), "the clone's notify command never ran");
+    let list = s.ok_in(&clone, &["command", "list"]).stdout;
+    assert!(list.contains("runs for nobody until approved (it came with the project)"), "{list}");
+    s.ok_in(&clone, &["command", "approve", "--todo-id", "t1"]);
+    s.ok_in(&clone, &["todo", "complete", "--agent-id", "user", "--todo-id", "t1", "--evidence", "done"]);
+    // The original, where the person wrote them, runs them as ever.
+    s.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "goal"]);
+    assert!(marker.exists());
+}
