@@ -140,6 +140,9 @@ pub enum Command {
     /// Where the project keeps its state, and moving it (to a shared PostgreSQL database, or back)
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Strict mode: your person key, which signs your decisions on a goal (init, show)
+    #[command(subcommand)]
+    Person(PersonCommand),
     /// The commands loopx runs for the goal (validations, command gates, the notify command): who wrote each, and approving one
     #[command(name = "command", subcommand)]
     Commands(CommandsCommand),
@@ -1036,6 +1039,17 @@ pub enum ProjectsCommand {
     },
     /// The indexed projects, and whether each opens
     List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PersonCommand {
+    /// Make your person key (or use the one you have) and put the goal in strict mode under it
+    #[command(
+        after_help = "The key is Ed25519; its secret half is sealed with a passphrase asked on the terminal         (never from stdin or an argument) and kept in your configuration directory (person.json), never in the         project. The goal records its public half; from then on loopx commits a person's decision on the goal         (goal set, stop, resume, quota void-slot, gate answer) only signed by it: the command asks for the         passphrase, the dashboard asks on its page. An agent that reads every file you can read still cannot         approve. Keep a backup of the key file: without it, the goal takes no decision of yours."
+    )]
+    Init,
+    /// Your person key here, and whether the goal is in strict mode
+    Show,
 }
 
 #[derive(Debug, Subcommand)]

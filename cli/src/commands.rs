@@ -17,7 +17,7 @@ use crate::args::*;
 use crate::output::{Rendered, Style};
 use crate::text;
 
-fn goal_arg(cli: &Cli) -> Result<Option<GoalId>> {
+pub(crate) fn goal_arg(cli: &Cli) -> Result<Option<GoalId>> {
     cli.goal_id.as_deref().map(GoalId::new).transpose()
 }
 
@@ -40,6 +40,7 @@ fn context(cli: &Cli, acting: &Acting) -> Result<CommandContext> {
         agent,
         key: acting.turn_instance_id.as_deref().map(IdempotencyKey::new).transpose()?,
         session: cli.session.clone(),
+        signer: None,
     })
 }
 
@@ -403,6 +404,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
         | Command::Store(_)
         | Command::Commands(_)
         | Command::Projects(_) => Err(Error::internal("dispatched twice")),
+        Command::Person(p) => crate::person::run(cli, k, p).await,
         Command::HeartbeatPrompt(a) => {
             let (adapter, surface) = crate::registry::surface(&a.host)?;
             let agent = AgentId::new(&a.agent_id)?;
@@ -523,7 +525,11 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 notify: notify_req,
                 clear_notify: notify.clear_notify,
             };
-            let r = match k.set_goal(&context(cli, acting)?, req).await {
+            let r = match async {
+                k.set_goal(&crate::person::signed(cli, k, context(cli, acting)?).await?, req).await
+            }
+            .await
+            {
                 Ok(r) => r,
                 Err(e) => {
                     if let Some((file, name, old)) = &kept {
@@ -535,11 +541,13 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
             Rendered::new(&r, text::goal_changes(&before.goal, before.is_default, &r, style))
         }
         Command::Goal(GoalCommand::Stop { reason, acting }) => {
-            let r = k.stop_goal(&context(cli, acting)?, reason.clone()).await?;
+            let ctx = crate::person::signed(cli, k, context(cli, acting)?).await?;
+            let r = k.stop_goal(&ctx, reason.clone()).await?;
             Rendered::new(&r, text::goal_receipt("stopped", &r, style))
         }
         Command::Goal(GoalCommand::Resume { acting }) => {
-            let r = k.resume_goal(&context(cli, acting)?).await?;
+            let ctx = crate::person::signed(cli, k, context(cli, acting)?).await?;
+            let r = k.resume_goal(&ctx).await?;
             Rendered::new(&r, text::goal_receipt("resumed", &r, style))
         }
         Command::Agent(AgentCommand::Register { agent_id, agent_type, require_new }) => {
@@ -558,6 +566,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 agent: Some(AgentId::new(agent_id)?),
                 key: None,
                 session: cli.session.clone(),
+                signer: None,
             };
             let r = k.bind_thread(&ctx, BindThread { host: host.clone(), thread: thread.clone() }).await?;
             let text = format!(
@@ -570,7 +579,8 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
             Rendered::new(&r, text)
         }
         Command::Agent(AgentCommand::UnbindThread { agent_id, host, thread }) => {
-            let ctx = CommandContext { goal, agent: None, key: None, session: cli.session.clone() };
+            let ctx =
+                CommandContext { goal, agent: None, key: None, session: cli.session.clone(), signer: None };
             let agent = AgentId::new(agent_id)?;
             let r = k
                 .unbind_thread(&ctx, agent, BindThread { host: host.clone(), thread: thread.clone() })
@@ -976,7 +986,8 @@ async fn gate(cli: &Cli, k: &DynKernel, cmd: &GateCommand, style: Style) -> Resu
                 }
             };
             let req = AnswerGate { gate: gate_id.parse()?, status, note: note.clone() };
-            let r = k.answer_gate(&context(cli, acting)?, req).await?;
+            let ctx = crate::person::signed(cli, k, context(cli, acting)?).await?;
+            let r = k.answer_gate(&ctx, req).await?;
             Rendered::new(&r, text::gate_receipt(status.as_str(), &r, style))
         }
     }
@@ -1012,7 +1023,8 @@ async fn quota(cli: &Cli, k: &DynKernel, cmd: &QuotaCommand, style: Style) -> Re
         }
         QuotaCommand::VoidSlot { spend_id, reason, acting } => {
             let req = VoidSlot { spend: spend_id.parse::<SpendId>()?, reason: reason.clone() };
-            let r = k.void_slot(&context(cli, acting)?, req).await?;
+            let ctx = crate::person::signed(cli, k, context(cli, acting)?).await?;
+            let r = k.void_slot(&ctx, req).await?;
             let q = spent_quota(cli, k, &r).await?;
             Rendered::new(&r, text::spend_receipt(&r, &q))
         }
@@ -1067,6 +1079,7 @@ async fn lease(cli: &Cli, k: &DynKernel, cmd: &LeaseCommand) -> Result<Rendered>
         agent: args.agent_id.as_deref().map(AgentId::new).transpose()?,
         key: None,
         session: cli.session.clone(),
+        signer: None,
     };
     let r = k.lease(&ctx, req).await?;
     Rendered::new(&r, text::lease(&r.body, Some((r.changed, r.replayed))))

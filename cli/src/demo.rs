@@ -317,6 +317,7 @@ impl Demo {
             agent: Some(a.clone()),
             key: turn.map(IdempotencyKey::new).transpose()?,
             session: None,
+            signer: None,
         })
     }
 

@@ -12,6 +12,7 @@ mod identity;
 mod mcp;
 mod next;
 mod output;
+mod person;
 mod projects;
 mod registry;
 mod serve;

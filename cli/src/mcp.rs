@@ -372,6 +372,7 @@ impl Server {
             agent: self.agent(agent)?,
             key: opt_id(turn, IdempotencyKey::new)?,
             session: session.clone(),
+            signer: None,
         })
     }
 

@@ -51,6 +51,7 @@ pub async fn run(
         reporter,
         options: env.options.clone(),
         token: None,
+        person_key: Some(crate::projects::config_file("person.json")?),
     };
     let dashboard = Dashboard::bind(cfg).await?;
     let url = dashboard.url();

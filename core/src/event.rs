@@ -48,6 +48,11 @@ pub enum Event {
         reason: Option<String>,
     },
     GoalResumed {},
+    /// The person's key (Ed25519, hex): from now on the goal takes a person's decision only
+    /// signed by it (strict mode). Signed itself by the key it sets.
+    PersonKeySet {
+        public_key: String,
+    },
     /// This loopx took over a goal written before the archive: `archived` closed todos left
     /// the live state for `archive.jsonl`. Changes no work.
     StoreUpgraded {
@@ -281,6 +286,11 @@ pub enum Event {
     },
 }
 
+/// A key's first 16 hex digits, as people read it.
+pub fn key_short(key: &str) -> &str {
+    key.get(..16).unwrap_or(key)
+}
+
 impl Event {
     /// Whether the event changes the goal's work (as opposed to recording a poll or a
     /// scheduler acknowledgement). Unchanged-poll backoff resets on such events.
@@ -299,6 +309,21 @@ impl Event {
         )
     }
 
+    /// Whether the event, made by a person (`user`), is a person's decision: in strict mode it
+    /// must be signed by the person's key. Changing the goal, stopping or resuming it, voiding
+    /// a spend, answering a gate, setting the key.
+    pub fn is_persons_decision(&self) -> bool {
+        matches!(
+            self,
+            Event::GoalUpdated { .. }
+                | Event::GoalStopped { .. }
+                | Event::GoalResumed {}
+                | Event::SlotVoided { .. }
+                | Event::GateAnswered { .. }
+                | Event::PersonKeySet { .. }
+        )
+    }
+
     /// Whether the event may be a step of a [`Event::TurnSettled`].
     pub fn settles_a_turn(&self) -> bool {
         matches!(self, Event::TodoCompleted { .. } | Event::RunRecorded { .. } | Event::SlotSpent { .. })
@@ -311,6 +336,7 @@ impl Event {
             Event::GoalUpdated { .. } => "goal_updated",
             Event::GoalStopped { .. } => "goal_stopped",
             Event::GoalResumed {} => "goal_resumed",
+            Event::PersonKeySet { .. } => "person_key_set",
             Event::StoreUpgraded { .. } => "store_upgraded",
             Event::Imported { .. } => "imported",
             Event::AgentRegistered { .. } => "agent_registered",
@@ -383,6 +409,9 @@ impl Event {
                 None => "goal stopped".to_owned(),
             },
             Event::GoalResumed {} => "goal resumed".to_owned(),
+            Event::PersonKeySet { public_key } => {
+                format!("strict mode: a person's decisions are signed by key {}", key_short(public_key))
+            }
             Event::StoreUpgraded { archived } => {
                 format!("store upgraded: {archived} closed todo(s) moved to the archive")
             }

@@ -34,7 +34,36 @@ pub struct CommandContext {
     /// `CLAUDE_CODE_SESSION_ID`): an agent's command. Without an agent id it acts as the
     /// session's bound agent; it never acts as a person, and never governs.
     pub session: Option<BindThread>,
+    /// Signs a person's decision with their key, for a goal in strict mode.
+    pub signer: Option<SignerRef>,
 }
+
+/// Signs a person's decisions with their key (Ed25519); the kernel asks it inside the commit,
+/// with the message that binds the goal, the event and its place in the log.
+pub trait Signer: Send + Sync {
+    /// The public half, hex.
+    fn public_key(&self) -> String;
+    /// The signature of `message`, hex.
+    fn sign(&self, message: &[u8]) -> String;
+}
+
+/// A [`Signer`] in a [`CommandContext`]: equal when the keys are.
+#[derive(Clone)]
+pub struct SignerRef(pub std::sync::Arc<dyn Signer>);
+
+impl std::fmt::Debug for SignerRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SignerRef({})", self.0.public_key())
+    }
+}
+
+impl PartialEq for SignerRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.public_key() == other.0.public_key()
+    }
+}
+
+impl Eq for SignerRef {}
 
 /// The answer to a mutation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -498,6 +527,11 @@ pub trait Kernel: Send + Sync {
     async fn stop_goal(&self, ctx: &CommandContext, reason: Option<String>) -> Result<Receipt<GoalBody>>;
     /// Resumes a stopped goal. Resuming an active goal is a no-op.
     async fn resume_goal(&self, ctx: &CommandContext) -> Result<Receipt<GoalBody>>;
+    /// Puts the goal in strict mode under the person's key (hex Ed25519): from then on, a
+    /// person's decision is committed only signed by it. A person's decision itself, signed by
+    /// the key it sets (or, for a goal in strict mode already, by its key). The same key again
+    /// is a no-op.
+    async fn set_person_key(&self, ctx: &CommandContext, public_key: String) -> Result<Receipt<GoalBody>>;
 
     /// Registers an agent additively: never removes another. Re-registering the same id and
     /// type is a no-op; another type is refused.

@@ -171,6 +171,10 @@ pub struct Goal {
     /// How a person is told when a gate needs them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<NotifyPolicy>,
+    /// Strict mode: the public half (hex) of the person's key, which signs every decision of
+    /// theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person_key: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

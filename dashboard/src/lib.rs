@@ -51,6 +51,9 @@ pub struct Config {
     pub options: StoreOptions,
     /// The token; `None` draws a random one.
     pub token: Option<String>,
+    /// Where this machine's person keeps their key (strict mode): the page unseals it with the
+    /// passphrase given with an answer, signs, and forgets it.
+    pub person_key: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Config {
@@ -164,4 +167,25 @@ pub(crate) fn project_key(root: &Path) -> String {
     use sha2::Digest;
     let d = sha2::Sha256::digest(root.to_string_lossy().as_bytes());
     d[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The person's key unsealed with the page's `passphrase`, to sign one answer on a goal in
+/// strict mode under `key`: refused without a passphrase, a key file, or the goal's key.
+pub(crate) fn signer(cfg: &Config, key: &str, passphrase: &str) -> Result<loopx_core::kernel::SignerRef> {
+    let short = loopx_core::event::key_short(key);
+    if passphrase.is_empty() {
+        return Err(Error::refused(format!(
+            "this goal is in strict mode: an answer is signed by the person key {short}"
+        ))
+        .with_hint("give the key's passphrase with the answer"));
+    }
+    let file = cfg.person_key.as_deref().map(loopx_kernel::person::read).transpose()?.flatten();
+    let file = file.filter(|f| f.public_key == key).ok_or_else(|| {
+        Error::refused(format!(
+            "this machine has no person key {short}, which this goal's answers are signed by"
+        ))
+        .with_hint("answer where your key is")
+    })?;
+    let unsealed = loopx_kernel::person::unlock(&file, passphrase)?;
+    Ok(loopx_core::kernel::SignerRef(Arc::new(unsealed)))
 }

@@ -133,7 +133,7 @@ fn inbox_body(p: &InboxPage, token: &str) -> Markup {
                         }
                         @if n.kind == "gate" {
                             @if let Some(id) = &n.id {
-                                (answer_form(&key, &n.goal, id, "/", token))
+                                (answer_form(&key, &n.goal, id, "/", token, true))
                             }
                         } @else {
                             code.command { (n.command) }
@@ -175,12 +175,18 @@ fn inbox_body(p: &InboxPage, token: &str) -> Markup {
 }
 
 /// Approve or reject a person's gate, with a note.
-fn answer_form(key: &str, goal: &GoalId, gate: &str, back: &str, token: &str) -> Markup {
+/// Approve or reject a person's gate, with a note; with `passphrase`, a field for the person
+/// key's passphrase (a goal in strict mode takes only signed answers; the inbox cannot tell).
+fn answer_form(key: &str, goal: &GoalId, gate: &str, back: &str, token: &str, passphrase: bool) -> Markup {
     html! {
         form.answer method="post" action=(at(&format!("/p/{key}/{goal}/gate/{gate}"), token)) {
             input type="hidden" name="token" value=(token);
             input type="hidden" name="back" value=(back);
             input type="text" name="note" placeholder="a note (optional)" aria-label="note";
+            @if passphrase {
+                input type="password" name="passphrase" autocomplete="off"
+                    placeholder="person key passphrase (strict mode)" aria-label="person key passphrase";
+            }
             button.approve type="submit" name="decision" value="approve" { "Approve" }
             button.reject type="submit" name="decision" value="reject" { "Reject" }
         }
@@ -236,7 +242,7 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                         p { span.id { (g.id) } " " span.badge { (g.kind.word()) } " " (g.question) }
                         p.meta { "blocks " (g.blocks) " · asked by " (g.asked_by) " at " (when(g.asked_at)) }
                         @if g.is_persons() {
-                            (answer_form(&p.key, &s.goal_id, &g.id.to_string(), &here, token))
+                            (answer_form(&p.key, &s.goal_id, &g.id.to_string(), &here, token, p.strict))
                         } @else if let Some(c) = &g.check {
                             p.meta { "checked " (when(c.at)) ": " (c.summary) }
                         }
@@ -478,6 +484,9 @@ pub(crate) struct Answer {
     note: String,
     #[serde(default)]
     back: String,
+    /// The person key's passphrase, for a goal in strict mode.
+    #[serde(default)]
+    passphrase: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -491,7 +500,13 @@ pub(crate) struct NewTodo {
 
 /// The person, on goal `goal`.
 fn person(goal: GoalId) -> Result<CommandContext> {
-    Ok(CommandContext { goal: Some(goal), agent: Some(AgentId::new("user")?), key: None, session: None })
+    Ok(CommandContext {
+        goal: Some(goal),
+        agent: Some(AgentId::new("user")?),
+        key: None,
+        session: None,
+        signer: None,
+    })
 }
 
 /// A write needs the page's token in its form.
@@ -539,7 +554,12 @@ pub(crate) async fn answer_gate(
         };
         let note = Some(f.note.trim().to_owned()).filter(|n| !n.is_empty());
         let req = AnswerGate { gate: gate.parse::<GateId>()?, status, note };
-        app.kernel(&root)?.answer_gate(&person(goal.clone())?, req).await?;
+        let k = app.kernel(&root)?;
+        let mut ctx = person(goal.clone())?;
+        if let Some(key) = k.show_goal(Some(&goal)).await?.goal.person_key {
+            ctx.signer = Some(crate::signer(&app.cfg, &key, &f.passphrase)?);
+        }
+        k.answer_gate(&ctx, req).await?;
         Ok(back_to(&f.back, goal_href(&key, &goal)))
     };
     write(&app, &f.token, done).await

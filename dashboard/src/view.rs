@@ -147,6 +147,8 @@ pub(crate) struct GoalPage {
     pub activity: Arc<Activity>,
     /// The latest ended turns of `loopx drive`, newest first.
     pub turns: Vec<loopx_core::drive::TurnEnd>,
+    /// Strict mode: an answer needs the person key's passphrase.
+    pub strict: bool,
 }
 
 /// The day of `at`, `YYYY-MM-DD`.
@@ -356,6 +358,7 @@ pub(crate) async fn goal(app: &Arc<App>, root: &Path, goal: &GoalId, page: usize
         evidence,
         activity,
         turns: board.state.turn_ends.iter().rev().take(TURNS_SHOWN).cloned().collect(),
+        strict: board.state.goal.person_key.is_some(),
         status: board.status,
         quota: board.quota,
     })

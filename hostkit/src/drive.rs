@@ -267,6 +267,7 @@ impl Driver {
             agent: Some(self.config.agent.clone()),
             key: turn.map(IdempotencyKey::new).transpose()?,
             session: None,
+            signer: None,
         })
     }
 

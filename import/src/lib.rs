@@ -242,7 +242,13 @@ async fn build(dir: &Path, g: &py::Goal, id: &GoalId) -> Result<(GoalReport, Vec
     set(start);
     // A person's commands say so: with several agents registered, no agent is assumed.
     let person = AgentId::new("user")?;
-    let user = CommandContext { goal: Some(id.clone()), agent: Some(person), key: None, session: None };
+    let user = CommandContext {
+        goal: Some(id.clone()),
+        agent: Some(person),
+        key: None,
+        session: None,
+        signer: None,
+    };
     let objective =
         if g.objective.trim().is_empty() { format!("goal {} (LoopX)", g.id) } else { g.objective.clone() };
     k.create_goal(CreateGoal { id: id.clone(), objective, title: None, make_default: true }).await?;

@@ -2,11 +2,12 @@
 
 use std::fs;
 
+use loopx_core::event::Event;
 use loopx_core::kernel::{DoctorCheck, DoctorGoal, DoctorReport};
 use loopx_core::{GoalId, Result};
 
 use crate::fs::read_optional;
-use crate::log;
+use crate::log::{self, EventLine};
 use crate::project::ProjectFile;
 use crate::render;
 use crate::state::GoalState;
@@ -244,7 +245,55 @@ pub fn verify_log(
             return Err(events);
         }
     };
+    if let Some(c) = signatures_check(id, &scan.lines) {
+        checks.push(c);
+    }
     Ok((scan, replayed, archive))
+}
+
+/// In strict mode, every person's decision from the first key on must carry the signature of
+/// the key in force at its place in the log (a line edited in, or a signature copied from
+/// another line, fails). `None` for a goal never in strict mode.
+fn signatures_check(id: &GoalId, lines: &[EventLine]) -> Option<DoctorCheck> {
+    let mut key: Option<&str> = None;
+    let mut signed = 0;
+    for l in lines {
+        let needs = l.actor == "user" && l.event.is_persons_decision();
+        let expected = match (&key, &l.event) {
+            (Some(k), _) => Some(*k),
+            (None, Event::PersonKeySet { public_key }) => Some(public_key.as_str()),
+            (None, _) => None,
+        };
+        if let (true, Some(k)) = (needs, expected) {
+            let ok = crate::person::message(id, l.seq, &l.prev, &l.event)
+                .is_ok_and(|m| l.signature.as_deref().is_some_and(|s| crate::person::verify(k, &m, s)));
+            if !ok {
+                return Some(check(
+                    "person decisions",
+                    false,
+                    format!(
+                        "event {} ({}) is a person's decision without the signature of the goal's person key {}",
+                        l.seq,
+                        l.event.kind(),
+                        loopx_core::event::key_short(k)
+                    ),
+                ));
+            }
+            signed += 1;
+        }
+        if let Event::PersonKeySet { public_key } = &l.event
+            && l.actor == "user"
+        {
+            key = Some(public_key);
+        }
+    }
+    key.map(|k| {
+        check(
+            "person decisions",
+            true,
+            format!("{signed} signed by the person's key ({})", loopx_core::event::key_short(k)),
+        )
+    })
 }
 
 /// The archive against the lines a full replay makes: the same bytes, or a failed check.
@@ -295,4 +344,50 @@ pub fn with_repairs(mut report: DoctorReport, mut actions: Vec<String>) -> Docto
     let done: Vec<DoctorCheck> = actions.into_iter().map(|a| check("repair", true, a)).collect();
     report.project.splice(0..0, done);
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use loopx_core::Timestamp;
+    use loopx_core::kernel::Signer as _;
+
+    use super::*;
+
+    #[test]
+    fn a_persons_decision_must_carry_its_own_signature() {
+        let id = GoalId::new("g").unwrap_or_else(|_| unreachable!());
+        let (_, key) = crate::person::create("correct horse battery").unwrap_or_else(|_| unreachable!());
+        let public = key.public_key();
+        let line = |seq: u64, event: Event, signed: bool| {
+            let prev = format!("h{}", seq - 1);
+            let signature = signed.then(|| {
+                key.sign(&crate::person::message(&id, seq, &prev, &event).unwrap_or_else(|_| unreachable!()))
+            });
+            EventLine {
+                seq,
+                at: Timestamp::from_unix_millis(0),
+                actor: "user".to_owned(),
+                event,
+                turn: None,
+                receipt: None,
+                root: None,
+                prev,
+                signature,
+            }
+        };
+        let unsigned_before = line(1, Event::GoalStopped { reason: None }, false);
+        let set = line(2, Event::PersonKeySet { public_key: public.clone() }, true);
+        let resumed = line(3, Event::GoalResumed {}, true);
+        assert!(signatures_check(&id, std::slice::from_ref(&unsigned_before)).is_none(), "never strict");
+        let good = [unsigned_before.clone(), set.clone(), resumed.clone()];
+        assert!(signatures_check(&id, &good).is_some_and(|c| c.ok));
+        // A signature copied from another decision, or none: named.
+        let copied = EventLine { signature: set.signature.clone(), ..resumed.clone() };
+        let missing = EventLine { signature: None, ..resumed.clone() };
+        let moved = EventLine { seq: 4, ..resumed };
+        for bad in [copied, missing, moved] {
+            let c = signatures_check(&id, &[unsigned_before.clone(), set.clone(), bad]);
+            assert!(c.is_some_and(|c| !c.ok && c.detail.contains("without the signature")));
+        }
+    }
 }

@@ -16,6 +16,7 @@ pub mod lock;
 pub mod log;
 pub mod mem_store;
 pub mod migrate;
+pub mod person;
 pub mod policy;
 pub mod process;
 pub mod project;

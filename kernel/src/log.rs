@@ -39,6 +39,10 @@ pub struct EventLine {
     pub root: Option<String>,
     /// Hash of the previous line.
     pub prev: String,
+    /// In strict mode, a person's decision signed by the person's key (hex; see
+    /// [`crate::person::message`] for what is signed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 impl EventLine {
@@ -204,6 +208,7 @@ mod tests {
             receipt: None,
             root: None,
             prev: prev.into(),
+            signature: None,
         };
         serde_json::to_string(&l).unwrap()
     }

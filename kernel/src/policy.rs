@@ -174,6 +174,7 @@ mod tests {
             "loopx serve --port 0",
             "loopx store trust",
             "loopx command approve c1",
+            "loopx person init",
             // Its session's identity taken away: a person's command however harmless.
             "unset CLAUDECODE; loopx status",
             "CLAUDECODE= loopx status",
@@ -287,7 +288,7 @@ pub struct ShellCheck {
 /// loopx subcommands that only a person runs: they change the goal's governance, the wiring of
 /// the gate itself, what loopx trusts, or forge a host's hook; `serve` hands out the page that
 /// answers as the person.
-const GOVERNANCE: [&[&str]; 12] = [
+const GOVERNANCE: [&[&str]; 13] = [
     &["goal", "set"],
     &["goal", "stop"],
     &["goal", "resume"],
@@ -300,11 +301,12 @@ const GOVERNANCE: [&[&str]; 12] = [
     &["serve"],
     &["store", "trust"],
     &["command", "approve"],
+    &["person", "init"],
 ];
 
 /// loopx's subcommands: a word after `loopx` that is none of them, in a script an interpreter
 /// runs, may be anything.
-const SUBCOMMANDS: [&str; 29] = [
+const SUBCOMMANDS: [&str; 30] = [
     "init",
     "connect",
     "goal",
@@ -333,6 +335,7 @@ const SUBCOMMANDS: [&str; 29] = [
     "import",
     "completions",
     "command",
+    "person",
     "help",
 ];
 

@@ -242,6 +242,7 @@ impl GoalState {
                 handoff_mode: HandoffMode::SoftClaim,
                 quota: QuotaPolicy::default(),
                 notify: None,
+                person_key: None,
                 created_at: first.at,
                 updated_at: first.at,
             },
@@ -398,6 +399,10 @@ impl GoalState {
             Event::GoalResumed {} => {
                 self.goal.status = GoalStatus::Active;
                 self.goal.stop_reason = None;
+                self.goal.updated_at = at;
+            }
+            Event::PersonKeySet { public_key } => {
+                self.goal.person_key = Some(public_key.clone());
                 self.goal.updated_at = at;
             }
             Event::AgentRegistered { agent, agent_type } => {

@@ -187,7 +187,10 @@ impl<S: Store> StateKernel<S> {
                 return Ok(());
             }
             let receipt = match decide(&txn.state, &actor)? {
-                Some(event) => txn.commit(actor.name(), event, key, replay_verbatim(scope), &body)?,
+                Some(event) => {
+                    txn.sign_with(ctx.signer.clone());
+                    txn.commit(actor.name(), event, key, replay_verbatim(scope), &body)?
+                }
                 None => Receipt {
                     goal_id: goal.clone(),
                     seq: txn.seq(),
@@ -718,6 +721,24 @@ impl<S: Store> Kernel for StateKernel<S> {
             &(),
             governs("resuming the goal"),
             |s, _| Ok(rules::resume_goal(s)),
+            |s| self.goal_body(s),
+        )
+    }
+
+    async fn set_person_key(&self, ctx: &CommandContext, public_key: String) -> Result<Receipt<GoalBody>> {
+        if !crate::person::is_public_key(&public_key) {
+            return Err(Error::usage("not an Ed25519 public key in hex")
+                .with_hint("loopx person init makes a key and records it"));
+        }
+        self.mutate(
+            ctx,
+            "person.key",
+            &public_key,
+            governs("putting the goal in strict mode"),
+            |s, _| {
+                Ok((s.goal.person_key.as_ref() != Some(&public_key))
+                    .then(|| Event::PersonKeySet { public_key: public_key.clone() }))
+            },
             |s| self.goal_body(s),
         )
     }

@@ -355,6 +355,8 @@ pub struct Txn<'a> {
     /// The size the state's encoding had last time, to size its buffer.
     size_hint: usize,
     committed: bool,
+    /// Signs a person's decision, in strict mode.
+    signer: Option<loopx_core::kernel::SignerRef>,
 }
 
 impl<'a> Txn<'a> {
@@ -367,7 +369,48 @@ impl<'a> Txn<'a> {
         head: String,
         views: Option<String>,
     ) -> Self {
-        Txn { store, id, state, head, views, size_hint: 0, committed: false }
+        Txn { store, id, state, head, views, size_hint: 0, committed: false, signer: None }
+    }
+
+    /// The person's key, to sign a decision of theirs with (strict mode).
+    pub fn sign_with(&mut self, signer: Option<loopx_core::kernel::SignerRef>) {
+        self.signer = signer;
+    }
+
+    /// The signature a person's decision needs in strict mode (the goal holds a person key, or
+    /// the event sets the first one, signed by itself), made and checked here with the line's
+    /// own place in the log; `None` where none is needed.
+    fn person_signature(&self, line: &EventLine) -> Result<Option<String>> {
+        if line.actor != "user" || !line.event.is_persons_decision() {
+            return Ok(None);
+        }
+        let key = match (&self.state.goal.person_key, &line.event) {
+            (Some(k), _) => k.clone(),
+            (None, Event::PersonKeySet { public_key }) => public_key.clone(),
+            (None, _) => return Ok(None),
+        };
+        let Some(signer) = &self.signer else {
+            return Err(Error::refused(format!(
+                "goal {} is in strict mode: a person's decision is taken only signed by the person's key ({})",
+                self.id,
+                loopx_core::event::key_short(&key)
+            ))
+            .with_hint(
+                "run it in your own terminal, where loopx asks for your key's passphrase (the dashboard asks on its page)",
+            ));
+        };
+        let message = crate::person::message(&self.id, line.seq, &line.prev, &line.event)?;
+        let signature = signer.0.sign(&message);
+        if !crate::person::verify(&key, &message, &signature) {
+            return Err(Error::refused(format!(
+                "this decision is signed by key {}, not by goal {}'s person key {}",
+                loopx_core::event::key_short(&signer.0.public_key()),
+                self.id,
+                loopx_core::event::key_short(&key)
+            ))
+            .with_hint("sign with the key loopx person init recorded for this goal"));
+        }
+        Ok(Some(signature))
     }
 
     /// Sizes the state's encoding buffer for `bytes` (the last encoding's size): a large state
@@ -415,7 +458,9 @@ impl<'a> Txn<'a> {
             receipt: None,
             root: None,
             prev: self.head.clone(),
+            signature: None,
         };
+        line.signature = self.person_signature(&line)?;
         let archive_before = &self.state.archive.clone();
         // Applied in place (a copy of a large state costs as much as encoding it): from here
         // on, a failure leaves the transaction spent, and nothing was written.
@@ -474,6 +519,7 @@ impl<'a> Txn<'a> {
             receipt: None,
             root: None,
             prev: self.head.clone(),
+            signature: None,
         };
         let mut next = self.state.clone();
         next.apply(&line).map_err(|e| Error::internal(format!("cannot apply own event: {e}")))?;
@@ -981,6 +1027,7 @@ pub fn genesis(id: &GoalId, first: Event, at: loopx_core::Timestamp) -> Result<(
         receipt: None,
         root: None,
         prev: GENESIS.to_owned(),
+        signature: None,
     };
     let state = GoalState::genesis(id, &line).map_err(Error::internal)?;
     let line = EventLine { root: Some(root_of(&state)?), ..line };
@@ -1039,6 +1086,7 @@ impl FileStore {
                 receipt: None,
                 root: None,
                 prev: String::new(),
+                signature: None,
             };
             state
                 .apply(&line)
@@ -1527,6 +1575,7 @@ impl FileStore {
             receipt: None,
             root: None,
             prev: head,
+            signature: None,
         };
         state.apply(&line).map_err(Error::internal)?;
         let line = EventLine { root: Some(root_of(&state)?), ..line };

@@ -43,6 +43,7 @@ impl Sim {
             receipt: None,
             root: None,
             prev: GENESIS.into(),
+            signature: None,
         };
         let state = GoalState::genesis(&GoalId::new("g").unwrap(), &first).unwrap();
         Sim { state, now: Timestamp::from_unix_millis(T0) }
@@ -59,6 +60,7 @@ impl Sim {
             receipt: None,
             root: None,
             prev: String::new(),
+            signature: None,
         };
         self.state.apply(&line).unwrap();
     }

@@ -68,6 +68,7 @@ impl World {
             agent: Some(bot()),
             key: turn.map(|t| IdempotencyKey::new(t).unwrap()),
             session: None,
+            signer: None,
         }
     }
 

@@ -24,6 +24,7 @@ fn line(seq: u64, actor: &str, event: Event) -> EventLine {
         receipt: None,
         root: None,
         prev: GENESIS.into(),
+        signature: None,
     }
 }
 

@@ -34,6 +34,7 @@ mod real_handoff;
 mod sim;
 mod snapshots;
 mod stores;
+mod strict;
 mod table;
 mod text_output;
 mod tick;

@@ -133,6 +133,7 @@ fn regression_a_turn_settled_then_written_back_again_spends_once() {
         agent: Some(cc.clone()),
         key: turn.map(|t| IdempotencyKey::new(t).unwrap()),
         session: None,
+        signer: None,
     };
     let user = CommandContext { agent: Some(AgentId::new("user").unwrap()), ..ctx(None) };
     let register = RegisterAgent {

@@ -112,6 +112,27 @@ impl Sandbox {
         Run::from(self.command().args(args).output().expect("run loopx"))
     }
 
+    /// `loopx <args>` on a terminal of its own (a pseudo-terminal, through `script`), with
+    /// `typed` typed into it: how a test answers a prompt that reads the terminal, never stdin
+    /// (the person key's passphrase). The run's output is the terminal's: prompts, echoed
+    /// input and both streams, in order.
+    pub fn on_terminal(&self, args: &[&str], typed: &str) -> Run {
+        use std::io::Write;
+        let line = std::iter::once(loopx_bin().display().to_string())
+            .chain(args.iter().map(|a| (*a).to_owned()))
+            .collect::<Vec<_>>();
+        let mut child = self
+            .environment(Command::new("script"))
+            .args(["-qec", &shell_words::join(&line), "/dev/null"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run script (util-linux) for a terminal");
+        child.stdin.take().expect("stdin").write_all(typed.as_bytes()).expect("type");
+        Run::from(child.wait_with_output().expect("wait for script"))
+    }
+
     /// `sh -c <line>` run by a stand-in for a host's agent process: a program called `host`
     /// (`claude`, `codex`) that runs its arguments as its child and waits, as a host runs its
     /// shell tool. Its environment is the sandbox's, with loopx on `PATH`: loopx can know the

@@ -402,6 +402,7 @@ impl Sim {
             ),
             key: turn.and_then(|t| IdempotencyKey::new(&t).ok()),
             session: None,
+            signer: None,
         }
     }
 
