@@ -192,21 +192,9 @@ impl Approvals {
 
 /// The records at `file`; an absent file holds none, a damaged one is refused.
 pub fn read(file: &Path) -> Result<CommandRecords> {
-    let Some(bytes) = crate::fs::read_optional(file)? else {
-        return Ok(CommandRecords { schema_version: APPROVALS_SCHEMA_VERSION, commands: Vec::new() });
-    };
-    let list: CommandRecords = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::integrity(format!("{} is not loopx's record of commands: {e}", file.display()))
-            .with_hint("fix or remove the file (removing it withholds every command until approved again)")
-    })?;
-    if list.schema_version != APPROVALS_SCHEMA_VERSION {
-        return Err(Error::integrity(format!(
-            "{} has schema_version {}; this loopx reads version {APPROVALS_SCHEMA_VERSION}",
-            file.display(),
-            list.schema_version
-        )));
-    }
-    Ok(list)
+    let hint = "fix or remove the file (removing it withholds every command until approved again)";
+    let list = crate::fs::read_config(file, "loopx's record of commands", hint, APPROVALS_SCHEMA_VERSION)?;
+    Ok(list.unwrap_or(CommandRecords { schema_version: APPROVALS_SCHEMA_VERSION, commands: Vec::new() }))
 }
 
 #[cfg(test)]

@@ -200,6 +200,34 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// One of the JSON files loopx keeps in the person's configuration, or `None` when it does not
+/// exist. A file that is not `what` (damaged) or of another `schema_version` than `version` is
+/// refused, with `hint` saying how to get a good one.
+pub fn read_config<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    hint: &str,
+    version: u32,
+) -> Result<Option<T>> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        schema_version: u32,
+    }
+    let Some(bytes) = read_optional(path)? else { return Ok(None) };
+    let damaged = |e: serde_json::Error| {
+        Error::integrity(format!("{} is not {what}: {e}", path.display())).with_hint(hint.to_owned())
+    };
+    let head: Head = serde_json::from_slice(&bytes).map_err(damaged)?;
+    if head.schema_version != version {
+        return Err(Error::integrity(format!(
+            "{} has schema_version {}; this loopx reads version {version}",
+            path.display(),
+            head.schema_version
+        )));
+    }
+    serde_json::from_slice(&bytes).map(Some).map_err(damaged)
+}
+
 /// Reads a file, or `None` when it does not exist.
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
     match fs::read(path) {

@@ -154,20 +154,8 @@ pub fn unlock(file: &KeyFile, passphrase: &str) -> Result<PersonKey> {
 
 /// The key file at `path`, if there is one; a damaged one is refused.
 pub fn read(path: &Path) -> Result<Option<KeyFile>> {
-    let Some(bytes) = crate::fs::read_optional(path)? else { return Ok(None) };
-    let f: KeyFile = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::integrity(format!("{} is not loopx's person key: {e}", path.display())).with_hint(
-            "restore it from your backup; without it, a goal in strict mode takes no decision of yours",
-        )
-    })?;
-    if f.schema_version != KEY_SCHEMA_VERSION {
-        return Err(Error::integrity(format!(
-            "{} has schema_version {}; this loopx reads version {KEY_SCHEMA_VERSION}",
-            path.display(),
-            f.schema_version
-        )));
-    }
-    Ok(Some(f))
+    let hint = "restore it from your backup; without it, a goal in strict mode takes no decision of yours";
+    crate::fs::read_config(path, "loopx's person key", hint, KEY_SCHEMA_VERSION)
 }
 
 /// Writes the key file at `path`, readable by its owner only; never over an existing one.

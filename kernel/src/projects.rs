@@ -33,21 +33,9 @@ pub struct IndexedProject {
 
 /// The index at `path`; an absent file is an empty index, a damaged one is refused.
 pub fn read(path: &Path) -> Result<ProjectsIndex> {
-    let Some(bytes) = kfs::read_optional(path)? else {
-        return Ok(ProjectsIndex { schema_version: INDEX_SCHEMA_VERSION, projects: Vec::new() });
-    };
-    let index: ProjectsIndex = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::integrity(format!("{} is not a loopx projects index: {e}", path.display()))
-            .with_hint("fix or remove the file; loopx projects add DIR writes a new one")
-    })?;
-    if index.schema_version != INDEX_SCHEMA_VERSION {
-        return Err(Error::integrity(format!(
-            "{} has schema_version {}; this loopx reads version {INDEX_SCHEMA_VERSION}",
-            path.display(),
-            index.schema_version
-        )));
-    }
-    Ok(index)
+    let hint = "fix or remove the file; loopx projects add DIR writes a new one";
+    let index = kfs::read_config(path, "a loopx projects index", hint, INDEX_SCHEMA_VERSION)?;
+    Ok(index.unwrap_or(ProjectsIndex { schema_version: INDEX_SCHEMA_VERSION, projects: Vec::new() }))
 }
 
 /// Changes the index at `path` with `f` (which says whether it changed anything), writing it

@@ -49,21 +49,9 @@ pub fn key(path: &Path, url: &str, project: &str) -> String {
 
 /// The list at `file`; an absent file is an empty list, a damaged one is refused.
 pub fn read(file: &Path) -> Result<TrustedStores> {
-    let Some(bytes) = kfs::read_optional(file)? else {
-        return Ok(TrustedStores { schema_version: TRUSTED_SCHEMA_VERSION, stores: Vec::new() });
-    };
-    let list: TrustedStores = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::integrity(format!("{} is not loopx's list of trusted stores: {e}", file.display()))
-            .with_hint("fix or remove the file; loopx store trust writes a new one")
-    })?;
-    if list.schema_version != TRUSTED_SCHEMA_VERSION {
-        return Err(Error::integrity(format!(
-            "{} has schema_version {}; this loopx reads version {TRUSTED_SCHEMA_VERSION}",
-            file.display(),
-            list.schema_version
-        )));
-    }
-    Ok(list)
+    let hint = "fix or remove the file; loopx store trust writes a new one";
+    let list = kfs::read_config(file, "loopx's list of trusted stores", hint, TRUSTED_SCHEMA_VERSION)?;
+    Ok(list.unwrap_or(TrustedStores { schema_version: TRUSTED_SCHEMA_VERSION, stores: Vec::new() }))
 }
 
 /// Whether `key` is trusted in the list at `file` (a list that cannot be read trusts nothing).

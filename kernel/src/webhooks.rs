@@ -25,21 +25,9 @@ pub struct Webhooks {
 
 /// The webhooks at `file`; an absent file holds none, a damaged one is refused.
 pub fn read(file: &Path) -> Result<Webhooks> {
-    let Some(bytes) = kfs::read_optional(file)? else {
-        return Ok(Webhooks { schema_version: WEBHOOKS_SCHEMA_VERSION, webhooks: BTreeMap::new() });
-    };
-    let w: Webhooks = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::integrity(format!("{} is not loopx's list of webhooks: {e}", file.display()))
-            .with_hint("fix or remove the file; loopx goal set --notify-webhook writes a new one")
-    })?;
-    if w.schema_version != WEBHOOKS_SCHEMA_VERSION {
-        return Err(Error::integrity(format!(
-            "{} has schema_version {}; this loopx reads version {WEBHOOKS_SCHEMA_VERSION}",
-            file.display(),
-            w.schema_version
-        )));
-    }
-    Ok(w)
+    let hint = "fix or remove the file; loopx goal set --notify-webhook writes a new one";
+    let w = kfs::read_config(file, "loopx's list of webhooks", hint, WEBHOOKS_SCHEMA_VERSION)?;
+    Ok(w.unwrap_or(Webhooks { schema_version: WEBHOOKS_SCHEMA_VERSION, webhooks: BTreeMap::new() }))
 }
 
 /// Keeps `url` as `name` (`None`: forgets `name`) in the file at `file`, readable by its owner

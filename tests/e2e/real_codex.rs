@@ -149,28 +149,23 @@ pub(crate) fn codex_home(s: &Sandbox) -> PathBuf {
 
 /// A Codex home that talks only to the fake API, with loopx installed in it.
 pub(crate) fn setup(s: &Sandbox, api: &FakeApi) {
+    setup_with(s, api, "gpt-test", &[]);
+}
+
+/// [`setup`] for `model` (one Codex knows offers more tools: `apply_patch` for gpt-5.5), with
+/// more install flags; again on the same sandbox, it points Codex at another fake API.
+pub(crate) fn setup_with(s: &Sandbox, api: &FakeApi, model: &str, flags: &[&str]) {
     let home = codex_home(s);
     std::fs::create_dir_all(&home).unwrap();
     let config = format!(
-        "# the user's own settings\nmodel = \"gpt-test\"   # a local fake\nmodel_provider = \"fake\"\nanalytics = {{ enabled = false }}\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_API_KEY\"\n",
+        "# the user's own settings\nmodel = \"{model}\"   # a local fake\nmodel_provider = \"fake\"\nanalytics = {{ enabled = false }}\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_API_KEY\"\n",
         api.port
     );
     std::fs::write(home.join("config.toml"), config).unwrap();
-    let r = s.run_with(
-        &[
-            "host",
-            "install",
-            "codex",
-            "--scope",
-            "user",
-            "--with-hooks",
-            "--trust-hooks",
-            "--with-mcp",
-            "--json",
-        ],
-        b"",
-        &[("CODEX_HOME", home.to_str().unwrap())],
-    );
+    let mut args =
+        vec!["host", "install", "codex", "--scope", "user", "--with-hooks", "--trust-hooks", "--with-mcp"];
+    args.extend_from_slice(flags);
+    let r = s.run_with(&args, b"", &[("CODEX_HOME", home.to_str().unwrap())]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 }
 
@@ -335,49 +330,24 @@ fn real_codex_cannot_answer_a_persons_gate_however_the_command_is_spelled() {
     // whatever its environment lost.
     let shed = format!("env -u CODEX_THREAD_ID -u CODEX_SESSION_ID {loopx} gate answer g1 --approve");
     let api = FakeApi::start(vec![shell(1, &shed)]);
-    setup(&s, &api);
-    let home = codex_home(&s);
-    let config = std::fs::read_to_string(home.join("config.toml")).unwrap().replace("gpt-test", "gpt-5.5");
-    std::fs::write(home.join("config.toml"), config).unwrap();
+    setup_with(&s, &api, "gpt-5.5", &[]);
     let out = run_codex(&s, "answer it", &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(tool_output(&api, "call_1").contains("a person's decision"), "{}", tool_output(&api, "call_1"));
     assert_eq!(s.json(&["gate", "list"])["gates"][0]["status"], "open");
 
     // With it (--harden): the line never runs; a patch to loopx's state is denied, another passes.
-    let r = s.run_with(
-        &[
-            "host",
-            "install",
-            "codex",
-            "--scope",
-            "user",
-            "--with-hooks",
-            "--with-mcp",
-            "--harden",
-            "--trust-hooks",
-        ],
-        b"",
-        &[("CODEX_HOME", home.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let spelled = format!("unset CODEX_THREAD_ID; X=answer; {loopx} gate $X g1 --approve");
     let api = FakeApi::start(vec![
         shell(1, &spelled),
         patch(2, ".loopx/goals/main/forged.json"),
         patch(3, "hello.txt"),
     ]);
-    let config = std::fs::read_to_string(home.join("config.toml")).unwrap();
-    let port = config.split("127.0.0.1:").nth(1).and_then(|r| r.split('/').next()).unwrap().to_owned();
-    std::fs::write(
-        home.join("config.toml"),
-        config.replace(&format!("127.0.0.1:{port}"), &format!("127.0.0.1:{}", api.port)),
-    )
-    .unwrap();
+    setup_with(&s, &api, "gpt-5.5", &["--harden"]);
     let out = run_codex(&s, "answer it", &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let denied = tool_output(&api, "call_1");
-    assert!(denied.contains("a person's decision") && !denied.contains("approved"), "{denied}");
+    assert!(denied.contains("is a person's decision, not an agent's"), "the tool gate denied it: {denied}");
     assert!(tool_output(&api, "call_2").contains("loopx's state"), "{}", tool_output(&api, "call_2"));
     assert!(!s.root.join(".loopx/goals/main/forged.json").exists());
     assert!(s.root.join("hello.txt").exists(), "{}", tool_output(&api, "call_3"));
