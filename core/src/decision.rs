@@ -1,4 +1,5 @@
-//! The answer to "should this agent run now, and on what?" (DESIGN.md §5).
+//! The answer to "should this agent run now, and on what?" (the decision table in
+//! ARCHITECTURE.md).
 
 use serde::{Deserialize, Serialize};
 

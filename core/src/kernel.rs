@@ -571,7 +571,7 @@ pub trait Kernel: Send + Sync {
     /// snapshots, GOAL.md and an unreadable project.json. Deletes nothing.
     async fn repair(&self, goal: Option<&GoalId>) -> Result<DoctorReport>;
 
-    /// The decision table of DESIGN.md §5 for `ctx.agent`. Without a key it is a pure read;
+    /// The decision table (ARCHITECTURE.md) for `ctx.agent`. Without a key it is a pure read;
     /// with one (the turn id) the decision is recorded once, and a replay returns the same
     /// decision. `profile` overrides the agent type's runtime profile.
     async fn should_run(
@@ -599,7 +599,7 @@ pub trait Kernel: Send + Sync {
     /// Acquires, renews, transfers or releases a todo's lease.
     async fn lease(&self, ctx: &CommandContext, req: LeaseRequest) -> Result<Receipt<LeaseBody>>;
     async fn show_lease(&self, goal: Option<&GoalId>, todo: TodoId) -> Result<LeaseBody>;
-    /// Selects the agent's next todo (DESIGN.md §5) and claims it, in one step under the lock.
+    /// Selects the agent's next todo (the decision table's row 8) and claims it, in one step under the lock.
     async fn claim_next(&self, ctx: &CommandContext) -> Result<Receipt<TodoBody>>;
     /// Binds a host session to the acting agent: one agent per session, one session per agent
     /// and host. Binding again is a no-op.

@@ -179,7 +179,7 @@ pub struct Goal {
     pub updated_at: Timestamp,
 }
 
-/// How much compute a goal may spend. See DESIGN.md §4.
+/// How much compute a goal may spend: a share of a rolling window's slots, and budgets.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QuotaPolicy {
     /// Share of the window the goal may use, in [0, 1]. 0 pauses the goal.

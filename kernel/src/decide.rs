@@ -1,4 +1,5 @@
-//! The decision table of DESIGN.md §5: a pure function of the goal's state and the clock.
+//! The decision table (ARCHITECTURE.md, "Bird's-eye view"): a pure function of the goal's state
+//! and the clock.
 //! Rows are evaluated top to bottom; the first that matches decides.
 //!
 //! | # | situation | decision | state |
@@ -418,7 +419,7 @@ pub fn unchanged_polls(state: &GoalState, agent: &AgentId) -> u32 {
     state.schedulers.get(agent).filter(|s| s.last_work_seq == state.work_seq).map_or(0, |s| s.unchanged_polls)
 }
 
-/// The scheduler hint for `profile` (DESIGN.md §5). Cadence changes never spend.
+/// The scheduler hint for `profile`. Cadence changes never spend.
 pub fn scheduler_hint(
     state: &GoalState,
     agent: Option<&AgentId>,

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of a test file
-//! The decision table of DESIGN.md §5, row by row and against its neighbours, plus
+//! The decision table (`loopx_kernel::decide`), row by row and against its neighbours, plus
 //! metamorphic checks. The table is a pure function of the state and the clock, so these
 //! tests build states from events and call it directly.
 

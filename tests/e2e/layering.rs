@@ -1,4 +1,4 @@
-//! The layering rules of DESIGN.md §2 (`loopx_tests::layering`), on the workspace, and on
+//! The layering rules of ARCHITECTURE.md's code map (`loopx_tests::layering`), on the workspace, and on
 //! injected violations to show the check bites.
 
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ fn workspace_deps() -> BTreeMap<String, Vec<String>> {
 }
 
 #[test]
-fn crates_depend_only_as_the_design_allows() {
+fn crates_depend_only_as_the_code_map_allows() {
     let deps = workspace_deps();
     assert!(
         deps.contains_key("loopx-core")
@@ -149,4 +149,23 @@ fn the_check_finds_a_violation_in_a_nested_module_file_on_disk() {
     let v = check_workspace(dir.path());
     assert_eq!(v.len(), 2, "{v:?}");
     assert!(v.iter().all(|x| x.file == "core/src/deep/er/mod.rs"), "{v:?}");
+}
+
+/// What the repository's docs and code cite must be in the repository: no brief kept
+/// elsewhere stands behind a rule.
+#[test]
+fn the_repository_cites_no_document_outside_itself() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let out = std::process::Command::new("git").arg("ls-files").current_dir(root).output().unwrap();
+    let files = String::from_utf8(out.stdout).unwrap();
+    let outside = ["DESIGN", ".md"].concat();
+    assert!(files.lines().count() > 100, "git ls-files listed the repository");
+    let citing: Vec<&str> = files
+        .lines()
+        .filter(|f| std::fs::read_to_string(root.join(f)).is_ok_and(|t| t.contains(&outside)))
+        .collect();
+    assert!(
+        root.join(&outside).exists() || citing.is_empty(),
+        "{outside} is not in the repository, yet {citing:?} cite it"
+    );
 }

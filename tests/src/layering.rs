@@ -1,4 +1,4 @@
-//! The layering rules of DESIGN.md §2, checked on the code itself: which workspace crates each
+//! The layering rules of ARCHITECTURE.md's code map (each crate's "never"), checked on the code itself: which workspace crates each
 //! crate may depend on (from `cargo metadata`), and which parts of `std` and which macros its
 //! source may name. Sources are parsed with `syn`, every `use` is followed (grouped imports,
 //! renames, globs), every path and macro is resolved through them, macro arguments are parsed
@@ -310,7 +310,7 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
             _ => true, // cli, xtask and tests may depend on anything
         };
         for d in on.iter().filter(|d| !allowed(d)) {
-            out.push(format!("{name} must not depend on {d} (DESIGN.md §2)"));
+            out.push(format!("{name} must not depend on {d} (see ARCHITECTURE.md's code map)"));
         }
         if name.starts_with("loopx-adapter-")
             && on.iter().filter(|d| d.starts_with("loopx-host-")).count() > 1
