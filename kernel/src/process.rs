@@ -68,26 +68,28 @@ pub fn kill_marked(vars: &[String]) -> usize {
     }
     let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
     let me = std::process::id();
-    let mut found = 0;
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        if pid == me {
-            continue;
-        }
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
-        let have: Vec<&[u8]> = env.split(|b| *b == 0).collect();
-        if vars.iter().all(|v| have.contains(&v.as_bytes())) {
-            found += 1;
-            #[cfg(unix)]
-            if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
-                if let Ok(group) = rustix::process::getpgid(Some(p)) {
-                    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-                }
-                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    // Every marked process is found before any is killed: killing one's group first would
+    // take the others with it, and they would not be counted.
+    let found: Vec<u32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return false };
+            let have: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+            vars.iter().all(|v| have.contains(&v.as_bytes()))
+        })
+        .collect();
+    #[cfg(unix)]
+    for pid in &found {
+        if let Some(p) = i32::try_from(*pid).ok().and_then(rustix::process::Pid::from_raw) {
+            if let Ok(group) = rustix::process::getpgid(Some(p)) {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
             }
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
     }
-    found
+    found.len()
 }
 
 /// A process above this one: what it runs as, and the environment it was started with (which
