@@ -24,16 +24,10 @@ pub mod projects;
 pub mod quota;
 pub mod render;
 pub mod rules;
-#[cfg(feature = "testkit")]
-pub mod sim;
 pub mod state;
 pub mod state_kernel;
 pub mod store;
-#[cfg(feature = "testkit")]
-pub mod store_suite;
 pub mod table;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 pub mod trusted;
 pub mod turn_log;
 pub mod webhooks;

@@ -15,10 +15,10 @@
 //! accepts.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test support: a failed expectation is a failed test
 
+use crate::block_on;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use serde_json::{Value, json};
 
@@ -28,10 +28,10 @@ use loopx_core::host::{
     InstallOptions, InstallScope, InstallSpec, ManagedFile,
 };
 
-use crate::hook::{HookEnv, answer};
-use crate::install::doc::Doc;
-use crate::install::{Roots, apply, apply_until, plan_install, plan_uninstall, recover};
-use crate::{Silent, StoreOptions};
+use loopx_kernel::hook::{HookEnv, answer};
+use loopx_kernel::install::doc::Doc;
+use loopx_kernel::install::{Roots, apply, apply_until, plan_install, plan_uninstall, recover};
+use loopx_kernel::{Silent, StoreOptions};
 
 /// What the suite saw, for snapshots: each file of a full project install, rendered.
 #[derive(Debug)]
@@ -114,7 +114,7 @@ fn cleanup(a: &dyn HostAdapter, r: &Roots, scope: InstallScope) -> InstallSpec {
     a.uninstall_plan(scope, "loopx", &InstallEnv { roots: r, read: &read }).unwrap()
 }
 
-fn install(a: &dyn HostAdapter, r: &Roots, o: &InstallOptions) -> crate::install::Plan {
+fn install(a: &dyn HostAdapter, r: &Roots, o: &InstallOptions) -> loopx_kernel::install::Plan {
     let plan = plan_install(r, a.name(), o, &spec(a, r, o).unwrap()).unwrap();
     apply(r, &plan, None).unwrap();
     plan
@@ -315,18 +315,6 @@ fn unsupported_options_are_refused(a: &dyn HostAdapter) {
     }
 }
 
-/// Runs a future of the kernel's to completion. The kernel's futures never wait on anything
-/// (its I/O is blocking), so one poll finishes them.
-pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
-
 fn hooks(a: &dyn HostAdapter) {
     let caps = a.capabilities();
     let samples = a.samples();
@@ -354,7 +342,7 @@ fn hooks(a: &dyn HostAdapter) {
         agent: None,
         options: StoreOptions::default(),
         reporter: Arc::new(Silent),
-        open: Arc::new(crate::open_file_store),
+        open: Arc::new(loopx_kernel::open_file_store),
     };
     for s in &samples {
         let p = a.hook_point(s.event).unwrap();

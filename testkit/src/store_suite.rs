@@ -16,10 +16,10 @@ use loopx_core::kernel::{
 use loopx_core::model::{EvidenceKind, Priority};
 use loopx_core::{AgentId, AgentType, ErrorKind, GoalId, IdempotencyKey, TodoId};
 
-use crate::StateKernel;
-use crate::state::CLOSED_KEPT;
-use crate::store::{Store, encode_state, replay};
-use crate::testkit::block_on;
+use crate::block_on;
+use loopx_kernel::StateKernel;
+use loopx_kernel::state::CLOSED_KEPT;
+use loopx_kernel::store::{Store, encode_state, replay};
 
 /// A store under test: how to make one, open it again, and damage it as the world would.
 pub trait Backend: Sync {

@@ -11,7 +11,7 @@ use loopx_core::host::{
     InstallEnv, InstallOptions, InstallSpec,
 };
 use loopx_core::{AgentType, Result};
-use loopx_kernel::testkit::check_adapter;
+use loopx_testkit::adapter::check_adapter;
 use loopx_tests::Sandbox;
 
 /// The table: every adapter the binary registers.

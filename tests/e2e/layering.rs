@@ -125,6 +125,8 @@ fn the_check_catches_each_kind_of_violation() {
     assert!(!check_deps(&deps("loopx-adapter-claude-code-slash", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-host-codex", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-core", &["loopx-kernel"])).is_empty());
+    assert!(!check_deps(&deps("loopx-cli", &["loopx-kernel", "loopx-testkit"])).is_empty());
+    assert!(!check_deps(&deps("loopx-testkit", &["loopx-cli"])).is_empty());
     assert!(!check_deps(&deps("loopx-providers", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-pgstore", &["loopx-cli"])).is_empty());
     assert!(!check_deps(&deps("loopx-hostkit", &["loopx-adapter-claude-code-slash"])).is_empty());

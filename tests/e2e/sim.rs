@@ -1,4 +1,4 @@
-//! The deterministic simulation (`loopx_kernel::sim`, `cargo xtask sim`): a fixed set of seeds
+//! The deterministic simulation (`loopx_testkit::sim`, `cargo xtask sim`): a fixed set of seeds
 //! runs 200 simulated hours each on both stores with every invariant holding (on the file
 //! store with processes killed mid-commit, torn writes, held locks and full disks); a seed
 //! replays its trace byte for byte; a planted bug is caught with the invariant it breaks, a
@@ -15,9 +15,9 @@ use loopx_core::kernel::{
 };
 use loopx_core::model::{DeliveryOutcome, EvidenceKind, Priority};
 use loopx_core::{AgentId, FixedClock, GoalId, IdempotencyKey, Timestamp, TodoId};
-use loopx_kernel::sim::{self, Plant, SimConfig, SimStore, Violation};
-use loopx_kernel::testkit::block_on;
 use loopx_kernel::{MemKernel, MemStore, Silent};
+use loopx_testkit::block_on;
+use loopx_testkit::sim::{self, Plant, SimConfig, SimStore, Violation};
 
 fn config(seed: u64, store: SimStore, plant: Option<Plant>) -> SimConfig {
     SimConfig { plant, ..SimConfig::new(seed, 200, 4, store, &std::env::temp_dir()) }

@@ -1,4 +1,4 @@
-//! The store conformance suite (`loopx_kernel::store_suite`) on every store: the file store,
+//! The store conformance suite (`loopx_testkit::store_suite`) on every store: the file store,
 //! the in-memory one and the PostgreSQL one. A new store adds a backend and one `store_conformance!` line.
 
 use std::path::Path;
@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use loopx_core::GoalId;
-use loopx_kernel::store_suite::Backend;
-use loopx_kernel::{FileStore, MemStore, Silent, Store, StoreOptions, SystemClock, store_conformance};
+use loopx_kernel::{FileStore, MemStore, Silent, Store, StoreOptions, SystemClock};
 use loopx_pgstore::PgStore;
+use loopx_testkit::store_conformance;
+use loopx_testkit::store_suite::Backend;
 
 /// File stores in temporary directories, kept until the backend is dropped.
 #[derive(Default)]

@@ -1,4 +1,4 @@
-//! `cargo xtask sim`: the deterministic simulation of long-running goals (`loopx_kernel::sim`)
+//! `cargo xtask sim`: the deterministic simulation of long-running goals (`loopx_testkit::sim`)
 //! for a range of seeds on each store, with a summary per seed and in all. A failing seed is
 //! shrunk to the fewest steps that still fail, and printed with the command that replays it.
 
@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use loopx_kernel::sim::{self, SimConfig, SimStore, Summary, Violation};
-use loopx_kernel::testkit::block_on;
+use loopx_testkit::block_on;
+use loopx_testkit::sim::{self, SimConfig, SimStore, Summary, Violation};
 
 /// What to run.
 #[derive(Debug)]

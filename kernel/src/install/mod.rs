@@ -628,12 +628,7 @@ pub fn apply(roots: &Roots, plan: &Plan, fault: Option<&str>) -> Result<()> {
 
 /// [`apply`], stopping after `stop_after` host file writes as a crash would (for the
 /// conformance suite's half-applied plans).
-pub(crate) fn apply_until(
-    roots: &Roots,
-    plan: &Plan,
-    fault: Option<&str>,
-    stop_after: Option<usize>,
-) -> Result<()> {
+pub fn apply_until(roots: &Roots, plan: &Plan, fault: Option<&str>, stop_after: Option<usize>) -> Result<()> {
     if !plan.changes() {
         return Ok(());
     }

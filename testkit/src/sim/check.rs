@@ -7,9 +7,9 @@ use loopx_core::event::Event;
 use loopx_core::model::{EvidenceKind, GateBlocks, GateStatus, GoalStatus, Spend};
 use loopx_core::{AgentId, GoalId, Timestamp, TodoId};
 
-use crate::log::{self, EventLine};
-use crate::quota;
-use crate::state::GoalState;
+use loopx_kernel::log::{self, EventLine};
+use loopx_kernel::quota;
+use loopx_kernel::state::GoalState;
 
 /// The checker's own fold of the log, and what it has seen.
 pub(super) struct Checker {

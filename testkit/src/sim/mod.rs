@@ -61,9 +61,9 @@ use loopx_core::model::{
 };
 use loopx_core::{AgentId, Clock, GoalId, IdempotencyKey, Timestamp, TodoId};
 
-use crate::log::EventLine;
-use crate::store::{FAULT_POINTS, InjectedCrash, Store, StoreOptions};
-use crate::{DynKernel, FileStore, MemStore, Silent, StateKernel};
+use loopx_kernel::log::EventLine;
+use loopx_kernel::store::{FAULT_POINTS, InjectedCrash, Store, StoreOptions};
+use loopx_kernel::{DynKernel, FileStore, MemStore, Silent, StateKernel};
 
 mod check;
 
@@ -301,7 +301,7 @@ impl Backing {
         match self {
             Backing::Memory(m, _) => m.log_from(id, offset),
             Backing::Files(dir) => {
-                let path = crate::Layout::new(&dir.0).events(id);
+                let path = loopx_kernel::Layout::new(&dir.0).events(id);
                 let io = |e: std::io::Error| loopx_core::Error::io("read", &path, &e);
                 let mut file = std::fs::File::open(&path).map_err(io)?;
                 file.seek(SeekFrom::Start(offset as u64)).map_err(io)?;
@@ -790,7 +790,7 @@ impl Sim {
     fn planted_spend(&mut self, a: &AgentId, todo: TodoId, turn: &str) {
         let goal = self.goal.clone();
         let at = self.clock.now();
-        let event = |s: &crate::state::GoalState| Event::SlotSpent {
+        let event = |s: &loopx_kernel::state::GoalState| Event::SlotSpent {
             spend: Spend {
                 id: s.next_spend_id(),
                 agent: a.clone(),
@@ -813,7 +813,7 @@ impl Sim {
         let goal = self.goal.clone();
         let Ok(s) = self.k.store().read(&goal) else { return };
         let Some(todo) = held_by_another(&s, a, |_| true).map(|t| t.id) else { return };
-        let event = |_: &crate::state::GoalState| Event::TodoClaimed { todo, agent: a.clone() };
+        let event = |_: &loopx_kernel::state::GoalState| Event::TodoClaimed { todo, agent: a.clone() };
         self.planted(a, &goal, &event, &format!("claim of {todo}"));
     }
 
@@ -821,7 +821,7 @@ impl Sim {
         &mut self,
         a: &AgentId,
         goal: &GoalId,
-        event: &dyn Fn(&crate::state::GoalState) -> Event,
+        event: &dyn Fn(&loopx_kernel::state::GoalState) -> Event,
         what: &str,
     ) {
         let store = self.k.store();
@@ -1042,7 +1042,8 @@ impl Sim {
         let Some(shadow) = self.checker.shadow.as_ref() else {
             return Err(self.violation("the state equals a replay of the log", "no log".into()));
         };
-        let root = |s: &crate::state::GoalState| crate::store::root_of(s).map_err(|e| e.message);
+        let root =
+            |s: &loopx_kernel::state::GoalState| loopx_kernel::store::root_of(s).map_err(|e| e.message);
         self.summary.invariants_checked += 1;
         if *shadow != stored {
             let same = match (root(shadow), root(&stored)) {
@@ -1087,7 +1088,7 @@ impl Sim {
 
 /// The first open todo in `s` an agent other than `a` holds that `also` accepts.
 fn held_by_another<'s>(
-    s: &'s crate::state::GoalState,
+    s: &'s loopx_kernel::state::GoalState,
     a: &AgentId,
     also: impl Fn(&loopx_core::model::Todo) -> bool,
 ) -> Option<&'s loopx_core::model::Todo> {
