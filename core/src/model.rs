@@ -585,10 +585,42 @@ pub struct Gate {
     pub notified: Option<NotifyState>,
 }
 
+/// Least time between two checks of one gate, whoever asks.
+pub const MIN_CHECK_GAP_MS: i64 = 60_000;
+
 impl Gate {
     /// Whether a person must answer it.
     pub fn is_persons(&self) -> bool {
         self.kind.is_person()
+    }
+
+    /// Whether loopx checks it at all: a gate of a kind loopx answers, still open (or a CI
+    /// gate loopx rejected, which a new head commit opens again).
+    pub fn checkable(&self) -> bool {
+        match (&self.kind, self.status) {
+            (GateKind::Person, _) => false,
+            (_, GateStatus::Open) => true,
+            (GateKind::Ci { .. }, GateStatus::Rejected) => self.answered_by.as_deref() == Some("loopx"),
+            _ => false,
+        }
+    }
+
+    /// When it is next due: a timer at its time, the others at their scheduled check (now, if
+    /// never checked).
+    pub fn due_at(&self) -> Option<Timestamp> {
+        if !self.checkable() {
+            return None;
+        }
+        match (&self.kind, &self.check) {
+            (GateKind::Timer { until }, _) => Some(*until),
+            (_, Some(c)) => Some(c.next_at),
+            (_, None) => Some(self.asked_at),
+        }
+    }
+
+    /// Whether it was checked less than [`MIN_CHECK_GAP_MS`] before `now`.
+    pub fn checked_lately(&self, now: Timestamp) -> bool {
+        self.check.as_ref().is_some_and(|c| now.unix_millis() - c.at.unix_millis() < MIN_CHECK_GAP_MS)
     }
 }
 

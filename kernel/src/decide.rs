@@ -204,9 +204,7 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
             .filter(|t| state.candidate(*t, Some(me)) && !state.is_waiting(*t, now))
             .filter_map(|t| state.gate_holding(t))
             // Open gates, and rejected ones loopx still checks (a new head commit opens them).
-            .filter(|g| {
-                state.gate(*g).is_some_and(|g| g.status == GateStatus::Open || crate::gates::checkable(g))
-            })
+            .filter(|g| state.gate(*g).is_some_and(|g| g.status == GateStatus::Open || g.checkable()))
             .collect();
         ids.sort();
         ids.dedup();
@@ -345,7 +343,7 @@ fn gated(state: &GoalState, gates: Vec<GateId>) -> Decision {
         return ask_user(state, persons);
     }
     let typed: Vec<&loopx_core::model::Gate> = gates.iter().filter_map(|g| state.gate(*g)).collect();
-    let until = typed.iter().filter_map(|g| crate::gates::due_at(g)).min();
+    let until = typed.iter().filter_map(|g| g.due_at()).min();
     let reason = match typed.first() {
         Some(g) => {
             let seen = g
@@ -386,7 +384,7 @@ pub fn open_question(g: &loopx_core::model::Gate, max: usize) -> OpenQuestion {
         blocks: g.blocks.to_string(),
         kind: (!g.is_persons()).then(|| g.kind.word().to_owned()),
         last_check: g.check.as_ref().map(|c| short(&c.summary, max)),
-        next_check_at: crate::gates::due_at(g).filter(|_| !g.is_persons()),
+        next_check_at: g.due_at().filter(|_| !g.is_persons()),
     }
 }
 

@@ -11,13 +11,13 @@ use crate::log::{self, EventLine};
 use crate::project::ProjectFile;
 use crate::render;
 use crate::state::GoalState;
-use crate::store::{FileStore, Snapshot, Store, replay};
+use crate::store::{Doctor, FileStore, Snapshot, Store, replay};
 
 fn check(name: &str, ok: bool, detail: impl Into<String>) -> DoctorCheck {
     DoctorCheck { name: name.to_owned(), ok, detail: detail.into() }
 }
 
-pub fn run(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
+fn run(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
     let layout = store.layout();
     let mut project_checks = Vec::new();
     let project = match store.project() {
@@ -323,7 +323,7 @@ fn archive_check(path: &std::path::Path, lines: &[String], state: &crate::state:
 
 /// `doctor --repair`: mends what it can, then reports as `doctor` does, with one `repair`
 /// check per action taken.
-pub fn repair(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
+fn repair(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
     let mut actions = store.repair_project()?;
     let goals = store.project()?.goals_or(only);
     for p in stale_temp_files(store, &goals) {
@@ -344,6 +344,20 @@ pub fn with_repairs(mut report: DoctorReport, mut actions: Vec<String>) -> Docto
     let done: Vec<DoctorCheck> = actions.into_iter().map(|a| check("repair", true, a)).collect();
     report.project.splice(0..0, done);
     report
+}
+
+impl Doctor for FileStore {
+    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        run(self, only)
+    }
+
+    fn repair_project(&self) -> Result<Vec<String>> {
+        FileStore::repair_project(self)
+    }
+
+    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        repair(self, only)
+    }
 }
 
 #[cfg(test)]

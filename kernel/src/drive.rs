@@ -12,7 +12,7 @@ use loopx_core::model::{GateStatus, GoalStatus, Spend};
 use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, Error, IdempotencyKey, Result, Timestamp};
 
-use crate::rules::Actor;
+use crate::actor::Actor;
 use crate::state::{GoalState, decision_key};
 
 /// Shortest and longest driver lease.

@@ -8,18 +8,14 @@
 
 use std::sync::Arc;
 
-use loopx_core::event::Event;
-use loopx_core::kernel::{GatePoll, NoticeResult};
 use loopx_core::model::{Gate, GateKind, GateStatus, NotifyPolicy};
 use loopx_core::traits::{
-    Capability, CheckResult, Notification, Notifier, Observation, ObservationRequest, Provider, Rejection,
-    Subject, TransitionProposal,
+    Capability, CheckResult, Notifier, Observation, ObservationRequest, Provider, Rejection, Subject,
+    TransitionProposal,
 };
-use loopx_core::{Error, GateId, GoalId, Result, Timestamp};
+use loopx_core::{GateId, Result, Timestamp};
 
-use crate::StateKernel;
 use crate::state::GoalState;
-use crate::store::Store;
 
 /// The providers gate checks and notices may use, and how much `should-run` checks by itself.
 #[derive(Clone, Default)]
@@ -47,44 +43,12 @@ impl std::fmt::Debug for GateRuntime {
     }
 }
 
-/// Least time between two checks of one gate, whoever asks.
-pub const MIN_CHECK_GAP_MS: i64 = 60_000;
-
-/// Whether loopx checks `g` at all: a gate of a kind loopx answers, still open (or a CI gate
-/// loopx rejected, which a new head commit opens again).
-pub fn checkable(g: &Gate) -> bool {
-    match (&g.kind, g.status) {
-        (GateKind::Person, _) => false,
-        (_, GateStatus::Open) => true,
-        (GateKind::Ci { .. }, GateStatus::Rejected) => g.answered_by.as_deref() == Some("loopx"),
-        _ => false,
-    }
-}
-
-/// When `g` is next due: a timer at its time, the others at their scheduled check (now, if
-/// never checked).
-pub fn due_at(g: &Gate) -> Option<Timestamp> {
-    if !checkable(g) {
-        return None;
-    }
-    match (&g.kind, &g.check) {
-        (GateKind::Timer { until }, _) => Some(*until),
-        (_, Some(c)) => Some(c.next_at),
-        (_, None) => Some(g.asked_at),
-    }
-}
-
-/// Whether `g` was checked less than a minute before `now`.
-pub fn checked_lately(g: &Gate, now: Timestamp) -> bool {
-    g.check.as_ref().is_some_and(|c| now.unix_millis() - c.at.unix_millis() < MIN_CHECK_GAP_MS)
-}
-
 /// The gates due at `now` that `runtime` can check (`timers_only`: the clock's alone).
 pub fn due(state: &GoalState, now: Timestamp, runtime: &GateRuntime, timers_only: bool) -> Vec<GateId> {
     state
         .gates
         .iter()
-        .filter(|g| due_at(g).is_some_and(|t| t <= now) && !checked_lately(g, now))
+        .filter(|g| g.due_at().is_some_and(|t| t <= now) && !g.checked_lately(now))
         .filter(|g| match &g.kind {
             GateKind::Timer { .. } => true,
             GateKind::Command { .. } => !timers_only,
@@ -331,7 +295,7 @@ pub fn notices_due(state: &GoalState, now: Timestamp, runtime: &GateRuntime) -> 
 }
 
 /// The channels a policy uses, as the notice records them.
-fn channels(policy: &NotifyPolicy) -> String {
+pub fn channels(policy: &NotifyPolicy) -> String {
     let mut c = Vec::new();
     if policy.webhook.is_some() {
         c.push("webhook");
@@ -340,194 +304,6 @@ fn channels(policy: &NotifyPolicy) -> String {
         c.push("command");
     }
     c.join(",")
-}
-
-impl<S: Store> StateKernel<S> {
-    /// Checks the due gates (or `only`), records what it saw, and sends the notices due.
-    pub(crate) async fn poll(
-        &self,
-        goal: &GoalId,
-        only: Option<GateId>,
-        timers_only: bool,
-        runner: &str,
-    ) -> Result<GatePoll> {
-        let s = self.store().read(goal)?;
-        let now = self.store().clock().now();
-        let runtime = &self.gates;
-        let mut skipped = None;
-        let ids = match only {
-            Some(id) => {
-                let g = crate::rules::find_gate(&s, id)?;
-                if g.is_persons() {
-                    return Err(Error::usage(format!("gate {id} is a person's: loopx does not check it"))
-                        .with_hint(format!("a person answers it: loopx gate answer {id} --approve")));
-                }
-                if !checkable(g) {
-                    skipped = Some(format!("gate {id} is {}: nothing to check", g.status));
-                    vec![]
-                } else if checked_lately(g, now) {
-                    skipped = Some(format!("gate {id} was checked less than a minute ago"));
-                    vec![]
-                } else if matches!(g.kind, GateKind::Ci { .. } | GateKind::PrMerged { .. })
-                    && runtime.pulls.is_none()
-                {
-                    skipped = Some("no pull-request provider here".to_owned());
-                    vec![]
-                } else {
-                    vec![id]
-                }
-            }
-            None => due(&s, now, runtime, timers_only),
-        };
-        let mut checked = Vec::new();
-        let mut withheld = Vec::new();
-        for id in ids {
-            let Some(g) = s.gate(id).cloned() else { continue };
-            if let GateKind::Command { argv, .. } = &g.kind
-                && let Some(why) = self.withheld(argv, &g.asked_by, runner)?
-            {
-                withheld.push(format!(
-                    "gate {id}'s check `{}` is not run for {runner}: {why} (loopx command approve --gate-id {id})",
-                    shell_words::join(argv)
-                ));
-                continue;
-            }
-            let (proposal, unknown) = self.observe(&g, now).await;
-            let now = self.store().clock().now();
-            self.store().transact(goal, &mut |txn| {
-                // Someone else checked or answered it meanwhile: theirs stands.
-                let current = txn.state.gate(id);
-                if current.map(|c| (&c.check, c.status)) != Some((&g.check, g.status)) {
-                    return Ok(());
-                }
-                if let Some(e) =
-                    crate::rules::gate_checked(&txn.state, id, &proposal, unknown.as_deref(), now)?
-                {
-                    txn.commit("loopx", e, None, false, |_| Ok(()))?;
-                }
-                Ok(())
-            })?;
-            checked.push(id);
-        }
-        let notified = self.send_notices(goal).await?;
-        let s = self.store().read(goal)?;
-        if !withheld.is_empty() {
-            skipped = Some(skipped.into_iter().chain(withheld).collect::<Vec<_>>().join("; "));
-        }
-        Ok(GatePoll {
-            goal_id: goal.clone(),
-            checked: checked.iter().filter_map(|id| s.gate(*id).cloned()).collect(),
-            notified,
-            skipped,
-        })
-    }
-
-    /// Observes the world for `g` and reads it with the gate's capability: the proposal, or
-    /// why nothing could be seen ("unknown").
-    async fn observe(&self, g: &Gate, now: Timestamp) -> (TransitionProposal, Option<String>) {
-        let unknown = |why: String| {
-            (TransitionProposal::KeepWaiting { reason: why.clone(), head_sha: None, url: None }, Some(why))
-        };
-        let observation = match (&g.kind, request(&g.kind, self.store().root())) {
-            (GateKind::Timer { .. }, _) => Ok(Observation::TimeObserved { now }),
-            (_, Some(ObservationRequest::RunCommand { argv, cwd, timeout_ms })) => {
-                crate::process::ProcessProvider.run(&argv, &cwd, std::time::Duration::from_millis(timeout_ms))
-            }
-            (_, Some(req)) => match &self.gates.pulls {
-                Some(p) => p.observe(&req).await,
-                None => Err(Error::usage("no pull-request provider here")),
-            },
-            (_, None) => Err(Error::internal("nothing to observe for this gate")),
-        };
-        match observation {
-            Err(e) => unknown(e.message),
-            Ok(o) => match capability(&g.kind).validate(Subject::Gate(g.id), &o) {
-                Ok(p) => (p, None),
-                Err(r) => unknown(r.reason),
-            },
-        }
-    }
-
-    /// Tells the person about each of their gates a notice is due for: the attempt is recorded
-    /// first (so no two processes send it), then the outcome. A failure is recorded and tried
-    /// again later; it never fails the command.
-    pub(crate) async fn send_notices(&self, goal: &GoalId) -> Result<Vec<NoticeResult>> {
-        let Some(notifier) = self.gates.notifier.clone() else { return Ok(Vec::new()) };
-        let s = self.store().read(goal)?;
-        let Some(mut policy) = s.goal.notify.clone() else { return Ok(Vec::new()) };
-        // The notify command is a person's; one this machine's person never wrote or approved
-        // (it came with the project) is left out until they do.
-        if let Some(argv) = &policy.command
-            && let Some(why) = self.withheld(argv, "user", "user")?
-        {
-            self.store().reporter().warn(&format!(
-                "the notify command `{}` is not run: {why} (loopx command approve --notify)",
-                shell_words::join(argv)
-            ));
-            policy.command = None;
-            if policy.webhook.is_none() {
-                return Ok(Vec::new());
-            }
-        }
-        let now = self.store().clock().now();
-        let channel = channels(&policy);
-        let mut out = Vec::new();
-        for (id, reminder) in notices_due(&s, now, &self.gates) {
-            let Some(g) = s.gate(id).cloned() else { continue };
-            let mut claimed = false;
-            self.store().transact(goal, &mut |txn| {
-                let current = txn.state.gate(id);
-                if current.map(|c| &c.notified) != Some(&g.notified) {
-                    return Ok(());
-                }
-                let e = Event::GateNotified {
-                    gate: id,
-                    channel: channel.clone(),
-                    reminder,
-                    attempt: true,
-                    error: None,
-                };
-                txn.commit("loopx", e, None, false, |_| Ok(()))?;
-                claimed = true;
-                Ok(())
-            })?;
-            if !claimed {
-                continue;
-            }
-            let n = Notification {
-                goal: goal.clone(),
-                gate: id,
-                question: g.question.clone(),
-                answer_with: format!(
-                    "loopx --goal-id {goal} gate answer {id} --approve (or --reject, --cancel)"
-                ),
-                reminder,
-            };
-            let result = notifier.notify(&policy, &n).await;
-            let error = result.as_ref().err().map(|e| e.message.clone());
-            let used = result.unwrap_or_else(|_| channel.clone());
-            let e = Event::GateNotified {
-                gate: id,
-                channel: used.clone(),
-                reminder,
-                attempt: false,
-                error: error.clone(),
-            };
-            self.store().transact(goal, &mut |txn| {
-                txn.commit("loopx", e.clone(), None, false, |_| Ok(())).map(|_| ())
-            })?;
-            out.push(NoticeResult { gate: id, reminder, channel: Some(used), error });
-        }
-        Ok(out)
-    }
-
-    /// Whether should-run must poll first: a gate or a notice is due that this process may
-    /// handle.
-    pub(crate) fn poll_needed(&self, state: &GoalState, now: Timestamp) -> bool {
-        let timers_only = !self.gates.poll_on_should_run;
-        !due(state, now, &self.gates, timers_only).is_empty()
-            || (!timers_only && !notices_due(state, now, &self.gates).is_empty())
-    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 //! the [`loopx_core::kernel::Kernel`] command surface over any [`Store`] ([`StateKernel`]):
 //! the file store ([`FileKernel`]) and the in-memory one ([`MemKernel`]).
 
+pub mod actor;
 pub mod approvals;
+pub mod codec;
 pub mod decide;
 pub mod doctor;
 pub mod drive;

@@ -20,7 +20,7 @@ use crate::log::{self, Scan};
 use crate::project::ProjectFile;
 use crate::state::{ArchiveHead, ArchivedTodo, GoalState};
 use crate::store::{
-    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, events_missing, genesis,
+    Commit, Doctor, Store, Txn, archive_text, chain_error, check_root, encode_state, events_missing, genesis,
     lines_of, read_archive, replay, verify_lines,
 };
 
@@ -170,6 +170,31 @@ fn check(name: &str, ok: bool, detail: &str) -> DoctorCheck {
     DoctorCheck { name: name.to_owned(), ok, detail: detail.to_owned() }
 }
 
+impl Doctor for MemStore {
+    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        crate::doctor::report(&self.project()?, only, "in memory", |g| self.goal_report(g))
+    }
+
+    fn repair_project(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// Rebuilds each goal's state and archive from its log (which must verify).
+    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        let goals = self.project()?.goals_or(only);
+        let mut actions = Vec::new();
+        for id in &goals {
+            let goal = self.goal(id)?;
+            let _writer = locked(&goal.writer)?;
+            let mut data = locked(&goal.data)?;
+            data.current = None;
+            self.load(id, &mut data)?;
+            actions.push(format!("goal {id}: state and archive rebuilt from its log"));
+        }
+        Ok(crate::doctor::with_repairs(self.doctor(only)?, actions))
+    }
+}
+
 impl Store for MemStore {
     fn project(&self) -> Result<ProjectFile> {
         Ok(locked(&self.inner.project)?.clone())
@@ -257,14 +282,6 @@ impl Store for MemStore {
         self.reporter.as_ref()
     }
 
-    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        crate::doctor::report(&self.project()?, only, "in memory", |g| self.goal_report(g))
-    }
-
-    fn repair_project(&self) -> Result<Vec<String>> {
-        Ok(Vec::new())
-    }
-
     fn log_lines(&self, id: &GoalId) -> Result<Vec<String>> {
         let scan_ok = self.scan_goal(id)?;
         let goal = self.goal(id)?;
@@ -287,20 +304,5 @@ impl Store for MemStore {
         };
         goals.insert(id.clone(), Arc::new(MemGoal { writer: Mutex::new(()), data: Mutex::new(data) }));
         Ok(state)
-    }
-
-    /// Rebuilds each goal's state and archive from its log (which must verify).
-    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        let goals = self.project()?.goals_or(only);
-        let mut actions = Vec::new();
-        for id in &goals {
-            let goal = self.goal(id)?;
-            let _writer = locked(&goal.writer)?;
-            let mut data = locked(&goal.data)?;
-            data.current = None;
-            self.load(id, &mut data)?;
-            actions.push(format!("goal {id}: state and archive rebuilt from its log"));
-        }
-        Ok(crate::doctor::with_repairs(self.doctor(only)?, actions))
     }
 }

@@ -52,7 +52,7 @@ pub fn goal_md(state: &GoalState) -> String {
     );
 
     let gates: Vec<_> = state.open_gates().filter(|g| g.is_persons()).collect();
-    let checks: Vec<_> = state.gates.iter().filter(|g| crate::gates::checkable(g)).collect();
+    let checks: Vec<_> = state.gates.iter().filter(|g| g.checkable()).collect();
     let open = |t: &KeyRef<'_>| !t.status.is_closed();
     let user_todos: Vec<_> = state.todos.keys().filter(open).filter(|t| t.role == Role::User).collect();
     if !gates.is_empty() || !user_todos.is_empty() {
@@ -79,7 +79,7 @@ pub fn goal_md(state: &GoalState) -> String {
                 .as_ref()
                 .map(|c| format!("; last check: {}", one_line(&c.summary)))
                 .unwrap_or_default();
-            let next = crate::gates::due_at(g).map(|t| format!("; next at {t}")).unwrap_or_default();
+            let next = g.due_at().map(|t| format!("; next at {t}")).unwrap_or_default();
             let _ = writeln!(
                 out,
                 "- {} {} (blocks {}): waits for {}{seen}{next}",

@@ -17,6 +17,7 @@ use loopx_core::{AgentId, AgentType, Error, EvidenceId, GateId, HandoffId, Resul
 
 use loopx_core::next::NextStep;
 
+pub use crate::actor::Actor;
 use crate::state::GoalState;
 
 /// Longest a validation command may run.
@@ -25,30 +26,6 @@ pub const MAX_VALIDATION_SECS: u64 = 6 * 3600;
 pub const MAX_TODOS: usize = 100_000;
 /// Longest link or argv element in evidence, in bytes.
 const MAX_REF_LEN: usize = 2000;
-
-/// Who a command acts as.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Actor {
-    /// A person.
-    User,
-    /// A registered agent.
-    Agent(AgentId),
-}
-
-impl Actor {
-    pub fn name(&self) -> &str {
-        match self {
-            Actor::User => "user",
-            Actor::Agent(a) => a.as_str(),
-        }
-    }
-    pub fn agent(&self) -> Option<&AgentId> {
-        match self {
-            Actor::User => None,
-            Actor::Agent(a) => Some(a),
-        }
-    }
-}
 
 /// Whose work a command touches: an agent's (identity required once two agents are
 /// registered), a person's (registration, user todos, questions), or the goal's governance
@@ -819,7 +796,7 @@ pub fn gate_checked(
     let Some(every) = g.kind.every_secs().or(matches!(g.kind, GateKind::Timer { .. }).then_some(60)) else {
         return Ok(None);
     };
-    if !crate::gates::checkable(g) {
+    if !g.checkable() {
         return Ok(None);
     }
     let prior_unknown = g.check.as_ref().map_or(0, |c| c.unknown);

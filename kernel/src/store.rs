@@ -19,6 +19,7 @@ use loopx_core::kernel::{DoctorReport, Receipt};
 use loopx_core::{Clock, Error, GoalId, Result};
 
 use crate::Reporter;
+use crate::codec;
 use crate::fs as kfs;
 use crate::lock::{self, LockGuard};
 use crate::log::{self, EventLine, GENESIS, Scan};
@@ -37,9 +38,20 @@ pub const SNAPSHOT_SCHEMA_VERSION: u32 = 3;
 /// How long a command waits for a goal lock before it fails with "busy".
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A store's own checkup: what it verifies and mends. Each store implements it beside its
+/// doctor (the file store's in [`crate::doctor`]).
+pub trait Doctor {
+    /// Verifies what the fast path trusts, changing nothing.
+    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport>;
+    /// Mends the project's goal list, returning what it did.
+    fn repair_project(&self) -> Result<Vec<String>>;
+    /// Mends what can be mended without losing committed data, then reports as `doctor` does.
+    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport>;
+}
+
 /// Where committed state is kept. The file store is the embedded default; a shared database
 /// store plugs in behind the same methods.
-pub trait Store: Send + Sync + fmt::Debug {
+pub trait Store: Doctor + Send + Sync + fmt::Debug {
     /// The project's goal list. Refuses an unreadable `project.json` with an integrity error.
     fn project(&self) -> Result<ProjectFile>;
     /// Changes `project.json` under the project lock; `f` returns whether it changed anything.
@@ -63,12 +75,6 @@ pub trait Store: Send + Sync + fmt::Debug {
     fn root(&self) -> &Path;
     fn clock(&self) -> &dyn Clock;
     fn reporter(&self) -> &dyn Reporter;
-    /// Verifies what the fast path trusts, changing nothing.
-    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport>;
-    /// Mends the project's goal list, returning what it did.
-    fn repair_project(&self) -> Result<Vec<String>>;
-    /// Mends what can be mended without losing committed data, then reports as `doctor` does.
-    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport>;
     /// The goal's log, line by line as committed (the bytes its hash chain covers), verified.
     fn log_lines(&self, id: &GoalId) -> Result<Vec<String>>;
     /// Creates goal `id` from another store's log (`lines`, as [`Store::log_lines`] gives
@@ -110,6 +116,18 @@ pub fn lines_of(bytes: &[u8]) -> Result<Vec<String>> {
         .collect()
 }
 
+impl Doctor for Box<dyn Store> {
+    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        (**self).doctor(only)
+    }
+    fn repair_project(&self) -> Result<Vec<String>> {
+        (**self).repair_project()
+    }
+    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        (**self).repair(only)
+    }
+}
+
 /// A store chosen when the project is opened (the command line's: the file store or a
 /// database), as one type.
 impl Store for Box<dyn Store> {
@@ -146,15 +164,6 @@ impl Store for Box<dyn Store> {
     fn reporter(&self) -> &dyn Reporter {
         (**self).reporter()
     }
-    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        (**self).doctor(only)
-    }
-    fn repair_project(&self) -> Result<Vec<String>> {
-        (**self).repair_project()
-    }
-    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        (**self).repair(only)
-    }
     fn log_lines(&self, id: &GoalId) -> Result<Vec<String>> {
         (**self).log_lines(id)
     }
@@ -189,7 +198,7 @@ pub struct Commit<'a> {
     /// The state after the event.
     pub state: &'a GoalState,
     /// `state`'s canonical encoding, whose root the line records.
-    /// The state's hashed form ([`table::encode_keys`]).
+    /// The state's hashed form ([`codec::encode_keys`]).
     pub state_keys: &'a [u8],
     /// The archive before the event (the todos it archived are `state.archived_now`).
     pub archive_before: &'a ArchiveHead,
@@ -232,7 +241,7 @@ impl Default for StoreOptions {
 }
 
 /// The first line of `snapshot.json`: what the state after it was derived from. The state
-/// follows as the exact bytes its root hashes ([`table::encode_keys`]), then a line of offsets:
+/// follows as the exact bytes its root hashes ([`codec::encode_keys`]), then a line of offsets:
 /// where each todo's JSON is in the body file the header names.
 #[derive(Debug, Serialize, Deserialize)]
 struct SnapshotHeader {
@@ -330,7 +339,7 @@ impl Snapshot {
             }
             None => None,
         };
-        let (state, _) = table::decode(bytes, from, to, table::Bodies::File(file)).ok()?;
+        let (state, _) = codec::decode(bytes, from, to, table::Bodies::File(file)).ok()?;
         Some(Snapshot {
             schema_version: h.schema_version,
             goal_id: h.goal_id,
@@ -482,7 +491,7 @@ impl<'a> Txn<'a> {
             }
             next.keep_receipt(&line);
         }
-        let state_keys = table::encode_keys(next, self.size_hint)?;
+        let state_keys = codec::encode_keys(next, self.size_hint)?;
         line.root = Some(log::state_root(&state_keys));
         let text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
@@ -746,7 +755,7 @@ impl FileStore {
                 }
             }
         };
-        let Ok((state, hashed)) = table::decode(&bytes, from, to, table::Bodies::File(body_file)) else {
+        let Ok((state, hashed)) = codec::decode(&bytes, from, to, table::Bodies::File(body_file)) else {
             return Ok(Loaded::Stale);
         };
         let last = log::last_line(&events, len).map_err(|e| Error::io("read", &events, &e))?;
@@ -886,7 +895,7 @@ impl FileStore {
         head: &str,
         prior_md: Option<&str>,
     ) -> Result<()> {
-        self.write_projections_json(id, state, &table::encode_keys(state, 0)?, head, prior_md)
+        self.write_projections_json(id, state, &codec::encode_keys(state, 0)?, head, prior_md)
     }
 
     /// [`FileStore::write_projections`] with the state already encoded (the bytes its root
@@ -1036,14 +1045,14 @@ pub fn genesis(id: &GoalId, first: Event, at: loopx_core::Timestamp) -> Result<(
     Ok((state, text))
 }
 
-/// A state's canonical bytes, todos and all ([`table::encode_state`]).
+/// A state's canonical bytes, todos and all ([`codec::encode_state`]).
 pub fn encode_state(state: &GoalState) -> Result<Vec<u8>> {
-    table::encode_state(state)
+    codec::encode_state(state)
 }
 
-/// A state's root ([`log::state_root`] of [`table::encode_keys`]).
+/// A state's root ([`log::state_root`] of [`codec::encode_keys`]).
 pub fn root_of(state: &GoalState) -> Result<String> {
-    Ok(log::state_root(&table::encode_keys(state, 0)?))
+    Ok(log::state_root(&codec::encode_keys(state, 0)?))
 }
 
 /// A state as one JSON document, the form roots hashed before the table form.
@@ -1096,7 +1105,7 @@ impl FileStore {
         }
         // Only the last line's root is ever checked; hashing every intermediate state would
         // cost the whole state per event.
-        let state_keys = table::encode_keys(&state, 0)?;
+        let state_keys = codec::encode_keys(&state, 0)?;
         if let Some(last) = lines.last_mut() {
             last.root = Some(log::state_root(&state_keys));
         }
@@ -1451,18 +1460,6 @@ impl Store for FileStore {
 
     fn reporter(&self) -> &dyn Reporter {
         self.reporter.as_ref()
-    }
-
-    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        crate::doctor::run(self, only)
-    }
-
-    fn repair_project(&self) -> Result<Vec<String>> {
-        FileStore::repair_project(self)
-    }
-
-    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        crate::doctor::repair(self, only)
     }
 
     fn log_lines(&self, id: &GoalId) -> Result<Vec<String>> {

@@ -6,15 +6,14 @@
 //! a row read from a store finds its todo's JSON only when the todo is first used. A commit
 //! copies the key lines of the todos it did not change and encodes only the others.
 //!
-//! The stored form ([`encode_keys`]) is a marker line, the state without its todos as one JSON
-//! line, and a key line per todo in id order: tab-separated fields ending with the hash and
-//! length of the todo's JSON. The state root hashes that form, so it covers every todo through
-//! its hash without reading the todos; a todo's JSON is checked against its hash when read.
-//! Where the JSON lives is the store's matter: after the key lines in a database's row
-//! ([`encode_state`]), in a body file of its own in the file store.
+//! In the stored form ([`crate::codec`]) a key line per todo in id order follows the state's
+//! head: tab-separated fields ending with the hash and length of the todo's JSON. The state
+//! root hashes that form, so it covers every todo through its hash without reading the todos;
+//! a todo's JSON is checked against its hash when read. Where the JSON lives is the store's
+//! matter: after the key lines in a database's row, in a body file of its own in the file
+//! store.
 
 use std::borrow::Cow;
-use std::cell::Cell;
 use std::fmt;
 use std::fmt::Write as _;
 use std::fs::File;
@@ -24,16 +23,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::de::{Deserialize, Deserializer};
-use serde::ser::{Serialize, SerializeSeq, Serializer};
+use serde::ser::{Serialize, Serializer};
 
 use loopx_core::model::{Priority, ResumeWhen, Role, Todo, TodoClass, TodoStatus};
 use loopx_core::{AgentId, Error, GateId, Result, Timestamp, TodoId};
 
-use crate::state::GoalState;
-
-/// How the first line of a state in the table form begins (the number of todos follows); a
-/// state without it is the older JSON form.
-const MARKER: &[u8] = b"loopx-state 3 ";
 /// The length of a todo's hash in its key line.
 const HASH_LEN: usize = 16;
 
@@ -436,7 +430,7 @@ impl TodoTable {
     }
 
     /// Appends the key lines: stored rows' as they were read, the others' made anew.
-    fn encode_keys_into(&self, out: &mut Vec<u8>) -> Result<()> {
+    pub(crate) fn encode_keys_into(&self, out: &mut Vec<u8>) -> Result<()> {
         // Stored rows next to each other in the origin are copied as one run of lines.
         let mut run: Option<(&Stored, &Stored)> = None;
         let flush = |run: &mut Option<(&Stored, &Stored)>, out: &mut Vec<u8>| {
@@ -555,17 +549,9 @@ impl fmt::Debug for TodoTable {
     }
 }
 
-thread_local! {
-    /// Set while the head of the table form is encoded: the todos follow it as records.
-    static HEAD_ONLY: Cell<bool> = const { Cell::new(false) };
-}
-
 /// In JSON (the older form, and a state read or written whole) the table is a list of todos.
 impl Serialize for TodoTable {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        if HEAD_ONLY.get() {
-            return s.serialize_seq(Some(0))?.end();
-        }
         s.collect_seq(self.iter())
     }
 }
@@ -581,126 +567,82 @@ impl<'de> Deserialize<'de> for TodoTable {
     }
 }
 
-/// What a state's root hashes: the marker line with the number of todos, the state without
-/// its todos as one JSON line, and a key line per todo (with its JSON's hash and length).
-pub fn encode_keys(state: &GoalState, hint: usize) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(hint + hint / 16);
-    out.extend_from_slice(MARKER);
-    out.extend_from_slice(format!("{}\n", state.todos.len()).as_bytes());
-    HEAD_ONLY.set(true);
-    let head = serde_json::to_writer(&mut out, state);
-    HEAD_ONLY.set(false);
-    head.map_err(|e| Error::internal(format!("cannot encode the state: {e}")))?;
-    out.push(b'\n');
-    state.todos.encode_keys_into(&mut out)?;
-    Ok(out)
-}
-
-/// A state's canonical bytes, whole: [`encode_keys`], then each todo's JSON on a line of its
-/// own. What a database keeps, and what two states are compared by.
-pub fn encode_state(state: &GoalState) -> Result<Vec<u8>> {
-    let mut out = encode_keys(state, 0)?;
-    append_bodies(state, &mut out)?;
-    Ok(out)
-}
-
-/// Appends each todo's JSON, a line each, to the key lines in `out`.
-pub fn append_bodies(state: &GoalState, out: &mut Vec<u8>) -> Result<()> {
-    for place in state.todos.places(None)? {
-        if let Place::Write(body) = place {
-            out.extend_from_slice(&body);
-            out.push(b'\n');
-        }
-    }
-    Ok(())
-}
-
-/// Whether `bytes` are a state in the table form (rather than the older JSON).
-pub fn is_table_form(bytes: &[u8]) -> bool {
-    bytes.starts_with(MARKER)
-}
-
-/// Where a state's todos are, for [`decode`].
+/// Where a state's todos are, for [`crate::codec::decode`].
 #[derive(Debug)]
 pub enum Bodies {
-    /// After the key lines, a line each ([`encode_state`]).
+    /// After the key lines, a line each ([`crate::codec::encode_state`]).
     Inline,
     /// In `file`, at the offsets listed on the line after the key lines.
     File(Option<Arc<BodyFile>>),
 }
 
-/// Reads a state from `src[from..to]`, in the table form or the older JSON, with its todos
-/// where `bodies` says. Returns the state and where its hashed part ends (see
-/// [`encode_keys`]). Stored todos are decoded when first used.
-pub fn decode(
-    src: &Arc<Vec<u8>>,
-    from: usize,
-    to: usize,
-    bodies: Bodies,
-) -> std::result::Result<(GoalState, usize), String> {
-    let bytes = &src[from..to];
-    if !is_table_form(bytes) {
-        return serde_json::from_slice(bytes).map(|s| (s, to)).map_err(|e| e.to_string());
+impl TodoTable {
+    /// Appends each todo's JSON, a line each, to the key lines in `out`.
+    pub fn append_bodies(&self, out: &mut Vec<u8>) -> Result<()> {
+        for place in self.places(None)? {
+            if let Place::Write(body) = place {
+                out.extend_from_slice(&body);
+                out.push(b'\n');
+            }
+        }
+        Ok(())
     }
-    let mut at = from + MARKER.len();
-    let line = |at: &mut usize| -> std::result::Result<(usize, usize), String> {
-        let nl = src[*at..to].iter().position(|b| *b == b'\n').ok_or("a line without its end")?;
-        let span = (*at, *at + nl);
-        *at += nl + 1;
-        Ok(span)
-    };
-    let (a, b) = line(&mut at)?;
-    let n: usize =
-        std::str::from_utf8(&src[a..b]).ok().and_then(|n| n.parse().ok()).ok_or("a bad todo count")?;
-    let (a, b) = line(&mut at)?;
-    let mut state: GoalState =
-        serde_json::from_slice(&src[a..b]).map_err(|e| format!("the state's head: {e}"))?;
-    if !state.todos.is_empty() {
-        return Err("the state's head lists todos".to_owned());
-    }
-    let src_of = match &bodies {
-        Bodies::Inline => Source::Inline(Arc::clone(src)),
-        Bodies::File(Some(f)) => Source::File(Arc::clone(f)),
-        Bodies::File(None) if n == 0 => Source::Inline(Arc::clone(src)),
-        Bodies::File(None) => return Err("no body file".to_owned()),
-    };
-    let (rows, agents, keys_end) = TodoTable::decode_keys(src, at, to, n)?;
-    let offsets = match bodies {
-        Bodies::Inline => {
-            // Each todo's JSON and its newline, one after the other.
-            let mut end = keys_end as u64;
-            let mut offsets = Vec::with_capacity(n);
-            for row in &rows {
-                let Row::Stored(s) = row else { continue };
-                offsets.push(end);
-                end += u64::from(s.len) + 1;
-                // Each todo's JSON ends its line.
-                let nl = usize::try_from(end - 1).ok().and_then(|i| src.get(i).filter(|_| i < to));
-                if nl != Some(&b'\n') {
-                    return Err(format!("todo {}: its JSON does not end its line", s.id));
+
+    /// The key lines of `n` todos from `src[at..to]`, with their JSON where `bodies` says.
+    /// Returns the table and where the key lines end. Todos are decoded when first used.
+    pub fn decode(
+        src: &Arc<Vec<u8>>,
+        at: usize,
+        to: usize,
+        n: usize,
+        bodies: Bodies,
+    ) -> std::result::Result<(Self, usize), String> {
+        let src_of = match &bodies {
+            Bodies::Inline => Source::Inline(Arc::clone(src)),
+            Bodies::File(Some(f)) => Source::File(Arc::clone(f)),
+            Bodies::File(None) if n == 0 => Source::Inline(Arc::clone(src)),
+            Bodies::File(None) => return Err("no body file".to_owned()),
+        };
+        let (rows, agents, keys_end) = TodoTable::decode_keys(src, at, to, n)?;
+        let offsets = match bodies {
+            Bodies::Inline => {
+                // Each todo's JSON and its newline, one after the other.
+                let mut end = keys_end as u64;
+                let mut offsets = Vec::with_capacity(n);
+                for row in &rows {
+                    let Row::Stored(s) = row else { continue };
+                    offsets.push(end);
+                    end += u64::from(s.len) + 1;
+                    // Each todo's JSON ends its line.
+                    let nl = usize::try_from(end - 1).ok().and_then(|i| src.get(i).filter(|_| i < to));
+                    if nl != Some(&b'\n') {
+                        return Err(format!("todo {}: its JSON does not end its line", s.id));
+                    }
                 }
+                if end != to as u64 {
+                    return Err("the todos' lengths do not add up".to_owned());
+                }
+                offsets
             }
-            if end != to as u64 {
-                return Err("the todos' lengths do not add up".to_owned());
+            Bodies::File(_) => {
+                let nl = if n == 0 { Some(0) } else { src[keys_end..to].iter().position(|b| *b == b'\n') };
+                let nl = nl.ok_or("a line without its end")?;
+                let (a, b) = (keys_end, keys_end + nl);
+                let end = if n == 0 { keys_end } else { b + 1 };
+                if end != to {
+                    return Err("bytes after the offsets".to_owned());
+                }
+                let offsets =
+                    if n == 0 { vec![] } else { parse_offsets(&src[a..b], n).ok_or("a bad offset")? };
+                if offsets.len() != n {
+                    return Err("the offsets do not match the todos".to_owned());
+                }
+                offsets
             }
-            offsets
-        }
-        Bodies::File(_) => {
-            let mut end = keys_end;
-            let (a, b) = if n == 0 { (end, end) } else { line(&mut end)? };
-            if end != to {
-                return Err("bytes after the offsets".to_owned());
-            }
-            let offsets = if n == 0 { vec![] } else { parse_offsets(&src[a..b], n).ok_or("a bad offset")? };
-            if offsets.len() != n {
-                return Err("the offsets do not match the todos".to_owned());
-            }
-            offsets
-        }
-    };
-    let origin = Arc::new(Origin { keys: Arc::clone(src), src: src_of, offsets, agents });
-    state.todos = TodoTable { rows, origin };
-    Ok((state, keys_end))
+        };
+        let origin = Arc::new(Origin { keys: Arc::clone(src), src: src_of, offsets, agents });
+        Ok((TodoTable { rows, origin }, keys_end))
+    }
 }
 
 /// A key line: id, status, priority, role, class, claimed by, assignee, resume condition, gate

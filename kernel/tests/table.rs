@@ -9,10 +9,11 @@ use loopx_core::event::Event;
 use loopx_core::kernel::AddTodo;
 use loopx_core::model::{Priority, ResumeWhen, Role, TodoClass};
 use loopx_core::{AgentId, AgentType, GoalId, Timestamp};
+use loopx_kernel::codec;
 use loopx_kernel::log::{EventLine, GENESIS};
 use loopx_kernel::rules::{self, Actor};
 use loopx_kernel::state::GoalState;
-use loopx_kernel::table::{self, Bodies};
+use loopx_kernel::table::Bodies;
 
 fn line(seq: u64, actor: &str, event: Event) -> EventLine {
     EventLine {
@@ -76,30 +77,30 @@ fn goal() -> GoalState {
 
 fn decode(bytes: &[u8]) -> Result<GoalState, String> {
     let src = Arc::new(bytes.to_vec());
-    table::decode(&src, 0, src.len(), Bodies::Inline).map(|(s, _)| s)
+    codec::decode(&src, 0, src.len(), Bodies::Inline).map(|(s, _)| s)
 }
 
 #[test]
 fn a_state_encodes_and_decodes_back_to_the_same_bytes_and_decisions() {
     let s = goal();
-    let bytes = table::encode_state(&s).unwrap();
+    let bytes = codec::encode_state(&s).unwrap();
     let back = decode(&bytes).unwrap();
     back.todos.check().unwrap();
-    assert_eq!(table::encode_state(&back).unwrap(), bytes);
+    assert_eq!(codec::encode_state(&back).unwrap(), bytes);
     assert_eq!(back, s);
     let a = AgentId::new("a").unwrap();
     let now = Timestamp::from_unix_millis(1_900_000_000_000);
     assert_eq!(back.pick(Some(&a), now).map(|t| t.id), s.pick(Some(&a), now).map(|t| t.id));
     assert_eq!(back.counts(), s.counts());
     // The hashed form is the whole form's beginning: the todos' JSON follows it.
-    let keys = table::encode_keys(&s, 0).unwrap();
+    let keys = codec::encode_keys(&s, 0).unwrap();
     assert!(bytes.starts_with(&keys) && bytes.len() > keys.len());
 }
 
 #[test]
 fn damaged_bytes_are_refused_never_trusted() {
-    let bytes = table::encode_state(&goal()).unwrap();
-    let keys = table::encode_keys(&goal(), 0).unwrap().len();
+    let bytes = codec::encode_state(&goal()).unwrap();
+    let keys = codec::encode_keys(&goal(), 0).unwrap().len();
     let mut refused = 0;
     for i in 0..bytes.len() {
         for damage in [Damage::Cut, Damage::Flip] {
@@ -119,8 +120,8 @@ fn damaged_bytes_are_refused_never_trusted() {
             // What decodes and checks re-encodes to a form that decodes to itself; a change in
             // a todo's record never gets this far.
             assert!(i < keys, "byte {i} ({damage:?}) of the todos' JSON was trusted");
-            let again = table::encode_state(&state).unwrap();
-            assert_eq!(table::encode_state(&decode(&again).unwrap()).unwrap(), again);
+            let again = codec::encode_state(&state).unwrap();
+            assert_eq!(codec::encode_state(&decode(&again).unwrap()).unwrap(), again);
         }
     }
     assert!(refused > bytes.len(), "{refused} of {} damaged copies refused", 2 * bytes.len());
@@ -135,7 +136,7 @@ enum Damage {
 #[test]
 fn a_read_table_changed_here_and_there_encodes_as_one_never_stored() {
     let mut s = goal();
-    let mut back = decode(&table::encode_state(&s).unwrap()).unwrap();
+    let mut back = decode(&codec::encode_state(&s).unwrap()).unwrap();
     let ids: Vec<_> = s.todos.keys().map(|k| k.id).collect();
     // Stored rows around a removed one, a changed one and the last one removed: the runs of
     // stored key lines a commit copies must end where the table changed.
@@ -144,7 +145,7 @@ fn a_read_table_changed_here_and_there_encodes_as_one_never_stored() {
         state.todos.get_mut(ids[5]).unwrap().text = "changed".into();
         state.todos.remove(ids[7]).unwrap();
     }
-    assert_eq!(table::encode_state(&back).unwrap(), table::encode_state(&s).unwrap());
+    assert_eq!(codec::encode_state(&back).unwrap(), codec::encode_state(&s).unwrap());
     assert_eq!(back, s);
     let kept: Vec<_> = back.todos.keys().map(|k| k.id).collect();
     assert_eq!(kept, [ids[0], ids[1], ids[3], ids[4], ids[5], ids[6]]);

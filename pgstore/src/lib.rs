@@ -35,12 +35,13 @@ use sha2::{Digest, Sha256};
 use loopx_core::event::Event;
 use loopx_core::kernel::{DoctorCheck, DoctorGoal, DoctorReport};
 use loopx_core::{Clock, Error, GoalId, Result};
+use loopx_kernel::codec;
 use loopx_kernel::doctor::{report, verify_log, with_repairs};
 use loopx_kernel::log::{self, Scan};
 use loopx_kernel::project::ProjectFile;
 use loopx_kernel::state::{ArchiveHead, ArchivedTodo, GoalState};
 use loopx_kernel::store::{
-    Commit, Store, Txn, archive_text, chain_error, check_root, encode_state, events_missing, genesis,
+    Commit, Doctor, Store, Txn, archive_text, chain_error, check_root, encode_state, events_missing, genesis,
     lines_of, read_archive, replay, root_matches, verify_lines,
 };
 use loopx_kernel::table;
@@ -444,7 +445,7 @@ impl PgStore {
         let root = last.and_then(|l| serde_json::from_str::<log::EventLine>(l).ok()).and_then(|l| l.root);
         if !dirty && let Some(root) = root {
             let bytes = Arc::new(state_text.as_bytes().to_vec());
-            let (state, _) = table::decode(&bytes, 0, bytes.len(), table::Bodies::Inline)
+            let (state, _) = codec::decode(&bytes, 0, bytes.len(), table::Bodies::Inline)
                 .map_err(|e| Error::integrity(format!("goal {id}: its state row does not decode: {e}")))?;
             // The todos' JSON is checked against the hashes the root covers, once.
             if root_matches(&root, &state)? && state.todos.check().is_ok() {
@@ -571,6 +572,41 @@ fn migrate(c: &mut Client) -> Result<()> {
     t.execute("DELETE FROM loopx_schema", &[]).map_err(|e| db("migrate", &e))?;
     t.execute("INSERT INTO loopx_schema (version) VALUES ($1)", &[&known]).map_err(|e| db("migrate", &e))?;
     t.commit().map_err(|e| db("migrate", &e))
+}
+
+impl Doctor for PgStore {
+    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        let project = self.project()?;
+        let place = format!("in PostgreSQL project {}", self.ns);
+        self.with(|conn| report(&project, only, &place, |g| self.goal_report(conn.client(), g)))
+    }
+
+    fn repair_project(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// Rebuilds each goal's state and archive rows from its log (which must verify).
+    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
+        let goals = self.project()?.goals_or(only);
+        let mut actions = Vec::new();
+        self.with(|conn| {
+            conn.client().batch_execute(GUARDS_ON).map_err(|e| db("enable the edit triggers", &e))
+        })?;
+        for id in &goals {
+            self.with(|conn| {
+                conn.client()
+                    .execute(
+                        "UPDATE loopx_goals SET dirty = true WHERE ns = $1 AND goal = $2",
+                        &[&self.ns, &id.as_str()],
+                    )
+                    .map_err(|e| db("mark the goal", &e))?;
+                Ok(())
+            })?;
+            self.transact(id, &mut |_| Ok(()))?;
+            actions.push(format!("goal {id}: state and archive rebuilt from its log"));
+        }
+        Ok(with_repairs(self.doctor(only)?, actions))
+    }
 }
 
 impl Store for PgStore {
@@ -738,7 +774,7 @@ impl Store for PgStore {
             }
             let seq = seq_i64(c.state.seq)?;
             let mut whole = c.state_keys.to_vec();
-            table::append_bodies(c.state, &mut whole)?;
+            c.state.todos.append_bodies(&mut whole)?;
             let state = std::str::from_utf8(&whole).map_err(|e| Error::internal(e.to_string()))?;
             // The event, the state and the notice (delivered when, and only if, the transaction
             // commits) in one statement: one round trip.
@@ -787,16 +823,6 @@ impl Store for PgStore {
         self.reporter.as_ref()
     }
 
-    fn doctor(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        let project = self.project()?;
-        let place = format!("in PostgreSQL project {}", self.ns);
-        self.with(|conn| report(&project, only, &place, |g| self.goal_report(conn.client(), g)))
-    }
-
-    fn repair_project(&self) -> Result<Vec<String>> {
-        Ok(Vec::new())
-    }
-
     fn log_lines(&self, id: &GoalId) -> Result<Vec<String>> {
         let bytes = self.with(|conn| self.log_bytes(conn.client(), id))?;
         log::scan(&bytes).map_err(|(_, b)| chain_error(&self.log_name(id), &b))?;
@@ -841,28 +867,5 @@ impl Store for PgStore {
             imported.and(ended)
         })?;
         Ok(state)
-    }
-
-    /// Rebuilds each goal's state and archive rows from its log (which must verify).
-    fn repair(&self, only: Option<&GoalId>) -> Result<DoctorReport> {
-        let goals = self.project()?.goals_or(only);
-        let mut actions = Vec::new();
-        self.with(|conn| {
-            conn.client().batch_execute(GUARDS_ON).map_err(|e| db("enable the edit triggers", &e))
-        })?;
-        for id in &goals {
-            self.with(|conn| {
-                conn.client()
-                    .execute(
-                        "UPDATE loopx_goals SET dirty = true WHERE ns = $1 AND goal = $2",
-                        &[&self.ns, &id.as_str()],
-                    )
-                    .map_err(|e| db("mark the goal", &e))?;
-                Ok(())
-            })?;
-            self.transact(id, &mut |_| Ok(()))?;
-            actions.push(format!("goal {id}: state and archive rebuilt from its log"));
-        }
-        Ok(with_repairs(self.doctor(only)?, actions))
     }
 }

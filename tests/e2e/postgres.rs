@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use loopx_core::GoalId;
-use loopx_kernel::store::Store;
+use loopx_kernel::store::{Doctor, Store};
 use loopx_kernel::{Silent, StoreOptions, SystemClock};
 use loopx_pgstore::PgStore;
 use loopx_tests::pg::{test_url, unique_project};
