@@ -21,6 +21,7 @@ use loopx_core::model::{
 };
 use loopx_core::traits::{Agent, EvidenceDraft, HandoffDraft, TodoDraft, TurnReport};
 use loopx_core::{AgentId, AgentType, Error, GoalId, IdempotencyKey, Result, TodoId};
+use loopx_kernel::gates::GateRuntime;
 use loopx_kernel::{FileKernel, Silent, StoreOptions, SystemClock};
 
 use crate::output::Rendered;
@@ -555,6 +556,9 @@ pub async fn run(keep: bool) -> Result<Rendered> {
 async fn play(root: &Path) -> Result<DemoReport> {
     let start = Instant::now();
     let (k, _) = FileKernel::init(root, Arc::new(SystemClock), Arc::new(Silent), StoreOptions::default())?;
+    // The demo's CI gate is a command loopx runs itself.
+    let processes: Arc<dyn loopx_core::traits::Provider> = Arc::new(loopx_providers::ProcessProvider);
+    let k = k.with_gates(GateRuntime { processes: Some(processes), ..GateRuntime::default() });
     let goal = GoalId::new("demo")?;
     let mut demo = Demo { k, start, timeline: Vec::new(), goal: goal.clone(), turns: 0 };
     let objective = "Add a CSV export to the reports page";

@@ -6,7 +6,7 @@
 
 use loopx_core::Error;
 use loopx_core::kernel::BindThread;
-use loopx_kernel::process::Ancestor;
+use loopx_providers::process::Ancestor;
 
 use crate::args::{DRIVE_SESSION_HOST, Driven};
 use crate::registry;
@@ -34,7 +34,7 @@ pub fn find(get: impl Fn(&str) -> Option<String>, walk: bool) -> Result<Identity
     if !walk {
         return Ok(Identity::default());
     }
-    Ok(in_ancestry(&loopx_kernel::process::ancestors(ancestry_root())))
+    Ok(in_ancestry(&loopx_providers::process::ancestors(ancestry_root())))
 }
 
 /// The identity the nearest telling ancestor gives: its marks (what it was started with), or

@@ -130,6 +130,7 @@ fn gate_runtime() -> Result<loopx_kernel::gates::GateRuntime, Error> {
         loopx_providers::Notify::new(Box::new(move |k| std::env::var(k).ok()), deadline)?.with_config(config);
     Ok(loopx_kernel::gates::GateRuntime {
         pulls: Some(Arc::new(github)),
+        processes: Some(Arc::new(loopx_providers::ProcessProvider)),
         notifier: Some(Arc::new(notify)),
         poll_on_should_run: true,
         commands: Some(projects::config_file("commands.json")?),

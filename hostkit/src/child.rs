@@ -171,5 +171,8 @@ pub fn is_driver(pid: u32) -> bool {
 /// behind), found by the variables the driver gave them. Returns how many processes were
 /// found. Linux only; elsewhere none are found.
 pub fn kill_leftovers(agent: &str, turn: &str) -> usize {
-    loopx_kernel::process::kill_marked(&[format!("LOOPX_AGENT_ID={agent}"), format!("LOOPX_TURN_ID={turn}")])
+    loopx_providers::process::kill_marked(&[
+        format!("LOOPX_AGENT_ID={agent}"),
+        format!("LOOPX_TURN_ID={turn}"),
+    ])
 }

@@ -8,10 +8,10 @@
 
 use std::sync::Arc;
 
-use loopx_core::model::{Gate, GateKind, GateStatus, NotifyPolicy};
+use loopx_core::model::{EvidenceKind, Gate, GateKind, GateStatus, NotifyPolicy};
 use loopx_core::traits::{
-    Capability, CheckResult, Notifier, Observation, ObservationRequest, Provider, Rejection, Subject,
-    TransitionProposal,
+    Capability, CheckResult, EvidenceDraft, Notifier, Observation, ObservationRequest, Provider, Rejection,
+    Subject, TransitionProposal,
 };
 use loopx_core::{GateId, Result, Timestamp};
 
@@ -22,6 +22,9 @@ use crate::state::GoalState;
 pub struct GateRuntime {
     /// The pull-request provider (GitHub); without it, CI and merge gates are not checked.
     pub pulls: Option<Arc<dyn Provider>>,
+    /// The process runner (validation commands, command gates); without it, a todo with a
+    /// validation command cannot be completed and command gates are not checked.
+    pub processes: Option<Arc<dyn Provider>>,
     /// Tells a person a gate needs them; without it, nobody is told.
     pub notifier: Option<Arc<dyn Notifier>>,
     /// `should-run` checks due gates itself (command gates included) before it decides.
@@ -37,6 +40,7 @@ impl std::fmt::Debug for GateRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GateRuntime")
             .field("pulls", &self.pulls.as_ref().map(|p| p.name()))
+            .field("processes", &self.processes.as_ref().map(|p| p.name()))
             .field("notifier", &self.notifier.is_some())
             .field("poll_on_should_run", &self.poll_on_should_run)
             .finish()
@@ -51,7 +55,7 @@ pub fn due(state: &GoalState, now: Timestamp, runtime: &GateRuntime, timers_only
         .filter(|g| g.due_at().is_some_and(|t| t <= now) && !g.checked_lately(now))
         .filter(|g| match &g.kind {
             GateKind::Timer { .. } => true,
-            GateKind::Command { .. } => !timers_only,
+            GateKind::Command { .. } => !timers_only && runtime.processes.is_some(),
             GateKind::Ci { .. } | GateKind::PrMerged { .. } => !timers_only && runtime.pulls.is_some(),
             GateKind::Person => false,
         })
@@ -81,7 +85,7 @@ pub fn capability(kind: &GateKind) -> Box<dyn Capability> {
     match kind {
         GateKind::Person => Box::new(PersonOnly),
         GateKind::Timer { until } => Box::new(TimerPassed { until: *until }),
-        GateKind::Command { .. } => Box::new(crate::process::CommandPassed),
+        GateKind::Command { .. } => Box::new(CommandPassed),
         GateKind::Ci { required, .. } => Box::new(ChecksGreen { required: required.clone() }),
         GateKind::PrMerged { .. } => Box::new(PullMerged),
     }
@@ -304,6 +308,61 @@ pub fn channels(policy: &NotifyPolicy) -> String {
         c.push("command");
     }
     c.join(",")
+}
+
+/// "The validation command exited 0": the only observation that completes a todo that has one.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CommandPassed;
+
+/// The evidence a command observation gives, passing or not.
+pub fn command_evidence(observation: &Observation) -> Option<EvidenceDraft> {
+    let Observation::CommandExited { argv, exit_code, output_digest, duration_ms } = observation else {
+        return None;
+    };
+    Some(EvidenceDraft {
+        kind: EvidenceKind::Command,
+        summary: match exit_code {
+            Some(0) => format!("validation `{}` passed in {duration_ms} ms", shell_words::join(argv)),
+            Some(c) => format!("validation `{}` failed with exit code {c}", shell_words::join(argv)),
+            None => format!("validation `{}` was killed after {duration_ms} ms", shell_words::join(argv)),
+        },
+        command: Some(argv.clone()),
+        exit_code: *exit_code,
+        output_digest: Some(output_digest.clone()),
+    })
+}
+
+impl Capability for CommandPassed {
+    fn name(&self) -> &'static str {
+        "validation-command"
+    }
+
+    fn validate(
+        &self,
+        subject: Subject,
+        observation: &Observation,
+    ) -> std::result::Result<TransitionProposal, Rejection> {
+        let evidence = command_evidence(observation)
+            .ok_or_else(|| Rejection { reason: "not a command observation".to_owned() })?;
+        let passed = matches!(observation, Observation::CommandExited { exit_code: Some(0), .. });
+        match (subject, passed) {
+            (Subject::Todo(todo), true) => Ok(TransitionProposal::CompleteTodo { todo, evidence }),
+            (Subject::Todo(_), false) => Err(Rejection { reason: evidence.summary }),
+            // A gate's check: it passed, or it waits for the next check.
+            (Subject::Gate(gate), true) => Ok(TransitionProposal::AnswerGate {
+                gate,
+                status: loopx_core::model::GateStatus::Approved,
+                summary: evidence.summary.replacen("validation", "check", 1),
+                head_sha: None,
+                url: None,
+            }),
+            (Subject::Gate(_), false) => Ok(TransitionProposal::KeepWaiting {
+                reason: evidence.summary.replacen("validation", "check", 1),
+                head_sha: None,
+                url: None,
+            }),
+        }
+    }
 }
 
 #[cfg(test)]

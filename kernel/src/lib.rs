@@ -20,7 +20,6 @@ pub mod mem_store;
 pub mod migrate;
 pub mod person;
 pub mod policy;
-pub mod process;
 pub mod project;
 pub mod projects;
 pub mod quota;

@@ -8,8 +8,6 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use std::time::Duration;
-
 use loopx_core::decision::{ShouldRunAnswer, TurnRef};
 use loopx_core::event::Event;
 use loopx_core::kernel::*;
@@ -21,8 +19,7 @@ use loopx_core::{Clock, Error, GateId, GoalId, Result, Timestamp, TodoId};
 
 use crate::Reporter;
 use crate::decide;
-use crate::gates::{capability, channels, due, notices_due, request};
-use crate::process::{self, CommandPassed, ProcessProvider};
+use crate::gates::{CommandPassed, capability, channels, command_evidence, due, notices_due, request};
 use crate::quota;
 use crate::rules::{self, Actor, Lane};
 use crate::state::{GoalState, decision_key};
@@ -226,7 +223,7 @@ impl<S: Store> StateKernel<S> {
     /// A todo with a validation command completes only on the kernel's own passing run. The
     /// run happens outside the lock (it may take minutes); the commit re-checks the state. A
     /// failing run is recorded as evidence and refuses the completion.
-    fn run_validation(
+    async fn run_validation(
         &self,
         state: &GoalState,
         ctx: &CommandContext,
@@ -256,13 +253,23 @@ impl<S: Store> StateKernel<S> {
                         "a person who trusts it approves it: loopx command approve --todo-id {id} (loopx command list shows every command)"
                     )));
                 }
-                let observation =
-                    ProcessProvider.run(&v.argv, self.store.root(), Duration::from_secs(v.timeout_secs))?;
+                let runner = self.gates.processes.as_ref().ok_or_else(|| {
+                    Error::refused(format!(
+                        "{id} has a validation command and no process runner is here to run it"
+                    ))
+                    .with_hint("complete it with the loopx command line, which runs it")
+                })?;
+                let request = ObservationRequest::RunCommand {
+                    argv: v.argv.clone(),
+                    cwd: self.store.root().to_path_buf(),
+                    timeout_ms: v.timeout_secs.saturating_mul(1000),
+                };
+                let observation = runner.observe(&request).await?;
                 match CommandPassed.validate(Subject::Todo(id), &observation) {
                     Ok(TransitionProposal::CompleteTodo { evidence, .. }) => Some(evidence),
                     Ok(_) => return Err(Error::internal("unexpected validation proposal")),
                     Err(rejection) => {
-                        let draft = process::command_evidence(&observation)
+                        let draft = command_evidence(&observation)
                             .ok_or_else(|| Error::internal("validation gave no evidence"))?;
                         let now = self.now();
                         let recorded = self.mutate(
@@ -901,7 +908,7 @@ impl<S: Store> Kernel for StateKernel<S> {
             return Ok(direct);
         }
         let state = self.store.read(&goal)?;
-        let validated = self.run_validation(&state, ctx, &req)?;
+        let validated = self.run_validation(&state, ctx, &req).await?;
         drop(state);
         let now = self.now();
         let added = usize::from(validated.is_some()) + usize::from(req.evidence.is_some());
@@ -1341,7 +1348,7 @@ impl<S: Store> Kernel for StateKernel<S> {
         if let Some(r) = self.stored_receipt(&state, ctx, "turn.settle", &req, Lane::Agent, no_body)? {
             return Ok(r);
         }
-        let validated = self.run_validation(&state, ctx, &req.complete)?;
+        let validated = self.run_validation(&state, ctx, &req.complete).await?;
         let now = self.now();
         let refresh = RefreshState {
             todo: id,
@@ -1601,6 +1608,9 @@ impl<S: Store> StateKernel<S> {
                 {
                     skipped = Some("no pull-request provider here".to_owned());
                     vec![]
+                } else if matches!(g.kind, GateKind::Command { .. }) && runtime.processes.is_none() {
+                    skipped = Some("no process runner here".to_owned());
+                    vec![]
                 } else {
                     vec![id]
                 }
@@ -1658,9 +1668,10 @@ impl<S: Store> StateKernel<S> {
         };
         let observation = match (&g.kind, request(&g.kind, self.store().root())) {
             (GateKind::Timer { .. }, _) => Ok(Observation::TimeObserved { now }),
-            (_, Some(ObservationRequest::RunCommand { argv, cwd, timeout_ms })) => {
-                crate::process::ProcessProvider.run(&argv, &cwd, std::time::Duration::from_millis(timeout_ms))
-            }
+            (_, Some(req @ ObservationRequest::RunCommand { .. })) => match &self.gates.processes {
+                Some(p) => p.observe(&req).await,
+                None => Err(Error::usage("no process runner here")),
+            },
             (_, Some(req)) => match &self.gates.pulls {
                 Some(p) => p.observe(&req).await,
                 None => Err(Error::usage("no pull-request provider here")),

@@ -63,6 +63,7 @@ async fn poll_once(server: &MockServer, deadline: Duration) -> loopx_core::model
             .unwrap();
     let k = k.with_gates(GateRuntime {
         pulls: Some(Arc::new(github)),
+        processes: None,
         notifier: None,
         poll_on_should_run: true,
         commands: None,
@@ -250,6 +251,7 @@ fn the_github_provider_on_every_path_and_what_the_kernel_records() {
                 .unwrap();
         let k = k.with_gates(GateRuntime {
             pulls: Some(Arc::new(gh)),
+            processes: None,
             notifier: None,
             poll_on_should_run: true,
             commands: None,

@@ -23,8 +23,9 @@ pub enum Layer {
     Host,
     /// `adapters/*`: pure plans and answers: no file, process, network or environment access.
     Adapter,
-    /// `providers/`: observes the world (network, processes) for the kernel; touches no file,
-    /// reads no environment (the CLI hands it what it needs), never prints or exits.
+    /// `providers/`: observes the world (network, processes) for the kernel; writes no file
+    /// (it reads `/proc` to find processes), reads no environment (the CLI hands it what it
+    /// needs), never prints or exits.
     Provider,
     /// `hostkit/`: the host platform's own machinery (`loopx drive`): runs processes and asks
     /// the kernel, but writes no file (the kernel writes `.loopx/`), reads no environment,
@@ -70,7 +71,11 @@ impl Layer {
                 v
             }
             Layer::Adapter => vec!["std::fs", "std::env", "std::net", "std::process", "tokio"],
-            Layer::Provider => vec!["std::fs", "tokio::fs", "std::env", "std::process::exit"],
+            Layer::Provider => {
+                let mut v = FS_WRITES.to_vec();
+                v.extend(["tokio::fs", "std::env", "std::process::exit"]);
+                v
+            }
             Layer::Platform => {
                 let mut v = FS_WRITES.to_vec();
                 v.extend(["tokio::fs", "std::env", "std::process::exit"]);
@@ -297,8 +302,9 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
             "loopx-pgstore" => d == "loopx-core" || d == "loopx-kernel",
             // The dashboard reads and writes through the kernel; the CLI hands it the stores.
             "loopx-dashboard" => d == "loopx-core" || d == "loopx-kernel",
-            // The host platform asks the kernel, and knows hosts only through core's traits.
-            "loopx-hostkit" => d == "loopx-core" || d == "loopx-kernel",
+            // The host platform asks the kernel, runs processes with the providers' runner, and
+            // knows hosts only through core's traits.
+            "loopx-hostkit" => matches!(d, "loopx-core" | "loopx-kernel" | "loopx-providers"),
             // The importer reads another tool's files and commits through the kernel's stores.
             "loopx-import" => d == "loopx-core" || d == "loopx-kernel",
             n if n.starts_with("loopx-host-") => d == "loopx-core",

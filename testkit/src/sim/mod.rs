@@ -61,6 +61,8 @@ use loopx_core::model::{
 };
 use loopx_core::{AgentId, Clock, GoalId, IdempotencyKey, Timestamp, TodoId};
 
+use loopx_core::traits::{Observation, ObservationRequest, Provider};
+use loopx_kernel::gates::GateRuntime;
 use loopx_kernel::log::EventLine;
 use loopx_kernel::store::{FAULT_POINTS, InjectedCrash, Store, StoreOptions};
 use loopx_kernel::{DynKernel, FileStore, MemStore, Silent, StateKernel};
@@ -277,8 +279,55 @@ impl Drop for TempDir {
     }
 }
 
+/// The simulation's process runner: it runs nothing, but answers a todo's check as its argv
+/// says: `check pass` exits 0, `check fail` exits 3, `check fail-once NAME` exits 1 the first
+/// time and 0 after.
+#[derive(Debug, Default)]
+struct ScriptedChecks {
+    failed_once: std::sync::Mutex<BTreeSet<String>>,
+}
+
+#[async_trait::async_trait]
+impl Provider for ScriptedChecks {
+    fn name(&self) -> &'static str {
+        "scripted checks"
+    }
+
+    async fn observe(&self, request: &ObservationRequest) -> loopx_core::Result<Observation> {
+        let ObservationRequest::RunCommand { argv, .. } = request else {
+            return Err(loopx_core::Error::usage("the simulation runs checks only"));
+        };
+        let words: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let exit_code = match words.as_slice() {
+            ["check", "pass"] => 0,
+            ["check", "fail"] => 3,
+            ["check", "fail-once", name] => {
+                let first = self.failed_once.lock().map_or(false, |mut seen| seen.insert((*name).to_owned()));
+                if first { 1 } else { 0 }
+            }
+            _ => return Err(loopx_core::Error::usage(format!("the simulation has no check {argv:?}"))),
+        };
+        let digest = Sha256::digest(argv.join(" ").as_bytes());
+        Ok(Observation::CommandExited {
+            argv: argv.clone(),
+            exit_code: Some(exit_code),
+            output_digest: format!(
+                "sha256:{}",
+                digest.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            ),
+            duration_ms: 0,
+        })
+    }
+}
+
+/// The kernel over `store`, its todos' checks run by `checks`.
+fn kernel_over(store: Box<dyn Store>, checks: &Arc<ScriptedChecks>) -> DynKernel {
+    let processes: Arc<dyn Provider> = checks.clone();
+    StateKernel::over(store).with_gates(GateRuntime { processes: Some(processes), ..GateRuntime::default() })
+}
+
 /// The store under the kernel, as the simulation reaches it besides the kernel. Each has a
-/// project directory of its own (validation commands run there).
+/// project directory of its own.
 enum Backing {
     Memory(MemStore, #[allow(dead_code)] TempDir),
     Files(TempDir),
@@ -329,6 +378,8 @@ struct Sim {
     rng: Rng,
     clock: Arc<SimClock>,
     backing: Backing,
+    /// Runs the todos' checks (a kernel opened again keeps what they did).
+    checks: Arc<ScriptedChecks>,
     k: DynKernel,
     goal: GoalId,
     agents: Vec<AgentId>,
@@ -478,7 +529,7 @@ impl Sim {
         self.finishing = None;
         if armed {
             match self.backing.open(&self.clock, None) {
-                Ok(store) => self.k = StateKernel::over(store),
+                Ok(store) => self.k = kernel_over(store, &self.checks),
                 Err(e) => self.broken = Some(("the store opens after a crash", e.message)),
             }
         }
@@ -503,7 +554,7 @@ impl Sim {
         self.note(format!("fault armed: {fault}"));
         match self.backing.open(&self.clock, Some(fault)) {
             Ok(store) => {
-                self.k = StateKernel::over(store);
+                self.k = kernel_over(store, &self.checks);
                 true
             }
             Err(e) => {
@@ -901,16 +952,15 @@ impl Sim {
                     let name = format!("{}-{i}", self.step);
                     // Some todos are done only when the kernel's own run of a check passes:
                     // one that passes, one that fails the first time, one that never passes.
-                    let check = |script: String| Validation {
-                        argv: vec!["sh".into(), "-c".into(), script],
+                    // (Scripted: see [`ScriptedChecks`].)
+                    let check = |words: &[&str]| Validation {
+                        argv: words.iter().map(|w| (*w).to_owned()).collect(),
                         timeout_secs: 10,
                     };
                     let validation = match self.rng.below(20) {
-                        0 => Some(check("exit 0".into())),
-                        1 => Some(check(format!(
-                            "test -e .checked-{name} || {{ touch .checked-{name}; exit 1; }}"
-                        ))),
-                        2 => Some(check("echo still failing; exit 3".into())),
+                        0 => Some(check(&["check", "pass"])),
+                        1 => Some(check(&["check", "fail-once", &name])),
+                        2 => Some(check(&["check", "fail"])),
                         _ => None,
                     };
                     let priority = *self.rng.pick(&[Priority::P0, Priority::P1, Priority::P2, Priority::P3]);
@@ -1115,6 +1165,7 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
         }
     };
     let store = backing.open(&clock, None).map_err(|e| fatal("the store opens", e.message))?;
+    let checks = Arc::new(ScriptedChecks::default());
     let types = [AgentType::ClaudeCode, AgentType::CodexCli, AgentType::CodexApp, AgentType::Cursor];
     const NAMES: [&str; 4] = ["claude", "codex-cli", "codex-app", "cursor"];
     let agents: Vec<AgentId> =
@@ -1124,7 +1175,8 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
         rng: Rng::for_step(cfg.seed, 0),
         clock,
         backing,
-        k: StateKernel::over(store),
+        k: kernel_over(store, &checks),
+        checks,
         goal: goal.clone(),
         types: (0..agents.len()).map(|i| types[i % 4]).collect(),
         agents: agents.clone(),

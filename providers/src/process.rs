@@ -1,5 +1,7 @@
-//! Running a validation command: the process provider (raw readback) and the capability that
-//! turns its observation into a completion proposal. The kernel commits or refuses.
+//! The process runner: runs a validation command or a command gate's check (argv, never a
+//! shell) in a process group of its own and reports how it exited and a digest of its output
+//! (raw readback; the kernel's capability reads it). Also what the host platform needs of
+//! processes: finding and killing what a command left behind, and this process's ancestors.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -9,11 +11,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
-use loopx_core::model::EvidenceKind;
-use loopx_core::traits::{
-    Capability, EvidenceDraft, Observation, ObservationRequest, Provider, Rejection, Subject,
-    TransitionProposal,
-};
+use loopx_core::traits::{Observation, ObservationRequest, Provider};
 use loopx_core::{Error, Result};
 
 /// Runs commands: argv, never a shell; output is digested, not kept.
@@ -233,61 +231,6 @@ impl Provider for ProcessProvider {
                 self.run(argv, cwd, Duration::from_millis(*timeout_ms))
             }
             other => Err(Error::usage(format!("the process provider cannot serve {other:?}"))),
-        }
-    }
-}
-
-/// "The validation command exited 0": the only observation that completes a todo that has one.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct CommandPassed;
-
-/// The evidence a command observation gives, passing or not.
-pub fn command_evidence(observation: &Observation) -> Option<EvidenceDraft> {
-    let Observation::CommandExited { argv, exit_code, output_digest, duration_ms } = observation else {
-        return None;
-    };
-    Some(EvidenceDraft {
-        kind: EvidenceKind::Command,
-        summary: match exit_code {
-            Some(0) => format!("validation `{}` passed in {duration_ms} ms", shell_words::join(argv)),
-            Some(c) => format!("validation `{}` failed with exit code {c}", shell_words::join(argv)),
-            None => format!("validation `{}` was killed after {duration_ms} ms", shell_words::join(argv)),
-        },
-        command: Some(argv.clone()),
-        exit_code: *exit_code,
-        output_digest: Some(output_digest.clone()),
-    })
-}
-
-impl Capability for CommandPassed {
-    fn name(&self) -> &'static str {
-        "validation-command"
-    }
-
-    fn validate(
-        &self,
-        subject: Subject,
-        observation: &Observation,
-    ) -> std::result::Result<TransitionProposal, Rejection> {
-        let evidence = command_evidence(observation)
-            .ok_or_else(|| Rejection { reason: "not a command observation".to_owned() })?;
-        let passed = matches!(observation, Observation::CommandExited { exit_code: Some(0), .. });
-        match (subject, passed) {
-            (Subject::Todo(todo), true) => Ok(TransitionProposal::CompleteTodo { todo, evidence }),
-            (Subject::Todo(_), false) => Err(Rejection { reason: evidence.summary }),
-            // A gate's check: it passed, or it waits for the next check.
-            (Subject::Gate(gate), true) => Ok(TransitionProposal::AnswerGate {
-                gate,
-                status: loopx_core::model::GateStatus::Approved,
-                summary: evidence.summary.replacen("validation", "check", 1),
-                head_sha: None,
-                url: None,
-            }),
-            (Subject::Gate(_), false) => Ok(TransitionProposal::KeepWaiting {
-                reason: evidence.summary.replacen("validation", "check", 1),
-                head_sha: None,
-                url: None,
-            }),
         }
     }
 }
