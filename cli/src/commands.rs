@@ -183,8 +183,8 @@ fn session_env(
     env: &Env,
     adapter: &dyn loopx_core::host::HostAdapter,
     reporter: Arc<dyn Reporter>,
-) -> loopx_kernel::hook::HookEnv {
-    loopx_kernel::hook::HookEnv {
+) -> loopx_hostkit::hook::HookEnv {
+    loopx_hostkit::hook::HookEnv {
         cwd: env.cwd.clone(),
         project_dir: cli.project.as_ref().map(|p| env.cwd.join(p)),
         stop_cap: adapter.default_stop_cap(),
@@ -220,7 +220,7 @@ async fn resume_in_session(
     }
     let handoff = a.handoff_id.as_deref().map(str::parse).transpose()?;
     let hook_env = session_env(cli, env, adapter, reporter);
-    let r = loopx_kernel::hook::resume(adapter, &session.thread, &env.cwd, handoff, &hook_env).await?;
+    let r = loopx_hostkit::hook::resume(adapter, &session.thread, &env.cwd, handoff, &hook_env).await?;
     Rendered::new(&r, text::resume(&r))
 }
 
@@ -235,7 +235,7 @@ async fn join(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, a: &JoinArgs) -
     let adapter = crate::registry::find(&session.host)?;
     let hook_env = session_env(cli, env, adapter, reporter.clone());
     let args = a.task.join(" ");
-    let text = loopx_kernel::hook::join(adapter, &session.thread, &env.cwd, args.trim(), &hook_env).await?;
+    let text = loopx_hostkit::hook::join(adapter, &session.thread, &env.cwd, args.trim(), &hook_env).await?;
     Rendered::new(
         &serde_json::json!({"host": session.host, "session": session.thread, "context": text}),
         format!("{text}\n"),

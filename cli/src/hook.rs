@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use loopx_core::host::HostAnswer;
-use loopx_kernel::hook::{self, HookEnv};
+use loopx_hostkit::hook::{self, HookEnv};
 use loopx_kernel::{Reporter, StoreOptions};
 
 use crate::registry;

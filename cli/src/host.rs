@@ -11,8 +11,8 @@ use loopx_core::host::{
     Feature, FileOp, HostAdapter, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec,
 };
 use loopx_core::{GoalId, Result};
+use loopx_hostkit::install::{self, Plan, Roots};
 use loopx_kernel::StoreOptions;
-use loopx_kernel::install::{self, Plan, Roots};
 
 use crate::args::{HostCommand, ScopeArg};
 use crate::output::Rendered;

@@ -196,7 +196,7 @@ fn answer_hook(answer: &loopx_core::host::HostAnswer) -> ! {
 /// answer in the host's protocol, never an exit code the host reads as blocking.
 fn hook_failed(host: Option<&str>, event: Option<&str>, e: &Error) -> ! {
     let answer = match host.map(registry::find) {
-        Some(Ok(a)) => loopx_kernel::hook::refuse(a, event, e),
+        Some(Ok(a)) => loopx_hostkit::hook::refuse(a, event, e),
         _ => loopx_core::host::HostAnswer {
             stdout: String::new(),
             stderr: format!("loopx: {}", e.message),

@@ -618,6 +618,23 @@ pub trait Kernel: Send + Sync {
     async fn record_stop_block(&self, ctx: &CommandContext, req: BindThread) -> Result<Receipt<SessionView>>;
     /// The agent, arming and stop count of a host session.
     async fn session(&self, goal: Option<&GoalId>, req: &BindThread) -> Result<SessionView>;
+    /// A host session's view when every session of the host acts as `agent` (a host installed
+    /// with one agent): whether it is registered and armed, and the session's stop count.
+    async fn agent_session(
+        &self,
+        goal: Option<&GoalId>,
+        agent: &AgentId,
+        req: &BindThread,
+    ) -> Result<SessionView>;
+    /// Why `agent` may not edit `paths` (absolute, or relative to `cwd`): a path outside the
+    /// goal's write scope or outside the scopes of the todos it holds. `None`: every path is in.
+    async fn check_edits(
+        &self,
+        goal: Option<&GoalId>,
+        agent: &AgentId,
+        cwd: &std::path::Path,
+        paths: &[String],
+    ) -> Result<Option<String>>;
     async fn scheduler_report(
         &self,
         ctx: &CommandContext,

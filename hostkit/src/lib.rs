@@ -1,11 +1,22 @@
-//! loopx-hostkit: the machinery the host platform runs itself. Today that is `loopx drive`
-//! ([`drive`]): loopx's own outer loop, which runs any agent CLI as a child, one turn at a
-//! time, asking the kernel before each turn and settling each one through it.
+//! loopx-hostkit: the host platform, what every host's wiring runs on, the same for each:
 //!
-//! It asks the kernel through its command surface and writes nothing itself: the turn's
-//! output log is the kernel's to write ([`loopx_kernel::turn_log`]). It never reads the
-//! process environment or prints: the command line hands it what it needs and shows what it
-//! reports.
+//! - [`install`]: applies an adapter's install spec to the host's files and takes it away
+//!   again (a manifest per install, the user's bytes kept);
+//! - [`hook`]: the hook driver, one host-neutral answer to every host's hooks, asking the
+//!   kernel through its command surface;
+//! - [`shell`]: the tool gate's reading of a shell command line;
+//! - [`drive`] and [`child`]: `loopx drive`, loopx's own outer loop, which runs any agent CLI
+//!   as a child, one turn at a time, asking the kernel before each turn and settling each one
+//!   through it.
+//!
+//! It never writes a goal's state (the kernel does, through its commands; the turn's output
+//! log is the kernel's too, [`loopx_kernel::turn_log`]), writes a file only through the
+//! kernel's durable writes ([`loopx_kernel::fs`]: a host's files and install manifests), and
+//! never reads the process environment or prints: the command line hands it what it needs and
+//! shows what it reports.
 
 pub mod child;
 pub mod drive;
+pub mod hook;
+pub mod install;
+pub mod shell;

@@ -1,7 +1,9 @@
-//! loopx-kernel: the only crate that writes durable files. It keeps `.loopx/`: the per-goal
-//! hash-chained event log, the snapshot, the GOAL.md projection and the locks, and implements
-//! the [`loopx_core::kernel::Kernel`] command surface over any [`Store`] ([`StateKernel`]):
-//! the file store ([`FileKernel`]) and the in-memory one ([`MemKernel`]).
+//! loopx-kernel: the state, the rules, the decisions and the stores. The only crate that
+//! writes a goal's state: it keeps `.loopx/` (the per-goal hash-chained event log, the
+//! snapshot, the GOAL.md projection and the locks) and implements the
+//! [`loopx_core::kernel::Kernel`] command surface over any [`Store`] ([`StateKernel`]): the
+//! file store ([`FileKernel`]) and the in-memory one ([`MemKernel`]). Its [`fs`] module is
+//! how every crate writes a file durably.
 
 pub mod actor;
 pub mod approvals;
@@ -12,19 +14,17 @@ pub mod drive;
 pub mod feed;
 pub mod fs;
 pub mod gates;
-pub mod hook;
-pub mod install;
 pub mod lock;
 pub mod log;
 pub mod mem_store;
 pub mod migrate;
 pub mod person;
-pub mod policy;
 pub mod project;
 pub mod projects;
 pub mod quota;
 pub mod render;
 pub mod rules;
+pub mod scope;
 pub mod state;
 pub mod state_kernel;
 pub mod store;

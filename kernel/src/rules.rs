@@ -213,7 +213,7 @@ fn check_scopes(scopes: &[String]) -> Result<()> {
         check_ref("scope", s, MAX_REF_LEN)
             .map_err(|e| e.with_hint("a scope is a path glob such as src/** or docs/*.md"))?;
     }
-    crate::policy::WriteScope::new(scopes).map(|_| ())
+    crate::scope::WriteScope::new(scopes).map(|_| ())
 }
 
 pub fn check_note(note: Option<&String>) -> Result<()> {

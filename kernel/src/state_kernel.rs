@@ -15,13 +15,14 @@ use loopx_core::model::RuntimeProfile;
 use loopx_core::model::{Gate, GateKind};
 use loopx_core::traits::{Capability, EvidenceDraft, Subject, TransitionProposal};
 use loopx_core::traits::{Notification, Observation, ObservationRequest};
-use loopx_core::{Clock, Error, GateId, GoalId, Result, Timestamp, TodoId};
+use loopx_core::{AgentId, Clock, Error, GateId, GoalId, Result, Timestamp, TodoId};
 
 use crate::Reporter;
 use crate::decide;
 use crate::gates::{CommandPassed, capability, channels, command_evidence, due, notices_due, request};
 use crate::quota;
 use crate::rules::{self, Actor, Lane};
+use crate::scope::WriteScope;
 use crate::state::{GoalState, decision_key};
 use crate::store::{FileStore, InitOutcome, Store, StoreOptions};
 
@@ -1570,6 +1571,59 @@ impl<S: Store> Kernel for StateKernel<S> {
 
     async fn session(&self, goal: Option<&GoalId>, req: &BindThread) -> Result<SessionView> {
         session_view(req.clone())(&self.read(goal)?)
+    }
+
+    async fn agent_session(
+        &self,
+        goal: Option<&GoalId>,
+        agent: &AgentId,
+        req: &BindThread,
+    ) -> Result<SessionView> {
+        let s = self.read(goal)?;
+        Ok(SessionView {
+            goal_id: s.goal.id.clone(),
+            host: req.host.clone(),
+            thread: req.thread.clone(),
+            agent: s.agent(agent).map(|a| a.id.clone()),
+            armed: s.armed.contains(agent),
+            stop_blocks: s.stop_blocks.get(&req.thread).copied().unwrap_or(0),
+        })
+    }
+
+    async fn check_edits(
+        &self,
+        goal: Option<&GoalId>,
+        agent: &AgentId,
+        cwd: &Path,
+        paths: &[String],
+    ) -> Result<Option<String>> {
+        let state = self.read(goal)?;
+        let root = self.store.root();
+        let goal_scope = WriteScope::new(&state.goal.write_scope)?;
+        let mine: Vec<_> = state
+            .todos
+            .matching(|t| t.claimed_by == Some(agent) && !t.status.is_closed())
+            .filter(|t| !t.scopes.is_empty())
+            .collect();
+        let todo_globs: Vec<String> = mine.iter().flat_map(|t| t.scopes.iter().cloned()).collect();
+        let todo_scope = WriteScope::new(&todo_globs)?;
+        for p in paths {
+            if !goal_scope.allows(root, cwd, p) {
+                return Ok(Some(format!(
+                    "loopx: {p} is outside the goal's write scope ({})",
+                    goal_scope.globs().join(", ")
+                )));
+            }
+            if !todo_scope.allows(root, cwd, p) {
+                let ids: Vec<String> = mine.iter().map(|t| t.id.to_string()).collect();
+                return Ok(Some(format!(
+                    "loopx: {p} is outside the scope of {} ({})",
+                    ids.join(", "),
+                    todo_globs.join(", ")
+                )));
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -28,9 +28,9 @@ use loopx_core::host::{
     InstallOptions, InstallScope, InstallSpec, ManagedFile,
 };
 
-use loopx_kernel::hook::{HookEnv, answer};
-use loopx_kernel::install::doc::Doc;
-use loopx_kernel::install::{Roots, apply, apply_until, plan_install, plan_uninstall, recover};
+use loopx_hostkit::hook::{HookEnv, answer};
+use loopx_hostkit::install::doc::Doc;
+use loopx_hostkit::install::{Roots, apply, apply_until, plan_install, plan_uninstall, recover};
 use loopx_kernel::{Silent, StoreOptions};
 
 /// What the suite saw, for snapshots: each file of a full project install, rendered.
@@ -114,7 +114,7 @@ fn cleanup(a: &dyn HostAdapter, r: &Roots, scope: InstallScope) -> InstallSpec {
     a.uninstall_plan(scope, "loopx", &InstallEnv { roots: r, read: &read }).unwrap()
 }
 
-fn install(a: &dyn HostAdapter, r: &Roots, o: &InstallOptions) -> loopx_kernel::install::Plan {
+fn install(a: &dyn HostAdapter, r: &Roots, o: &InstallOptions) -> loopx_hostkit::install::Plan {
     let plan = plan_install(r, a.name(), o, &spec(a, r, o).unwrap()).unwrap();
     apply(r, &plan, None).unwrap();
     plan

@@ -314,7 +314,7 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
                 d == "loopx-core" || d.strip_prefix("loopx-host-").is_some_and(|h| host.starts_with(h))
             }
             // Test support checks the product; the product never depends on it.
-            "loopx-testkit" => d == "loopx-core" || d == "loopx-kernel",
+            "loopx-testkit" => matches!(d, "loopx-core" | "loopx-kernel" | "loopx-hostkit"),
             "loopx-cli" => d != "loopx-testkit",
             _ => true, // xtask and tests may depend on anything
         };

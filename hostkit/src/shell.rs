@@ -1,11 +1,11 @@
-//! The tool gate's policy, host-neutral: which shell commands are destructive, and whether an
-//! edit stays inside a write scope. Pure; the hook driver asks, adapters never decide.
+//! The tool gate's reading of a shell command line, host-neutral: whether it runs a person's
+//! loopx command (however the shell reaches loopx), writes loopx's state, only reads, or is
+//! destructive. Pure; the hook driver asks, adapters never decide.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-
-use loopx_core::{Error, Result};
+use loopx_kernel::project::STATE_DIR;
+use loopx_kernel::scope::normalize;
 
 /// Whether a shell command is destructive: removes trees, rewrites or publishes history,
 /// discards work, or escalates. Conservative: a match is a reason to ask a person, not proof
@@ -36,241 +36,6 @@ pub fn is_destructive(command: &str) -> bool {
                 && p.split_whitespace()
                     .any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains(['r', 'R']))
         })
-}
-
-/// A set of path globs relative to the project root. `*` and `?` stay within one directory,
-/// `**` crosses directories, `{a,b}` picks one: `src/**` is everything under `src/`, `*.md`
-/// the Markdown files at the top, `**/*.rs` every Rust file.
-#[derive(Clone, Debug)]
-pub struct WriteScope {
-    globs: Vec<String>,
-    set: GlobSet,
-}
-
-impl WriteScope {
-    /// Compiles `globs`; an invalid glob is a usage error naming it.
-    pub fn new(globs: &[String]) -> Result<Self> {
-        let mut b = GlobSetBuilder::new();
-        for g in globs {
-            let glob = GlobBuilder::new(g.trim_start_matches("./")).literal_separator(true).build().map_err(
-                |e| {
-                    Error::usage(format!("invalid scope glob {g:?}: {e}"))
-                        .with_hint("a scope is a path glob such as src/** or docs/*.md")
-                },
-            )?;
-            b.add(glob);
-        }
-        let set = b.build().map_err(|e| {
-            Error::usage(format!("invalid scope globs: {e}"))
-                .with_hint("a scope is a path glob such as src/** or docs/*.md")
-        })?;
-        Ok(Self { globs: globs.to_vec(), set })
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.globs.is_empty()
-    }
-
-    pub fn globs(&self) -> &[String] {
-        &self.globs
-    }
-
-    /// Whether `path` (absolute, or relative to `cwd`) is inside the scope under `root`. A path
-    /// outside the project is never inside a non-empty scope; an empty scope allows everything.
-    pub fn allows(&self, root: &Path, cwd: &Path, path: &str) -> bool {
-        if self.is_empty() {
-            return true;
-        }
-        let full = normalize(&cwd.join(path));
-        match full.strip_prefix(normalize(root)) {
-            Ok(rel) if !rel.as_os_str().is_empty() => self.set.is_match(rel),
-            _ => false,
-        }
-    }
-}
-
-/// `a/./b/../c` → `a/c`, lexically (the file may not exist yet).
-fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scope(g: &[&str]) -> WriteScope {
-        WriteScope::new(&g.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()).unwrap()
-    }
-
-    #[test]
-    fn globs_are_real_globs() {
-        let root = Path::new("/p");
-        let s = scope(&["src/**", "*.md"]);
-        assert!(s.allows(root, root, "/p/src/a/b.rs"));
-        assert!(s.allows(root, Path::new("/p/src"), "lib.rs"), "relative to the session's cwd");
-        assert!(s.allows(root, root, "README.md"));
-        assert!(!s.allows(root, root, "docs/guide.md"), "* stays in one directory");
-        assert!(!s.allows(root, root, "Cargo.toml"));
-        assert!(!s.allows(root, root, "/p/src/../Cargo.toml"), ".. is resolved");
-        assert!(!s.allows(root, root, "/etc/passwd"), "outside the project");
-        assert!(!s.allows(root, root, "/p"));
-        let rs = scope(&["*.rs"]);
-        assert!(!rs.allows(root, root, "README.md"), "*.rs no longer allows every path");
-        assert!(scope(&[]).allows(root, root, "/anything"));
-        assert!(WriteScope::new(&["src/[".to_owned()]).is_err());
-    }
-
-    fn shell(c: &str) -> ShellCheck {
-        check_shell(c, Path::new("/p"), Path::new("/p/src"))
-    }
-
-    #[test]
-    fn governance_is_found_however_loopx_is_reached() {
-        for c in [
-            "loopx goal set --compute 1",
-            "/home/u/.cargo/bin/loopx goal resume",
-            "./target/release/loopx --project . --goal-id main goal stop",
-            "env LOOPX_PROJECT=/p loopx gate answer g1 --approve",
-            "env -u CLAUDE_CODE_SESSION_ID loopx quota void-slot --spend-id s1",
-            "FOO=1 nohup loopx goal set --budget-tokens 99999999",
-            "sh -c \"loopx goal set --compute 1\"",
-            "bash -lc 'cd /p && loopx gate answer g1 --approve'",
-            "echo hi; loopx doctor --repair",
-            "true && $(echo loopx) goal set --objective x",
-            "echo $(loopx gate answer g1 --approve)",
-            "eval loopx goal resume",
-            "loopx hook claude-code stop < /tmp/forged.json",
-            "loopx host uninstall claude-code",
-            "sudo -u me timeout 5 loopx goal stop",
-            // However it is spelled: a subcommand or program loopx cannot read, quoting,
-            // options before the subcommand, an interpreter's script, a renamed binary.
-            "unset CLAUDECODE; X=answer; loopx gate $X g1 --approve",
-            "loopx gate $(printf answer) g1 --approve",
-            "loopx $CMD",
-            "loopx ga*e answer g1",
-            "loopx 'gate' \"answer\" g1",
-            "loopx g\\ate an''swer g1",
-            "loopx --no-such-flag gate answer g1",
-            "loopx doctor $FLAGS",
-            "L=loopx; $L gate answer g1",
-            "L=loopx; $L $S",
-            "X='loopx gate answer g1 --approve'; sh -c \"$X\"",
-            "eval \"$CMD\" # loopx",
-            "python3 -c \"import os; os.system('loopx gate answer g1 --approve')\"",
-            "node -e \"require('child_process').execSync('loopx ' + cmd)\"",
-            "cp $(which loopx) /tmp/lx; /tmp/lx gate answer g1",
-            // serve hands out a page that answers as the person; trust is the person's.
-            "env -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID loopx serve",
-            "loopx serve --port 0",
-            "loopx store trust",
-            "loopx command approve c1",
-            "loopx person init",
-            // Its session's identity taken away: a person's command however harmless.
-            "unset CLAUDECODE; loopx status",
-            "CLAUDECODE= loopx status",
-            "export -n CODEX_THREAD_ID; loopx status",
-            "env -i PATH=/usr/bin loopx status",
-            "env --unset=LOOPX_AGENT_ID loopx todo list",
-        ] {
-            assert!(shell(c).governs.is_some(), "{c}");
-        }
-        for c in [
-            "loopx status",
-            "loopx todo complete --todo-id t1 --evidence ok",
-            "loopx doctor",
-            "echo loopx goal set",
-            "loopx evidence add --todo-id t1 --summary \"cost $5\"",
-            "export FOO=bar; loopx status",
-            "hugo serve",
-            "npm run serve",
-            "git clone https://example.invalid/loopx",
-            "cargo test -p loopx-kernel",
-            "cd loopx && cargo build",
-            "python3 -c 'print(1)'",
-            "unset FOO",
-        ] {
-            let v = shell(c);
-            assert!(v.governs.is_none(), "{c}");
-        }
-    }
-
-    #[test]
-    fn writes_under_the_state_directory_are_found() {
-        for c in [
-            "echo x > ../.loopx/goals/main/snapshot.json",
-            "echo x >> /p/.loopx/project.json",
-            "rm -rf /p/.loopx",
-            "mv ../.loopx/goals/main/events.jsonl /tmp",
-            "sed -i s/0/1/ ../.loopx/goals/main/snapshot.json",
-            "cp /tmp/forged.json /p/.loopx/goals/main/snapshot.json",
-            "python3 -c 'x' > /p/.loopx/x",
-            "cat a | tee ../.loopx/goals/main/GOAL.md",
-            "dd if=/tmp/x of=/p/.loopx/goals/main/events.jsonl",
-        ] {
-            assert!(shell(c).writes_state.is_some(), "{c}");
-        }
-        for c in ["cat ../.loopx/goals/main/GOAL.md", "ls /p/.loopx", "grep -r todo ../.loopx", "echo .loopx"]
-        {
-            assert_eq!(shell(c).writes_state, None, "{c}");
-        }
-    }
-
-    #[test]
-    fn read_only_commands_are_told_apart() {
-        for c in [
-            "ls -la",
-            "cat src/a.rs | grep fn | wc -l",
-            "git status",
-            "git diff HEAD~1",
-            "loopx status",
-            "find . -name '*.rs'",
-            "echo hi > /dev/null",
-            "head -n 3 a 2>&1",
-        ] {
-            assert!(shell(c).read_only, "{c}");
-        }
-        for c in [
-            "cargo build",
-            "echo x > a.txt",
-            "git commit -m x",
-            "find . -delete",
-            "sed -i s/a/b/ x",
-            "rm a",
-            "ls; touch b",
-            "python3 x.py",
-            "$CMD",
-        ] {
-            assert!(!shell(c).read_only, "{c}");
-        }
-    }
-
-    #[test]
-    fn destructive_commands() {
-        for c in [
-            "rm  -rf build",
-            "git push --force origin main",
-            "cd x && rm -r y",
-            "rm -Rf /",
-            "sudo make install",
-        ] {
-            assert!(is_destructive(c), "{c}");
-        }
-        for c in
-            ["cargo test", "grep -r foo .", "rm a.txt", "git status"].into_iter().chain(["rm --force a.txt"])
-        {
-            assert!(!is_destructive(c), "{c}");
-        }
-    }
 }
 
 /// What a shell command line would do, as far as the tool gate cares.
@@ -528,10 +293,10 @@ fn basename(w: &str) -> &str {
 /// names a `.loopx` directory anywhere.
 fn in_state(root: &Path, cwd: &Path, path: &str) -> bool {
     let p = Path::new(path.trim_start_matches('~'));
-    if p.components().any(|c| c.as_os_str() == crate::project::STATE_DIR) {
+    if p.components().any(|c| c.as_os_str() == STATE_DIR) {
         return true;
     }
-    normalize(&cwd.join(path)).starts_with(normalize(&root.join(crate::project::STATE_DIR)))
+    normalize(&cwd.join(path)).starts_with(normalize(&root.join(STATE_DIR)))
 }
 
 /// Checks a shell command line as an agent's shell tool would run it in `cwd`. Where loopx
@@ -808,4 +573,151 @@ fn governance_in_script(script: &str) -> Option<String> {
 fn check_loopx(args: &[String]) -> ShellCheck {
     let governs = governance_in(args);
     ShellCheck { read_only: governs.is_none(), governs, writes_state: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell(c: &str) -> ShellCheck {
+        check_shell(c, Path::new("/p"), Path::new("/p/src"))
+    }
+
+    #[test]
+    fn governance_is_found_however_loopx_is_reached() {
+        for c in [
+            "loopx goal set --compute 1",
+            "/home/u/.cargo/bin/loopx goal resume",
+            "./target/release/loopx --project . --goal-id main goal stop",
+            "env LOOPX_PROJECT=/p loopx gate answer g1 --approve",
+            "env -u CLAUDE_CODE_SESSION_ID loopx quota void-slot --spend-id s1",
+            "FOO=1 nohup loopx goal set --budget-tokens 99999999",
+            "sh -c \"loopx goal set --compute 1\"",
+            "bash -lc 'cd /p && loopx gate answer g1 --approve'",
+            "echo hi; loopx doctor --repair",
+            "true && $(echo loopx) goal set --objective x",
+            "echo $(loopx gate answer g1 --approve)",
+            "eval loopx goal resume",
+            "loopx hook claude-code stop < /tmp/forged.json",
+            "loopx host uninstall claude-code",
+            "sudo -u me timeout 5 loopx goal stop",
+            // However it is spelled: a subcommand or program loopx cannot read, quoting,
+            // options before the subcommand, an interpreter's script, a renamed binary.
+            "unset CLAUDECODE; X=answer; loopx gate $X g1 --approve",
+            "loopx gate $(printf answer) g1 --approve",
+            "loopx $CMD",
+            "loopx ga*e answer g1",
+            "loopx 'gate' \"answer\" g1",
+            "loopx g\\ate an''swer g1",
+            "loopx --no-such-flag gate answer g1",
+            "loopx doctor $FLAGS",
+            "L=loopx; $L gate answer g1",
+            "L=loopx; $L $S",
+            "X='loopx gate answer g1 --approve'; sh -c \"$X\"",
+            "eval \"$CMD\" # loopx",
+            "python3 -c \"import os; os.system('loopx gate answer g1 --approve')\"",
+            "node -e \"require('child_process').execSync('loopx ' + cmd)\"",
+            "cp $(which loopx) /tmp/lx; /tmp/lx gate answer g1",
+            // serve hands out a page that answers as the person; trust is the person's.
+            "env -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID loopx serve",
+            "loopx serve --port 0",
+            "loopx store trust",
+            "loopx command approve c1",
+            "loopx person init",
+            // Its session's identity taken away: a person's command however harmless.
+            "unset CLAUDECODE; loopx status",
+            "CLAUDECODE= loopx status",
+            "export -n CODEX_THREAD_ID; loopx status",
+            "env -i PATH=/usr/bin loopx status",
+            "env --unset=LOOPX_AGENT_ID loopx todo list",
+        ] {
+            assert!(shell(c).governs.is_some(), "{c}");
+        }
+        for c in [
+            "loopx status",
+            "loopx todo complete --todo-id t1 --evidence ok",
+            "loopx doctor",
+            "echo loopx goal set",
+            "loopx evidence add --todo-id t1 --summary \"cost $5\"",
+            "export FOO=bar; loopx status",
+            "hugo serve",
+            "npm run serve",
+            "git clone https://example.invalid/loopx",
+            "cargo test -p loopx-kernel",
+            "cd loopx && cargo build",
+            "python3 -c 'print(1)'",
+            "unset FOO",
+        ] {
+            let v = shell(c);
+            assert!(v.governs.is_none(), "{c}");
+        }
+    }
+
+    #[test]
+    fn writes_under_the_state_directory_are_found() {
+        for c in [
+            "echo x > ../.loopx/goals/main/snapshot.json",
+            "echo x >> /p/.loopx/project.json",
+            "rm -rf /p/.loopx",
+            "mv ../.loopx/goals/main/events.jsonl /tmp",
+            "sed -i s/0/1/ ../.loopx/goals/main/snapshot.json",
+            "cp /tmp/forged.json /p/.loopx/goals/main/snapshot.json",
+            "python3 -c 'x' > /p/.loopx/x",
+            "cat a | tee ../.loopx/goals/main/GOAL.md",
+            "dd if=/tmp/x of=/p/.loopx/goals/main/events.jsonl",
+        ] {
+            assert!(shell(c).writes_state.is_some(), "{c}");
+        }
+        for c in ["cat ../.loopx/goals/main/GOAL.md", "ls /p/.loopx", "grep -r todo ../.loopx", "echo .loopx"]
+        {
+            assert_eq!(shell(c).writes_state, None, "{c}");
+        }
+    }
+
+    #[test]
+    fn read_only_commands_are_told_apart() {
+        for c in [
+            "ls -la",
+            "cat src/a.rs | grep fn | wc -l",
+            "git status",
+            "git diff HEAD~1",
+            "loopx status",
+            "find . -name '*.rs'",
+            "echo hi > /dev/null",
+            "head -n 3 a 2>&1",
+        ] {
+            assert!(shell(c).read_only, "{c}");
+        }
+        for c in [
+            "cargo build",
+            "echo x > a.txt",
+            "git commit -m x",
+            "find . -delete",
+            "sed -i s/a/b/ x",
+            "rm a",
+            "ls; touch b",
+            "python3 x.py",
+            "$CMD",
+        ] {
+            assert!(!shell(c).read_only, "{c}");
+        }
+    }
+
+    #[test]
+    fn destructive_commands() {
+        for c in [
+            "rm  -rf build",
+            "git push --force origin main",
+            "cd x && rm -r y",
+            "rm -Rf /",
+            "sudo make install",
+        ] {
+            assert!(is_destructive(c), "{c}");
+        }
+        for c in
+            ["cargo test", "grep -r foo .", "rm a.txt", "git status"].into_iter().chain(["rm --force a.txt"])
+        {
+            assert!(!is_destructive(c), "{c}");
+        }
+    }
 }

@@ -33,9 +33,9 @@ use loopx_core::host::{
 };
 use loopx_core::{Error, Result};
 
-use crate::fs as kfs;
-use crate::log::line_hash;
 use doc::Doc;
+use loopx_kernel::fs as kfs;
+use loopx_kernel::log::line_hash;
 
 /// The manifests' directory, under the scope's base.
 pub const MANIFEST_DIR: &str = ".loopx/installs";

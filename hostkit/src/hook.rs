@@ -29,9 +29,11 @@ use loopx_core::model::{GoalStatus, Priority};
 use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, Error, GoalId, HandoffId, Result};
 
-use crate::policy::{WriteScope, check_shell, is_destructive};
-use crate::project::STATE_DIR;
-use crate::{DynKernel, FileStore, Reporter, StoreOptions, SystemClock, find_root};
+use loopx_kernel::project::STATE_DIR;
+use loopx_kernel::scope::WriteScope;
+use loopx_kernel::{DynKernel, FileStore, Reporter, StoreOpener, StoreOptions, SystemClock, find_root};
+
+use crate::shell::{check_shell, is_destructive};
 
 /// What a hook runs with (the CLI reads it from the environment).
 pub struct HookEnv {
@@ -47,7 +49,7 @@ pub struct HookEnv {
     pub options: StoreOptions,
     pub reporter: Arc<dyn Reporter>,
     /// Opens a project's store (the command line's opener knows every kind).
-    pub open: crate::StoreOpener,
+    pub open: StoreOpener,
 }
 
 impl std::fmt::Debug for HookEnv {
@@ -268,32 +270,7 @@ async fn tool_gate(
             "loopx: `{c}` is destructive; ask the user first (loopx gate ask --question \"…\" --blocks goal)"
         ))),
         ToolEffect::Edits(paths) => {
-            let state = k.read(None)?;
-            let goal_scope = WriteScope::new(&state.goal.write_scope)?;
-            let mine: Vec<_> = state
-                .todos
-                .matching(|t| t.claimed_by == Some(agent) && !t.status.is_closed())
-                .filter(|t| !t.scopes.is_empty())
-                .collect();
-            let todo_globs: Vec<String> = mine.iter().flat_map(|t| t.scopes.iter().cloned()).collect();
-            let todo_scope = WriteScope::new(&todo_globs)?;
-            for p in paths {
-                if !goal_scope.allows(root, cwd, p) {
-                    return Ok(HookReply::Deny(format!(
-                        "loopx: {p} is outside the goal's write scope ({})",
-                        goal_scope.globs().join(", ")
-                    )));
-                }
-                if !todo_scope.allows(root, cwd, p) {
-                    let ids: Vec<String> = mine.iter().map(|t| t.id.to_string()).collect();
-                    return Ok(HookReply::Deny(format!(
-                        "loopx: {p} is outside the scope of {} ({})",
-                        ids.join(", "),
-                        todo_globs.join(", ")
-                    )));
-                }
-            }
-            Ok(HookReply::Pass)
+            Ok(k.check_edits(None, agent, cwd, paths).await?.map_or(HookReply::Pass, HookReply::Deny))
         }
         _ => Ok(HookReply::Pass),
     }
@@ -479,16 +456,10 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
 /// What loopx knows of a session: its bound agent, or, for a host installed with one agent
 /// for every session, that agent (once registered).
 async fn session_of(k: &DynKernel, session: &BindThread, env: &HookEnv) -> Result<SessionView> {
-    let Some(agent) = &env.agent else { return k.session(None, session).await };
-    let s = k.read(None)?;
-    Ok(SessionView {
-        goal_id: s.goal.id.clone(),
-        host: session.host.clone(),
-        thread: session.thread.clone(),
-        agent: s.agent(agent).map(|a| a.id.clone()),
-        armed: s.armed.contains(agent),
-        stop_blocks: s.stop_blocks.get(&session.thread).copied().unwrap_or(0),
-    })
+    match &env.agent {
+        Some(agent) => k.agent_session(None, agent, session).await,
+        None => k.session(None, session).await,
+    }
 }
 
 /// The session's own agent: bound already, or registered (`<prefix>-<session>`) and bound now.
