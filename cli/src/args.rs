@@ -809,7 +809,7 @@ pub enum GateCommand {
 pub enum QuotaCommand {
     /// The decision for this agent's next turn (run, ask_user, wait, replan, stop)
     ShouldRun {
-        /// How the host drives turns: claude_loop, codex_heartbeat, codex_goal, cursor_manual, manual, generic
+        /// How the host drives turns: a host's cadence, as `loopx agent types` lists its hosts (claude_loop, codex_heartbeat, codex_goal, cursor_manual, manual, generic)
         #[arg(long, value_name = "PROFILE")]
         runtime_profile: Option<String>,
         #[command(flatten)]

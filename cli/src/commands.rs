@@ -105,7 +105,7 @@ fn open(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>) -> Result<DynKernel> 
 /// `project.json` names).
 pub(crate) fn open_at(root: &Path, env: &Env, reporter: Arc<dyn Reporter>) -> Result<DynKernel> {
     let store = crate::store::opener()(root, env.clock.clone(), reporter, &env.options)?;
-    Ok(DynKernel::over(store).with_gates(env.gates.clone()))
+    Ok(DynKernel::over(store).with_gates(env.gates.clone()).with_hosts(crate::registry::catalog()))
 }
 
 fn evidence(kind: &str, summary: String) -> Result<NewEvidence> {
@@ -133,12 +133,13 @@ pub async fn dispatch(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, style: 
             crate::host::run(h, &root, &home, &env.options, goal_arg(cli)?)
         }
         Command::Agent(AgentCommand::Types) => {
-            let types: Vec<_> = AgentType::ALL.iter().map(|t| t.info()).collect();
-            Rendered::new(&serde_json::json!({ "agent_types": types }), text::agent_types(&types))
+            let catalog = crate::registry::catalog();
+            let types = catalog.types();
+            Rendered::new(&serde_json::json!({ "agent_types": types }), text::agent_types(types))
         }
         Command::Agent(AgentCommand::Onboard { agent_type }) => {
-            let t: AgentType = agent_type.parse()?;
-            let (host, steps) = crate::registry::onboarding(t).ok_or_else(|| {
+            let t: AgentType = crate::registry::catalog().resolve(agent_type)?;
+            let (host, steps) = crate::registry::onboarding(&t).ok_or_else(|| {
                 Error::usage(format!("loopx has no host adapter for agent type {t} yet"))
                     .with_hint("see loopx host list")
             })?;
@@ -193,6 +194,7 @@ fn session_env(
         options: env.options.clone(),
         reporter,
         open: crate::store::opener(),
+        hosts: crate::registry::catalog(),
     }
 }
 
@@ -205,7 +207,7 @@ async fn resume_in_session(
 ) -> Result<Rendered> {
     let session = cli.session.clone().ok_or_else(|| Error::internal("no session"))?;
     let adapter = crate::registry::find(&session.host)?;
-    let host: AgentType = a.host.parse()?;
+    let host: AgentType = crate::registry::catalog().resolve(&a.host)?;
     if host != adapter.agent_type() {
         return Err(Error::usage(format!(
             "this is a {} session; it takes over as a {} agent, not {host}",
@@ -296,7 +298,9 @@ async fn init(
     };
     // The store just reached is kept (with the password the URL gave, which is not written).
     let k = match reached {
-        Some(db) => DynKernel::over(Box::new(db)).with_gates(env.gates.clone()),
+        Some(db) => {
+            DynKernel::over(Box::new(db)).with_gates(env.gates.clone()).with_hosts(crate::registry::catalog())
+        }
         None => open_at(&root, env, reporter.clone())?,
     };
     let wanted = match (&goal, &a.objective) {
@@ -366,7 +370,8 @@ async fn import_py(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, a: &Import
     let abs = |p: &PathBuf| if p.is_absolute() { p.clone() } else { env.cwd.join(p) };
     let source = a.dir.as_ref().map_or_else(|| env.cwd.clone(), abs);
     let target = cli.project.as_ref().map_or_else(|| source.clone(), abs);
-    let options = loopx_import::Options { dry_run: a.dry_run, rename: a.rename };
+    let hosts = crate::registry::catalog();
+    let options = loopx_import::Options { dry_run: a.dry_run, rename: a.rename, hosts: Some(&hosts) };
     let report = if loopx_kernel::Layout::new(&target).project_file().exists() {
         let k = open_at(&target, env, reporter)?;
         loopx_import::import_loopx_py(k.store(), &source, options).await?
@@ -553,7 +558,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
         Command::Agent(AgentCommand::Register { agent_id, agent_type, require_new }) => {
             let req = RegisterAgent {
                 id: AgentId::new_registrable(agent_id)?,
-                agent_type: agent_type.parse()?,
+                agent_type: crate::registry::catalog().resolve(agent_type)?,
                 require_new: *require_new,
             };
             let ctx = CommandContext { goal, session: cli.session.clone(), ..CommandContext::default() };
@@ -659,7 +664,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
         Command::Handoff(a) => handoff(cli, k, a).await,
         Command::Resume(a) => {
             let req = AcceptHandoff {
-                host: a.host.parse()?,
+                host: crate::registry::catalog().resolve(&a.host)?,
                 handoff: a.handoff_id.as_deref().map(str::parse).transpose()?,
             };
             let r = k.accept_handoff(&context(cli, &a.acting)?, req).await?;
@@ -691,7 +696,7 @@ async fn handoff(cli: &Cli, k: &DynKernel, a: &HandoffArgs) -> Result<Rendered> 
                     .with_hint("e.g. --to-host claude-code (see loopx agent types)")
             })?;
             let req = OfferHandoff {
-                to_host: to_host.parse()?,
+                to_host: crate::registry::catalog().resolve(to_host)?,
                 to_agent: o.to_agent.as_deref().map(AgentId::new).transpose()?,
                 todos: o.todos.iter().map(|t| todo_id(t)).collect::<Result<_>>()?,
                 note: o.note.clone(),
@@ -1005,7 +1010,10 @@ async fn spent_quota(cli: &Cli, k: &DynKernel, r: &Receipt<SpendBody>) -> Result
 async fn quota(cli: &Cli, k: &DynKernel, cmd: &QuotaCommand, style: Style) -> Result<Rendered> {
     match cmd {
         QuotaCommand::ShouldRun { runtime_profile, acting } => {
-            let profile = runtime_profile.as_deref().map(str::parse::<RuntimeProfile>).transpose()?;
+            let profile = runtime_profile
+                .as_deref()
+                .map(|p| RuntimeProfile::new(&p.trim().to_ascii_lowercase()))
+                .transpose()?;
             let a = k.should_run(&turn_context(cli, acting)?, profile).await?;
             Rendered::new(&crate::next::should_run_json(&a)?, text::should_run(&a, style))
         }

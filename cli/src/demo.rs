@@ -78,7 +78,7 @@ impl Agent for ScriptedAgent {
     }
 
     fn agent_type(&self) -> AgentType {
-        self.agent_type
+        self.agent_type.clone()
     }
 
     async fn act(&self, continuation: &Continuation) -> Result<TurnReport> {
@@ -219,7 +219,7 @@ fn codex(root: &Path) -> Result<ScriptedAgent> {
             report: TurnReport {
                 evidence: vec![note("the button renders on the reports page; not wired yet")],
                 handoff: Some(HandoffDraft {
-                    to_host: AgentType::ClaudeCode,
+                    to_host: AgentType::from_static("claude-code"),
                     note: "The button renders; wire its onClick to the writer and stream the file.".into(),
                 }),
                 ..report(None, "added the Export button; the session ends here")
@@ -229,7 +229,7 @@ fn codex(root: &Path) -> Result<ScriptedAgent> {
     );
     Ok(ScriptedAgent {
         id: AgentId::new("codex-1")?,
-        agent_type: AgentType::CodexCli,
+        agent_type: AgentType::from_static("codex-cli"),
         root: root.to_path_buf(),
         plan: Mutex::new(plan),
         script: Mutex::new(script),
@@ -275,7 +275,7 @@ fn claude(root: &Path) -> Result<ScriptedAgent> {
     );
     Ok(ScriptedAgent {
         id: AgentId::new("claude-1")?,
-        agent_type: AgentType::ClaudeCode,
+        agent_type: AgentType::from_static("claude-code"),
         root: root.to_path_buf(),
         plan: Mutex::new(Vec::new()),
         script: Mutex::new(script),
@@ -362,7 +362,7 @@ impl Demo {
                 let todos: Vec<String> = h.todos.iter().map(|t| t.todo.to_string()).collect();
                 self.say(
                     id.as_str(),
-                    host,
+                    host.clone(),
                     format!(
                         "resumes {} from {}{}: takes {} over; done so far {}; note \"{}\"",
                         h.id,
@@ -379,14 +379,14 @@ impl Demo {
         let turn = format!("turn-{}", self.turns);
         let ctx = self.agent_ctx(&id, Some(&turn))?;
         let d = self.k.should_run(&ctx, None).await?;
-        self.say(id.as_str(), host, format!("should-run → {}", decision_words(&d)));
+        self.say(id.as_str(), host.clone(), format!("should-run → {}", decision_words(&d)));
         if !d.should_run {
             return Ok(d);
         }
         let plain = self.agent_ctx(&id, None)?;
         if let Continuation::Run { todo, claim_required: true } = d.continuation {
             self.k.claim_todo(&plain, todo).await?;
-            self.say(id.as_str(), host, format!("claims {todo}"));
+            self.say(id.as_str(), host.clone(), format!("claims {todo}"));
         }
         let r = agent.act(&d.continuation).await?;
         if !r.plan.is_empty() {
@@ -406,12 +406,16 @@ impl Demo {
                     .as_ref()
                     .map(|v| format!(" (check: {})", v.join(" ")))
                     .unwrap_or_default();
-                self.say(id.as_str(), host, format!("plans {} {}{check}", added.body.todo.id, draft.text));
+                self.say(
+                    id.as_str(),
+                    host.clone(),
+                    format!("plans {} {}{check}", added.body.todo.id, draft.text),
+                );
             }
             return Ok(d);
         }
         let Some(todo) = r.todo else { return Ok(d) };
-        self.say(id.as_str(), host, format!("works on {todo}: {}", r.summary));
+        self.say(id.as_str(), host.clone(), format!("works on {todo}: {}", r.summary));
         if let Some(q) = &r.question {
             let g = self
                 .k
@@ -424,7 +428,7 @@ impl Demo {
                     },
                 )
                 .await?;
-            self.say(id.as_str(), host, format!("asks {} (holds {todo}): \"{q}\"", g.body.gate.id));
+            self.say(id.as_str(), host.clone(), format!("asks {} (holds {todo}): \"{q}\"", g.body.gate.id));
         }
         if r.completed {
             let evidence = r.evidence.first().map(|e| NewEvidence {
@@ -463,7 +467,7 @@ impl Demo {
                     return Ok(d);
                 }
                 Err(e) if e.kind == loopx_core::ErrorKind::Refused => {
-                    self.say(id.as_str(), host, format!("completion refused: {}", e.message));
+                    self.say(id.as_str(), host.clone(), format!("completion refused: {}", e.message));
                 }
                 Err(e) => return Err(e),
             }
@@ -480,7 +484,11 @@ impl Demo {
                     },
                 };
                 let added = self.k.add_evidence(&plain, req).await?;
-                self.say(id.as_str(), host, format!("records {}: {}", added.body.evidence.id, e.summary));
+                self.say(
+                    id.as_str(),
+                    host.clone(),
+                    format!("records {}: {}", added.body.evidence.id, e.summary),
+                );
             }
         }
         // A turn that did not complete its todo still writes back before it spends.
@@ -497,12 +505,12 @@ impl Demo {
         let s = self.k.spend_slot(&ctx, spend).await?;
         self.say(
             id.as_str(),
-            host,
+            host.clone(),
             format!("writes back {} ({outcome}); spends {}", run.body.run.id, s.body.spend.id),
         );
         if let Some(h) = &r.handoff {
             let req = OfferHandoff {
-                to_host: h.to_host,
+                to_host: h.to_host.clone(),
                 to_agent: None,
                 todos: vec![todo],
                 note: Some(h.note.clone()),
@@ -620,7 +628,7 @@ fn render(r: &DemoReport) -> String {
     let mut out =
         String::from("loopx demo: one goal, a Codex CLI agent and a Claude Code agent, one person\n\n");
     for b in &r.timeline {
-        let who = match b.host {
+        let who = match &b.host {
             Some(h) => format!("{} @{}", b.who, h),
             None => b.who.clone(),
         };

@@ -48,7 +48,7 @@ async fn agent_and_host(
     let agents = k.list_agents(Some(goal)).await?.agents;
     let named_host = a.host.as_deref().map(host_of).transpose()?;
     let type_of = |h: Option<&'static dyn loopx_core::host::HostAdapter>| {
-        h.and_then(|h| h.driver()).map_or(AgentType::Other, |d| d.agent_type())
+        h.and_then(|h| h.driver()).map_or_else(AgentType::other, |d| d.agent_type())
     };
     let (agent, host) = match (&a.agent_id, named_host) {
         (Some(id), h) => {
@@ -56,7 +56,7 @@ async fn agent_and_host(
             let host = match (h, agents.iter().find(|x| x.id == id)) {
                 // `--host` named (other: the command as given).
                 (Some(h), _) => h,
-                (None, Some(known)) => host_for_type(known.agent_type),
+                (None, Some(known)) => host_for_type(known.agent_type.clone()),
                 (None, None) => None,
             };
             (id, host)

@@ -47,6 +47,7 @@ pub async fn answer(
         options,
         reporter,
         open: crate::store::opener(),
+        hosts: crate::registry::catalog(),
     };
     hook::answer(adapter, event, stdin, &env).await
 }

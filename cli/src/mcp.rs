@@ -317,7 +317,9 @@ impl Server {
             return Ok(kernel.clone());
         }
         let store = crate::store::opener()(&root, self.clock.clone(), self.reporter.clone(), &self.options)?;
-        let kernel = Arc::new(DynKernel::over(store).with_gates(self.gates.clone()));
+        let kernel = Arc::new(
+            DynKernel::over(store).with_gates(self.gates.clone()).with_hosts(crate::registry::catalog()),
+        );
         *cache = Some((root, kernel.clone()));
         Ok(kernel)
     }
@@ -446,7 +448,7 @@ impl Server {
             "handoff" => {
                 let a: ta::Handoff = parse(name, args)?;
                 let req = OfferHandoff {
-                    to_host: a.to_host.parse()?,
+                    to_host: crate::registry::catalog().resolve(&a.to_host)?,
                     to_agent: opt_id(a.to_agent.as_deref(), AgentId::new)?,
                     todos: a.todo_ids.iter().map(|t| t.parse()).collect::<Result<_>>()?,
                     note: a.note,

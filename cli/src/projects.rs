@@ -128,7 +128,7 @@ pub fn run(cmd: &ProjectsCommand, env: &Env) -> Result<Rendered> {
 
 fn open(env: &Env, root: &Path, reporter: Arc<dyn Reporter>) -> Result<DynKernel> {
     let store = crate::store::opener()(root, env.clock.clone(), reporter, &env.options)?;
-    Ok(DynKernel::over(store))
+    Ok(DynKernel::over(store).with_hosts(crate::registry::catalog()))
 }
 
 /// `loopx status --all`.

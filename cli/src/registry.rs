@@ -4,10 +4,22 @@
 use loopx_adapter_claude_code_slash::ClaudeCodeSlash;
 use loopx_adapter_codex_heartbeat::CodexHeartbeat;
 use loopx_adapter_cursor_manual::CursorManual;
+use loopx_core::agent::HostCatalog;
 use loopx_core::host::HostAdapter;
 use loopx_core::{Error, Result};
 
 static ADAPTERS: &[&dyn HostAdapter] = &[&ClaudeCodeSlash, &CodexHeartbeat, &CursorManual];
+
+/// The host catalog: the host types every registered adapter declares, then the built-in
+/// ones (`manual`, `other`).
+pub fn catalog() -> std::sync::Arc<HostCatalog> {
+    static CATALOG: std::sync::OnceLock<std::sync::Arc<HostCatalog>> = std::sync::OnceLock::new();
+    CATALOG
+        .get_or_init(|| {
+            std::sync::Arc::new(HostCatalog::new(ADAPTERS.iter().flat_map(|a| a.host_types()).collect()))
+        })
+        .clone()
+}
 
 /// Every registered adapter, in the order `loopx host list` shows them.
 pub fn adapters() -> &'static [&'static dyn HostAdapter] {
@@ -46,7 +58,7 @@ pub fn mcp_client(name: &str) -> Option<(&'static str, loopx_core::host::McpClie
 }
 
 /// The adapter that serves `agent_type`, and its activation steps.
-pub fn onboarding(agent_type: loopx_core::AgentType) -> Option<(&'static str, Vec<String>)> {
+pub fn onboarding(agent_type: &loopx_core::AgentType) -> Option<(&'static str, Vec<String>)> {
     ADAPTERS.iter().find_map(|a| a.onboarding(agent_type).map(|s| (a.host(), s)))
 }
 

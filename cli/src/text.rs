@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use loopx_core::agent::AgentTypeInfo;
+use loopx_core::agent::HostType;
 use loopx_core::decision::{QuotaView, ShouldRunAnswer};
 use loopx_core::kernel::*;
 use loopx_core::model::{Evidence, GateStatus, GoalStatus, Todo, TodoStatus};
@@ -203,7 +203,7 @@ fn counts(c: &TodoCounts) -> String {
     )
 }
 
-pub fn agent_types(types: &[AgentTypeInfo]) -> String {
+pub fn agent_types(types: &[HostType]) -> String {
     let mut out = String::new();
     for t in types {
         let aliases = if t.aliases.is_empty() {

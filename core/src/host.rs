@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::AgentType;
+use crate::agent::{AgentType, HostType};
 use crate::decision::ShouldRunAnswer;
 use crate::error::{Error, Result};
 use crate::ids::{AgentId, GoalId};
@@ -567,8 +567,13 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     fn name(&self) -> &'static str;
     /// What this adapter supports; constant for an adapter.
     fn capabilities(&self) -> AdapterCapabilities;
+    /// The host types this adapter serves, as the catalog lists them: each one's name,
+    /// aliases, description and cadence. The first is the one its sessions register as.
+    fn host_types(&self) -> Vec<HostType>;
     /// The agent type a session of this host registers as.
-    fn agent_type(&self) -> AgentType;
+    fn agent_type(&self) -> AgentType {
+        self.host_types().into_iter().next().map_or_else(AgentType::other, |t| t.name)
+    }
     /// The prefix of the agent ids the hook driver gives this host's sessions (`claude`).
     fn agent_prefix(&self) -> &'static str;
     /// The prompt that joins the goal from inside the host (`/loopx`), if the host has one.
@@ -624,7 +629,7 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     }
     /// The steps that activate loopx for an agent of `agent_type` through this host, if it
     /// serves that type.
-    fn onboarding(&self, agent_type: AgentType) -> Option<Vec<String>> {
+    fn onboarding(&self, agent_type: &AgentType) -> Option<Vec<String>> {
         let _ = agent_type;
         None
     }

@@ -105,7 +105,7 @@ impl AgentId {
         let id = Self::new(s)?;
         if Self::RESERVED.contains(&s) {
             return Err(Error::usage(format!("agent id {s:?} is reserved"))
-                .with_hint("choose another --agent-id, e.g. --agent-id claude-1"));
+                .with_hint("choose another --agent-id, e.g. --agent-id agent-2"));
         }
         Ok(id)
     }

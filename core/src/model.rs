@@ -8,6 +8,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentType;
+pub use crate::agent::RuntimeProfile;
 use crate::error::Error;
 use crate::ids::{AgentId, EvidenceId, GateId, GoalId, HandoffId, RunId, SpendId, TodoId, quote_input};
 use crate::time::Timestamp;
@@ -127,13 +128,6 @@ word_enum!(
     DeliveryOutcome, "delivery outcome" {
         SurfaceOnly = "surface_only", OutcomeGap = "outcome_gap",
         OutcomeProgress = "outcome_progress", GoalOutcome = "goal_outcome",
-    }
-);
-word_enum!(
-    /// How a host drives an agent's turns; decides the scheduler hint's shape.
-    RuntimeProfile, "runtime profile" {
-        ClaudeLoop = "claude_loop", CodexHeartbeat = "codex_heartbeat", CodexGoal = "codex_goal",
-        CursorManual = "cursor_manual", Manual = "manual", Generic = "generic",
     }
 );
 word_enum!(
@@ -465,10 +459,10 @@ impl Handoff {
 
     /// Whether `agent` (of `agent_type`) may receive it: the agent named, or, when none was,
     /// any agent of the receiving host other than the sender.
-    pub fn is_for(&self, agent: &AgentId, agent_type: AgentType) -> bool {
+    pub fn is_for(&self, agent: &AgentId, agent_type: &AgentType) -> bool {
         match &self.to_agent {
             Some(to) => to == agent,
-            None => agent_type == self.to_host && agent != &self.from,
+            None => *agent_type == self.to_host && agent != &self.from,
         }
     }
 
@@ -824,21 +818,6 @@ pub struct Spend {
     pub at: Timestamp,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub voided: bool,
-}
-
-impl RuntimeProfile {
-    /// The profile an agent type runs under unless told otherwise.
-    pub fn for_agent_type(t: crate::agent::AgentType) -> Self {
-        use crate::agent::AgentType as T;
-        match t {
-            T::ClaudeCode => RuntimeProfile::ClaudeLoop,
-            T::CodexApp => RuntimeProfile::CodexHeartbeat,
-            T::CodexCli | T::CodexIde => RuntimeProfile::CodexGoal,
-            T::Cursor => RuntimeProfile::CursorManual,
-            T::Manual => RuntimeProfile::Manual,
-            T::Other => RuntimeProfile::Generic,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ impl NextStep {
             NextStep::SchedulerAck { cadence_minutes: 6, rrule: Some("FREQ=MINUTELY;INTERVAL=6".to_owned()) },
             NextStep::SchedulerAck { cadence_minutes: 3, rrule: None },
             NextStep::SchedulerFail,
-            NextStep::Resume { host: "claude-code".to_owned() },
+            NextStep::Resume { host: "my-host".to_owned() },
         ]
     }
 }

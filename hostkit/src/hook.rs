@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use loopx_core::agent::HostCatalog;
 use loopx_core::decision::DecisionKind;
 use loopx_core::host::{HookPoint, HookReply, HostAdapter, HostAnswer, HostEvent, HostEventKind, ToolEffect};
 use loopx_core::kernel::{
@@ -50,6 +51,8 @@ pub struct HookEnv {
     pub reporter: Arc<dyn Reporter>,
     /// Opens a project's store (the command line's opener knows every kind).
     pub open: StoreOpener,
+    /// The host types the kernel paces agents by.
+    pub hosts: Arc<HostCatalog>,
 }
 
 impl std::fmt::Debug for HookEnv {
@@ -126,7 +129,8 @@ fn start_dir(ev: &HostEvent, env: &HookEnv) -> PathBuf {
 }
 
 fn open(root: &Path, env: &HookEnv) -> Result<DynKernel> {
-    Ok(DynKernel::over((env.open)(root, Arc::new(SystemClock), env.reporter.clone(), &env.options)?))
+    let store = (env.open)(root, Arc::new(SystemClock), env.reporter.clone(), &env.options)?;
+    Ok(DynKernel::over(store).with_hosts(env.hosts.clone()))
 }
 
 fn thread(adapter: &dyn HostAdapter, ev: &HostEvent) -> BindThread {

@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use loopx_core::agent::HostCatalog;
 use loopx_core::kernel::{
     AddTodo, AnswerGate, AskGate, BindThread, CommandContext, CompleteTodo, CreateGoal, Kernel, NewEvidence,
     QuotaChange, RefreshState, RegisterAgent, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo,
@@ -83,14 +84,17 @@ pub struct NotImported {
 
 /// How to import.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Options {
+pub struct Options<'a> {
     pub dry_run: bool,
     /// Import a goal whose id is taken under a new one (`<id>-py`, `<id>-py-2`, …).
     pub rename: bool,
+    /// The host types the source's host surfaces are read as (a name or an alias); a surface
+    /// the catalog does not know is kept as it is named when it is a well-formed type.
+    pub hosts: Option<&'a HostCatalog>,
 }
 
 /// Imports the LoopX (Python) project in `dir` into `target`.
-pub async fn import_loopx_py(target: &dyn Store, dir: &Path, options: Options) -> Result<Report> {
+pub async fn import_loopx_py(target: &dyn Store, dir: &Path, options: Options<'_>) -> Result<Report> {
     let project = py::read_project(dir)?;
     let existing = target.project()?;
     // Decide every goal's id first: a conflict refuses the whole import before anything is
@@ -161,7 +165,7 @@ pub async fn import_loopx_py(target: &dyn Store, dir: &Path, options: Options) -
             });
             continue;
         }
-        let (built, lines) = build(dir, g, &id).await?;
+        let (built, lines) = build(dir, g, &id, options.hosts).await?;
         let mut r = built;
         if !options.dry_run {
             target.import_goal(&id, &lines)?;
@@ -205,7 +209,12 @@ enum Step {
 }
 
 /// Replays source goal `g` as goal `id` in memory; returns the report and the log.
-async fn build(dir: &Path, g: &py::Goal, id: &GoalId) -> Result<(GoalReport, Vec<String>)> {
+async fn build(
+    dir: &Path,
+    g: &py::Goal,
+    id: &GoalId,
+    hosts: Option<&HostCatalog>,
+) -> Result<(GoalReport, Vec<String>)> {
     let clock = Arc::new(SetClock::default());
     let mem = MemStore::new(dir, clock.clone(), Arc::new(Silent));
     let k = MemKernel::over(mem.clone());
@@ -278,7 +287,12 @@ async fn build(dir: &Path, g: &py::Goal, id: &GoalId) -> Result<(GoalReport, Vec
             continue;
         };
         let host = g.bindings.iter().find(|b| &b.2 == a).map(|b| b.1.as_str());
-        let agent_type = host.and_then(|h| h.parse::<AgentType>().ok()).unwrap_or(AgentType::Other);
+        let agent_type = host
+            .and_then(|h| {
+                let known = hosts.and_then(|c| c.resolve(h).ok());
+                known.or_else(|| AgentType::new(&h.replace('_', "-")).ok())
+            })
+            .unwrap_or_else(AgentType::other);
         match k.register_agent(&user, RegisterAgent { id: aid.clone(), agent_type, require_new: true }).await
         {
             Ok(_) => {

@@ -19,13 +19,14 @@
 //! Row 5b does not bypass quota: with a scoped gate open, the agent's remaining work still goes
 //! through rows 6–8, and the gate's question rides along in the user channel.
 
+use loopx_core::agent::{Cadence, HostCatalog};
 use loopx_core::continuation::{Continuation, StopCause};
 use loopx_core::decision::{
     DecisionKind, OpenQuestion, RunState, SchedulerAction, SchedulerHint, SelectedTodo, ShouldRunAnswer,
     TurnRef, UserChannel,
 };
 use loopx_core::model::{
-    CompletionContinuation, GateBlocks, GateStatus, GoalStatus, HandoffMode, ResumeWhen, Role, RuntimeProfile,
+    CompletionContinuation, GateBlocks, GateStatus, GoalStatus, HandoffMode, ResumeWhen, Role,
 };
 use loopx_core::next::NextStep;
 use loopx_core::untrusted::quoted;
@@ -388,16 +389,6 @@ pub fn open_question(g: &loopx_core::model::Gate, max: usize) -> OpenQuestion {
     }
 }
 
-/// Base cadence (minutes) and unchanged-poll limit of a runtime profile.
-fn profile_cadence(profile: RuntimeProfile) -> (Option<u32>, Option<u32>) {
-    match profile {
-        RuntimeProfile::CodexHeartbeat => (Some(3), None),
-        RuntimeProfile::ClaudeLoop | RuntimeProfile::CodexGoal => (Some(3), Some(3)),
-        RuntimeProfile::Generic => (Some(3), None),
-        RuntimeProfile::CursorManual | RuntimeProfile::Manual => (None, None),
-    }
-}
-
 /// The backoff ladder for unchanged polls: 3 → 6 → 10 minutes.
 pub fn backoff_minutes(unchanged_polls: u32) -> u32 {
     match unchanged_polls {
@@ -417,18 +408,18 @@ pub fn unchanged_polls(state: &GoalState, agent: &AgentId) -> u32 {
     state.schedulers.get(agent).filter(|s| s.last_work_seq == state.work_seq).map_or(0, |s| s.unchanged_polls)
 }
 
-/// The scheduler hint for `profile`. Cadence changes never spend.
+/// The scheduler hint for a host paced by `cadence`. Cadence changes never spend.
 pub fn scheduler_hint(
     state: &GoalState,
     agent: Option<&AgentId>,
     d: &Decision,
-    profile: RuntimeProfile,
+    cadence: &Cadence,
     now: Timestamp,
 ) -> SchedulerHint {
-    let (base, limit) = profile_cadence(profile);
+    let (base, limit) = (cadence.base_minutes, cadence.unchanged_poll_limit);
     let unchanged = agent.map_or(0, |a| unchanged_polls(state, a));
     let ladder = base.map(|_| backoff_minutes(unchanged));
-    let (mut action, mut cadence, mut wait_until, mut reason) = match (&d.decision, &d.continuation) {
+    let (mut action, mut minutes, mut wait_until, mut reason) = match (&d.decision, &d.continuation) {
         (DecisionKind::Run, _) if d.state == RunState::OperatorGate => {
             (SchedulerAction::RunNow, base, None, "fallback_work")
         }
@@ -461,13 +452,11 @@ pub fn scheduler_hint(
         && matches!(action, SchedulerAction::Backoff | SchedulerAction::WaitForUser)
         && unchanged >= limit
     {
-        (action, cadence, wait_until, reason) =
+        (action, minutes, wait_until, reason) =
             (SchedulerAction::StopUntilResume, None, None, "unchanged_poll_limit");
     }
-    let rrule = (profile == RuntimeProfile::CodexHeartbeat)
-        .then(|| cadence.map(|c| format!("FREQ=MINUTELY;INTERVAL={c}")))
-        .flatten();
-    let (ack, fail) = match (agent, cadence) {
+    let rrule = cadence.rrule.then(|| minutes.map(|c| format!("FREQ=MINUTELY;INTERVAL={c}"))).flatten();
+    let (ack, fail) = match (agent, minutes) {
         (Some(_), Some(c)) => (
             Some(NextStep::SchedulerAck { cadence_minutes: c, rrule: rrule.clone() }),
             Some(NextStep::SchedulerFail),
@@ -475,9 +464,9 @@ pub fn scheduler_hint(
         _ => (None, None),
     };
     SchedulerHint {
-        profile,
+        profile: cadence.profile.clone(),
         action,
-        cadence_minutes: cadence,
+        cadence_minutes: minutes,
         reason_code: reason.to_owned(),
         unchanged_polls: unchanged,
         unchanged_poll_limit: limit,
@@ -497,18 +486,28 @@ fn short(s: &str, max: usize) -> String {
     }
 }
 
+/// How the answer paces the asking agent: `forced` (a profile the caller named), else as the
+/// catalog paces the agent's host type.
+#[derive(Clone, Copy, Debug)]
+pub struct Pacing<'a> {
+    pub hosts: &'a HostCatalog,
+    pub forced: Option<&'a Cadence>,
+}
+
 /// The whole answer: decision, user channel, quota, scheduler hint and next commands.
 pub fn answer(
     state: &GoalState,
     agent: Option<&AgentId>,
     d: &Decision,
-    profile: Option<RuntimeProfile>,
+    pacing: Pacing<'_>,
     now: Timestamp,
     turn: Option<TurnRef>,
 ) -> ShouldRunAnswer {
-    let profile = profile
-        .or_else(|| agent.and_then(|a| state.agent(a)).map(|a| RuntimeProfile::for_agent_type(a.agent_type)))
-        .unwrap_or(RuntimeProfile::Generic);
+    let cadence = match (pacing.forced, agent.and_then(|a| state.agent(a))) {
+        (Some(c), _) => c.clone(),
+        (None, Some(a)) => pacing.hosts.cadence(&a.agent_type),
+        (None, None) => Cadence::generic(),
+    };
     let quota = quota::view(state, now);
     let questions: Vec<OpenQuestion> = state.open_gates().take(5).map(|g| open_question(g, 240)).collect();
     let user_todos = state.todos.keys().filter(|t| t.role == Role::User && !t.status.is_closed()).count();
@@ -522,7 +521,7 @@ pub fn answer(
         claim_required: d.claim_required,
         validation: t.validation.as_ref().map(|v| shell_words::join(&v.argv)),
     });
-    let scheduler = scheduler_hint(state, agent, d, profile, now);
+    let scheduler = scheduler_hint(state, agent, d, &cadence, now);
     let next = next_steps(state, agent, d, now);
     ShouldRunAnswer {
         goal_id: state.goal.id.clone(),

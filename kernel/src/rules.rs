@@ -168,7 +168,7 @@ fn not_held_by_other(
 /// before that (a person may still act on it).
 fn not_reserved(state: &GoalState, todo: &Todo, actor: &Actor, doing: &str, now: Timestamp) -> Result<()> {
     let (Actor::Agent(me), Some(h)) = (actor, state.handoff_holding(todo.id, now)) else { return Ok(()) };
-    let for_me = state.agent(me).is_some_and(|a| h.is_for(me, a.agent_type));
+    let for_me = state.agent(me).is_some_and(|a| h.is_for(me, &a.agent_type));
     if for_me {
         return Err(Error::refused(format!(
             "todo {} is handed to you in {}; take the handoff over before you {doing} it",
@@ -349,7 +349,7 @@ pub fn resume_goal(state: &GoalState) -> Option<Event> {
 pub fn register_agent(state: &GoalState, req: &RegisterAgent) -> Result<Option<Event>> {
     if AgentId::RESERVED.contains(&req.id.as_str()) {
         return Err(Error::usage(format!("agent id {:?} is reserved", req.id.as_str()))
-            .with_hint("choose another --agent-id, e.g. --agent-id claude-1"));
+            .with_hint("choose another --agent-id, e.g. --agent-id agent-2"));
     }
     match state.agent(&req.id) {
         Some(_) if req.require_new => {
@@ -362,7 +362,9 @@ pub fn register_agent(state: &GoalState, req: &RegisterAgent) -> Result<Option<E
         ))
         .with_hint(format!("register the {} agent under another --agent-id", req.agent_type))),
         Some(_) => Ok(None),
-        None => Ok(Some(Event::AgentRegistered { agent: req.id.clone(), agent_type: req.agent_type })),
+        None => {
+            Ok(Some(Event::AgentRegistered { agent: req.id.clone(), agent_type: req.agent_type.clone() }))
+        }
     }
 }
 
@@ -422,7 +424,7 @@ pub fn claim(state: &GoalState, actor: &Actor, id: TodoId, now: Timestamp) -> Re
     }
     // The receiver's claim of a handed-over todo takes the whole handoff over.
     if let Some(h) = state.handoff_holding(id, now)
-        && state.agent(me).is_some_and(|a| h.is_for(me, a.agent_type))
+        && state.agent(me).is_some_and(|a| h.is_for(me, &a.agent_type))
     {
         return accept_event(state, h, me, None);
     }
@@ -1384,12 +1386,11 @@ fn check_thread(req: &BindThread) -> Result<()> {
     let ok = |s: &str| !s.is_empty() && s.len() <= 200 && s.bytes().all(|b| b.is_ascii_graphic());
     if !ok(&req.host) || !ok(&req.thread) {
         return Err(Error::usage("a host and a session id are short printable words")
-            .with_hint("e.g. --host claude-code --thread 5f1c2d3e (the id the host gives its session)"));
+            .with_hint("e.g. --host <host> --thread 5f1c2d3e (the id the host gives its session)"));
     }
     if req.thread.contains(['<', '>']) {
-        return Err(Error::usage(format!("session id {:?} looks like a placeholder", req.thread)).with_hint(
-            "use the session id the host gives (e.g. Claude Code's session_id, Codex's thread id)",
-        ));
+        return Err(Error::usage(format!("session id {:?} looks like a placeholder", req.thread))
+            .with_hint("use the id the host gives this session (its session or thread id)"));
     }
     Ok(())
 }
@@ -1558,7 +1559,7 @@ pub fn offer_handoff(state: &GoalState, actor: &Actor, req: &OfferHandoff, now: 
         handoff: Handoff {
             id: state.next_handoff_id(),
             from: me.clone(),
-            to_host: req.to_host,
+            to_host: req.to_host.clone(),
             to_agent: req.to_agent.clone(),
             todos,
             note: req.note.clone(),
@@ -1642,10 +1643,10 @@ pub fn accept_handoff(
             ))
             .with_hint(format!("pass --host {}, or another --agent-id", a.agent_type.name())));
         }
-        Some(a) => a.agent_type,
-        None => req.host,
+        Some(a) => a.agent_type.clone(),
+        None => req.host.clone(),
     };
-    let registered = state.agent(me).is_none().then_some(req.host);
+    let registered = state.agent(me).is_none().then_some(req.host.clone());
     let h = match req.handoff {
         Some(id) => {
             let h = find_handoff(state, id)?;
@@ -1669,7 +1670,7 @@ pub fn accept_handoff(
                     ))
                     .with_next(&state.goal.id, Some(me), NextStep::ShouldRun));
                 }
-                HandoffStatus::Pending if !h.is_for(me, my_type) => {
+                HandoffStatus::Pending if !h.is_for(me, &my_type) => {
                     return Err(Error::refused(format!("handoff {id} is for {}, not {me}", h.receiver()))
                         .with_hint(format!(
                             "its receiver takes it over: loopx resume --host {}",
@@ -1679,7 +1680,7 @@ pub fn accept_handoff(
                 HandoffStatus::Pending => h,
             }
         }
-        None => match state.handoffs.iter().find(|h| h.is_pending(now) && h.is_for(me, my_type)) {
+        None => match state.handoffs.iter().find(|h| h.is_pending(now) && h.is_for(me, &my_type)) {
             Some(h) => h,
             None => return Ok(None),
         },

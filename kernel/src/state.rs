@@ -409,7 +409,11 @@ impl GoalState {
                 if self.agent(agent).is_some() {
                     return Err(format!("agent {agent} registered twice"));
                 }
-                self.agents.push(Agent { id: agent.clone(), agent_type: *agent_type, registered_at: at });
+                self.agents.push(Agent {
+                    id: agent.clone(),
+                    agent_type: agent_type.clone(),
+                    registered_at: at,
+                });
             }
             Event::TodoAdded { todo } => self.add_todo(todo, actor, at)?,
             Event::TodoClaimed { todo, agent } => {
@@ -721,7 +725,11 @@ impl GoalState {
                     if self.agent(agent).is_some() {
                         return Err(format!("agent {agent} registered twice"));
                     }
-                    self.agents.push(Agent { id: agent.clone(), agent_type: *agent_type, registered_at: at });
+                    self.agents.push(Agent {
+                        id: agent.clone(),
+                        agent_type: agent_type.clone(),
+                        registered_at: at,
+                    });
                 }
                 let h = self.handoff_mut(*handoff)?;
                 h.status = HandoffStatus::Accepted;
@@ -840,7 +848,7 @@ impl GoalState {
     /// or one reserves it for `agent`.
     pub fn handoff_allows(&self, todo: TodoId, agent: Option<&AgentId>, now: Timestamp) -> bool {
         self.handoff_holding(todo, now)
-            .is_none_or(|h| agent.and_then(|a| self.agent(a)).is_some_and(|a| h.is_for(&a.id, a.agent_type)))
+            .is_none_or(|h| agent.and_then(|a| self.agent(a)).is_some_and(|a| h.is_for(&a.id, &a.agent_type)))
     }
 
     /// The pending handoff `agent` sent, if any: while it waits, the agent's lane waits too.
@@ -854,7 +862,7 @@ impl GoalState {
         self.handoffs
             .iter()
             .filter(|h| match h.status_at(now) {
-                HandoffStatus::Pending => h.is_for(&me.id, me.agent_type),
+                HandoffStatus::Pending => h.is_for(&me.id, &me.agent_type),
                 HandoffStatus::Accepted => h.accepted_by.as_ref() == Some(agent),
                 _ => false,
             })

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use loopx_core::agent::{Cadence, HostCatalog};
 use loopx_core::decision::{ShouldRunAnswer, TurnRef};
 use loopx_core::event::Event;
 use loopx_core::kernel::*;
@@ -33,6 +34,8 @@ pub struct StateKernel<S: Store> {
     store: S,
     /// What gate checks and notices may use (none: timers only, nobody told).
     pub(crate) gates: crate::gates::GateRuntime,
+    /// The host types this loopx knows, and how each is paced (none: every agent generically).
+    hosts: Arc<HostCatalog>,
 }
 
 /// The kernel over the embedded file store.
@@ -70,7 +73,7 @@ impl FileKernel {
 impl<S: Store> StateKernel<S> {
     /// The kernel over `store`.
     pub fn over(store: S) -> Self {
-        Self { store, gates: Default::default() }
+        Self { store, gates: Default::default(), hosts: Arc::default() }
     }
 
     pub fn store(&self) -> &S {
@@ -81,6 +84,18 @@ impl<S: Store> StateKernel<S> {
     pub fn with_gates(mut self, gates: crate::gates::GateRuntime) -> Self {
         self.gates = gates;
         self
+    }
+
+    /// The host catalog should-run paces agents by (their adapters' cadences).
+    pub fn with_hosts(mut self, hosts: Arc<HostCatalog>) -> Self {
+        self.hosts = hosts;
+        self
+    }
+
+    /// How should-run paces: `forced` if the caller named a profile, else as the catalog paces
+    /// the agent's host.
+    fn pacing<'a>(&'a self, forced: Option<&'a Cadence>) -> decide::Pacing<'a> {
+        decide::Pacing { hosts: &self.hosts, forced }
     }
 
     /// This machine's record of the project's commands, when the runtime keeps one.
@@ -309,7 +324,7 @@ impl<S: Store> StateKernel<S> {
         txn: &mut crate::store::Txn<'_>,
         ctx: &CommandContext,
         turn: &str,
-        profile: Option<RuntimeProfile>,
+        pacing: decide::Pacing<'_>,
         now: loopx_core::Timestamp,
         out: &mut Option<ShouldRunAnswer>,
     ) -> Result<()> {
@@ -317,7 +332,7 @@ impl<S: Store> StateKernel<S> {
         let (agent, d) = decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
         let Some(agent) = agent else {
             // Paused, and nobody named: there is no turn to record.
-            *out = Some(decide::answer(&txn.state, None, &d, profile, now, None));
+            *out = Some(decide::answer(&txn.state, None, &d, pacing, now, None));
             return Ok(());
         };
         if let Some(recorded) = txn.state.decisions.get(&decision_key(&agent, &turn)).cloned() {
@@ -334,7 +349,7 @@ impl<S: Store> StateKernel<S> {
                 continuation: r.continuation,
             };
             let t = TurnRef { id: turn.clone(), recorded_seq: recorded.seq, replayed: true };
-            *out = Some(decide::answer(&txn.state, Some(&agent), &d, profile, now, Some(t)));
+            *out = Some(decide::answer(&txn.state, Some(&agent), &d, pacing, now, Some(t)));
             return Ok(());
         }
         let record = loopx_core::decision::DecisionRecord {
@@ -346,7 +361,7 @@ impl<S: Store> StateKernel<S> {
         let receipt =
             txn.commit(agent.as_str(), Event::DecisionRecorded { record }, None, false, |_| Ok(Nothing {}))?;
         let t = TurnRef { id: turn.clone(), recorded_seq: receipt.seq, replayed: false };
-        *out = Some(decide::answer(&txn.state, Some(&agent), &d, profile, now, Some(t)));
+        *out = Some(decide::answer(&txn.state, Some(&agent), &d, pacing, now, Some(t)));
         Ok(())
     }
 
@@ -1116,7 +1131,7 @@ impl<S: Store> Kernel for StateKernel<S> {
         let found = s.handoffs.iter().find(|h| {
             h.is_pending(now)
                 && match agent {
-                    Some(a) => h.is_for(a, s.agent(a).map_or(host, |x| x.agent_type)),
+                    Some(a) => h.is_for(a, s.agent(a).map_or(&host, |x| &x.agent_type)),
                     None => h.to_host == host,
                 }
         });
@@ -1203,6 +1218,8 @@ impl<S: Store> Kernel for StateKernel<S> {
         profile: Option<RuntimeProfile>,
     ) -> Result<ShouldRunAnswer> {
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
+        let forced = profile.map(|p| self.hosts.cadence_named(p.as_str())).transpose()?;
+        let pacing = self.pacing(forced.as_ref());
         let mut now = self.now();
         let Some(turn) = &ctx.key else {
             let mut s = self.store.read(&goal)?;
@@ -1213,7 +1230,7 @@ impl<S: Store> Kernel for StateKernel<S> {
                 (s, now) = (self.store.read(&goal)?, self.now());
             }
             let (agent, d) = decide::decide(&s, rules::session_agent(&s, ctx)?.as_ref(), now)?;
-            return Ok(decide::answer(&s, agent.as_ref(), &d, profile, now, None));
+            return Ok(decide::answer(&s, agent.as_ref(), &d, pacing, now, None));
         };
         let turn = turn.as_str().to_owned();
         let mut out = None;
@@ -1228,7 +1245,7 @@ impl<S: Store> Kernel for StateKernel<S> {
                     poll_first = Some(agent.map_or_else(|| "user".to_owned(), |a| a.to_string()));
                     return Ok(());
                 }
-                self.decide_turn(txn, ctx, &turn, profile, now, &mut out)
+                self.decide_turn(txn, ctx, &turn, pacing, now, &mut out)
             })?;
             let Some(runner) = poll_first else { break };
             self.poll_before_deciding(&goal, &runner).await;

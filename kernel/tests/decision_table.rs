@@ -3,6 +3,7 @@
 //! metamorphic checks. The table is a pure function of the state and the clock, so these
 //! tests build states from events and call it directly.
 
+use loopx_core::agent::{Cadence, HostCatalog, HostType, RuntimeProfile};
 use loopx_core::continuation::{Continuation, StopCause};
 use loopx_core::decision::{DecisionKind, RunState, SchedulerAction};
 use loopx_core::event::Event;
@@ -10,8 +11,7 @@ use loopx_core::kernel::{
     AddTodo, AnswerGate, AskGate, CompleteTodo, NewEvidence, QuotaChange, RefreshState, SpendSlot,
 };
 use loopx_core::model::{
-    DeliveryOutcome, EvidenceKind, GateBlocks, GateStatus, Priority, ResumeWhen, Role, RuntimeProfile,
-    TodoClass,
+    DeliveryOutcome, EvidenceKind, GateBlocks, GateStatus, Priority, ResumeWhen, Role, TodoClass,
 };
 use loopx_core::{AgentId, AgentType, ErrorKind, GateId, GoalId, Timestamp, TodoId};
 use loopx_kernel::decide::{self, Decision};
@@ -67,7 +67,10 @@ impl Sim {
 
     fn agents(mut self, ids: &[&str]) -> Self {
         for id in ids {
-            self.apply("user", Event::AgentRegistered { agent: agent(id), agent_type: AgentType::CodexApp });
+            self.apply(
+                "user",
+                Event::AgentRegistered { agent: agent(id), agent_type: AgentType::from_static("codex-app") },
+            );
         }
         self
     }
@@ -170,7 +173,7 @@ impl Sim {
     /// `from` hands `t` to `to` (a Codex App agent), waiting `ttl_secs`.
     fn handoff(&mut self, from: &str, to: Option<&str>, t: TodoId, ttl_secs: u64) {
         let req = loopx_core::kernel::OfferHandoff {
-            to_host: AgentType::CodexApp,
+            to_host: AgentType::from_static("codex-app"),
             to_agent: to.map(agent),
             todos: vec![t],
             note: Some("over to you".into()),
@@ -329,7 +332,7 @@ fn accepting_a_handoff_checks_that_nothing_changed_the_todo_since() {
         },
     );
     s.handoff("a", Some("b"), x, 3600);
-    let req = loopx_core::kernel::AcceptHandoff { host: AgentType::CodexApp, handoff: None };
+    let req = loopx_core::kernel::AcceptHandoff { host: AgentType::from_static("codex-app"), handoff: None };
     let b = Actor::Agent(agent("b"));
     assert!(rules::accept_handoff(&s.state, &b, &req, s.now).unwrap().is_some());
     // A lease change behind the handoff's back (as a hand-made event would be).
@@ -380,7 +383,7 @@ fn row_5b_a_todo_gate_lets_other_work_run_with_the_question_surfaced() {
     let d = s.decide(Some("a"));
     check(&d, DecisionKind::Run, RunState::OperatorGate);
     assert_eq!(d.selected, Some(y), "the gated P0 is skipped for the safe fallback");
-    let answer = decide::answer(&s.state, Some(&agent("a")), &d, None, s.now, None);
+    let answer = decide::answer(&s.state, Some(&agent("a")), &d, by_type(), s.now, None);
     assert!(answer.user_channel.notify);
     assert_eq!(answer.user_channel.questions[0].gate, g);
     assert_eq!(answer.scheduler.reason_code, "fallback_work");
@@ -441,7 +444,7 @@ fn row_6_spent_slots_throttle_until_one_frees() {
     check(&d, DecisionKind::Wait, RunState::Throttled);
     let frees = Timestamp::from_unix_millis(first_spend.unix_millis() + 3_600_000);
     assert_eq!(d.continuation, Continuation::Wait { until: Some(frees), on: Some("quota".into()) });
-    let answer = decide::answer(&s.state, Some(&agent("a")), &d, None, s.now, None);
+    let answer = decide::answer(&s.state, Some(&agent("a")), &d, by_type(), s.now, None);
     assert_eq!(answer.scheduler.action, SchedulerAction::WaitUntil);
     assert_eq!(answer.quota.next_slot_at, Some(frees));
     // Time passes: the window rolls and a slot frees.
@@ -492,7 +495,7 @@ fn row_7_waiting_work_waits() {
     s.todo_with("sign the release", Priority::P1, Role::User, TodoClass::Advance);
     let d = s.decide(Some("a"));
     check(&d, DecisionKind::Wait, RunState::Waiting);
-    let answer = decide::answer(&s.state, Some(&agent("a")), &d, None, s.now, None);
+    let answer = decide::answer(&s.state, Some(&agent("a")), &d, by_type(), s.now, None);
     assert!(answer.user_channel.notify);
 }
 
@@ -549,8 +552,7 @@ fn scheduler_backs_off_over_unchanged_polls_and_resets_on_change() {
             continuation: d.continuation.clone(),
         };
         s.apply("a", Event::DecisionRecorded { record });
-        decide::answer(&s.state, Some(&agent("a")), &d, Some(RuntimeProfile::CodexHeartbeat), s.now, None)
-            .scheduler
+        decide::answer(&s.state, Some(&agent("a")), &d, paced(&heartbeat()), s.now, None).scheduler
     };
     let cadences: Vec<Option<u32>> = (0..4).map(|_| poll(&mut s).cadence_minutes).collect();
     assert_eq!(cadences, [Some(3), Some(6), Some(10), Some(10)]);
@@ -564,8 +566,7 @@ fn scheduler_backs_off_over_unchanged_polls_and_resets_on_change() {
     c.gate(GateBlocks::Goal);
     let hint = |c: &Sim| {
         let d = c.decide(Some("a"));
-        decide::answer(&c.state, Some(&agent("a")), &d, Some(RuntimeProfile::ClaudeLoop), c.now, None)
-            .scheduler
+        decide::answer(&c.state, Some(&agent("a")), &d, paced(&claude_loop()), c.now, None).scheduler
     };
     assert_eq!(hint(&c).action, SchedulerAction::WaitForUser);
     for _ in 0..4 {
@@ -654,5 +655,44 @@ fn unrelated_done_todos_never_change_the_decision() {
             (before.decision, before.state, before.selected, &before.continuation),
             "scenario {name}"
         );
+    }
+}
+
+/// A catalog that knows the Codex App (the type of the agents here), as its adapter declares.
+static HOSTS: std::sync::LazyLock<HostCatalog> = std::sync::LazyLock::new(|| {
+    HostCatalog::new(vec![HostType {
+        name: AgentType::from_static("codex-app"),
+        aliases: vec![],
+        description: "",
+        cadence: heartbeat(),
+    }])
+});
+
+/// Paced as the catalog paces the agent's type.
+fn by_type() -> decide::Pacing<'static> {
+    decide::Pacing { hosts: &HOSTS, forced: None }
+}
+
+fn paced(c: &Cadence) -> decide::Pacing<'_> {
+    decide::Pacing { hosts: &HOSTS, forced: Some(c) }
+}
+
+/// The Codex App's heartbeat, as its adapter declares it.
+fn heartbeat() -> Cadence {
+    Cadence {
+        profile: RuntimeProfile::from_static("codex_heartbeat"),
+        base_minutes: Some(3),
+        unchanged_poll_limit: None,
+        rrule: true,
+    }
+}
+
+/// Claude Code's `/loop`, as its adapter declares it.
+fn claude_loop() -> Cadence {
+    Cadence {
+        profile: RuntimeProfile::from_static("claude_loop"),
+        base_minutes: Some(3),
+        unchanged_poll_limit: Some(3),
+        rrule: false,
     }
 }

@@ -57,7 +57,7 @@ impl World {
             CreateGoal { id: goal.clone(), objective: "ship it".into(), title: None, make_default: true };
         block_on(k.create_goal(create)).unwrap();
         let w = World { k, clock, goal };
-        let reg = RegisterAgent { id: bot(), agent_type: AgentType::Other, require_new: false };
+        let reg = RegisterAgent { id: bot(), agent_type: AgentType::other(), require_new: false };
         block_on(w.k.register_agent(&w.ctx(None), reg)).unwrap();
         w
     }

@@ -39,7 +39,11 @@ fn goal() -> GoalState {
         let l = line(s.seq + 1, actor, e);
         s.apply(&l).unwrap();
     };
-    apply(&mut s, "user", Event::AgentRegistered { agent: a.clone(), agent_type: AgentType::CodexApp });
+    apply(
+        &mut s,
+        "user",
+        Event::AgentRegistered { agent: a.clone(), agent_type: AgentType::from_static("codex-app") },
+    );
     for i in 0..8 {
         let req = AddTodo {
             text: format!("todo {i} with\ttab, \"quotes\" and ünïcode"),

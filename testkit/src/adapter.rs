@@ -343,6 +343,7 @@ fn hooks(a: &dyn HostAdapter) {
         options: StoreOptions::default(),
         reporter: Arc::new(Silent),
         open: Arc::new(loopx_kernel::open_file_store),
+        hosts: Arc::default(),
     };
     for s in &samples {
         let p = a.hook_point(s.event).unwrap();

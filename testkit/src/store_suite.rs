@@ -132,7 +132,7 @@ fn project<B: Backend>(b: &B, agents: &[&str]) -> StateKernel<B::S> {
     .unwrap();
     for a in agents {
         let req =
-            RegisterAgent { id: AgentId::new(a).unwrap(), agent_type: AgentType::Other, require_new: true };
+            RegisterAgent { id: AgentId::new(a).unwrap(), agent_type: AgentType::other(), require_new: true };
         block_on(k.register_agent(&CommandContext::default(), req)).unwrap();
     }
     k

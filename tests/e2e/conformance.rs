@@ -56,6 +56,9 @@ impl HostAdapter for Broken {
     fn capabilities(&self) -> AdapterCapabilities {
         ClaudeCodeSlash.capabilities()
     }
+    fn host_types(&self) -> Vec<loopx_core::agent::HostType> {
+        ClaudeCodeSlash.host_types()
+    }
     fn agent_type(&self) -> AgentType {
         ClaudeCodeSlash.agent_type()
     }

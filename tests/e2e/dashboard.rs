@@ -260,7 +260,7 @@ fn closed_goal(s: &Sandbox, n: usize) {
             &user,
             RegisterAgent {
                 id: AgentId::new("a").unwrap(),
-                agent_type: AgentType::CodexCli,
+                agent_type: AgentType::from_static("codex-cli"),
                 require_new: true,
             },
         )

@@ -90,6 +90,21 @@ fn the_check_catches_each_kind_of_violation() {
     caught(Layer::Platform, "fn a() { std::fs::write(\"turn.log\", \"y\").ok(); }");
     caught(Layer::Platform, "fn a() { let _ = std::env::var(\"LOOPX_AGENT_ID\"); }");
     caught(Layer::Platform, "fn a() { eprintln!(\"turn 1\"); }");
+    // The kernel and core name no concrete host: not in a name, not in a string.
+    let in_kernel = |src: &str| check_source(Layer::Kernel, "kernel/src/injected.rs", src);
+    assert!(in_kernel("fn a() -> &'static str { \"codex_heartbeat\" }")[0].what.contains("codex"));
+    assert!(!in_kernel("fn a(t: AgentType) -> bool { t == AgentType::ClaudeCode }").is_empty());
+    assert!(!check_source(Layer::Core, "core/src/injected.rs", "const X: &str = \"Cursor\";").is_empty());
+    assert!(!in_kernel("fn a() { let s = format!(\"{} via gemini\", 1); }").is_empty());
+    // In docs and tests they may, and another crate may; a position named cursor is no host.
+    for fine in [
+        "/// Like Claude Code's Stop hook.\nfn a() {}",
+        "#[cfg(test)] mod tests { const H: &str = \"claude-code\"; }",
+        "fn a(cursor: usize) -> usize { cursor + 1 }",
+    ] {
+        assert_eq!(in_kernel(fine), vec![], "{fine}");
+    }
+    assert_eq!(check_source(Layer::Host, "hosts/codex/src/lib.rs", "const H: &str = \"codex\";"), vec![]);
     // Module directories are read, not tripped over; test modules are exempt.
     let fine = [
         (Layer::Core, "mod inner { pub fn a() -> std::path::PathBuf { std::path::PathBuf::new() } }"),

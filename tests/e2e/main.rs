@@ -5,6 +5,7 @@ mod archive;
 mod bad_input;
 mod bench;
 mod browser;
+mod catalog;
 mod commands;
 mod concurrency;
 mod conformance;

@@ -138,7 +138,7 @@ fn regression_a_turn_settled_then_written_back_again_spends_once() {
     let user = CommandContext { agent: Some(AgentId::new("user").unwrap()), ..ctx(None) };
     let register = RegisterAgent {
         id: cc.clone(),
-        agent_type: loopx_core::agent::AgentType::ClaudeCode,
+        agent_type: loopx_core::agent::AgentType::from_static("claude-code"),
         require_new: true,
     };
     block_on(k.register_agent(&user, register)).unwrap();

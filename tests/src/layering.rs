@@ -107,6 +107,9 @@ pub struct Violation {
 struct Checker<'a> {
     layer: Layer,
     file: &'a str,
+    /// The file is the kernel's or core's, which name no concrete host (outside tests and
+    /// docs): hosts are known only through the adapters' declarations.
+    hostless: bool,
     /// Local name → the full path it was imported as.
     imports: BTreeMap<String, Vec<String>>,
     found: Vec<Violation>,
@@ -174,7 +177,42 @@ impl Checker<'_> {
     }
 }
 
+/// Concrete hosts, as they show up in names and words. `cursor` is also a common word for a
+/// position, so it counts in a string only.
+const HOSTS: [&str; 5] = ["claude", "codex", "gemini", "opencode", "cursor"];
+
+impl Checker<'_> {
+    fn check_host(&mut self, what: &str, text: &str, in_name: bool) {
+        if !self.hostless {
+            return;
+        }
+        let lower = text.to_ascii_lowercase();
+        if let Some(h) = HOSTS.iter().filter(|h| !(in_name && **h == "cursor")).find(|h| lower.contains(**h))
+        {
+            self.found.push(Violation {
+                file: self.file.to_owned(),
+                what: format!("names the host {h} in {what} {text:?} (hosts come from their adapters)"),
+            });
+        }
+    }
+}
+
 impl<'ast> Visit<'ast> for Checker<'_> {
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        // Docs may name hosts.
+        if !a.path().is_ident("doc") {
+            visit::visit_attribute(self, a);
+        }
+    }
+
+    fn visit_lit_str(&mut self, l: &'ast syn::LitStr) {
+        self.check_host("a string", &l.value(), false);
+    }
+
+    fn visit_ident(&mut self, i: &'ast syn::Ident) {
+        self.check_host("a name", &i.to_string(), true);
+    }
+
     fn visit_item_use(&mut self, i: &'ast syn::ItemUse) {
         if is_test_only(&i.attrs) {
             return;
@@ -230,7 +268,8 @@ pub fn check_source(layer: Layer, file: &str, src: &str) -> Vec<Violation> {
         Ok(a) => a,
         Err(e) => return vec![Violation { file: file.to_owned(), what: format!("does not parse: {e}") }],
     };
-    let mut c = Checker { layer, file, imports: BTreeMap::new(), found: Vec::new() };
+    let hostless = file.starts_with("core/") || file.starts_with("kernel/");
+    let mut c = Checker { layer, file, hostless, imports: BTreeMap::new(), found: Vec::new() };
     // Imports first (they may come after their use in the file).
     for item in &ast.items {
         if let syn::Item::Use(u) = item

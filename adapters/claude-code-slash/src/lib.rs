@@ -11,6 +11,7 @@ use handlebars::Handlebars;
 use serde::Serialize;
 use serde_json::json;
 
+use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::host::{
     AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample,
     HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec,
@@ -86,8 +87,19 @@ impl HostAdapter for ClaudeCodeSlash {
             install_agent: false,
         }
     }
-    fn agent_type(&self) -> AgentType {
-        AgentType::ClaudeCode
+    fn host_types(&self) -> Vec<HostType> {
+        vec![HostType {
+            name: cc::AGENT_TYPE,
+            aliases: vec!["cc", "claude"],
+            description: "Claude Code (CLI or IDE)",
+            // `/loop` and the Stop hook poll every 3 minutes; three unchanged polls stop them.
+            cadence: Cadence {
+                profile: RuntimeProfile::from_static("claude_loop"),
+                base_minutes: Some(3),
+                unchanged_poll_limit: Some(3),
+                rrule: false,
+            },
+        }]
     }
     fn agent_prefix(&self) -> &'static str {
         "claude"
@@ -120,8 +132,8 @@ impl HostAdapter for ClaudeCodeSlash {
         "Run /loop to keep turning."
     }
 
-    fn onboarding(&self, agent_type: AgentType) -> Option<Vec<String>> {
-        (agent_type == AgentType::ClaudeCode).then(|| {
+    fn onboarding(&self, agent_type: &AgentType) -> Option<Vec<String>> {
+        (*agent_type == cc::AGENT_TYPE).then(|| {
             vec![
                 "loopx host install claude-code --stop-driver   # --dry-run first; add --harden for the tool gate".to_owned(),
                 "in Claude Code, /loopx <task> joins the goal as this session's own agent".to_owned(),

@@ -13,6 +13,7 @@ use handlebars::Handlebars;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::host::{
     AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample,
@@ -190,8 +191,43 @@ impl HostAdapter for CodexHeartbeat {
             install_agent: false,
         }
     }
+    fn host_types(&self) -> Vec<HostType> {
+        let goal = Cadence {
+            profile: RuntimeProfile::from_static("codex_goal"),
+            base_minutes: Some(3),
+            unchanged_poll_limit: Some(3),
+            rrule: false,
+        };
+        vec![
+            HostType {
+                name: cx::APP,
+                aliases: vec![],
+                description: "Codex App, driven by a heartbeat automation",
+                // The heartbeat's schedule is an RRULE the hint moves; it never gives up.
+                cadence: Cadence {
+                    profile: RuntimeProfile::from_static("codex_heartbeat"),
+                    base_minutes: Some(3),
+                    unchanged_poll_limit: None,
+                    rrule: true,
+                },
+            },
+            HostType {
+                name: cx::CLI,
+                aliases: vec![],
+                description: "Codex CLI, driven by /goal",
+                cadence: goal.clone(),
+            },
+            HostType {
+                name: cx::IDE,
+                aliases: vec![],
+                description: "Codex in an IDE extension",
+                cadence: goal,
+            },
+        ]
+    }
+    /// Sessions register as Codex CLI agents (the App's heartbeat agents are registered by hand).
     fn agent_type(&self) -> AgentType {
-        AgentType::CodexCli
+        cx::CLI
     }
     fn agent_prefix(&self) -> &'static str {
         "codex"
@@ -293,16 +329,16 @@ impl HostAdapter for CodexHeartbeat {
             }
         }
     }
-    fn onboarding(&self, agent_type: AgentType) -> Option<Vec<String>> {
+    fn onboarding(&self, agent_type: &AgentType) -> Option<Vec<String>> {
         let install = "loopx host install codex --with-hooks --trust-hooks --with-mcp   # --dry-run first to see the plan; --trust-hooks is a trust decision made for you";
         match agent_type {
-            AgentType::CodexCli | AgentType::CodexIde => Some(vec![
+            t if *t == cx::CLI || *t == cx::IDE => Some(vec![
                 install.to_owned(),
                 "in Codex, type $loopx <task>: the skill is explicit-only, so Codex never loads it by itself".to_owned(),
                 "the Stop hook keeps the session turning while loopx says run (at most 8 times in a row, LOOPX_STOP_CAP)".to_owned(),
                 "for a goal Codex keeps visible: loopx heartbeat-prompt --host codex-cli --agent-id <your agent>, and paste the /goal line".to_owned(),
             ]),
-            AgentType::CodexApp => Some(vec![
+            t if *t == cx::APP => Some(vec![
                 install.to_owned(),
                 "loopx agent register --agent-id <id> --agent-type codex-app".to_owned(),
                 "loopx heartbeat-prompt --host codex-app --agent-id <id>".to_owned(),
@@ -480,7 +516,7 @@ mod tests {
         let a = AgentId::new("codex-1").unwrap();
         let h = heartbeat_prompt("/usr/local/bin/loopx", &g, &a, Path::new("/home/u/p")).unwrap();
         assert_eq!(h.rrule.as_deref(), Some("FREQ=MINUTELY;INTERVAL=3"));
-        assert!(CodexHeartbeat.onboarding(AgentType::CodexApp).is_some());
+        assert!(CodexHeartbeat.onboarding(&cx::APP).is_some());
         assert!(h.chars <= MAX_HEARTBEAT_CHARS && h.body.contains("--agent-id codex-1"), "{}", h.body);
         let long = "x".repeat(4000);
         let goal = goal_prompt("/usr/local/bin/loopx", &g, &a, &long).unwrap();

@@ -14,6 +14,7 @@ use handlebars::Handlebars;
 use serde::Serialize;
 use serde_json::json;
 
+use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::host::{
     AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample,
@@ -117,8 +118,19 @@ impl HostAdapter for CursorManual {
             install_agent: true,
         }
     }
-    fn agent_type(&self) -> AgentType {
-        AgentType::Cursor
+    fn host_types(&self) -> Vec<HostType> {
+        vec![HostType {
+            name: cu::AGENT_TYPE,
+            aliases: vec![],
+            description: "Cursor agent, wired by hand",
+            // A person starts each turn: never polled.
+            cadence: Cadence {
+                profile: RuntimeProfile::from_static("cursor_manual"),
+                base_minutes: None,
+                unchanged_poll_limit: None,
+                rrule: false,
+            },
+        }]
     }
     fn agent_prefix(&self) -> &'static str {
         "cursor"
@@ -171,8 +183,8 @@ impl HostAdapter for CursorManual {
         }
         steps
     }
-    fn onboarding(&self, agent_type: AgentType) -> Option<Vec<String>> {
-        if agent_type != AgentType::Cursor {
+    fn onboarding(&self, agent_type: &AgentType) -> Option<Vec<String>> {
+        if *agent_type != cu::AGENT_TYPE {
             return None;
         }
         let opts = InstallOptions {

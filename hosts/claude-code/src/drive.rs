@@ -21,7 +21,7 @@ fn has_flag(argv: &[String], names: &[&str]) -> bool {
 
 impl HostDriver for ClaudeDriver {
     fn agent_type(&self) -> AgentType {
-        AgentType::ClaudeCode
+        crate::AGENT_TYPE
     }
 
     fn turn_argv(

@@ -35,6 +35,9 @@ use loopx_core::{Error, Result};
 /// The host's name in `loopx host …` and `loopx hook …`.
 pub const HOST: &str = "claude-code";
 
+/// The agent type a Claude Code session registers as.
+pub const AGENT_TYPE: loopx_core::AgentType = loopx_core::AgentType::from_static("claude-code");
+
 /// The environment variable Claude Code sets to the project directory in hooks.
 pub const PROJECT_DIR_ENV: &str = "CLAUDE_PROJECT_DIR";
 

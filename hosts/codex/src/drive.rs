@@ -17,7 +17,7 @@ pub struct CodexDriver;
 
 impl HostDriver for CodexDriver {
     fn agent_type(&self) -> AgentType {
-        AgentType::CodexCli
+        crate::CLI
     }
 
     fn turn_argv(&self, argv: &[String], resume: Option<&str>, prompt_on_stdin: bool) -> Result<Vec<String>> {

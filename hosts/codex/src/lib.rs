@@ -37,6 +37,12 @@ use loopx_core::{Error, Result};
 /// The host's name in `loopx host …` and `loopx hook …`.
 pub const HOST: &str = "codex";
 
+/// The agent types of Codex's surfaces: the App (a heartbeat automation), the CLI (`/goal`,
+/// hooks) and an IDE extension.
+pub const APP: loopx_core::AgentType = loopx_core::AgentType::from_static("codex-app");
+pub const CLI: loopx_core::AgentType = loopx_core::AgentType::from_static("codex-cli");
+pub const IDE: loopx_core::AgentType = loopx_core::AgentType::from_static("codex-ide");
+
 /// Where Codex keeps its configuration unless `CODEX_HOME` says otherwise (under the home).
 pub const DEFAULT_HOME: &str = ".codex";
 pub const HOME_ENV: &str = "CODEX_HOME";

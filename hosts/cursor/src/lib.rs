@@ -33,6 +33,9 @@ use loopx_core::{Error, Result};
 /// The host's name in `loopx host …` and `loopx hook …`.
 pub const HOST: &str = "cursor";
 
+/// The agent type a Cursor agent registers as.
+pub const AGENT_TYPE: loopx_core::AgentType = loopx_core::AgentType::from_static("cursor");
+
 /// Cursor's configuration directory, in the project and under the home.
 pub const DIR: &str = ".cursor";
 

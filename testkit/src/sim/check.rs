@@ -116,11 +116,11 @@ fn gated(s: &GoalState, t: TodoId, agent: Option<&AgentId>) -> Option<String> {
 
 /// The pending handoff reserving todo `t` for a receiver other than `agent`, if one does.
 fn reserved_for_another(s: &GoalState, t: TodoId, agent: &AgentId, at: Timestamp) -> Option<String> {
-    let kind = s.agent(agent).map(|a| a.agent_type);
+    let kind = s.agent(agent).map(|a| a.agent_type.clone());
     s.handoffs
         .iter()
         .filter(|h| h.is_pending(at) && h.covers(t))
-        .find(|h| !kind.is_some_and(|k| h.is_for(agent, k)))
+        .find(|h| !kind.clone().is_some_and(|k| h.is_for(agent, &k)))
         .map(|h| format!("{} (for {})", h.id, h.receiver()))
 }
 
@@ -187,8 +187,8 @@ fn step_check(pre: &GoalState, event: &Event, line: &EventLine, agent: bool, see
             let Some(h) = pre.handoffs.iter().find(|h| h.id == *handoff) else {
                 return fail("replay", format!("line {seq}: no handoff {handoff}"));
             };
-            let kind = pre.agent(by).map(|a| a.agent_type);
-            if !h.is_pending(line.at) || !kind.is_some_and(|k| h.is_for(by, k)) {
+            let kind = pre.agent(by).map(|a| a.agent_type.clone());
+            if !h.is_pending(line.at) || !kind.is_some_and(|k| h.is_for(by, &k)) {
                 return fail(
                     "a handoff is taken by its receiver while it waits",
                     format!(

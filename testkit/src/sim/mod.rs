@@ -463,7 +463,7 @@ impl Sim {
 
     fn pick_agent(&mut self) -> (AgentId, AgentType) {
         let i = usize::try_from(self.rng.below(self.agents.len() as u64)).unwrap_or(0);
-        (self.agents[i].clone(), self.types[i])
+        (self.agents[i].clone(), self.types[i].clone())
     }
 
     /// Records what a call did: its receipt's event as acknowledged, or its refusal.
@@ -582,7 +582,7 @@ impl Sim {
             return;
         }
         // A host starting a session asks first whether work was handed to it.
-        let packet = self.k.handoff_packet(Some(&self.goal), kind, Some(&a)).await;
+        let packet = self.k.handoff_packet(Some(&self.goal), kind.clone(), Some(&a)).await;
         if packet.is_ok_and(|p| p.is_some()) && self.rng.chance(80) {
             self.accept(&a, kind, turn).await;
             return;
@@ -818,7 +818,7 @@ impl Sim {
                 let (to, to_host) = self.pick_agent();
                 let named = self.rng.chance(50);
                 let offer = OfferHandoff {
-                    to_host,
+                    to_host: to_host.clone(),
                     to_agent: named.then(|| to.clone()),
                     todos: vec![todo],
                     note: Some(format!("{todo} continues on {}", to_host.name())),
@@ -1010,7 +1010,7 @@ impl Sim {
         let reserved = s
             .handoffs
             .iter()
-            .filter(|h| h.is_pending(now) && !h.is_for(&a, kind))
+            .filter(|h| h.is_pending(now) && !h.is_for(&a, &kind))
             .find_map(|h| h.todos.first().map(|t| t.todo));
         match self.rng.below(100) {
             0..15 => {
@@ -1166,7 +1166,12 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
     };
     let store = backing.open(&clock, None).map_err(|e| fatal("the store opens", e.message))?;
     let checks = Arc::new(ScriptedChecks::default());
-    let types = [AgentType::ClaudeCode, AgentType::CodexCli, AgentType::CodexApp, AgentType::Cursor];
+    let types = [
+        AgentType::from_static("claude-code"),
+        AgentType::from_static("codex-cli"),
+        AgentType::from_static("codex-app"),
+        AgentType::from_static("cursor"),
+    ];
     const NAMES: [&str; 4] = ["claude", "codex-cli", "codex-app", "cursor"];
     let agents: Vec<AgentId> =
         (0..cfg.agents.max(1)).filter_map(|i| AgentId::new(&format!("{}-{i}", NAMES[i % 4])).ok()).collect();
@@ -1178,7 +1183,7 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
         k: kernel_over(store, &checks),
         checks,
         goal: goal.clone(),
-        types: (0..agents.len()).map(|i| types[i % 4]).collect(),
+        types: (0..agents.len()).map(|i| types[i % 4].clone()).collect(),
         agents: agents.clone(),
         summary: Summary { seed: cfg.seed, simulated_hours: cfg.hours, ..Summary::default() },
         trace: Vec::new(),
@@ -1205,7 +1210,7 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
         .await;
     sim.outcome("create the goal", "user", made);
     for (i, a) in agents.iter().enumerate() {
-        let req = RegisterAgent { id: a.clone(), agent_type: sim.types[i], require_new: true };
+        let req = RegisterAgent { id: a.clone(), agent_type: sim.types[i].clone(), require_new: true };
         let user = sim.ctx(None, None);
         let r = sim.k.register_agent(&user, req).await;
         sim.outcome(&format!("register {a}"), "user", r);

@@ -1,0 +1,74 @@
+//! The open host catalog: each adapter declares its host types (names, aliases, cadence); an
+//! agent's type is an open name, so a log naming a host this loopx has no adapter for is kept,
+//! shown and paced generically, never refused.
+
+use std::sync::Arc;
+
+use loopx_core::AgentId;
+use loopx_core::AgentType;
+use loopx_core::kernel::{BindThread, CommandContext, Kernel, RegisterAgent};
+use loopx_kernel::{FileKernel, Silent, StoreOptions, SystemClock};
+use loopx_tests::Sandbox;
+
+#[test]
+fn every_adapters_host_types_are_listed_with_their_aliases() {
+    let s = Sandbox::new();
+    let types = s.json(&["agent", "types"]);
+    let names: Vec<&str> =
+        types["agent_types"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["claude-code", "codex-app", "codex-cli", "codex-ide", "cursor", "manual", "other"]);
+    assert_eq!(types["agent_types"][0]["aliases"], serde_json::json!(["cc", "claude"]));
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "CC"]);
+    assert_eq!(s.json(&["agent", "list"])["agents"][0]["agent_type"], "claude-code");
+    let err = s.fails(2, &["agent", "register", "--agent-id", "b", "--agent-type", "codex"]).stderr;
+    assert!(err.contains("ambiguous") && err.contains("codex-app, codex-cli, codex-ide"), "{err}");
+    // A profile is a host's cadence, as its adapter declares it.
+    let beat = s.json(&["quota", "should-run", "--agent-id", "a", "--runtime-profile", "codex_heartbeat"]);
+    assert_eq!(beat["scheduler"]["profile"], "codex_heartbeat");
+    assert_eq!(beat["scheduler"]["rrule"], "FREQ=MINUTELY;INTERVAL=3");
+    let own = s.json(&["quota", "should-run", "--agent-id", "a"]);
+    assert_eq!(
+        (&own["scheduler"]["profile"], &own["scheduler"]["unchanged_poll_limit"]),
+        (&"claude_loop".into(), &3.into())
+    );
+    let err = s.fails(2, &["quota", "should-run", "--agent-id", "a", "--runtime-profile", "hourly"]).stderr;
+    assert!(err.contains("claude_loop") && err.contains("generic"), "{err}");
+}
+
+#[test]
+fn a_host_this_loopx_does_not_know_is_kept_shown_and_paced_generically() {
+    let s = Sandbox::new();
+    s.init();
+    // Another loopx, with an adapter this one lacks, registered the agent and bound a session.
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async {
+        let k = FileKernel::open(&s.root, Arc::new(SystemClock), Arc::new(Silent), StoreOptions::default())
+            .unwrap();
+        let user = CommandContext { agent: Some(AgentId::new("user").unwrap()), ..CommandContext::default() };
+        let g1 = AgentId::new("g1").unwrap();
+        let req = RegisterAgent {
+            id: g1.clone(),
+            agent_type: AgentType::new("gemini-cli").unwrap(),
+            require_new: true,
+        };
+        k.register_agent(&user, req).await.unwrap();
+        let me = CommandContext { agent: Some(g1.clone()), ..CommandContext::default() };
+        let session = BindThread { host: "gemini".to_owned(), thread: "s-1".to_owned() };
+        k.bind_thread(&me, session).await.unwrap();
+    });
+    let agents = s.json(&["agent", "list"]);
+    assert_eq!(agents["agents"][0]["agent_type"], "gemini-cli", "{agents}");
+    assert!(s.ok(&["agent", "list"]).stdout.contains("gemini-cli"));
+    let answer = s.json(&["quota", "should-run", "--agent-id", "g1"]);
+    assert_eq!(answer["scheduler"]["profile"], "generic", "{answer}");
+    // The goal goes on; the log verifies with the unknown name in it.
+    s.ok(&["todo", "add", "--agent-id", "user", "--text", "more"]);
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
+    assert!(
+        loopx_tests::events(&s.events_path("main")).iter().any(|e| e["data"]["agent_type"] == "gemini-cli")
+    );
+    // This loopx cannot register a new agent of a type it has no adapter for.
+    let err = s.fails(2, &["agent", "register", "--agent-id", "g2", "--agent-type", "gemini-cli"]).stderr;
+    assert!(err.contains("unknown agent type"), "{err}");
+}
