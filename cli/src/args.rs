@@ -995,25 +995,28 @@ pub enum ScopeArg {
 /// The optional parts of an install; each host takes the ones it has (see loopx host list).
 #[derive(Debug, Args)]
 pub struct InstallFlags {
-    /// Claude Code, Cursor: keep an armed session working while loopx says run (a stop hook; fails open)
+    /// An optional part to install, as the host declares it (repeatable; see loopx host list): stop-driver, harden, statusline, hooks, trust-hooks, mcp
+    #[arg(long = "with", value_name = "FEATURE")]
+    pub with: Vec<String>,
+    /// Same as --with stop-driver: keep an armed session working while loopx says run (a stop hook; fails open)
     #[arg(long)]
     pub stop_driver: bool,
-    /// Claude Code, Codex, Cursor: a tool gate that denies a person's commands to the agent always, and mutating tools while loopx says not to run (fails closed)
+    /// Same as --with harden: a tool gate that denies a person's commands to the agent always, and mutating tools while loopx says not to run (fails closed)
     #[arg(long)]
     pub harden: bool,
-    /// Claude Code: show loopx's state in the status line
+    /// Same as --with statusline: show loopx's state in the host's status line
     #[arg(long)]
     pub statusline: bool,
-    /// Codex: SessionStart, UserPromptSubmit and Stop hooks calling loopx
+    /// Same as --with hooks: the host's hooks calling loopx, where they are optional
     #[arg(long)]
     pub with_hooks: bool,
-    /// Codex: mark the hooks of --with-hooks and --harden trusted in your config.toml (a trust decision made for you)
+    /// Same as --with trust-hooks: mark loopx's hooks trusted in the host's config (a trust decision made for you)
     #[arg(long)]
     pub trust_hooks: bool,
-    /// Codex: loopx's MCP server in config.toml
+    /// Same as --with mcp: loopx's MCP server in the host's config, where it is optional
     #[arg(long)]
     pub with_mcp: bool,
-    /// Cursor: the agent its chats act as (default cursor-1)
+    /// For a host whose sessions cannot be told apart: the agent they all act as
     #[arg(long, value_name = "AGENT")]
     pub agent_id: Option<String>,
 }

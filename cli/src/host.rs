@@ -124,8 +124,11 @@ pub fn run(
                 (options.trust_hooks, Feature::TrustHooks),
                 (options.with_mcp, Feature::Mcp),
             ];
-            let features: BTreeSet<Feature> =
+            let mut features: BTreeSet<Feature> =
                 flags.into_iter().filter(|(on, _)| *on).map(|(_, f)| f).collect();
+            for name in &options.with {
+                features.insert(Feature::parse_for(name, a)?);
+            }
             let opts = InstallOptions {
                 scope: scope(*s),
                 features,
@@ -193,7 +196,8 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
             format!("{} is missing: loopx is not installed here", install::manifest_path(a.name(), s)?),
         )),
         Some(m) => {
-            let features: Vec<&str> = m.options.features.iter().map(|f| f.flag()).collect();
+            let features: Vec<String> =
+                m.options.features.iter().map(|f| format!("--with {}", f.name())).collect();
             checks.push((
                 "install manifest".to_owned(),
                 true,
@@ -236,8 +240,9 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
             format!("loopx's wiring is fine; {} itself is not on PATH ({})\n", a.host(), a.install_hint())
         }
         (false, _) => {
-            let flags = manifest
-                .map(|m| m.options.features.iter().map(|f| format!(" {}", f.flag())).collect::<String>());
+            let flags = manifest.map(|m| {
+                m.options.features.iter().map(|f| format!(" --with {}", f.name())).collect::<String>()
+            });
             format!("repair with: loopx host install {}{}\n", a.host(), flags.unwrap_or_default())
         }
     });

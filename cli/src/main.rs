@@ -1,7 +1,7 @@
 //! `loopx`: the command-line interface. Thin: parses argv, reads the environment, asks the
 //! kernel, prints, and chooses the exit code.
 
-use loopx_cli::args;
+use loopx_cli::{args, registry};
 mod approve;
 mod commands;
 mod demo;
@@ -14,7 +14,6 @@ mod next;
 mod output;
 mod person;
 mod projects;
-mod registry;
 mod serve;
 mod store;
 mod text;

@@ -197,7 +197,34 @@ impl Feature {
         Feature::TrustHooks,
         Feature::Mcp,
     ];
-    /// The flag that asks for it (`--stop-driver`).
+    /// Its name in `loopx host install --with NAME` (`stop-driver`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::StopDriver => "stop-driver",
+            Feature::Harden => "harden",
+            Feature::Statusline => "statusline",
+            Feature::Hooks => "hooks",
+            Feature::TrustHooks => "trust-hooks",
+            Feature::Mcp => "mcp",
+        }
+    }
+
+    /// The feature `--with NAME` asks for, if `adapter` declares it; otherwise a usage error
+    /// listing the ones it does.
+    pub fn parse_for(name: &str, adapter: &dyn HostAdapter) -> Result<Feature> {
+        let declared = adapter.capabilities().features;
+        let wanted = name.trim().to_ascii_lowercase().replace('_', "-");
+        let choices = || declared.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ");
+        match Feature::ALL.into_iter().find(|f| f.name() == wanted) {
+            Some(f) if declared.contains(&f) => Ok(f),
+            Some(f) => Err(Error::usage(format!("{} has no {} to install", adapter.host(), f.name()))
+                .with_hint(format!("{} installs with: {}", adapter.host(), choices()))),
+            None => Err(Error::usage(format!("no install feature {}", crate::ids::quote_input(name)))
+                .with_hint(format!("{} installs with: {}", adapter.host(), choices()))),
+        }
+    }
+
+    /// The older flag that asks for it (`--stop-driver`), kept as an alias of `--with NAME`.
     pub fn flag(self) -> &'static str {
         match self {
             Feature::StopDriver => "--stop-driver",
@@ -223,6 +250,19 @@ pub struct InstallOptions {
     /// bind one by one (see [`AdapterCapabilities::install_agent`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentId>,
+}
+
+/// A project-scope install with no optional part, calling `loopx` on `PATH`, for goal `main`.
+impl Default for InstallOptions {
+    fn default() -> Self {
+        InstallOptions {
+            scope: InstallScope::Project,
+            features: BTreeSet::new(),
+            loopx: "loopx".to_owned(),
+            goal: GoalId::main(),
+            agent: None,
+        }
+    }
 }
 
 impl InstallOptions {
@@ -531,6 +571,33 @@ pub struct McpClient {
     pub session_meta: &'static str,
 }
 
+/// Longest hook stdin accepted (a transcript excerpt can be large, but not this large).
+pub const MAX_HOOK_STDIN: usize = 4 << 20;
+
+/// What to do about hook input loopx cannot read.
+pub const HOOK_STDIN_HINT: &str =
+    "loopx hook reads the JSON the host writes to a hook's stdin; installed hooks pass it on as they get it";
+
+/// Reads a hook's stdin as every host writes it: one JSON object, at most [`MAX_HOOK_STDIN`]
+/// bytes, a leading UTF-8 byte-order mark dropped, into the host's own input type `T`
+/// (fields it does not name are ignored). Empty, oversized, non-object or wrong-typed input is
+/// a usage error, which the hook driver answers in the point's fail-open or fail-closed way.
+pub fn parse_hook_stdin<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    if bytes.len() > MAX_HOOK_STDIN {
+        return Err(Error::usage(format!("hook input is {} bytes, more than {MAX_HOOK_STDIN}", bytes.len()))
+            .with_hint(HOOK_STDIN_HINT));
+    }
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let v: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| Error::usage(format!("hook input is not JSON: {e}")).with_hint(HOOK_STDIN_HINT))?;
+    if !v.is_object() {
+        return Err(Error::usage("hook input is not a JSON object").with_hint(HOOK_STDIN_HINT));
+    }
+    serde_json::from_value(v).map_err(|e| {
+        Error::usage(format!("hook input has a field of the wrong type: {e}")).with_hint(HOOK_STDIN_HINT)
+    })
+}
+
 /// One sample of a hook's stdin, for the conformance suite: the event name on loopx's
 /// command line, the stdin bytes, and the event it must decode to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -663,8 +730,7 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
             scope,
             features: caps.features.into_iter().collect(),
             loopx: loopx.to_owned(),
-            goal: GoalId::new("main")?,
-            agent: None,
+            ..InstallOptions::default()
         };
         self.install_plan(&opts, env)
     }
@@ -702,7 +768,6 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()>;
 }
 
-/// The parts `install` may be asked for that `adapter` does not support.
 /// A host's hook event, named as loopx's command line spells it (`cli`) or as the host does
 /// (`native`); anything else is refused with the names loopx takes.
 pub fn parse_hook_event<E: Copy>(
@@ -719,6 +784,8 @@ pub fn parse_hook_event<E: Copy>(
     })
 }
 
+/// Refuses what `install` is asked for that `adapter` does not support: an agent for a host
+/// whose sessions join as their own, a scope, a feature.
 pub fn unsupported_features(adapter: &dyn HostAdapter, opts: &InstallOptions) -> Result<()> {
     let caps = adapter.capabilities();
     if let (Some(a), false) = (&opts.agent, caps.install_agent) {
@@ -740,8 +807,9 @@ pub fn unsupported_features(adapter: &dyn HostAdapter, opts: &InstallOptions) ->
         )));
     }
     if let Some(f) = opts.features.iter().find(|f| !caps.features.contains(f)) {
-        return Err(Error::usage(format!("{} has no {} to install", adapter.host(), f.flag()))
-            .with_hint(format!("loopx host install {} without {}", adapter.host(), f.flag())));
+        return Err(Error::usage(format!("{} has no {} to install", adapter.host(), f.name())).with_hint(
+            format!("loopx host install {} without --with {} ({})", adapter.host(), f.name(), f.flag()),
+        ));
     }
     Ok(())
 }
@@ -749,6 +817,25 @@ pub fn unsupported_features(adapter: &dyn HostAdapter, opts: &InstallOptions) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Input {
+        session_id: String,
+    }
+
+    #[test]
+    fn hook_stdin_is_one_bounded_json_object() {
+        let read = |b: &[u8]| parse_hook_stdin::<Input>(b);
+        assert_eq!(read(br#"{"session_id":"s","new_field":[1]}"#).unwrap().session_id, "s");
+        assert_eq!(read(b"\xEF\xBB\xBF{\"session_id\":\"s\"}").unwrap().session_id, "s", "a byte-order mark");
+        for bad in [&b""[..], b"not json", b"[1]", b"\"s\"", br#"{"session_id": 7}"#, b"\xEF\xBB\xBF"] {
+            assert!(read(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+        let mut big = br#"{"session_id":"s","pad":""#.to_vec();
+        big.resize(MAX_HOOK_STDIN, b'x');
+        big.extend_from_slice(b"\"}");
+        assert!(read(&big).unwrap_err().message.contains("more than"));
+    }
 
     #[test]
     fn host_paths_are_plain_relative_paths() {

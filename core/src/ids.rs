@@ -96,6 +96,13 @@ name_id!(
     AgentId, "agent id", "--agent-id"
 );
 
+impl GoalId {
+    /// `main`: the goal a project's first goal is called when nobody names one.
+    pub fn main() -> Self {
+        Self("main".to_owned())
+    }
+}
+
 impl AgentId {
     /// Actor names that are never agents: people act as `user`, the kernel as `loopx`.
     pub const RESERVED: [&'static str; 2] = ["user", "loopx"];

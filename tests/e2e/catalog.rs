@@ -72,3 +72,31 @@ fn a_host_this_loopx_does_not_know_is_kept_shown_and_paced_generically() {
     let err = s.fails(2, &["agent", "register", "--agent-id", "g2", "--agent-type", "gemini-cli"]).stderr;
     assert!(err.contains("unknown agent type"), "{err}");
 }
+
+#[test]
+fn install_takes_any_feature_the_adapter_declares_with_the_old_flags_as_aliases() {
+    let s = Sandbox::new();
+    s.init();
+    let plan = |args: &[&str]| {
+        let mut v = s.json(&[&["host", "install"][..], args, &["--dry-run"]].concat());
+        v.as_object_mut().unwrap().remove("recovered");
+        v
+    };
+    assert_eq!(
+        plan(&["claude-code", "--with", "stop-driver", "--with", "harden"]),
+        plan(&["claude-code", "--stop-driver", "--harden"])
+    );
+    assert_eq!(
+        plan(&["codex", "--with", "hooks", "--with", "mcp"]),
+        plan(&["codex", "--with-hooks", "--with-mcp"])
+    );
+    // Checked against what the adapter declares, before anything is planned.
+    let err = s.fails(2, &["host", "install", "cursor", "--with", "statusline"]).stderr;
+    assert!(
+        err.contains("cursor has no statusline to install") && err.contains("stop-driver, harden"),
+        "{err}"
+    );
+    let err = s.fails(2, &["host", "install", "codex", "--with", "wings"]).stderr;
+    assert!(err.contains("no install feature \"wings\"") && err.contains("hooks"), "{err}");
+    assert!(!s.root.join(".cursor").exists() && !s.root.join(".codex").exists());
+}

@@ -200,7 +200,7 @@ fn doctor_checks_the_wiring_against_the_manifest() {
     let r = s.fails(1, &["host", "doctor", "claude-code"]);
     assert!(
         r.stdout.contains("FAIL .claude/settings.json")
-            && r.stdout.contains("loopx host install claude-code --stop-driver"),
+            && r.stdout.contains("loopx host install claude-code --with stop-driver"),
         "{}",
         r.stdout
     );

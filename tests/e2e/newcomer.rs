@@ -57,7 +57,11 @@ fn host_doctor_passes_on_good_wiring_and_warns_when_the_host_is_missing() {
     std::fs::remove_file(s.root.join(".claude/loop.md")).unwrap();
     let r = s.run_with(&["host", "doctor", "claude-code"], b"", &[("PATH", "/usr/bin:/bin")]);
     assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(r.stdout.contains("repair with: loopx host install claude-code --stop-driver"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("repair with: loopx host install claude-code --with stop-driver"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

@@ -268,55 +268,85 @@ fn store(root: &Path) -> Result<FileStore> {
     Ok(FileStore::open(root, Arc::new(SystemClock), Arc::new(Silent), StoreOptions::default())?)
 }
 
-/// A hook's answer as each host calls it: Claude Code's and Codex's SessionStart (the context
-/// a session starts with) and Stop (the driver's decision), on a goal with 1,000 todos and a
-/// joined, armed session.
+/// Every string in `v` equal to a key of `swap`, replaced by its value.
+fn swap_strings(v: &mut serde_json::Value, swap: &[(String, String)]) {
+    match v {
+        serde_json::Value::String(s) => {
+            if let Some((_, to)) = swap.iter().find(|(from, _)| from == s) {
+                *s = to.clone();
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| swap_strings(x, swap)),
+        serde_json::Value::Object(o) => o.values_mut().for_each(|x| swap_strings(x, swap)),
+        _ => {}
+    }
+}
+
+/// Every host's hook answers, from its adapter's own samples (what the host writes to each
+/// hook's stdin), on a goal with 1,000 todos: each sample's directory and session become this
+/// project and a session of the bench's, joined and armed first through the host's entry
+/// command where it has one. Each answer is checked against the host's protocol.
 fn hooks(b: &mut Bench, warm: usize, runs: usize) -> Result<Vec<Stat>> {
+    use loopx_core::host::{HostAnswer, HostEventKind};
+
     let root = b.project("hooks")?;
     fixture("todos", &root, 1_000)?;
+    // The stop driver commits a continuation each time: give it a cap it never reaches.
+    let env = [("LOOPX_STOP_CAP", "100000")];
     let mut out = Vec::new();
-    for (host, join) in [("claude-code", "/loopx"), ("codex", "$loopx")] {
-        let session = format!("bench-{host}");
-        let input = |event: &str, extra: &str| -> Result<PathBuf> {
-            let p = root.join(format!("{host}-{event}.json"));
-            let json = format!(
-                r#"{{"session_id":"{session}","cwd":"{}","hook_event_name":"{event}"{extra}}}"#,
-                root.display()
-            );
-            std::fs::write(&p, json)?;
-            Ok(p)
-        };
-        let prompt = input("UserPromptSubmit", &format!(r#","prompt":"{join}""#))?;
-        let (_, code, _, err, _) =
-            run_with_input(&b.bin, &root, &["hook", host, "user-prompt-submit"], &[], Some(&prompt))?;
-        if code != 0 {
-            bail!("joining from {host}: {err}");
-        }
-        let start = input("SessionStart", r#","source":"startup""#)?;
-        out.push(b.measure_input(
-            &format!("hook {host} session-start, 1000 todos"),
-            &root,
-            &["hook", host, "session-start"],
-            Some(&start),
-            warm,
-            runs,
-        )?);
-        let stop = input("Stop", r#","stop_hook_active":true"#)?;
-        let args = ["hook", host, "stop"];
-        // The stop driver commits a continuation each time: give it a cap it never reaches.
-        for _ in 0..warm {
-            run_with_input(&b.bin, &root, &args, &[("LOOPX_STOP_CAP", "100000")], Some(&stop))?;
-        }
-        let mut ms = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            let (t, code, _, err, _) =
-                run_with_input(&b.bin, &root, &args, &[("LOOPX_STOP_CAP", "100000")], Some(&stop))?;
-            if code != 0 {
-                bail!("hook {host} stop failed ({code}): {err}");
+    for a in loopx_cli::registry::adapters() {
+        let host = a.host();
+        let samples = a.samples();
+        let input = |i: usize, s: &loopx_core::host::HookSample, prompt: Option<&str>| -> Result<PathBuf> {
+            let mut swap = vec![(s.expected.session.clone(), format!("bench-{host}"))];
+            if let Some(cwd) = &s.expected.cwd {
+                swap.push((cwd.display().to_string(), root.display().to_string()));
             }
-            ms.push(t.as_secs_f64() * 1e3);
+            if let (Some(p), HostEventKind::PromptSubmitted { prompt: was }) = (prompt, &s.expected.kind) {
+                swap.push((was.clone(), p.to_owned()));
+            }
+            let mut v: serde_json::Value = serde_json::from_str(&s.stdin)?;
+            swap_strings(&mut v, &swap);
+            let path = root.join(format!("{host}-{i}-{}.json", s.event));
+            std::fs::write(&path, v.to_string())?;
+            Ok(path)
+        };
+        let join = samples.iter().find(|s| matches!(s.expected.kind, HostEventKind::PromptSubmitted { .. }));
+        if let (Some(cmd), Some(s)) = (a.entry_command(), join) {
+            let args = ["hook", host, s.event];
+            let (_, code, _, err, _) =
+                run_with_input(&b.bin, &root, &args, &env, Some(&input(0, s, Some(cmd))?))?;
+            if code != 0 {
+                bail!("joining from {host}: {err}");
+            }
         }
-        out.push(stat(&format!("hook {host} stop, 1000 todos"), ms, None));
+        for (i, s) in samples.iter().enumerate() {
+            let file = input(i, s, None)?;
+            let args = ["hook", host, s.event];
+            let point = a.hook_point(s.event)?;
+            let same_event = samples.iter().filter(|x| x.event == s.event).count() > 1;
+            let name = if same_event {
+                format!("hook {host} {} #{}, 1000 todos", s.event, i + 1)
+            } else {
+                format!("hook {host} {}, 1000 todos", s.event)
+            };
+            for _ in 0..warm {
+                run_with_input(&b.bin, &root, &args, &env, Some(&file))?;
+            }
+            let mut ms = Vec::with_capacity(runs);
+            let mut rss = None;
+            for _ in 0..runs {
+                let (t, exit_code, stdout, stderr, r) =
+                    run_with_input(&b.bin, &root, &args, &env, Some(&file))?;
+                a.check_answer(Some(point), &HostAnswer { stdout, stderr: stderr.clone(), exit_code })
+                    .map_err(|e| {
+                        anyhow::anyhow!("{name}: not an answer {host} takes: {} ({stderr})", e.message)
+                    })?;
+                ms.push(t.as_secs_f64() * 1e3);
+                rss = rss.max(r);
+            }
+            out.push(stat(&name, ms, rss));
+        }
     }
     Ok(out)
 }

@@ -27,8 +27,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use loopx_core::host::{
-    Detection, HookPoint, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind, InstallScope,
-    ToolEffect,
+    Detection, HOOK_STDIN_HINT, HookPoint, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind,
+    InstallScope, ToolEffect, parse_hook_stdin,
 };
 use loopx_core::{Error, Result};
 
@@ -158,28 +158,9 @@ pub struct Workspace {
     pub project_dir: Option<String>,
 }
 
-/// Longest hook stdin accepted (a transcript excerpt can be large, but not this large).
-pub const MAX_STDIN: usize = 4 << 20;
-
-/// What to do about hook input loopx cannot read.
-const HOOK_HINT: &str =
-    "loopx hook reads the JSON the host writes to a hook's stdin; installed hooks pass it on as they get it";
-
-/// Parses hook stdin. Empty, oversized or non-object input is an error the caller answers in
-/// the event's fail-open or fail-closed way.
+/// Parses hook stdin ([`parse_hook_stdin`]: one bounded JSON object).
 pub fn parse_input(bytes: &[u8]) -> Result<HookInput> {
-    if bytes.len() > MAX_STDIN {
-        return Err(Error::usage(format!("hook input is {} bytes, more than {MAX_STDIN}", bytes.len()))
-            .with_hint(HOOK_HINT));
-    }
-    let v: Value = serde_json::from_slice(bytes)
-        .map_err(|e| Error::usage(format!("hook input is not JSON: {e}")).with_hint(HOOK_HINT))?;
-    if !v.is_object() {
-        return Err(Error::usage("hook input is not a JSON object").with_hint(HOOK_HINT));
-    }
-    serde_json::from_value(v).map_err(|e| {
-        Error::usage(format!("hook input has a field of the wrong type: {e}")).with_hint(HOOK_HINT)
-    })
+    parse_hook_stdin(bytes)
 }
 
 impl HookInput {
@@ -204,7 +185,7 @@ pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
         }
         HookEvent::PreToolUse => {
             let tool = input.tool_name.clone().filter(|t| !t.is_empty()).ok_or_else(|| {
-                Error::usage("a PreToolUse hook input names no tool_name").with_hint(HOOK_HINT)
+                Error::usage("a PreToolUse hook input names no tool_name").with_hint(HOOK_STDIN_HINT)
             })?;
             HostEventKind::ToolCall { effect: tool_effect(&tool, input.tool_input.as_ref())?, tool }
         }
@@ -434,7 +415,7 @@ mod tests {
         {
             assert!(parse_input(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
-        assert!(parse_input(&vec![b' '; MAX_STDIN + 1]).is_err());
+        assert!(parse_input(&vec![b' '; loopx_core::host::MAX_HOOK_STDIN + 1]).is_err());
     }
 
     #[test]

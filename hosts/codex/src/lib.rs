@@ -31,7 +31,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use loopx_core::host::{Detection, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind, ToolEffect};
+use loopx_core::host::{
+    Detection, HOOK_STDIN_HINT, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind, ToolEffect,
+    parse_hook_stdin,
+};
 use loopx_core::{Error, Result};
 
 /// The host's name in `loopx host …` and `loopx hook …`.
@@ -144,27 +147,9 @@ pub struct HookInput {
     pub tool_input: Option<Value>,
 }
 
-/// Longest hook stdin accepted.
-pub const MAX_STDIN: usize = 4 << 20;
-
-/// What to do about hook input loopx cannot read.
-const HOOK_HINT: &str =
-    "loopx hook reads the JSON the host writes to a hook's stdin; installed hooks pass it on as they get it";
-
-/// Parses hook stdin. Empty, oversized, non-object or wrong-typed input is an error.
+/// Parses hook stdin ([`parse_hook_stdin`]: one bounded JSON object).
 pub fn parse_input(bytes: &[u8]) -> Result<HookInput> {
-    if bytes.len() > MAX_STDIN {
-        return Err(Error::usage(format!("hook input is {} bytes, more than {MAX_STDIN}", bytes.len()))
-            .with_hint(HOOK_HINT));
-    }
-    let v: Value = serde_json::from_slice(bytes)
-        .map_err(|e| Error::usage(format!("hook input is not JSON: {e}")).with_hint(HOOK_HINT))?;
-    if !v.is_object() {
-        return Err(Error::usage("hook input is not a JSON object").with_hint(HOOK_HINT));
-    }
-    serde_json::from_value(v).map_err(|e| {
-        Error::usage(format!("hook input has a field of the wrong type: {e}")).with_hint(HOOK_HINT)
-    })
+    parse_hook_stdin(bytes)
 }
 
 /// Decodes one hook's stdin into the host-neutral event.
@@ -178,7 +163,7 @@ pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
         HookEvent::Stop => HostEventKind::Stop,
         HookEvent::PreToolUse => {
             let tool = input.tool_name.clone().filter(|t| !t.is_empty()).ok_or_else(|| {
-                Error::usage("a PreToolUse hook input names no tool_name").with_hint(HOOK_HINT)
+                Error::usage("a PreToolUse hook input names no tool_name").with_hint(HOOK_STDIN_HINT)
             })?;
             HostEventKind::ToolCall { effect: tool_effect(&tool, input.tool_input.as_ref())?, tool }
         }

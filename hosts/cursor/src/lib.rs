@@ -27,7 +27,9 @@ use std::str::FromStr;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use loopx_core::host::{Detection, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind, ToolEffect};
+use loopx_core::host::{
+    Detection, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind, ToolEffect, parse_hook_stdin,
+};
 use loopx_core::{Error, Result};
 
 /// The host's name in `loopx host …` and `loopx hook …`.
@@ -100,29 +102,9 @@ pub struct HookInput {
     pub prompt: Option<String>,
 }
 
-/// Longest hook stdin accepted.
-pub const MAX_STDIN: usize = 4 << 20;
-
-/// What to do about hook input loopx cannot read.
-const HOOK_HINT: &str =
-    "loopx hook reads the JSON the host writes to a hook's stdin; installed hooks pass it on as they get it";
-
-/// Parses hook stdin (a leading byte-order mark is dropped). Empty, oversized, non-object or
-/// wrong-typed input is an error.
+/// Parses hook stdin ([`parse_hook_stdin`]: one bounded JSON object).
 pub fn parse_input(bytes: &[u8]) -> Result<HookInput> {
-    if bytes.len() > MAX_STDIN {
-        return Err(Error::usage(format!("hook input is {} bytes, more than {MAX_STDIN}", bytes.len()))
-            .with_hint(HOOK_HINT));
-    }
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let v: Value = serde_json::from_slice(bytes)
-        .map_err(|e| Error::usage(format!("hook input is not JSON: {e}")).with_hint(HOOK_HINT))?;
-    if !v.is_object() {
-        return Err(Error::usage("hook input is not a JSON object").with_hint(HOOK_HINT));
-    }
-    serde_json::from_value(v).map_err(|e| {
-        Error::usage(format!("hook input has a field of the wrong type: {e}")).with_hint(HOOK_HINT)
-    })
+    parse_hook_stdin(bytes)
 }
 
 /// Decodes one hook's stdin into the host-neutral event. The chat is the session; its
