@@ -28,6 +28,8 @@ pub struct Options {
     pub bin: Option<PathBuf>,
     /// Only `loopx drive`'s own measurements (`--drive`).
     pub drive_only: bool,
+    /// Only the hook answers (`--hooks`).
+    pub hooks_only: bool,
 }
 
 /// Timings of one measurement, in milliseconds.
@@ -1023,13 +1025,14 @@ fn drive(
 }
 
 /// `xtask bench --drive`: only the driver's measurements.
-fn drive_only(b: &mut Bench, workspace: &Path, quick: bool) -> Result<Report> {
-    let (sizes, turns, sleep) = if quick {
-        (vec![10], 10, Duration::from_secs(1))
-    } else {
-        (vec![10, 1_000, 10_000], 50, Duration::from_secs(60))
-    };
-    let (timings, sizes) = drive(b, workspace, &sizes, turns, sleep)?;
+/// A report of one section alone (`--drive`, `--hooks`): no claim race, no PostgreSQL.
+fn section_report(
+    workspace: &Path,
+    quick: bool,
+    timings: Vec<Stat>,
+    sizes: BTreeMap<String, u64>,
+    only: &str,
+) -> Report {
     let report = Report {
         schema_version: 1,
         commit: git_head(workspace),
@@ -1046,10 +1049,20 @@ fn drive_only(b: &mut Bench, workspace: &Path, quick: bool) -> Result<Report> {
             no_winner: 0,
         },
         claim_race_postgres: None,
-        postgres_skipped: Some("--drive".to_owned()),
+        postgres_skipped: Some(only.to_owned()),
     };
     print!("{}", table(&report));
-    Ok(report)
+    report
+}
+
+fn drive_only(b: &mut Bench, workspace: &Path, quick: bool) -> Result<Report> {
+    let (sizes, turns, sleep) = if quick {
+        (vec![10], 10, Duration::from_secs(1))
+    } else {
+        (vec![10, 1_000, 10_000], 50, Duration::from_secs(60))
+    };
+    let (timings, sizes) = drive(b, workspace, &sizes, turns, sleep)?;
+    Ok(section_report(workspace, quick, timings, sizes, "--drive"))
 }
 
 /// Runs the benchmarks and prints the table; returns the report.
@@ -1060,8 +1073,14 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     };
     let mut b = Bench { bin, dir: tempfile::Builder::new().prefix("loopx-bench-").tempdir()?, projects: 0 };
     let _ = HOME.set(b.dir.path().join("home"));
-    if opts.drive_only {
-        let report = drive_only(&mut b, workspace, opts.quick)?;
+    if opts.drive_only || opts.hooks_only {
+        let report = if opts.drive_only {
+            drive_only(&mut b, workspace, opts.quick)?
+        } else {
+            let (runs, warm) = if opts.quick { (10, 2) } else { (50, 5) };
+            let timings = hooks(&mut b, warm, runs)?;
+            section_report(workspace, opts.quick, timings, BTreeMap::new(), "--hooks")
+        };
         if let Some(path) = &opts.json {
             std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
         }
