@@ -735,9 +735,19 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
         self.install_plan(&opts, env)
     }
 
-    /// The hook point a `loopx hook <host> <event>` name stands for. Unknown names are a
-    /// usage error.
-    fn hook_point(&self, event: &str) -> Result<HookPoint>;
+    /// The host's hook events, each with the hook point it is (its host crate's
+    /// [`HookTable`]).
+    fn hook_events(&self) -> Vec<HookEventName>;
+    /// The hook point a `loopx hook <host> <event>` name stands for (the host's own name for
+    /// the event is taken too). Unknown names are a usage error.
+    fn hook_point(&self, event: &str) -> Result<HookPoint> {
+        let events = self.hook_events();
+        events.iter().find(|e| e.cli == event || e.native == event).map(|e| e.point).ok_or_else(|| {
+            let names: Vec<&str> = events.iter().map(|e| e.cli).collect();
+            Error::usage(format!("unknown {} hook event {event:?}", self.host()))
+                .with_hint(format!("one of: {}", names.join(", ")))
+        })
+    }
     /// Parses a hook's stdin. Tolerates unknown fields; empty, oversized, non-object or
     /// wrong-typed input is an error the driver answers in the point's safe way.
     fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent>;
@@ -768,20 +778,81 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()>;
 }
 
-/// A host's hook event, named as loopx's command line spells it (`cli`) or as the host does
-/// (`native`); anything else is refused with the names loopx takes.
-pub fn parse_hook_event<E: Copy>(
-    s: &str,
-    host: &str,
-    all: &[E],
-    cli: fn(E) -> &'static str,
-    native: fn(E) -> &'static str,
-) -> Result<E> {
-    all.iter().copied().find(|e| cli(*e) == s || native(*e) == s).ok_or_else(|| {
-        let names: Vec<&str> = all.iter().map(|e| cli(*e)).collect();
-        Error::usage(format!("unknown {host} hook event {s:?}"))
-            .with_hint(format!("one of: {}", names.join(", ")))
-    })
+/// One hook event of a host, declared: the host's own name for it (in its configuration and
+/// on stdin), its name on loopx's command line (`loopx hook <host> <cli>`), and the hook point
+/// it is. `E` is the host crate's own event type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HookBinding<E: 'static> {
+    pub event: E,
+    pub native: &'static str,
+    pub cli: &'static str,
+    pub point: HookPoint,
+}
+
+/// A host's hook events and the hook point each one is: the one table an event name is read by
+/// and a hook point answered through, declared by each host crate.
+#[derive(Clone, Copy, Debug)]
+pub struct HookTable<E: 'static> {
+    /// The host, as people know it (`Claude Code`).
+    pub host: &'static str,
+    pub events: &'static [HookBinding<E>],
+}
+
+/// A hook event's names and point, whatever the host's own event type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct HookEventName {
+    pub native: &'static str,
+    pub cli: &'static str,
+    pub point: HookPoint,
+}
+
+impl<E: Copy + PartialEq + fmt::Debug> HookTable<E> {
+    fn binding(&self, e: E) -> &'static HookBinding<E> {
+        match self.events.iter().find(|b| b.event == e) {
+            Some(b) => b,
+            // Each host crate's tests check its table lists every event it has.
+            None => unreachable!("{e:?} is missing from {}'s hook table", self.host),
+        }
+    }
+
+    /// The event named `name`, as loopx's command line spells it or as the host does; anything
+    /// else is refused with the names loopx takes.
+    pub fn parse(&self, name: &str) -> Result<E> {
+        self.events.iter().find(|b| b.cli == name || b.native == name).map(|b| b.event).ok_or_else(|| {
+            let names: Vec<&str> = self.events.iter().map(|b| b.cli).collect();
+            Error::usage(format!("unknown {} hook event {name:?}", self.host))
+                .with_hint(format!("one of: {}", names.join(", ")))
+        })
+    }
+
+    /// The event that answers `point`, or a usage error if the host has none.
+    pub fn for_point(&self, point: HookPoint) -> Result<E> {
+        self.events.iter().find(|b| b.point == point).map(|b| b.event).ok_or_else(|| {
+            let names: Vec<&str> = self.events.iter().map(|b| b.cli).collect();
+            Error::usage(format!("{} has no {point:?} hook loopx answers", self.host)).with_hint(format!(
+                "{}'s hooks here: {}",
+                self.host,
+                names.join(", ")
+            ))
+        })
+    }
+
+    pub fn native(&self, e: E) -> &'static str {
+        self.binding(e).native
+    }
+
+    pub fn cli(&self, e: E) -> &'static str {
+        self.binding(e).cli
+    }
+
+    pub fn point(&self, e: E) -> HookPoint {
+        self.binding(e).point
+    }
+
+    /// Every event's names and point, for [`HostAdapter::hook_events`].
+    pub fn names(&self) -> Vec<HookEventName> {
+        self.events.iter().map(|b| HookEventName { native: b.native, cli: b.cli, point: b.point }).collect()
+    }
 }
 
 /// Refuses what `install` is asked for that `adapter` does not support: an agent for a host

@@ -318,6 +318,19 @@ fn unsupported_options_are_refused(a: &dyn HostAdapter) {
 fn hooks(a: &dyn HostAdapter) {
     let caps = a.capabilities();
     let samples = a.samples();
+    // The declared table: an event a point, the points the adapter says it has, each event
+    // read by either of its names.
+    let events = a.hook_events();
+    let mut points: Vec<_> = events.iter().map(|e| e.point).collect();
+    points.sort_by_key(|p| format!("{p:?}"));
+    points.dedup();
+    assert_eq!(points.len(), events.len(), "{}: one event a hook point", a.name());
+    let mut declared = caps.hook_points.clone();
+    declared.sort_by_key(|p| format!("{p:?}"));
+    assert_eq!(points, declared, "{}: the hook table's points are the capabilities'", a.name());
+    for e in &events {
+        assert_eq!((a.hook_point(e.cli).ok(), a.hook_point(e.native).ok()), (Some(e.point), Some(e.point)));
+    }
     for p in &caps.hook_points {
         assert!(
             samples.iter().any(|s| a.hook_point(s.event).ok() == Some(*p)),

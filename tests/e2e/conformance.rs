@@ -97,8 +97,8 @@ impl HostAdapter for Broken {
         }
         Ok(spec)
     }
-    fn hook_point(&self, event: &str) -> Result<HookPoint> {
-        ClaudeCodeSlash.hook_point(event)
+    fn hook_events(&self) -> Vec<loopx_core::host::HookEventName> {
+        ClaudeCodeSlash.hook_events()
     }
     fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
         if self.defect == "lenient" && stdin.is_empty() {

@@ -13,9 +13,9 @@ use serde_json::json;
 
 use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::host::{
-    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample,
-    HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec,
-    MARKER, ManagedFile, ToolEnv, unsupported_features,
+    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookEventName, HookPoint,
+    HookReply, HookSample, HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions,
+    InstallScope, InstallSpec, MARKER, ManagedFile, ToolEnv, unsupported_features,
 };
 use loopx_core::{AgentType, Error, Result};
 use loopx_host_claude_code::{self as cc, HookEvent, Paths};
@@ -189,14 +189,18 @@ impl HostAdapter for ClaudeCodeSlash {
         Ok(InstallSpec { files })
     }
 
-    fn hook_point(&self, event: &str) -> Result<HookPoint> {
-        event.parse::<HookEvent>().map(HookEvent::point)
+    fn hook_events(&self) -> Vec<HookEventName> {
+        cc::HOOKS.names()
     }
     fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
-        cc::decode(HookEvent::for_point(point), stdin)
+        cc::decode(cc::HOOKS.for_point(point)?, stdin)
     }
     fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
-        cc::encode(HookEvent::for_point(point), reply)
+        // Claude Code has an event for every hook point.
+        match cc::HOOKS.for_point(point) {
+            Ok(e) => cc::encode(e, reply),
+            Err(_) => cc::encode(HookEvent::Stop, &HookReply::Pass),
+        }
     }
     fn fail_open(&self, message: &str) -> HostAnswer {
         cc::fail_open(message)
@@ -208,7 +212,7 @@ impl HostAdapter for ClaudeCodeSlash {
         cc::samples()
     }
     fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()> {
-        cc::check_answer(point.map(HookEvent::for_point), answer)
+        cc::check_answer(point.and_then(|p| cc::HOOKS.for_point(p).ok()), answer)
     }
 }
 

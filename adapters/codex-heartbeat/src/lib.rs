@@ -16,9 +16,10 @@ use serde_json::{Value, json};
 use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::host::{
-    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample,
-    HostAdapter, HostAnswer, HostEvent, HostPath, HostPrompt, InstallEnv, InstallOptions, InstallScope,
-    InstallSpec, MARKER, ManagedFile, McpClient, PromptRequest, ToolEnv, unsupported_features,
+    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookEventName, HookPoint,
+    HookReply, HookSample, HostAdapter, HostAnswer, HostEvent, HostPath, HostPrompt, InstallEnv,
+    InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, McpClient, PromptRequest, ToolEnv,
+    unsupported_features,
 };
 use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, AgentType, Error, GoalId, Result};
@@ -421,19 +422,14 @@ impl HostAdapter for CodexHeartbeat {
         Ok(InstallSpec { files })
     }
 
-    fn hook_point(&self, event: &str) -> Result<HookPoint> {
-        event.parse::<HookEvent>().map(|e| match e {
-            HookEvent::SessionStart => HookPoint::SessionStart,
-            HookEvent::UserPromptSubmit => HookPoint::PromptSubmit,
-            HookEvent::Stop => HookPoint::Stop,
-            HookEvent::PreToolUse => HookPoint::ToolGate,
-        })
+    fn hook_events(&self) -> Vec<HookEventName> {
+        cx::HOOKS.names()
     }
     fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
-        cx::decode(event_for(point)?, stdin)
+        cx::decode(cx::HOOKS.for_point(point)?, stdin)
     }
     fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
-        match event_for(point) {
+        match cx::HOOKS.for_point(point) {
             Ok(e) => cx::encode(e, reply),
             Err(_) => cx::encode(HookEvent::Stop, &HookReply::Pass),
         }
@@ -471,17 +467,7 @@ impl HostAdapter for CodexHeartbeat {
         cx::samples()
     }
     fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()> {
-        cx::check_answer(point.and_then(|p| event_for(p).ok()), answer)
-    }
-}
-
-fn event_for(point: HookPoint) -> Result<HookEvent> {
-    match point {
-        HookPoint::SessionStart => Ok(HookEvent::SessionStart),
-        HookPoint::PromptSubmit => Ok(HookEvent::UserPromptSubmit),
-        HookPoint::Stop => Ok(HookEvent::Stop),
-        HookPoint::ToolGate => Ok(HookEvent::PreToolUse),
-        other => Err(Error::usage(format!("Codex has no {other:?} hook loopx answers"))),
+        cx::check_answer(point.and_then(|p| cx::HOOKS.for_point(p).ok()), answer)
     }
 }
 

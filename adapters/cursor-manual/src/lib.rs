@@ -17,9 +17,9 @@ use serde_json::json;
 use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::host::{
-    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookPoint, HookReply, HookSample,
-    HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec,
-    MARKER, ManagedFile, ToolEnv, unsupported_features,
+    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookEventName, HookPoint,
+    HookReply, HookSample, HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions,
+    InstallScope, InstallSpec, MARKER, ManagedFile, ToolEnv, unsupported_features,
 };
 use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, AgentType, Error, Result};
@@ -247,18 +247,14 @@ impl HostAdapter for CursorManual {
         Ok(InstallSpec { files })
     }
 
-    fn hook_point(&self, event: &str) -> Result<HookPoint> {
-        event.parse::<HookEvent>().map(|e| match e {
-            HookEvent::BeforeSubmitPrompt => HookPoint::PromptSubmit,
-            HookEvent::BeforeShellExecution => HookPoint::ToolGate,
-            HookEvent::Stop => HookPoint::Stop,
-        })
+    fn hook_events(&self) -> Vec<HookEventName> {
+        cu::HOOKS.names()
     }
     fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
-        cu::decode(event_for(point)?, stdin)
+        cu::decode(cu::HOOKS.for_point(point)?, stdin)
     }
     fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
-        match event_for(point) {
+        match cu::HOOKS.for_point(point) {
             Ok(e) => cu::encode(e, reply),
             Err(_) => cu::encode(HookEvent::Stop, &HookReply::Pass),
         }
@@ -267,7 +263,7 @@ impl HostAdapter for CursorManual {
         cu::fail_open(None, message)
     }
     fn fail_open_at(&self, point: Option<HookPoint>, message: &str) -> HostAnswer {
-        cu::fail_open(point.and_then(|p| event_for(p).ok()), message)
+        cu::fail_open(point.and_then(|p| cu::HOOKS.for_point(p).ok()), message)
     }
     /// Cursor shows the server's tools by their own names.
     fn tool_name(&self, tool: &str) -> String {
@@ -291,16 +287,6 @@ impl HostAdapter for CursorManual {
         cu::samples()
     }
     fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()> {
-        cu::check_answer(point.and_then(|p| event_for(p).ok()), answer)
-    }
-}
-
-fn event_for(point: HookPoint) -> Result<HookEvent> {
-    match point {
-        HookPoint::PromptSubmit => Ok(HookEvent::BeforeSubmitPrompt),
-        HookPoint::ToolGate => Ok(HookEvent::BeforeShellExecution),
-        HookPoint::Stop => Ok(HookEvent::Stop),
-        other => Err(Error::usage(format!("Cursor has no {other:?} hook loopx answers"))
-            .with_hint("Cursor's hooks here: before-submit-prompt, before-shell-execution, stop")),
+        cu::check_answer(point.and_then(|p| cu::HOOKS.for_point(p).ok()), answer)
     }
 }

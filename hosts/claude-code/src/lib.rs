@@ -27,8 +27,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use loopx_core::host::{
-    Detection, HOOK_STDIN_HINT, HookPoint, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind,
-    InstallScope, ToolEffect, parse_hook_stdin,
+    Detection, HOOK_STDIN_HINT, HookBinding, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
+    HostEvent, HostEventKind, InstallScope, ToolEffect, parse_hook_stdin,
 };
 use loopx_core::{Error, Result};
 
@@ -67,6 +67,39 @@ pub enum HookEvent {
     StatusLine,
 }
 
+/// Claude Code's hook events: the name it gives each, loopx's command line's, and the hook point
+/// each one is.
+pub const HOOKS: HookTable<HookEvent> = HookTable {
+    host: "Claude Code",
+    events: &[
+        HookBinding {
+            event: HookEvent::SessionStart,
+            native: "SessionStart",
+            cli: "session-start",
+            point: HookPoint::SessionStart,
+        },
+        HookBinding {
+            event: HookEvent::UserPromptSubmit,
+            native: "UserPromptSubmit",
+            cli: "user-prompt-submit",
+            point: HookPoint::PromptSubmit,
+        },
+        HookBinding {
+            event: HookEvent::PreToolUse,
+            native: "PreToolUse",
+            cli: "pre-tool-use",
+            point: HookPoint::ToolGate,
+        },
+        HookBinding { event: HookEvent::Stop, native: "Stop", cli: "stop", point: HookPoint::Stop },
+        HookBinding {
+            event: HookEvent::StatusLine,
+            native: "StatusLine",
+            cli: "statusline",
+            point: HookPoint::StatusLine,
+        },
+    ],
+};
+
 impl HookEvent {
     pub const ALL: [HookEvent; 5] = [
         HookEvent::SessionStart,
@@ -76,53 +109,21 @@ impl HookEvent {
         HookEvent::StatusLine,
     ];
 
-    /// The event's name in Claude Code's settings and stdin (`hook_event_name`).
+    /// The event's name in Claude Code's configuration and on stdin.
     pub fn host_name(self) -> &'static str {
-        match self {
-            HookEvent::SessionStart => "SessionStart",
-            HookEvent::UserPromptSubmit => "UserPromptSubmit",
-            HookEvent::PreToolUse => "PreToolUse",
-            HookEvent::Stop => "Stop",
-            HookEvent::StatusLine => "StatusLine",
-        }
+        HOOKS.native(self)
     }
 
-    /// The event's name on loopx's command line (`loopx hook claude-code session-start`).
+    /// The event's name on loopx's command line.
     pub fn cli_name(self) -> &'static str {
-        match self {
-            HookEvent::SessionStart => "session-start",
-            HookEvent::UserPromptSubmit => "user-prompt-submit",
-            HookEvent::PreToolUse => "pre-tool-use",
-            HookEvent::Stop => "stop",
-            HookEvent::StatusLine => "statusline",
-        }
-    }
-
-    pub fn point(self) -> HookPoint {
-        match self {
-            HookEvent::SessionStart => HookPoint::SessionStart,
-            HookEvent::UserPromptSubmit => HookPoint::PromptSubmit,
-            HookEvent::PreToolUse => HookPoint::ToolGate,
-            HookEvent::Stop => HookPoint::Stop,
-            HookEvent::StatusLine => HookPoint::StatusLine,
-        }
-    }
-
-    pub fn for_point(point: HookPoint) -> Self {
-        match point {
-            HookPoint::SessionStart => HookEvent::SessionStart,
-            HookPoint::PromptSubmit => HookEvent::UserPromptSubmit,
-            HookPoint::ToolGate => HookEvent::PreToolUse,
-            HookPoint::Stop => HookEvent::Stop,
-            HookPoint::StatusLine => HookEvent::StatusLine,
-        }
+        HOOKS.cli(self)
     }
 }
 
 impl FromStr for HookEvent {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        loopx_core::host::parse_hook_event(s, "Claude Code", &Self::ALL, Self::cli_name, Self::host_name)
+        HOOKS.parse(s)
     }
 }
 
@@ -474,8 +475,9 @@ mod tests {
         for e in HookEvent::ALL {
             assert_eq!(e.cli_name().parse::<HookEvent>().unwrap(), e);
             assert_eq!(e.host_name().parse::<HookEvent>().unwrap(), e);
-            assert_eq!(HookEvent::for_point(e.point()), e);
+            assert_eq!(HOOKS.for_point(HOOKS.point(e)).unwrap(), e);
         }
+        assert_eq!(HOOKS.events.len(), HookEvent::ALL.len(), "one row an event");
         assert!("Bogus".parse::<HookEvent>().is_err());
     }
 }

@@ -32,8 +32,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use loopx_core::host::{
-    Detection, HOOK_STDIN_HINT, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind, ToolEffect,
-    parse_hook_stdin,
+    Detection, HOOK_STDIN_HINT, HookBinding, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
+    HostEvent, HostEventKind, ToolEffect, parse_hook_stdin,
 };
 use loopx_core::{Error, Result};
 
@@ -86,18 +86,45 @@ pub enum HookEvent {
     PreToolUse,
 }
 
+/// Codex's hook events: the name it gives each, loopx's command line's, and the hook point
+/// each one is.
+pub const HOOKS: HookTable<HookEvent> = HookTable {
+    host: "Codex",
+    events: &[
+        HookBinding {
+            event: HookEvent::SessionStart,
+            native: "SessionStart",
+            cli: "session-start",
+            point: HookPoint::SessionStart,
+        },
+        HookBinding {
+            event: HookEvent::UserPromptSubmit,
+            native: "UserPromptSubmit",
+            cli: "user-prompt-submit",
+            point: HookPoint::PromptSubmit,
+        },
+        HookBinding { event: HookEvent::Stop, native: "Stop", cli: "stop", point: HookPoint::Stop },
+        HookBinding {
+            event: HookEvent::PreToolUse,
+            native: "PreToolUse",
+            cli: "pre-tool-use",
+            point: HookPoint::ToolGate,
+        },
+    ],
+};
+
 impl HookEvent {
     pub const ALL: [HookEvent; 4] =
         [HookEvent::SessionStart, HookEvent::UserPromptSubmit, HookEvent::Stop, HookEvent::PreToolUse];
 
-    /// The event's name in `hooks.json` and on stdin.
+    /// The event's name in Codex's configuration and on stdin.
     pub fn host_name(self) -> &'static str {
-        match self {
-            HookEvent::SessionStart => "SessionStart",
-            HookEvent::UserPromptSubmit => "UserPromptSubmit",
-            HookEvent::Stop => "Stop",
-            HookEvent::PreToolUse => "PreToolUse",
-        }
+        HOOKS.native(self)
+    }
+
+    /// The event's name on loopx's command line.
+    pub fn cli_name(self) -> &'static str {
+        HOOKS.cli(self)
     }
 
     /// The event's name in trust keys (`session_start`).
@@ -109,22 +136,12 @@ impl HookEvent {
             HookEvent::PreToolUse => "pre_tool_use",
         }
     }
-
-    /// The event's name on loopx's command line (`loopx hook codex session-start`).
-    pub fn cli_name(self) -> &'static str {
-        match self {
-            HookEvent::SessionStart => "session-start",
-            HookEvent::UserPromptSubmit => "user-prompt-submit",
-            HookEvent::Stop => "stop",
-            HookEvent::PreToolUse => "pre-tool-use",
-        }
-    }
 }
 
 impl FromStr for HookEvent {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        loopx_core::host::parse_hook_event(s, "Codex", &Self::ALL, Self::cli_name, Self::host_name)
+        HOOKS.parse(s)
     }
 }
 
@@ -372,6 +389,17 @@ pub fn samples() -> Vec<HookSample> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hook_table_has_one_row_an_event_and_one_event_a_point() {
+        for e in HookEvent::ALL {
+            assert_eq!(HOOKS.parse(HOOKS.cli(e)).unwrap(), e);
+            assert_eq!(HOOKS.parse(HOOKS.native(e)).unwrap(), e);
+            assert_eq!(HOOKS.for_point(HOOKS.point(e)).unwrap(), e);
+        }
+        assert_eq!(HOOKS.events.len(), HookEvent::ALL.len());
+        assert!(HOOKS.parse("Bogus").unwrap_err().hint.unwrap().contains("stop"));
+    }
 
     /// Pinned from the real binary: `codex app-server`'s `hooks/list` reported these
     /// `currentHash` values for these handlers (0.169.0).

@@ -28,7 +28,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use loopx_core::host::{
-    Detection, HookReply, HookSample, HostAnswer, HostEvent, HostEventKind, ToolEffect, parse_hook_stdin,
+    Detection, HookBinding, HookPoint, HookReply, HookSample, HookTable, HostAnswer, HostEvent,
+    HostEventKind, ToolEffect, parse_hook_stdin,
 };
 use loopx_core::{Error, Result};
 
@@ -53,33 +54,46 @@ pub enum HookEvent {
     Stop,
 }
 
+/// Cursor's hook events: the name it gives each, loopx's command line's, and the hook point
+/// each one is.
+pub const HOOKS: HookTable<HookEvent> = HookTable {
+    host: "Cursor",
+    events: &[
+        HookBinding {
+            event: HookEvent::BeforeSubmitPrompt,
+            native: "beforeSubmitPrompt",
+            cli: "before-submit-prompt",
+            point: HookPoint::PromptSubmit,
+        },
+        HookBinding {
+            event: HookEvent::BeforeShellExecution,
+            native: "beforeShellExecution",
+            cli: "before-shell-execution",
+            point: HookPoint::ToolGate,
+        },
+        HookBinding { event: HookEvent::Stop, native: "stop", cli: "stop", point: HookPoint::Stop },
+    ],
+};
+
 impl HookEvent {
     pub const ALL: [HookEvent; 3] =
         [HookEvent::BeforeSubmitPrompt, HookEvent::BeforeShellExecution, HookEvent::Stop];
 
-    /// The event's name in `hooks.json` and on stdin.
+    /// The event's name in Cursor's configuration and on stdin.
     pub fn host_name(self) -> &'static str {
-        match self {
-            HookEvent::BeforeSubmitPrompt => "beforeSubmitPrompt",
-            HookEvent::BeforeShellExecution => "beforeShellExecution",
-            HookEvent::Stop => "stop",
-        }
+        HOOKS.native(self)
     }
 
-    /// The event's name on loopx's command line (`loopx hook cursor stop`).
+    /// The event's name on loopx's command line.
     pub fn cli_name(self) -> &'static str {
-        match self {
-            HookEvent::BeforeSubmitPrompt => "before-submit-prompt",
-            HookEvent::BeforeShellExecution => "before-shell-execution",
-            HookEvent::Stop => "stop",
-        }
+        HOOKS.cli(self)
     }
 }
 
 impl FromStr for HookEvent {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        loopx_core::host::parse_hook_event(s, "Cursor", &Self::ALL, Self::cli_name, Self::host_name)
+        HOOKS.parse(s)
     }
 }
 
@@ -238,6 +252,17 @@ pub fn samples() -> Vec<HookSample> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hook_table_has_one_row_an_event_and_one_event_a_point() {
+        for e in HookEvent::ALL {
+            assert_eq!(HOOKS.parse(HOOKS.cli(e)).unwrap(), e);
+            assert_eq!(HOOKS.parse(HOOKS.native(e)).unwrap(), e);
+            assert_eq!(HOOKS.for_point(HOOKS.point(e)).unwrap(), e);
+        }
+        assert_eq!(HOOKS.events.len(), HookEvent::ALL.len());
+        assert!(HOOKS.parse("Bogus").unwrap_err().hint.unwrap().contains("stop"));
+    }
 
     #[test]
     fn input_and_answers() {
