@@ -849,6 +849,22 @@ impl<E: Copy + PartialEq + fmt::Debug> HookTable<E> {
         self.binding(e).point
     }
 
+    /// Checks the table is whole: a row for each of `all` (the host's every event), one event a
+    /// hook point, each read back by either name. What each host crate's tests assert.
+    pub fn check(&self, all: &[E]) -> std::result::Result<(), String> {
+        if self.events.len() != all.len() {
+            return Err(format!("{} rows for {} events", self.events.len(), all.len()));
+        }
+        for e in all {
+            let b = self.events.iter().find(|b| b.event == *e).ok_or(format!("no row for {e:?}"))?;
+            let back = (self.parse(b.cli).ok(), self.parse(b.native).ok(), self.for_point(b.point).ok());
+            if back != (Some(*e), Some(*e), Some(*e)) {
+                return Err(format!("{e:?} is not read back by its names and point: {back:?}"));
+            }
+        }
+        Ok(())
+    }
+
     /// Every event's names and point, for [`HostAdapter::hook_events`].
     pub fn names(&self) -> Vec<HookEventName> {
         self.events.iter().map(|b| HookEventName { native: b.native, cli: b.cli, point: b.point }).collect()

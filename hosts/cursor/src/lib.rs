@@ -255,12 +255,7 @@ mod tests {
 
     #[test]
     fn the_hook_table_has_one_row_an_event_and_one_event_a_point() {
-        for e in HookEvent::ALL {
-            assert_eq!(HOOKS.parse(HOOKS.cli(e)).unwrap(), e);
-            assert_eq!(HOOKS.parse(HOOKS.native(e)).unwrap(), e);
-            assert_eq!(HOOKS.for_point(HOOKS.point(e)).unwrap(), e);
-        }
-        assert_eq!(HOOKS.events.len(), HookEvent::ALL.len());
+        HOOKS.check(&HookEvent::ALL).unwrap();
         assert!(HOOKS.parse("Bogus").unwrap_err().hint.unwrap().contains("stop"));
     }
 
