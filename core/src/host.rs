@@ -644,12 +644,18 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     /// The prefix of the agent ids the hook driver gives this host's sessions (`claude`).
     fn agent_prefix(&self) -> &'static str;
     /// The prompt that joins the goal from inside the host (`/loopx`), if the host has one.
-    fn entry_command(&self) -> Option<&'static str>;
+    fn entry_command(&self) -> Option<&'static str> {
+        None
+    }
     /// The environment variable a host sets to the project directory in hooks, if any.
-    fn project_dir_env(&self) -> Option<&'static str>;
+    fn project_dir_env(&self) -> Option<&'static str> {
+        None
+    }
     /// How the host marks its agent's tool environment, if it does. A loopx command run there
     /// is that session's agent's, never a person's.
-    fn tool_env(&self) -> Option<ToolEnv>;
+    fn tool_env(&self) -> Option<ToolEnv> {
+        None
+    }
     /// How the host's agent process looks in a process tree, if loopx can tell it: every
     /// command it starts, however deep, is an agent's.
     fn agent_process(&self) -> Option<AgentProcess> {

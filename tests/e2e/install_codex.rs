@@ -67,7 +67,11 @@ fn harden_installs_the_tool_gate_and_doctor_checks_its_trust() {
     assert!(!hooks.contains("hook codex stop"), "the loop's hooks come with --with-hooks: {hooks}");
     let d = codex(&s, &["host", "doctor", "codex", "--scope", "user"]);
     assert!(d.stdout.contains("FAIL Codex trusts the pre_tool_use hook: untrusted"), "{}", d.stdout);
-    assert!(d.stdout.contains("--harden --trust-hooks"), "the fix keeps the install's flags: {}", d.stdout);
+    assert!(
+        d.stdout.contains("--with harden --with trust-hooks"),
+        "the fix keeps the install's flags: {}",
+        d.stdout
+    );
     let r = codex(&s, &["host", "install", "codex", "--scope", "user", "--harden", "--trust-hooks"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(read(&s, "config.toml").matches("trusted_hash = \"sha256:").count(), 1);
@@ -94,7 +98,8 @@ fn trust_is_written_only_on_request_and_doctor_names_what_codex_will_skip() {
     let d = codex(&s, &["host", "doctor", "codex", "--scope", "user"]);
     assert_eq!(d.code, 1);
     assert!(
-        d.stdout.contains("FAIL Codex trusts the stop hook: untrusted") && d.stdout.contains("--trust-hooks"),
+        d.stdout.contains("FAIL Codex trusts the stop hook: untrusted")
+            && d.stdout.contains("--with trust-hooks"),
         "{}",
         d.stdout
     );

@@ -135,7 +135,7 @@ impl HostAdapter for ClaudeCodeSlash {
     fn onboarding(&self, agent_type: &AgentType) -> Option<Vec<String>> {
         (*agent_type == cc::AGENT_TYPE).then(|| {
             vec![
-                "loopx host install claude-code --stop-driver   # --dry-run first; add --harden for the tool gate".to_owned(),
+                "loopx host install claude-code --with stop-driver   # --dry-run first; add --with harden for the tool gate".to_owned(),
                 "in Claude Code, /loopx <task> joins the goal as this session's own agent".to_owned(),
                 "/loop keeps turning, one loopx turn at a time; /loopx off disarms".to_owned(),
             ]

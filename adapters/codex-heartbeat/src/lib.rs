@@ -264,9 +264,9 @@ impl HostAdapter for CodexHeartbeat {
         let config = user_config.as_ref().and_then(|p| (env.read)(p)).unwrap_or_default();
         if opts.has(Feature::Hooks) || opts.has(Feature::Harden) {
             let fix = format!(
-                "loopx host install codex{}{} --trust-hooks",
-                if opts.has(Feature::Hooks) { " --with-hooks" } else { "" },
-                if opts.has(Feature::Harden) { " --harden" } else { "" }
+                "loopx host install codex{}{} --with trust-hooks",
+                if opts.has(Feature::Hooks) { " --with hooks" } else { "" },
+                if opts.has(Feature::Harden) { " --with harden" } else { "" }
             );
             let trusted = InstallOptions {
                 features: opts.features.iter().copied().chain([Feature::TrustHooks]).collect(),
@@ -331,7 +331,7 @@ impl HostAdapter for CodexHeartbeat {
         }
     }
     fn onboarding(&self, agent_type: &AgentType) -> Option<Vec<String>> {
-        let install = "loopx host install codex --with-hooks --trust-hooks --with-mcp   # --dry-run first to see the plan; --trust-hooks is a trust decision made for you";
+        let install = "loopx host install codex --with hooks --with trust-hooks --with mcp   # --dry-run first to see the plan; trust-hooks is a trust decision made for you";
         match agent_type {
             t if *t == cx::CLI || *t == cx::IDE => Some(vec![
                 install.to_owned(),
@@ -367,8 +367,8 @@ impl HostAdapter for CodexHeartbeat {
     fn install_plan(&self, opts: &InstallOptions, env: &InstallEnv<'_>) -> Result<InstallSpec> {
         unsupported_features(self, opts)?;
         if opts.has(Feature::TrustHooks) && !opts.has(Feature::Hooks) && !opts.has(Feature::Harden) {
-            return Err(Error::usage("--trust-hooks trusts the hooks --with-hooks and --harden install")
-                .with_hint("loopx host install codex --with-hooks --harden --trust-hooks"));
+            return Err(Error::usage("trust-hooks trusts the hooks that hooks and harden install")
+                .with_hint("loopx host install codex --with hooks --with harden --with trust-hooks"));
         }
         let p = paths(opts.scope)?;
         let mut files = vec![

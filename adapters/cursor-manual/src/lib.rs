@@ -194,7 +194,8 @@ impl HostAdapter for CursorManual {
             goal: loopx_core::GoalId::new("main").ok()?,
             agent: None,
         };
-        let install = "loopx host install cursor --stop-driver --harden   # --dry-run first to see the plan";
+        let install =
+            "loopx host install cursor --with stop-driver --with harden   # --dry-run first to see the plan";
         Some(std::iter::once(install.to_owned()).chain(self.remaining_steps(&opts)).collect())
     }
     fn detect(&self) -> Detection {
