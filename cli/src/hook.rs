@@ -11,8 +11,9 @@ use loopx_kernel::{Reporter, StoreOptions};
 
 use crate::registry;
 
-/// Longest hook stdin read; past it, the adapter refuses the input as oversized.
-pub const MAX_STDIN: u64 = 8 << 20;
+/// Longest hook stdin read: one byte past what the reader takes, so an oversized input is
+/// refused as such.
+pub const MAX_STDIN: u64 = loopx_core::host::MAX_HOOK_STDIN as u64;
 
 /// Answers one hook. An unknown host is a non-blocking error (exit 1), never a block.
 pub async fn answer(
