@@ -263,11 +263,17 @@ pub fn stale_temp_files(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-/// Whether process `pid` may still be writing `tmp`. Where processes cannot be looked up,
-/// a temporary file younger than a minute is given the benefit of the doubt.
+/// Whether process `pid` may still be writing `tmp`: it runs (a zombie, killed and not yet
+/// reaped, writes nothing). Where processes cannot be looked up, a temporary file younger than
+/// a minute is given the benefit of the doubt.
 fn writer_alive(pid: u32, tmp: &Path) -> bool {
     if cfg!(target_os = "linux") {
-        return Path::new("/proc").join(pid.to_string()).exists();
+        let Ok(stat) = fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")) else {
+            return false;
+        };
+        // The state is the first field after the name, which may hold spaces and parentheses.
+        let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
+        return !matches!(state, Some("Z" | "X"));
     }
     fs::metadata(tmp)
         .and_then(|m| m.modified())
@@ -292,6 +298,24 @@ fn tempfile_in(dir: &Path, target: &Path) -> Result<(File, std::path::PathBuf)> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_killed_writers_temp_file_is_stale_before_the_writer_is_reaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let tmp = dir.path().join(format!(".GOAL.md.{}.0.tmp", writer.id()));
+        fs::write(&tmp, b"half a view").unwrap();
+        assert!(stale_temp_files(dir.path()).is_empty(), "its writer still runs");
+        writer.kill().unwrap();
+        // Killed, not reaped: a zombie writes nothing. (The signal lands on its own time.)
+        let t = std::time::Instant::now();
+        while stale_temp_files(dir.path()).is_empty() && t.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::yield_now();
+        }
+        assert_eq!(stale_temp_files(dir.path()), vec![tmp]);
+        writer.wait().unwrap();
+    }
 
     #[test]
     fn atomic_write_replaces_and_skips_unchanged() {

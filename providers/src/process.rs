@@ -87,7 +87,28 @@ pub fn kill_marked(vars: &[String]) -> usize {
             let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
     }
+    // A signal is delivered on the way: until each is gone (or a zombie nobody reaped yet),
+    // it may still hold a lock or be half-way through a write a caller goes on to look at.
+    let deadline = Instant::now() + KILL_WAIT;
+    while !found.iter().all(|pid| ended(*pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     found.len()
+}
+
+/// How long [`kill_marked`] waits for what it killed to end.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether process `pid` has ended: gone, or a zombie (dead, not yet reaped by its parent).
+pub fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state is the first field after the name, which may hold spaces and parentheses.
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+    }
 }
 
 /// A process above this one: what it runs as, and the environment it was started with (which
@@ -239,6 +260,20 @@ impl Provider for ProcessProvider {
 #[cfg(unix)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_killed_process_has_ended_before_it_is_reaped() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(!ended(child.id()));
+        child.kill().unwrap();
+        let t = Instant::now();
+        while !ended(child.id()) && t.elapsed() < Duration::from_secs(10) {
+            std::thread::yield_now();
+        }
+        assert!(ended(child.id()), "a zombie has ended");
+        child.wait().unwrap();
+        assert!(ended(child.id()));
+    }
 
     fn sh(script: &str) -> Vec<String> {
         vec!["sh".into(), "-c".into(), script.into()]
