@@ -66,9 +66,10 @@ macro_rules! open_name {
             }
         }
 
+        /// As written, padded and aligned as asked (`{:<12}`).
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.pad(&self.0)
             }
         }
 
@@ -321,6 +322,7 @@ mod tests {
         for bad in ["\"\"", "\"Claude\"", "\"a b\"", "\"-x\"", "\"x-\"", "\"a--b\"", "\"1x\"", "3"] {
             assert!(serde_json::from_str::<AgentType>(bad).is_err(), "{bad}");
         }
+        assert_eq!(format!("[{:<8}]", AgentType::other()), "[other   ]", "padded like a str");
         assert!(RuntimeProfile::new("codex_heartbeat").is_ok());
         assert!(RuntimeProfile::new("codex-heartbeat").is_err());
     }
