@@ -126,6 +126,8 @@ pub enum Command {
     RefreshState(RefreshArgs),
     /// The goal's latest events
     History(HistoryArgs),
+    /// What the goal's time went to: agents working, waiting on a person or CI, paused, idle; turns, interventions, proof; with a timeline and a burn-up
+    Report(ReportArgs),
     /// Verify the event log, the archive, the snapshot and GOAL.md (and, with --repair, mend what can be)
     Doctor(DoctorArgs),
     /// Serve the tick to a host over stdio (Model Context Protocol)
@@ -667,6 +669,25 @@ pub enum EvidenceCommand {
         #[arg(long, value_name = "ID")]
         todo_id: Option<String>,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Report from this time: RFC 3339 (2026-11-29T18:00:00Z) or a duration ago (7d, 12h)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Report up to this time (RFC 3339 or a duration ago); later events are not read
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Print the report as Markdown, to paste into a pull request or a post
+    #[arg(long, conflicts_with = "json")]
+    pub markdown: bool,
+    /// Also write the timeline and the burn-up as one SVG picture to FILE
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Also write the picture as PNG to FILE (needs rsvg-convert, or Chromium, on PATH)
+    #[arg(long, value_name = "FILE")]
+    pub png: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

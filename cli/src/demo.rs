@@ -13,6 +13,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde::Serialize;
 
+use loopx_core::Clock as _;
 use loopx_core::continuation::Continuation;
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::kernel::*;
@@ -30,6 +31,40 @@ use crate::output::Rendered;
 const MAX_TICKS: usize = 40;
 /// Ticks a question stays open before the scripted person answers it.
 const PERSON_LATENCY: usize = 2;
+/// The story's pace, on its own clock: a plan takes this long, a turn without a scripted
+/// length this long, and a host's loop comes back after this many minutes.
+const PLANNING_MINUTES: i64 = 6;
+const DEFAULT_TURN_MINUTES: i64 = 10;
+const CADENCE_MINUTES: i64 = 2;
+/// The story ends about this long after it begins: its clock starts this long before now, so
+/// nothing it records lies in the future.
+const STORY_HOURS: i64 = 4;
+
+/// The demo's clock: it moves only when the story says time passes (a turn's work, the loop's
+/// cadence), so the goal's history reads like hours of work while the demo takes a second,
+/// and `loopx report` on it tells the same story every time.
+#[derive(Debug)]
+pub struct StoryClock(Mutex<loopx_core::Timestamp>);
+
+impl StoryClock {
+    fn starting_before(now: loopx_core::Timestamp) -> Self {
+        let minute = 60_000;
+        let start = (now.unix_millis() - STORY_HOURS * 3_600_000) / minute * minute;
+        Self(Mutex::new(loopx_core::Timestamp::from_unix_millis(start)))
+    }
+
+    fn pass(&self, minutes: i64) {
+        if let Ok(mut t) = self.0.lock() {
+            *t = loopx_core::Timestamp::from_unix_millis(t.unix_millis() + minutes * 60_000);
+        }
+    }
+}
+
+impl loopx_core::Clock for StoryClock {
+    fn now(&self) -> loopx_core::Timestamp {
+        self.0.lock().map_or(loopx_core::Timestamp::MIN, |t| *t)
+    }
+}
 
 /// One line of the timeline.
 #[derive(Clone, Debug, Serialize)]
@@ -59,6 +94,8 @@ struct DemoReport {
 struct Step {
     report: TurnReport,
     writes: Option<&'static str>,
+    /// How long the turn works, on the story's clock.
+    minutes: i64,
 }
 
 /// An agent whose turns are written in advance, per todo. It still goes through the kernel
@@ -69,6 +106,8 @@ pub struct ScriptedAgent {
     root: PathBuf,
     plan: Mutex<Vec<TodoDraft>>,
     script: Mutex<HashMap<TodoId, VecDeque<Step>>>,
+    /// Minutes its last turn worked.
+    worked: Mutex<i64>,
 }
 
 #[async_trait]
@@ -84,6 +123,7 @@ impl Agent for ScriptedAgent {
     async fn act(&self, continuation: &Continuation) -> Result<TurnReport> {
         match continuation {
             Continuation::Replan { .. } => {
+                *lock(&self.worked)? = PLANNING_MINUTES;
                 let plan = std::mem::take(&mut *lock(&self.plan)?);
                 Ok(TurnReport {
                     todo: None,
@@ -94,6 +134,7 @@ impl Agent for ScriptedAgent {
             }
             Continuation::Run { todo, .. } => {
                 let step = lock(&self.script)?.get_mut(todo).and_then(VecDeque::pop_front);
+                *lock(&self.worked)? = step.as_ref().map_or(DEFAULT_TURN_MINUTES, |s| s.minutes);
                 let Some(step) = step else {
                     return Ok(TurnReport {
                         completed: true,
@@ -188,6 +229,7 @@ fn codex(root: &Path) -> Result<ScriptedAgent> {
                 ..report(None, "wrote the CSV writer with RFC 4180 quoting")
             },
             writes: None,
+            minutes: 25,
         }]),
     );
     script.insert(
@@ -199,6 +241,7 @@ fn codex(root: &Path) -> Result<ScriptedAgent> {
                     ..report(None, "the contact columns would export emails; asking first")
                 },
                 writes: None,
+                minutes: 8,
             },
             Step {
                 report: TurnReport {
@@ -210,6 +253,7 @@ fn codex(root: &Path) -> Result<ScriptedAgent> {
                     ..report(None, "added name, email and phone columns behind the setting")
                 },
                 writes: None,
+                minutes: 18,
             },
         ]),
     );
@@ -225,6 +269,7 @@ fn codex(root: &Path) -> Result<ScriptedAgent> {
                 ..report(None, "added the Export button; the session ends here")
             },
             writes: None,
+            minutes: 30,
         }]),
     );
     Ok(ScriptedAgent {
@@ -233,6 +278,7 @@ fn codex(root: &Path) -> Result<ScriptedAgent> {
         root: root.to_path_buf(),
         plan: Mutex::new(plan),
         script: Mutex::new(script),
+        worked: Mutex::new(0),
     })
 }
 
@@ -249,6 +295,7 @@ fn claude(root: &Path) -> Result<ScriptedAgent> {
                 ..report(None, "wired the button; the file streams")
             },
             writes: None,
+            minutes: 22,
         }]),
     );
     script.insert(
@@ -261,6 +308,7 @@ fn claude(root: &Path) -> Result<ScriptedAgent> {
                     ..report(None, "believes the export is done")
                 },
                 writes: None,
+                minutes: 12,
             },
             Step {
                 report: TurnReport {
@@ -270,6 +318,7 @@ fn claude(root: &Path) -> Result<ScriptedAgent> {
                     ..report(None, "produced the export the check looks for")
                 },
                 writes: Some("export.ok"),
+                minutes: 9,
             },
         ]),
     );
@@ -279,6 +328,7 @@ fn claude(root: &Path) -> Result<ScriptedAgent> {
         root: root.to_path_buf(),
         plan: Mutex::new(Vec::new()),
         script: Mutex::new(script),
+        worked: Mutex::new(0),
     })
 }
 
@@ -296,6 +346,7 @@ fn temp_project() -> Result<PathBuf> {
 
 struct Demo {
     k: FileKernel,
+    clock: Arc<StoryClock>,
     start: Instant,
     timeline: Vec<Beat>,
     goal: GoalId,
@@ -389,6 +440,7 @@ impl Demo {
             self.say(id.as_str(), host.clone(), format!("claims {todo}"));
         }
         let r = agent.act(&d.continuation).await?;
+        self.clock.pass(*lock(&agent.worked)?);
         if !r.plan.is_empty() {
             for draft in &r.plan {
                 let req = AddTodo {
@@ -563,12 +615,13 @@ pub async fn run(keep: bool) -> Result<Rendered> {
 
 async fn play(root: &Path) -> Result<DemoReport> {
     let start = Instant::now();
-    let (k, _) = FileKernel::init(root, Arc::new(SystemClock), Arc::new(Silent), StoreOptions::default())?;
+    let clock = Arc::new(StoryClock::starting_before(SystemClock.now()));
+    let (k, _) = FileKernel::init(root, clock.clone(), Arc::new(Silent), StoreOptions::default())?;
     // The demo's CI gate is a command loopx runs itself.
     let processes: Arc<dyn loopx_core::traits::Provider> = Arc::new(loopx_providers::ProcessProvider);
     let k = k.with_gates(GateRuntime { processes: Some(processes), ..GateRuntime::default() });
     let goal = GoalId::new("demo")?;
-    let mut demo = Demo { k, start, timeline: Vec::new(), goal: goal.clone(), turns: 0 };
+    let mut demo = Demo { k, clock, start, timeline: Vec::new(), goal: goal.clone(), turns: 0 };
     let objective = "Add a CSV export to the reports page";
     demo.k
         .create_goal(CreateGoal {
@@ -606,6 +659,9 @@ async fn play(root: &Path) -> Result<DemoReport> {
             }
         }
         let i = (next..next + agents.len()).map(|n| n % agents.len()).find(|n| active[*n]).unwrap_or(0);
+        if ticks > 0 {
+            demo.clock.pass(CADENCE_MINUTES);
+        }
         next = i + 1;
         let d = demo.tick(&agents[i]).await?;
         stopped[i] = d.decision == DecisionKind::Stop;

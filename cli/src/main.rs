@@ -14,6 +14,7 @@ mod next;
 mod output;
 mod person;
 mod projects;
+mod report;
 mod serve;
 mod store;
 mod text;

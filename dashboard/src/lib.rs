@@ -150,6 +150,8 @@ impl Dashboard {
             .route("/p/{project}/{goal}/gate/{gate}", post(page::answer_gate))
             .route("/p/{project}/{goal}/todo", post(page::add_todo))
             .route("/p/{project}/{goal}/turn/{turn}", get(page::turn))
+            .route("/p/{project}/{goal}/report", get(page::report))
+            .route("/p/{project}/{goal}/{file}", get(page::report_file))
             .route("/events", get(live::events))
             .route("/assets/app.css", get(page::css))
             .route("/assets/app.js", get(page::js))

@@ -9,7 +9,8 @@ use axum::Form;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use maud::{DOCTYPE, Markup, html};
+use loopx_report::{svg, text};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde::Deserialize;
 
 use loopx_core::kernel::{AddTodo, AnswerGate, CommandContext, Kernel};
@@ -331,6 +332,7 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                 }
             }
         }
+        (report_section(p, &here, token))
         div.grid {
             section.card {
                 h2 { "Life of the goal" }
@@ -446,6 +448,131 @@ fn gauge(used: u32, allowed: u32) -> Markup {
             rect.fill x="0" y="0" width=(w) height="14" rx="3" {}
         }
     }
+}
+
+/// The share of the goal's time each way it went, as one bar, and its figures.
+fn time_split(r: &loopx_report::Report) -> Markup {
+    let t = &r.time;
+    let parts = [
+        ("working", "agents working", t.working_ms),
+        ("person", "waiting on a person", t.person_ms),
+        ("checks", "on CI or a timer", t.checks_ms),
+        ("paused", "paused", t.paused_ms),
+        ("quota", "out of quota", t.quota_ms),
+        ("idle", "idle", t.idle_ms),
+    ];
+    let whole = t.elapsed_ms.max(1) as f64;
+    let mut x = 0.0;
+    let bars: Vec<(&str, &str, u64, f64, f64)> = parts
+        .iter()
+        .map(|&(class, label, ms)| {
+            let w = 600.0 * ms as f64 / whole;
+            x += w;
+            (class, label, ms, x - w, w)
+        })
+        .collect();
+    html! {
+        svg.split width="600" height="16" viewBox="0 0 600 16" role="img" aria-label="where the time went" {
+            @for (class, label, ms, x, w) in &bars {
+                rect class=(class) x=(format!("{x:.1}")) y="0" width=(format!("{w:.1}")) height="16" {
+                    title { (label) ": " (text::duration(*ms)) }
+                }
+            }
+        }
+        ul.split {
+            @for (class, label, ms) in parts {
+                li { span class=(format!("swatch {class}")) {} (label) " " strong { (text::duration(ms)) } }
+            }
+        }
+    }
+}
+
+/// The goal page's part of `loopx report`: where the time went, the burn-up, and a link to the
+/// whole report.
+fn report_section(p: &GoalPage, here: &str, token: &str) -> Markup {
+    let r = &p.activity.trajectory.report;
+    html! {
+        section.card.report {
+            h2 { "What happened" }
+            p.meta { (text::duration(r.time.elapsed_ms)) " elapsed · " (r.turns.turns) " turns · "
+                (r.people.interventions) " interventions · " (r.work.done) " done ("
+                (r.work.done_validated + r.work.done_with_evidence) " with proof) · "
+                a href=(at(&format!("{here}/report"), token)) { "the whole report →" } }
+            (time_split(r))
+            div.picture { (PreEscaped(svg::burnup(&p.activity.trajectory.picture))) }
+        }
+    }
+}
+
+/// `loopx report` as a page: the figures, the timeline and the burn-up.
+pub(crate) async fn report(
+    State(app): State<Arc<App>>,
+    UrlPath((key, goal)): UrlPath<(String, String)>,
+) -> Response {
+    let found = async {
+        let root = project_of(&app, &key)?;
+        let goal = GoalId::new(&goal)?;
+        let events = app.kernel(&root)?.status(Some(&goal)).await?.events;
+        Ok::<_, Error>((goal.clone(), app.activity.get(&app, &root, &goal, events)?))
+    }
+    .await;
+    let (goal, a) = match found {
+        Ok(found) => found,
+        Err(e) => return error_page(&e, "/", &app.token),
+    };
+    let token = &app.token;
+    let back = goal_href(&key, &goal);
+    let r = &a.trajectory.report;
+    let body = html! {
+        section.card.report {
+            div.where { a href=(at("/", token)) { "Inbox" } " › " a href=(at(&back, token)) { (goal) } " › report" }
+            h1 { "What happened" }
+            p.meta { @if let (Some(f), Some(t)) = (r.from, r.to) { (when(f)) " → " (when(t)) " · " }
+                (text::duration(r.time.elapsed_ms)) " elapsed · " (r.events) " events · "
+                a href=(at(&format!("{back}/report.svg"), token)) download { "picture (SVG)" } " · "
+                a href=(at(&format!("{back}/report.json"), token)) download { "figures (JSON)" } }
+            (time_split(r))
+            div.picture { (PreEscaped(svg::timeline(&a.trajectory.picture))) }
+            div.picture { (PreEscaped(svg::burnup(&a.trajectory.picture))) }
+        }
+        section.card.report {
+            pre.report { (text::text(r)) }
+        }
+    };
+    layout(&format!("loopx: report of {goal}"), body, token).into_response()
+}
+
+/// The report's picture or figures as a download: `report.svg`, `report.json`.
+pub(crate) async fn report_file(
+    State(app): State<Arc<App>>,
+    UrlPath((key, goal, file)): UrlPath<(String, String, String)>,
+) -> Response {
+    let found = async {
+        let root = project_of(&app, &key)?;
+        let goal = GoalId::new(&goal)?;
+        let events = app.kernel(&root)?.status(Some(&goal)).await?.events;
+        Ok::<_, Error>((goal.clone(), app.activity.get(&app, &root, &goal, events)?))
+    }
+    .await;
+    let (goal, a) = match found {
+        Ok(found) => found,
+        Err(e) => return error_page(&e, "/", &app.token),
+    };
+    let t = &a.trajectory;
+    let (kind, body) = match file.as_str() {
+        "report.svg" => {
+            let title = format!("goal {goal} — {}", t.report.title.as_deref().unwrap_or(&t.report.objective));
+            ("image/svg+xml", svg::both(&t.picture, title.lines().next().unwrap_or_default()).svg)
+        }
+        "report.json" => match serde_json::to_string_pretty(&t.report) {
+            Ok(j) => ("application/json", j),
+            Err(e) => return error_page(&Error::internal(e.to_string()), "/", &app.token),
+        },
+        _ => return error_page(&Error::not_found(format!("no file {file} here")), "/", &app.token),
+    };
+    let disposition = format!("attachment; filename=\"{goal}-{file}\"");
+    ([(header::CONTENT_TYPE, kind.to_owned()), (header::CONTENT_DISPOSITION, disposition)], body)
+        .into_response()
 }
 
 /// Bars, one a day, of `value` over the goal's days with activity.

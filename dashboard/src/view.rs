@@ -115,11 +115,13 @@ pub(crate) struct Day {
 }
 
 /// What only the log knows: the goal's days, its run history and each agent's last act.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Activity {
     pub days: Vec<Day>,
     pub runs: Vec<HistoryEntry>,
     pub last_act: BTreeMap<String, Timestamp>,
+    /// `loopx report` of the goal, read in the same pass.
+    pub trajectory: loopx_report::Trajectory,
 }
 
 /// Activity per goal, kept while the goal's log has the same number of events.
@@ -160,44 +162,46 @@ fn day_entry<'a>(days: &'a mut BTreeMap<String, Day>, day: &str) -> &'a mut Day 
     days.entry(day.to_owned()).or_insert_with(|| Day { date: day.to_owned(), ..Day::default() })
 }
 
-fn activity_of(lines: &[EventLine]) -> Activity {
-    let mut days: BTreeMap<String, Day> = BTreeMap::new();
-    let mut spends: HashMap<String, (String, u64)> = HashMap::new();
-    let mut runs = Vec::new();
-    let mut last_act = BTreeMap::new();
-    fn count(
-        e: &Event,
-        day: &str,
-        days: &mut BTreeMap<String, Day>,
-        spends: &mut HashMap<String, (String, u64)>,
-    ) {
+/// Activity read line by line: the runs kept are the latest [`RUNS_SHOWN`], so memory does
+/// not grow with the log.
+#[derive(Default)]
+struct ActivityFold {
+    days: BTreeMap<String, Day>,
+    spends: HashMap<String, (String, u64)>,
+    runs: std::collections::VecDeque<HistoryEntry>,
+    last_act: BTreeMap<String, Timestamp>,
+}
+
+impl ActivityFold {
+    fn count(&mut self, e: &Event, day: &str) {
         match e {
             Event::TodoCompleted { .. } | Event::TodoSuperseded { .. } => {
-                day_entry(days, day).closed += 1;
+                day_entry(&mut self.days, day).closed += 1;
             }
             Event::SlotSpent { spend } => {
-                day_entry(days, day).slots += u64::from(spend.slots);
-                spends.insert(spend.id.to_string(), (day.to_owned(), u64::from(spend.slots)));
+                day_entry(&mut self.days, day).slots += u64::from(spend.slots);
+                self.spends.insert(spend.id.to_string(), (day.to_owned(), u64::from(spend.slots)));
             }
             Event::SlotVoided { spend, .. } => {
-                if let Some((d, n)) = spends.get(&spend.to_string())
-                    && let Some(day) = days.get_mut(d)
+                if let Some((d, n)) = self.spends.get(&spend.to_string())
+                    && let Some(day) = self.days.get_mut(d)
                 {
                     day.slots = day.slots.saturating_sub(*n);
                 }
             }
             Event::TurnSettled { steps } => {
                 for s in steps {
-                    count(s, day, days, spends);
+                    self.count(s, day);
                 }
             }
             _ => {}
         }
     }
-    for l in lines {
+
+    fn line(&mut self, l: &EventLine) {
         let day = day_of(l.at);
-        count(&l.event, &day, &mut days, &mut spends);
-        last_act.insert(l.actor.clone(), l.at);
+        self.count(&l.event, &day);
+        self.last_act.insert(l.actor.clone(), l.at);
         if matches!(
             l.event,
             Event::DecisionRecorded { .. }
@@ -206,17 +210,23 @@ fn activity_of(lines: &[EventLine]) -> Activity {
                 | Event::SlotVoided { .. }
                 | Event::TurnSettled { .. }
         ) {
-            runs.push(l.history_entry());
+            if self.runs.len() == RUNS_SHOWN {
+                self.runs.pop_front();
+            }
+            self.runs.push_back(l.history_entry());
         }
     }
-    let skip = runs.len().saturating_sub(RUNS_SHOWN);
-    let mut runs = runs.split_off(skip);
-    runs.reverse();
-    Activity { days: days.into_values().collect(), runs, last_act }
+
+    fn finish(self, trajectory: loopx_report::Trajectory) -> Activity {
+        let mut runs: Vec<HistoryEntry> = self.runs.into();
+        runs.reverse();
+        Activity { days: self.days.into_values().collect(), runs, last_act: self.last_act, trajectory }
+    }
 }
 
 impl ActivityCache {
-    fn get(&self, app: &App, root: &Path, goal: &GoalId, events: u64) -> Result<Arc<Activity>> {
+    /// The goal's activity and report, from one pass over its log (kept until it grows).
+    pub(crate) fn get(&self, app: &App, root: &Path, goal: &GoalId, events: u64) -> Result<Arc<Activity>> {
         let key = (root.to_path_buf(), goal.clone());
         if let Ok(cache) = self.0.lock()
             && let Some((n, a)) = cache.get(&key)
@@ -224,10 +234,18 @@ impl ActivityCache {
         {
             return Ok(a.clone());
         }
-        let scan = app.kernel(root)?.store().scan(goal)?;
-        let a = Arc::new(activity_of(&scan.lines));
+        let mut fold = ActivityFold::default();
+        let mut report = loopx_report::Fold::new(goal.clone(), loopx_report::Window::default());
+        let mut read = 0u64;
+        app.kernel(root)?.store().each_line(goal, &mut |line| {
+            fold.line(&line);
+            report.line(&line);
+            read += 1;
+            Ok(true)
+        })?;
+        let a = Arc::new(fold.finish(report.finish()));
         if let Ok(mut cache) = self.0.lock() {
-            cache.insert(key, (scan.lines.len() as u64, a.clone()));
+            cache.insert(key, (read, a.clone()));
         }
         Ok(a)
     }

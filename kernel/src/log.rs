@@ -161,33 +161,70 @@ impl Scan {
     }
 }
 
+/// Checks a log one line at a time, as it is read: each line must parse, carry the next
+/// sequence number and chain to the line before. [`scan`] uses it on a whole log; a report
+/// streams a long log through it without holding the log.
+#[derive(Debug)]
+pub struct Follow {
+    head: String,
+    lines: u64,
+    offset: u64,
+}
+
+impl Default for Follow {
+    fn default() -> Self {
+        Self { head: GENESIS.to_owned(), lines: 0, offset: 0 }
+    }
+}
+
+impl Follow {
+    /// The next committed line (without its newline), checked; its hash is the new head.
+    pub fn line(&mut self, raw: &[u8]) -> Result<EventLine, ChainBreak> {
+        let number = self.lines + 1;
+        let fail = |reason: String| ChainBreak { line: number, offset: self.offset, reason };
+        let line: EventLine = match serde_json::from_slice(raw) {
+            Ok(l) => l,
+            Err(e) => return Err(fail(format!("not a valid event: {e}"))),
+        };
+        if line.seq != number {
+            return Err(fail(format!("sequence number {} where {number} was expected", line.seq)));
+        }
+        if line.prev != self.head {
+            return Err(fail("does not chain to the line before it (the log was edited)".to_owned()));
+        }
+        self.head = line_hash(raw);
+        self.lines = number;
+        self.offset += raw.len() as u64 + 1;
+        Ok(line)
+    }
+
+    /// The hash of the last line checked.
+    pub fn head(&self) -> &str {
+        &self.head
+    }
+
+    /// Lines checked so far.
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+}
+
 /// Parses and verifies a whole log. Stops at the first line that is unparseable, out of
 /// sequence or does not chain to the line before; never guesses past it.
 pub fn scan(bytes: &[u8]) -> Result<Scan, (Scan, ChainBreak)> {
     let mut scan = Scan::default();
+    let mut follow = Follow::default();
     let mut offset = 0usize;
     while offset < bytes.len() {
         let Some(nl) = bytes[offset..].iter().position(|&b| b == b'\n') else {
             scan.torn_bytes = (bytes.len() - offset) as u64;
             break;
         };
-        let raw = &bytes[offset..offset + nl];
-        let number = scan.lines.len() as u64 + 1;
-        let fail = |reason: String| ChainBreak { line: number, offset: offset as u64, reason };
-        let line: EventLine = match serde_json::from_slice(raw) {
-            Ok(l) => l,
-            Err(e) => return Err((scan, fail(format!("not a valid event: {e}")))),
-        };
-        if line.seq != number {
-            let reason = format!("sequence number {} where {number} was expected", line.seq);
-            return Err((scan, fail(reason)));
+        match follow.line(&bytes[offset..offset + nl]) {
+            Ok(line) => scan.lines.push(line),
+            Err(b) => return Err((scan, b)),
         }
-        if line.prev != scan.head() {
-            let reason = "does not chain to the line before it (the log was edited)".to_owned();
-            return Err((scan, fail(reason)));
-        }
-        scan.hashes.push(line_hash(raw));
-        scan.lines.push(line);
+        scan.hashes.push(follow.head().to_owned());
         offset += nl + 1;
         scan.valid_len = offset as u64;
     }

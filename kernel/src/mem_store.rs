@@ -16,7 +16,7 @@ use loopx_core::{Clock, Error, GoalId, Result};
 
 use crate::Reporter;
 use crate::doctor::verify_log;
-use crate::log::{self, Scan};
+use crate::log::{self, EventLine, Scan};
 use crate::project::ProjectFile;
 use crate::state::{ArchiveHead, ArchivedTodo, GoalState};
 use crate::store::{
@@ -288,6 +288,23 @@ impl Store for MemStore {
         let data = locked(&goal.data)?;
         let valid = usize::try_from(scan_ok.valid_len).unwrap_or(usize::MAX);
         lines_of(&data.log[..valid.min(data.log.len())])
+    }
+
+    fn each_line(&self, id: &GoalId, f: &mut dyn FnMut(EventLine) -> Result<bool>) -> Result<()> {
+        let log = {
+            let goal = self.goal(id)?;
+            let data = locked(&goal.data)?;
+            data.log.clone()
+        };
+        let mut follow = log::Follow::default();
+        for raw in log.split_inclusive(|&b| b == b'\n') {
+            let Some(raw) = raw.strip_suffix(b"\n") else { break };
+            let line = follow.line(raw).map_err(|b| chain_error(&log_name(id), &b))?;
+            if !f(line)? {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn import_goal(&self, id: &GoalId, lines: &[String]) -> Result<GoalState> {

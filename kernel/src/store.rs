@@ -77,6 +77,11 @@ pub trait Store: Doctor + Send + Sync + fmt::Debug {
     fn reporter(&self) -> &dyn Reporter;
     /// The goal's log, line by line as committed (the bytes its hash chain covers), verified.
     fn log_lines(&self, id: &GoalId) -> Result<Vec<String>>;
+    /// Hands every committed line of the goal's log to `f` in order, each checked as
+    /// [`log::Follow`] checks it, without holding the log in memory; `f` returns `false` to
+    /// stop reading. A torn final line is left out. For reports over long histories: O(log)
+    /// time, memory of one line (or one batch of rows).
+    fn each_line(&self, id: &GoalId, f: &mut dyn FnMut(EventLine) -> Result<bool>) -> Result<()>;
     /// Creates goal `id` from another store's log (`lines`, as [`Store::log_lines`] gives
     /// them), after verifying its chain and that it replays to the state it records; refuses a
     /// goal that exists. The project's goal list is the caller's (`update_project`).
@@ -166,6 +171,9 @@ impl Store for Box<dyn Store> {
     }
     fn log_lines(&self, id: &GoalId) -> Result<Vec<String>> {
         (**self).log_lines(id)
+    }
+    fn each_line(&self, id: &GoalId, f: &mut dyn FnMut(EventLine) -> Result<bool>) -> Result<()> {
+        (**self).each_line(id, f)
     }
     fn import_goal(&self, id: &GoalId, lines: &[String]) -> Result<GoalState> {
         (**self).import_goal(id, lines)
@@ -1397,6 +1405,27 @@ impl Store for FileStore {
         let events = self.layout.events(id);
         let bytes = fs::read(&events).map_err(|e| Error::io("read", &events, &e))?;
         log::scan(&bytes).map_err(|(_, b)| chain_error(&events, &b))
+    }
+
+    fn each_line(&self, id: &GoalId, f: &mut dyn FnMut(EventLine) -> Result<bool>) -> Result<()> {
+        use std::io::BufRead;
+        self.goal_exists_check(id)?;
+        let events = self.layout.events(id);
+        let file = fs::File::open(&events).map_err(|e| Error::io("read", &events, &e))?;
+        let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+        let mut follow = log::Follow::default();
+        let mut raw = Vec::new();
+        loop {
+            raw.clear();
+            let n = reader.read_until(b'\n', &mut raw).map_err(|e| Error::io("read", &events, &e))?;
+            if n == 0 || raw.last() != Some(&b'\n') {
+                return Ok(()); // the end, or a torn final line
+            }
+            let line = follow.line(&raw[..n - 1]).map_err(|b| chain_error(&events, &b))?;
+            if !f(line)? {
+                return Ok(());
+            }
+        }
     }
 
     fn archive(&self, id: &GoalId, head: &ArchiveHead) -> Result<Vec<ArchivedTodo>> {

@@ -37,7 +37,7 @@ use loopx_core::kernel::{DoctorCheck, DoctorGoal, DoctorReport};
 use loopx_core::{Clock, Error, GoalId, Result};
 use loopx_kernel::codec;
 use loopx_kernel::doctor::{report, verify_log, with_repairs};
-use loopx_kernel::log::{self, Scan};
+use loopx_kernel::log::{self, EventLine, Scan};
 use loopx_kernel::project::ProjectFile;
 use loopx_kernel::state::{ArchiveHead, ArchivedTodo, GoalState};
 use loopx_kernel::store::{
@@ -827,6 +827,44 @@ impl Store for PgStore {
         let bytes = self.with(|conn| self.log_bytes(conn.client(), id))?;
         log::scan(&bytes).map_err(|(_, b)| chain_error(&self.log_name(id), &b))?;
         lines_of(&bytes)
+    }
+
+    /// Rows in batches by sequence number (each batch its own query: the log only grows, so
+    /// a batch never sees a row change under it).
+    fn each_line(&self, id: &GoalId, f: &mut dyn FnMut(EventLine) -> Result<bool>) -> Result<()> {
+        const BATCH: i64 = 4096;
+        let name = self.log_name(id);
+        let mut follow = log::Follow::default();
+        loop {
+            let after = seq_i64(follow.lines())?;
+            let rows: Vec<String> = self.with(|conn| {
+                let rows = conn
+                    .client()
+                    .query(
+                        "SELECT line FROM loopx_events WHERE ns = $1 AND goal = $2 AND seq > $3 \
+                         ORDER BY seq LIMIT $4",
+                        &[&self.ns, &id.as_str(), &after, &BATCH],
+                    )
+                    .map_err(|e| db("read the log", &e))?;
+                Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+            })?;
+            if rows.is_empty() {
+                if after == 0 {
+                    return Err(Error::not_found(format!("goal {id} not found in this project")));
+                }
+                return Ok(());
+            }
+            let full = rows.len() as i64 == BATCH;
+            for raw in rows {
+                let line = follow.line(raw.as_bytes()).map_err(|b| chain_error(&name, &b))?;
+                if !f(line)? {
+                    return Ok(());
+                }
+            }
+            if !full {
+                return Ok(());
+            }
+        }
     }
 
     /// One transaction: the event rows as given, the state and archive rows a replay makes.

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 pub mod adapter;
 pub mod sim;
 pub mod store_suite;
+pub mod story;
 
 /// Runs a future of the kernel's to completion. The kernel's futures never wait on anything
 /// (its I/O is blocking), so one poll finishes them.

@@ -286,6 +286,22 @@ async fn the_dashboard_in_a_real_browser() {
     );
     screenshot(&c, "dashboard-goal.png").await;
 
+    // The goal's report: where its time went, the timeline and the burn-up, drawn on the server
+    // (no script draws them: the content security policy lets no other script run).
+    let goal_url = c.current_url().await.unwrap();
+    let mut report_url = goal_url.clone();
+    report_url.set_path(&format!("{}/report", goal_url.path()));
+    c.goto(report_url.as_str()).await.unwrap();
+    let drawn = "return document.querySelectorAll('svg.timeline g.lane[data-agent]').length == 2 \
+        && document.querySelectorAll('svg.timeline rect.turn').length == 7 \
+        && document.querySelectorAll('svg.burnup polyline').length == 3";
+    assert!(until(&c, drawn, Duration::from_secs(5)).await, "{}", body_text(&c).await);
+    let text = body_text(&c).await;
+    assert!(text.contains("agents working") && text.contains("handoffs: 1 offered, 1 taken"), "{text}");
+    screenshot(&c, "dashboard-report.png").await;
+    c.goto(goal_url.as_str()).await.unwrap();
+    assert!(body_text(&c).await.contains("What happened"));
+
     // A form posted to the dashboard from another origin, token and all: refused, the gate
     // still open.
     let key_path: String = c.current_url().await.unwrap().path().to_owned();

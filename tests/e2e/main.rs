@@ -32,6 +32,7 @@ mod real_claude;
 mod real_codex;
 mod real_drive;
 mod real_handoff;
+mod report;
 mod sim;
 mod snapshots;
 mod stores;
