@@ -237,8 +237,13 @@ pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
+/// The directory `path` is in: `.` for a bare file name.
 fn parent(path: &Path) -> Result<&Path> {
-    path.parent().ok_or_else(|| Error::internal(format!("{} has no parent directory", path.display())))
+    match path.parent() {
+        Some(p) if p.as_os_str().is_empty() => Ok(Path::new(".")),
+        Some(p) => Ok(p),
+        None => Err(Error::internal(format!("{} has no parent directory", path.display()))),
+    }
 }
 
 /// Temporary files of [`atomic_write`] in `dir` that no running process is writing: what a
@@ -298,6 +303,13 @@ fn tempfile_in(dir: &Path, target: &Path) -> Result<(File, std::path::PathBuf)> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bare_file_name_is_written_in_the_working_directory() {
+        assert_eq!(parent(Path::new("picture.svg")).unwrap(), Path::new("."));
+        assert_eq!(parent(Path::new("a/picture.svg")).unwrap(), Path::new("a"));
+        assert!(parent(Path::new("/")).is_err());
+    }
 
     #[test]
     #[cfg(target_os = "linux")]

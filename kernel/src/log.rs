@@ -17,7 +17,7 @@ use loopx_core::event::Event;
 pub const GENESIS: &str = "00000000000000000000000000000000";
 
 /// One line of `events.jsonl`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EventLine {
     pub seq: u64,
     pub at: Timestamp,
@@ -43,6 +43,87 @@ pub struct EventLine {
     /// [`crate::person::message`] for what is signed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+}
+
+/// A line as read: the event's `kind` and `data` kept as they are written, for
+/// [`EventLine`]'s decoding.
+#[derive(Deserialize)]
+struct WireLine<'a> {
+    seq: u64,
+    at: Timestamp,
+    actor: String,
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    data: &'a serde_json::value::RawValue,
+    #[serde(default)]
+    turn: Option<String>,
+    #[serde(default)]
+    receipt: Option<serde_json::Value>,
+    #[serde(default)]
+    root: Option<String>,
+    prev: String,
+    #[serde(default)]
+    signature: Option<String>,
+}
+
+/// The event's two fields handed to [`Event`]'s own decoding, as the map it is written as:
+/// one pass over the line, where a flattened field would buffer the whole line first.
+struct Adjacent<'a> {
+    kind: Option<&'a str>,
+    data: Option<&'a serde_json::value::RawValue>,
+}
+
+impl<'de> serde::de::MapAccess<'de> for Adjacent<'de> {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Self::Error> {
+        use serde::de::IntoDeserializer;
+        let key = match (self.kind, self.data) {
+            (Some(_), _) => "kind",
+            (None, Some(_)) => "data",
+            (None, None) => return Ok(None),
+        };
+        seed.deserialize(key.into_deserializer()).map(Some)
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, Self::Error> {
+        use serde::de::IntoDeserializer;
+        if let Some(kind) = self.kind.take() {
+            return seed.deserialize(kind.into_deserializer());
+        }
+        match self.data.take() {
+            Some(data) => seed.deserialize(data),
+            None => Err(serde::de::Error::custom("an event's data was read twice")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EventLine {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let w = WireLine::deserialize(d)?;
+        let adjacent = Adjacent { kind: Some(&w.kind), data: Some(w.data) };
+        let event = Event::deserialize(serde::de::value::MapAccessDeserializer::new(adjacent))
+            .map_err(D::Error::custom)?;
+        Ok(EventLine {
+            seq: w.seq,
+            at: w.at,
+            actor: w.actor,
+            event,
+            turn: w.turn,
+            receipt: w.receipt,
+            root: w.root,
+            prev: w.prev,
+            signature: w.signature,
+        })
+    }
 }
 
 impl EventLine {
@@ -125,10 +206,12 @@ pub fn last_line(path: &std::path::Path, len: u64) -> std::io::Result<Option<Eve
 
 /// The chain hash of one line (without its newline): the first 128 bits of SHA-256, in hex.
 pub fn line_hash(line: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(line);
     let mut out = String::with_capacity(32);
     for b in &digest[..16] {
-        out.push_str(&format!("{b:02x}"));
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 15)]));
     }
     out
 }
@@ -180,6 +263,11 @@ impl Default for Follow {
 impl Follow {
     /// The next committed line (without its newline), checked; its hash is the new head.
     pub fn line(&mut self, raw: &[u8]) -> Result<EventLine, ChainBreak> {
+        self.hashed_line(raw, line_hash(raw))
+    }
+
+    /// [`Follow::line`] for a line whose hash ([`line_hash`]) is already known.
+    pub fn hashed_line(&mut self, raw: &[u8], hash: String) -> Result<EventLine, ChainBreak> {
         let number = self.lines + 1;
         let fail = |reason: String| ChainBreak { line: number, offset: self.offset, reason };
         let line: EventLine = match serde_json::from_slice(raw) {
@@ -192,7 +280,7 @@ impl Follow {
         if line.prev != self.head {
             return Err(fail("does not chain to the line before it (the log was edited)".to_owned()));
         }
-        self.head = line_hash(raw);
+        self.head = hash;
         self.lines = number;
         self.offset += raw.len() as u64 + 1;
         Ok(line)

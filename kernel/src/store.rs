@@ -1138,6 +1138,79 @@ impl FileStore {
     }
 }
 
+/// Committed lines of a log read as a stream, in a batch: the bytes, where each line is in
+/// them, and each line's hash.
+struct Batch {
+    bytes: Vec<u8>,
+    lines: Vec<(std::ops::Range<usize>, String)>,
+}
+
+/// Reads the log at `path` from `read`, a line at a time, into `f` (see
+/// [`Store::each_line`]): a second thread reads and hashes while this one decodes, a few
+/// batches of about a MiB between them, so a long log streams at the speed of its decoding.
+pub fn stream_log(
+    path: &Path,
+    mut read: impl std::io::Read + Send,
+    f: &mut dyn FnMut(EventLine) -> Result<bool>,
+) -> Result<()> {
+    const CHUNK: usize = 1 << 20;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<Batch>>(4);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let mut carry: Vec<u8> = Vec::new();
+            loop {
+                let mut bytes = std::mem::take(&mut carry);
+                let start = bytes.len();
+                bytes.resize(start + CHUNK, 0);
+                let n = match read.read(&mut bytes[start..]) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                        bytes.truncate(start);
+                        carry = bytes;
+                        continue;
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                bytes.truncate(start + n);
+                if n == 0 {
+                    return; // what is left has no newline: a torn final line, never committed
+                }
+                // Complete lines go now; the rest waits for the next read.
+                let Some(end) = memchr::memrchr(b'\n', &bytes).map(|i| i + 1) else {
+                    carry = bytes;
+                    continue;
+                };
+                carry = bytes[end..].to_vec();
+                bytes.truncate(end);
+                let mut lines = Vec::new();
+                let mut at = 0;
+                for nl in memchr::memchr_iter(b'\n', &bytes) {
+                    lines.push((at..nl, log::line_hash(&bytes[at..nl])));
+                    at = nl + 1;
+                }
+                if tx.send(Ok(Batch { bytes, lines })).is_err() {
+                    return; // the reader stopped
+                }
+            }
+        });
+        let mut follow = log::Follow::default();
+        for batch in rx {
+            let batch = batch.map_err(|e| Error::io("read", path, &e))?;
+            for (range, hash) in batch.lines {
+                let line =
+                    follow.hashed_line(&batch.bytes[range], hash).map_err(|b| chain_error(path, &b))?;
+                if !f(line)? {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Reads `.loopx/project.json`, refusing one that is damaged or of another version.
 pub fn read_project(layout: &Layout) -> Result<ProjectFile> {
     let path = layout.project_file();
@@ -1408,24 +1481,10 @@ impl Store for FileStore {
     }
 
     fn each_line(&self, id: &GoalId, f: &mut dyn FnMut(EventLine) -> Result<bool>) -> Result<()> {
-        use std::io::BufRead;
         self.goal_exists_check(id)?;
         let events = self.layout.events(id);
         let file = fs::File::open(&events).map_err(|e| Error::io("read", &events, &e))?;
-        let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
-        let mut follow = log::Follow::default();
-        let mut raw = Vec::new();
-        loop {
-            raw.clear();
-            let n = reader.read_until(b'\n', &mut raw).map_err(|e| Error::io("read", &events, &e))?;
-            if n == 0 || raw.last() != Some(&b'\n') {
-                return Ok(()); // the end, or a torn final line
-            }
-            let line = follow.line(&raw[..n - 1]).map_err(|b| chain_error(&events, &b))?;
-            if !f(line)? {
-                return Ok(());
-            }
-        }
+        stream_log(&events, file, f)
     }
 
     fn archive(&self, id: &GoalId, head: &ArchiveHead) -> Result<Vec<ArchivedTodo>> {

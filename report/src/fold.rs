@@ -68,7 +68,8 @@ pub struct Fold {
     people: People,
     responses: Vec<u64>,
     work: Work,
-    days: BTreeMap<String, Day>,
+    /// Per day since 1970 (UTC).
+    days: BTreeMap<i64, Day>,
     picture: Option<Picture>,
 }
 
@@ -143,8 +144,11 @@ impl Fold {
     }
 
     fn day(&mut self, t: i64) -> &mut Day {
-        let date = Timestamp::from_unix_millis(t).to_string()[..10].to_owned();
-        self.days.entry(date.clone()).or_insert_with(|| Day { date, ..Day::default() })
+        let day = t.div_euclid(86_400_000);
+        self.days.entry(day).or_insert_with(|| {
+            let date = Timestamp::from_unix_millis(day * 86_400_000).to_string()[..10].to_owned();
+            Day { date, ..Day::default() }
+        })
     }
 
     fn lane(&mut self, agent: &str, host: Option<&str>) -> usize {

@@ -180,38 +180,41 @@ impl Picture {
         }
     }
 
-    /// Adds `start..end` to a series, each column the ms of it that falls there.
-    fn spread(grid: &Grid, cols: &mut Vec<f32>, start: i64, end: i64) {
+    /// Hands each column `start..end` overlaps, and the ms of it that fall there, to `add`.
+    fn spread(grid: &Grid, start: i64, end: i64, mut add: impl FnMut(usize, f32)) {
         let start = start.max(grid.origin);
         if end <= start {
             return;
         }
-        let (first, last) = (grid.column(start), grid.column(end - 1));
-        grow(cols, last + 1);
-        for (c, cell) in cols.iter_mut().enumerate().take(last + 1).skip(first) {
+        for c in grid.column(start)..=grid.column(end - 1) {
             let lo = grid.origin + grid.width * c as i64;
-            let overlap = end.min(lo + grid.width) - start.max(lo);
-            *cell += overlap as f32;
+            add(c, (end.min(lo + grid.width) - start.max(lo)) as f32);
         }
+    }
+
+    /// Adds `start..end` to a series.
+    fn spread_into(grid: &Grid, cols: &mut Vec<f32>, start: i64, end: i64) {
+        Self::spread(grid, start, end, |c, ms| {
+            grow(cols, c + 1);
+            cols[c] += ms;
+        });
     }
 
     /// A turn of lane `lane`.
     pub fn turn(&mut self, lane: usize, start: i64, end: i64, outcome: Outcome) {
         self.reach(end);
         grow(&mut self.busy, lane + 1);
-        let mut cols: Vec<f32> = Vec::new();
-        Self::spread(&self.grid, &mut cols, start, end);
-        let lane_cols = &mut self.busy[lane];
-        grow(lane_cols, cols.len());
-        for (c, ms) in cols.into_iter().enumerate() {
-            lane_cols[c][outcome as usize] += ms;
-        }
+        let cols = &mut self.busy[lane];
+        Self::spread(&self.grid, start, end, |c, ms| {
+            grow(cols, c + 1);
+            cols[c][outcome as usize] += ms;
+        });
         self.bars.push(Bar { lane, start: start.max(self.from), end, outcome });
     }
 
     pub fn person_wait(&mut self, start: i64, end: i64, label: String) {
         self.reach(end);
-        Self::spread(&self.grid, &mut self.person_cols, start, end);
+        Self::spread_into(&self.grid, &mut self.person_cols, start, end);
         self.person.push(Span { start: start.max(self.from), end, label });
     }
 
@@ -225,13 +228,13 @@ impl Picture {
 
     pub fn check_wait(&mut self, start: i64, end: i64, label: String) {
         self.reach(end);
-        Self::spread(&self.grid, &mut self.check_cols, start, end);
+        Self::spread_into(&self.grid, &mut self.check_cols, start, end);
         self.checks.push(Span { start: start.max(self.from), end, label });
     }
 
     pub fn pause(&mut self, start: i64, end: i64) {
         self.reach(end);
-        Self::spread(&self.grid, &mut self.pause_cols, start, end);
+        Self::spread_into(&self.grid, &mut self.pause_cols, start, end);
         self.pauses.push(Span { start: start.max(self.from), end, label: String::new() });
     }
 

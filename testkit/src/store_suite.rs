@@ -181,6 +181,23 @@ pub fn commits<B: Backend>(b: &B) {
     for s in &seqs {
         assert_eq!(scan.lines[usize::try_from(*s - 1).unwrap()].seq, *s);
     }
+    // Streamed, the log is the same lines in the same order, and a reader may stop early.
+    let mut streamed = Vec::new();
+    other
+        .each_line(&goal(), &mut |l| {
+            streamed.push(l);
+            Ok(true)
+        })
+        .unwrap();
+    assert_eq!(streamed, scan.lines);
+    let mut first = 0;
+    other
+        .each_line(&goal(), &mut |_| {
+            first += 1;
+            Ok(first < 2)
+        })
+        .unwrap();
+    assert_eq!(first, 2);
     assert_consistent(&other);
     let k = StateKernel::over(other);
     let report = block_on(k.doctor(None)).unwrap();
@@ -294,6 +311,7 @@ pub fn tampered<B: Backend>(b: &B) {
         fresh.store().read(&goal()).map(|_| ()).unwrap_err(),
         block_on(fresh.add_todo(&CommandContext::default(), todo("four"))).map(|_| ()).unwrap_err(),
         fresh.store().scan(&goal()).map(|_| ()).unwrap_err(),
+        fresh.store().each_line(&goal(), &mut |_| Ok(true)).unwrap_err(),
     ] {
         assert_eq!(e.kind, ErrorKind::Integrity, "{e:?}");
         assert!(e.message.contains("line 3"), "names the first line that does not follow: {}", e.message);

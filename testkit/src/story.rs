@@ -6,7 +6,7 @@
 //!
 //! | at | what | lasts |
 //! |---|---|---|
-//! | 0 | the person adds 4 todos | |
+//! | 0 | the person adds 4 todos (2 in a quiet cycle, which ends at 55 after 10 idle) | |
 //! | 0 | `claude-1` (Claude Code, a host's turn) runs one and settles it with evidence | 20 |
 //! | 20 | `codex-1` (driven by `loopx drive`) runs one, completes it, writes back; its end spends | 30 |
 //! | 50 | `codex-1` runs another and fails (exit 1, no writeback) | 5 |
@@ -69,6 +69,18 @@ impl Clock for StoryClock {
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
     pub cycles: usize,
+    /// Every this many cycles one is whole; the others are quiet: their turns only, without
+    /// the question, the timer, the pause and the handoff (a goal's state keeps every gate and
+    /// handoff, so a story of a million events with one in each cycle would spend its time
+    /// re-encoding them). 1: every cycle whole.
+    pub whole_every: usize,
+}
+
+impl Shape {
+    /// `cycles` whole cycles.
+    pub fn whole(cycles: usize) -> Self {
+        Self { cycles, whole_every: 1 }
+    }
 }
 
 /// Plays the story into a new project at `root` (its file store), goal `shaped`.
@@ -178,14 +190,15 @@ impl<S: Store> Story<'_, S> {
         Ok(())
     }
 
-    async fn cycle(&mut self, n: usize) -> Result<()> {
+    async fn cycle(&mut self, n: usize, whole: bool) -> Result<()> {
         let person = ctx(Some("user"), None)?;
         let renew = DriverRequest {
             id: "driver-1".into(),
             op: DriverOp::Renew { ttl_secs: 86_400, turn: None, todo: None },
         };
         self.k.drive_lease(&ctx(Some("codex-1"), None)?, renew).await?;
-        for i in 0..4 {
+        // A quiet cycle adds what it finishes, so the open work stays as it is.
+        for i in 0..if whole { 4 } else { 2 } {
             let req = AddTodo {
                 text: format!("cycle {n} task {i}"),
                 priority: Priority::P2,
@@ -213,6 +226,10 @@ impl<S: Store> Story<'_, S> {
         // codex-1: a driven turn that works, and one that fails.
         self.driven(30, true).await?;
         self.driven(5, false).await?;
+        if !whole {
+            self.clock.pass(IDLE_MINUTES);
+            return Ok(());
+        }
         // A question for the person, holding all work.
         let ask = AskGate {
             question: format!("cycle {n}: may we ship?"),
@@ -290,7 +307,7 @@ pub async fn play<S: Store>(k: &StateKernel<S>, clock: &StoryClock, shape: Shape
     k.drive_lease(&ctx(Some("codex-1"), None)?, lease).await?;
     let mut story = Story { k, clock, turns: 0 };
     for n in 0..shape.cycles {
-        story.cycle(n).await?;
+        story.cycle(n, n % shape.whole_every.max(1) == 0).await?;
     }
     Ok(())
 }

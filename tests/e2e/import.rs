@@ -157,6 +157,23 @@ fn a_loopx_python_project_comes_over_field_for_field() {
             .count();
         assert_eq!(spent, py_spends, "{goal}");
         assert_eq!(ours_hist["events"][1]["kind"], "imported");
+
+        // `loopx report` on the imported goal agrees with its state: each run a spent turn,
+        // each closed todo done or superseded, each answered gate an answer.
+        let r = s.json(&["--goal-id", goal, "report"]);
+        let counts = &s.json(&["--goal-id", goal, "status"])["counts"];
+        assert_eq!(r["turns"]["turns"].as_u64(), Some(py_spends as u64), "{goal}: {r}");
+        assert_eq!(r["turns"]["spent"].as_u64(), Some(py_spends as u64), "{goal}");
+        assert_eq!(r["work"]["done"], counts["done"], "{goal}");
+        assert_eq!(r["work"]["superseded"], counts["superseded"], "{goal}");
+        let answered = gates.iter().filter(|g| g["status"] != "open").count() as u64;
+        assert_eq!(r["gates"]["person"]["answered"].as_u64(), Some(answered), "{goal}");
+        let t = &r["time"];
+        let parts = ["working_ms", "paused_ms", "person_ms", "checks_ms", "quota_ms", "idle_ms"];
+        assert_eq!(
+            parts.iter().map(|k| t[k].as_u64().unwrap()).sum::<u64>(),
+            t["elapsed_ms"].as_u64().unwrap()
+        );
     }
 
     // Status counts agree with the todo list.

@@ -138,6 +138,9 @@ fn the_check_catches_each_kind_of_violation() {
         .is_empty()
     );
     assert!(!check_deps(&deps("loopx-adapter-claude-code-slash", &["loopx-kernel"])).is_empty());
+    assert!(
+        !check_deps(&deps("loopx-report", &["loopx-core", "loopx-kernel", "loopx-providers"])).is_empty()
+    );
     assert!(!check_deps(&deps("loopx-host-codex", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-core", &["loopx-kernel"])).is_empty());
     assert!(!check_deps(&deps("loopx-cli", &["loopx-kernel", "loopx-testkit"])).is_empty());

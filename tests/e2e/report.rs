@@ -13,7 +13,7 @@ const MIN: u64 = 60_000;
 
 fn shaped(s: &Sandbox, cycles: usize) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(story::into_project(&s.root, Shape { cycles })).unwrap();
+    rt.block_on(story::into_project(&s.root, Shape::whole(cycles))).unwrap();
 }
 
 fn count(svg: &str, needle: &str) -> usize {
@@ -130,6 +130,24 @@ fn a_window_reports_only_its_part() {
     assert_eq!(r["time"]["elapsed_ms"], (story::CYCLE_MINUTES - story::IDLE_MINUTES) * MIN);
     assert_eq!(r["work"]["done"], 3);
     assert_eq!(r["to"], "2026-11-02T12:40:00.000Z");
+}
+
+/// The same goal on PostgreSQL (moved there with its history) reports the same figures, read
+/// in batches of rows: the goal is longer than one batch.
+#[test]
+fn on_postgres_the_report_is_the_same() {
+    let Some(url) = loopx_tests::pg::test_url("the report on PostgreSQL") else { return };
+    let s = Sandbox::new();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(story::into_project_at_once(&s.root, Shape::whole(140))).unwrap();
+    let files = s.ok(&["report", "--json"]).stdout;
+    let text = s.ok(&["report", "--until", "2026-11-03T09:00:00Z"]).stdout;
+    assert!(serde_json::from_str::<Value>(&files).unwrap()["events"].as_u64().unwrap() > 4096);
+    let ns = loopx_tests::pg::unique_project("report");
+    s.ok(&["store", "migrate", "--to", &url, "--store-project", &ns]);
+    assert!(s.ok(&["store", "show"]).stdout.contains("postgres"));
+    assert_eq!(s.ok(&["report", "--json"]).stdout, files);
+    assert_eq!(s.ok(&["report", "--until", "2026-11-03T09:00:00Z"]).stdout, text);
 }
 
 #[test]

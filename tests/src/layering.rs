@@ -87,7 +87,7 @@ impl Layer {
     pub fn of(dir: &str) -> Option<Layer> {
         match dir {
             "core" => Some(Layer::Core),
-            "kernel" | "pgstore" | "dashboard" | "import" => Some(Layer::Kernel),
+            "kernel" | "pgstore" | "dashboard" | "import" | "report" => Some(Layer::Kernel),
             "providers" => Some(Layer::Provider),
             "hostkit" => Some(Layer::Platform),
             d if d.starts_with("hosts/") => Some(Layer::Host),
@@ -340,7 +340,9 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
             // A store implements the kernel's `Store` trait, and nothing else.
             "loopx-pgstore" => d == "loopx-core" || d == "loopx-kernel",
             // The dashboard reads and writes through the kernel; the CLI hands it the stores.
-            "loopx-dashboard" => d == "loopx-core" || d == "loopx-kernel",
+            "loopx-dashboard" => matches!(d, "loopx-core" | "loopx-kernel" | "loopx-report"),
+            // The report reads a goal's log through the kernel's `Store`, nothing else.
+            "loopx-report" => d == "loopx-core" || d == "loopx-kernel",
             // The host platform asks the kernel, runs processes with the providers' runner, and
             // knows hosts only through core's traits.
             "loopx-hostkit" => matches!(d, "loopx-core" | "loopx-kernel" | "loopx-providers"),

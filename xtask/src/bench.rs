@@ -30,6 +30,8 @@ pub struct Options {
     pub drive_only: bool,
     /// Only the hook answers (`--hooks`).
     pub hooks_only: bool,
+    /// Only `loopx report` on long goals (`--report`).
+    pub report_only: bool,
 }
 
 /// Timings of one measurement, in milliseconds.
@@ -368,11 +370,83 @@ fn fixture(kind: &str, root: &Path, n: u64) -> Result<()> {
     Ok(())
 }
 
-/// `xtask bench-fixture todos|closed|history DIR N`.
+/// Cycles of `testkit::story` played through the kernel for the report's fixtures, one in
+/// [`STORY_WHOLE_EVERY`] whole (a question, a timer, a pause, a handoff), the others turns only.
+const STORY_CYCLES: u64 = 1_000;
+const STORY_WHOLE_EVERY: usize = 1_000;
+
+/// `loopx report` on goals of the story's shape, 100,000 and 1,000,000 events long.
+fn reports(b: &Bench, quick: bool) -> Result<(Vec<Stat>, BTreeMap<String, u64>)> {
+    let lengths: &[u64] = if quick { &[2_000] } else { &[100_000, 1_000_000] };
+    let (mut timings, mut sizes) = (Vec::new(), BTreeMap::new());
+    for &n in lengths {
+        eprintln!("xtask: loopx report on {n} events");
+        let root = b.dir.path().join(format!("report{n}"));
+        std::fs::create_dir_all(&root)?;
+        fixture("story", &root, n)?;
+        let log = root.join(".loopx/goals/shaped/events.jsonl");
+        sizes.insert(format!("report: log bytes, {n}-event goal"), std::fs::metadata(&log)?.len());
+        let runs = if n >= 1_000_000 { 5 } else { 10 };
+        timings.push(b.measure(&format!("report, {n} events"), &root, &["report", "--json"], 1, runs)?);
+        let svg = root.join("picture.svg");
+        let args = ["report", "--svg", svg.to_str().unwrap_or_default()];
+        timings.push(b.measure(&format!("report with its picture, {n} events"), &root, &args, 0, runs)?);
+        sizes.insert(format!("report: picture bytes, {n}-event goal"), std::fs::metadata(&svg)?.len());
+    }
+    Ok((timings, sizes))
+}
+
+/// A goal of the story's shape `n` events long: [`STORY_CYCLES`] cycles played through the real
+/// kernel, then — a commit through the kernel costs milliseconds, and a million of them an
+/// hour — their lines after the goal's set-up repeated, each copy later by the cycles' length,
+/// numbered on and chained to the line before as the kernel chains them, until the log has `n`
+/// lines. The copies repeat their ids, so only a reader of the log (the report) takes them: a
+/// command that replays the goal refuses it.
+fn story_fixture(root: &Path, n: u64) -> Result<()> {
+    use loopx_kernel::log::{EventLine, GENESIS, line_hash};
+    use std::io::Write;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // A quiet cycle is 13 events.
+    let cycles = usize::try_from(STORY_CYCLES.min(n / 13 + 1))?;
+    let shape = loopx_testkit::story::Shape { cycles, whole_every: STORY_WHOLE_EVERY };
+    rt.block_on(loopx_testkit::story::into_project_at_once(root, shape))?;
+    let path = root.join(".loopx/goals/shaped/events.jsonl");
+    let text = std::fs::read_to_string(&path)?;
+    let lines: Vec<EventLine> = text.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    let setup = lines.iter().position(|l| l.event.kind() == "todo_added").unwrap_or(0);
+    let block = &lines[setup..];
+    let (first, last) = (block[0].at.unix_millis(), lines[lines.len() - 1].at.unix_millis());
+    let span = last - first + i64::try_from(loopx_testkit::story::IDLE_MINUTES * 60_000)?;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    let mut prev = GENESIS.to_owned();
+    let mut seq = 0u64;
+    for (copy, line) in
+        lines[..setup].iter().map(|l| (0, l)).chain((0..).flat_map(|c| block.iter().map(move |l| (c, l))))
+    {
+        if seq == n {
+            break;
+        }
+        seq += 1;
+        let mut l = line.clone();
+        l.seq = seq;
+        l.at = loopx_core::Timestamp::from_unix_millis(l.at.unix_millis() + span * copy);
+        l.prev = prev;
+        l.root = None;
+        let encoded = serde_json::to_string(&l)?;
+        prev = line_hash(encoded.as_bytes());
+        out.write_all(encoded.as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `xtask bench-fixture todos|closed|history|story DIR N`.
 pub fn build_fixture(args: &[String]) -> Result<()> {
-    let [kind, dir, n] = args else { bail!("usage: xtask bench-fixture todos|closed|history DIR N") };
+    let [kind, dir, n] = args else { bail!("usage: xtask bench-fixture todos|closed|history|story DIR N") };
     let (root, n) = (Path::new(dir), n.parse::<u64>()?);
     match kind.as_str() {
+        "story" => story_fixture(root, n),
         "todos" => add_todos(root, usize::try_from(n)?),
         "closed" => close_todos(root, usize::try_from(n)?),
         "history" => grow_history(root, n),
@@ -1073,9 +1147,12 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     };
     let mut b = Bench { bin, dir: tempfile::Builder::new().prefix("loopx-bench-").tempdir()?, projects: 0 };
     let _ = HOME.set(b.dir.path().join("home"));
-    if opts.drive_only || opts.hooks_only {
+    if opts.drive_only || opts.hooks_only || opts.report_only {
         let report = if opts.drive_only {
             drive_only(&mut b, workspace, opts.quick)?
+        } else if opts.report_only {
+            let (timings, sizes) = reports(&b, opts.quick)?;
+            section_report(workspace, opts.quick, timings, sizes, "--report")
         } else {
             let (runs, warm) = if opts.quick { (10, 2) } else { (50, 5) };
             let timings = hooks(&mut b, warm, runs)?;
@@ -1148,6 +1225,10 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
         let log = std::fs::metadata(root.join(GOAL_DIR).join("events.jsonl"))?.len();
         sizes.insert(format!("bytes per event, {n}-event history"), log / n.max(1));
     }
+
+    let (stats, report_sizes) = reports(&b, opts.quick)?;
+    timings.extend(stats);
+    sizes.extend(report_sizes);
 
     eprintln!("xtask: the dashboard");
     timings.extend(dashboard(&mut b, if opts.quick { 1_000 } else { 10_000 }, warm, runs)?);

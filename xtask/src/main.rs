@@ -13,7 +13,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   ci                              format check, clippy (warnings denied), and the whole test suite
-  bench [--quick] [--drive|--hooks] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md); --drive: only loopx drive's; --hooks: only the hook answers
+  bench [--quick] [--drive|--hooks|--report] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md); --drive: only loopx drive's; --hooks: only the hook answers; --report: only loopx report's
         [--bin PATH]              (measure this binary instead of building the release one)
   sim [--seed N] [--seeds K]     deterministic simulation of long-running goals, every invariant
       [--hours H] [--agents A]    checked after every step (default: seeds 1–20, i.e. K seeds
@@ -37,6 +37,7 @@ fn main() -> Result<()> {
                     "--quick" => opts.quick = true,
                     "--drive" => opts.drive_only = true,
                     "--hooks" => opts.hooks_only = true,
+                    "--report" => opts.report_only = true,
                     "--json" => opts.json = Some(PathBuf::from(it.next().context("--json needs a file")?)),
                     "--bin" => {
                         let bin = PathBuf::from(it.next().context("--bin needs a path")?);
