@@ -268,9 +268,25 @@ impl Follow {
 
     /// [`Follow::line`] for a line whose hash ([`line_hash`]) is already known.
     pub fn hashed_line(&mut self, raw: &[u8], hash: String) -> Result<EventLine, ChainBreak> {
+        let parsed = serde_json::from_slice(raw);
+        self.check(raw.len(), parsed, hash)
+    }
+
+    /// [`Follow::hashed_line`] for a line already known to be UTF-8 (it decodes faster).
+    pub fn hashed_text(&mut self, raw: &str, hash: String) -> Result<EventLine, ChainBreak> {
+        let parsed = serde_json::from_str(raw);
+        self.check(raw.len(), parsed, hash)
+    }
+
+    fn check(
+        &mut self,
+        len: usize,
+        parsed: serde_json::Result<EventLine>,
+        hash: String,
+    ) -> Result<EventLine, ChainBreak> {
         let number = self.lines + 1;
         let fail = |reason: String| ChainBreak { line: number, offset: self.offset, reason };
-        let line: EventLine = match serde_json::from_slice(raw) {
+        let line = match parsed {
             Ok(l) => l,
             Err(e) => return Err(fail(format!("not a valid event: {e}"))),
         };
@@ -282,7 +298,7 @@ impl Follow {
         }
         self.head = hash;
         self.lines = number;
-        self.offset += raw.len() as u64 + 1;
+        self.offset += len as u64 + 1;
         Ok(line)
     }
 

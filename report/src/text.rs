@@ -38,7 +38,25 @@ fn tokens(n: Option<u64>) -> String {
 }
 
 fn usd(x: Option<f64>) -> String {
-    x.map_or_else(|| "—".to_owned(), |x| format!("${x:.2}"))
+    match x {
+        None => "—".to_owned(),
+        Some(x) if x >= 1e7 => format!("${:.0}M", (x / 1e6).floor()),
+        Some(x) if x >= 1e6 => format!("${:.1}M", x / 1e6),
+        Some(x) if x >= 1e5 => format!("${:.0}k", (x / 1e3).floor()),
+        Some(x) if x >= 1e4 => format!("${:.1}k", x / 1e3),
+        Some(x) if x >= 100.0 => format!("${x:.0}"),
+        Some(x) => format!("${x:.2}"),
+    }
+}
+
+/// A count in a column five wide: `99999`, then `153k`, `1.2M` (up to a billion).
+fn count(n: u64) -> String {
+    match n {
+        0..100_000 => n.to_string(),
+        100_000..1_000_000 => format!("{}k", n / 1000),
+        1_000_000..10_000_000 => format!("{:.1}M", n as f64 / 1e6),
+        _ => format!("{}M", n / 1_000_000),
+    }
 }
 
 fn waits(w: &WaitStats) -> String {
@@ -71,12 +89,12 @@ fn turn_row(out: &mut String, name: &str, host: &str, c: &TurnCounts) {
     let _ = writeln!(
         out,
         "        {name:<10.10} {host:<11.11} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>6}",
-        c.turns,
-        c.spent,
-        c.wrote_back,
-        c.failed,
-        c.interrupted,
-        c.validation_failures,
+        count(c.turns),
+        count(c.spent),
+        count(c.wrote_back),
+        count(c.failed),
+        count(c.interrupted),
+        count(c.validation_failures),
         tokens(c.tokens),
         usd(c.usd)
     );
@@ -283,5 +301,21 @@ mod tests {
         assert_eq!(duration(60_000), "1m");
         assert_eq!(duration(3_600_000 + 5 * 60_000), "1h 05m");
         assert_eq!(duration(2 * 86_400_000 + 4 * 3_600_000), "2d 04h");
+    }
+
+    #[test]
+    fn counts_and_costs_keep_to_their_columns() {
+        assert_eq!(count(99_999), "99999");
+        assert_eq!(count(153_709), "153k");
+        assert_eq!(count(2_450_000), "2.5M");
+        assert_eq!(usd(Some(38_427.25)), "$38.4k");
+        assert_eq!(usd(Some(9_999.5)), "$10000");
+        assert_eq!(usd(Some(12.345)), "$12.35");
+        for n in [0, 99_999, 100_000, 999_999, 1_000_000, 999_999_999] {
+            assert!(count(n).len() <= 5, "{n}");
+        }
+        for x in [0.0, 99.99, 100.0, 9_999.4, 10_000.0, 999_999.0, 1e6, 9.9e8] {
+            assert!(usd(Some(x)).len() <= 6, "{x}");
+        }
     }
 }
