@@ -679,8 +679,8 @@ pub struct ReportArgs {
     /// Report up to this time (RFC 3339 or a duration ago); later events are not read
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
-    /// Print the report as Markdown, to paste into a pull request or a post
-    #[arg(long, conflicts_with = "json")]
+    /// Print the report as Markdown, to paste into a pull request or a post (not with --json)
+    #[arg(long)]
     pub markdown: bool,
     /// Also write the timeline and the burn-up as one SVG picture to FILE
     #[arg(long, value_name = "FILE")]

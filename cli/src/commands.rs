@@ -661,7 +661,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
             let h = k.history(g, &filter).await?;
             Rendered::new(&h, text::history(&h, style))
         }
-        Command::Report(a) => crate::report::run(k, g, a),
+        Command::Report(a) => crate::report::run(k, g, a, cli.json),
         Command::Handoff(a) => handoff(cli, k, a).await,
         Command::Resume(a) => {
             let req = AcceptHandoff {

@@ -12,7 +12,11 @@ use loopx_report::{Window, svg, text};
 use crate::args::ReportArgs;
 use crate::output::Rendered;
 
-pub fn run(k: &DynKernel, goal: Option<&GoalId>, a: &ReportArgs) -> Result<Rendered> {
+pub fn run(k: &DynKernel, goal: Option<&GoalId>, a: &ReportArgs, json: bool) -> Result<Rendered> {
+    if a.markdown && json {
+        return Err(Error::usage("--markdown and --json each print the whole report: choose one")
+            .with_hint("loopx report --markdown, or loopx report --json"));
+    }
     let now = Timestamp::from_system_time(std::time::SystemTime::now());
     let window = Window {
         since: a.since.as_deref().map(|s| when(s, now)).transpose()?,

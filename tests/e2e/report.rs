@@ -199,7 +199,8 @@ fn bad_report_input_is_refused_and_changes_nothing() {
     assert!(r.stderr.contains("invalid time"), "{}", r.stderr);
     let r = s.fails(2, &["report", "--since", "2026-11-03T00:00:00Z", "--until", "2026-11-02T00:00:00Z"]);
     assert!(r.stderr.contains("is after --until"), "{}", r.stderr);
-    s.fails(2, &["report", "--markdown", "--json"]);
+    let r = s.fails(2, &["report", "--markdown", "--json"]);
+    assert!(r.stderr.contains("choose one"), "{}", r.stderr);
     let r = s.run(&["--goal-id", "nope", "report"]);
     assert_ne!(r.code, 0);
     // No rasteriser on PATH: --png is refused before anything is written.
