@@ -504,19 +504,21 @@ fn report_section(p: &GoalPage, here: &str, token: &str) -> Markup {
     }
 }
 
+/// Goal `goal` of project `key`, and its activity and report (read once per commit).
+async fn report_of(app: &Arc<App>, key: &str, goal: &str) -> Result<(GoalId, Arc<Activity>)> {
+    let root = project_of(app, key)?;
+    let goal = GoalId::new(goal)?;
+    let events = app.kernel(&root)?.status(Some(&goal)).await?.events;
+    let activity = app.activity.get(app, &root, &goal, events)?;
+    Ok((goal, activity))
+}
+
 /// `loopx report` as a page: the figures, the timeline and the burn-up.
 pub(crate) async fn report(
     State(app): State<Arc<App>>,
     UrlPath((key, goal)): UrlPath<(String, String)>,
 ) -> Response {
-    let found = async {
-        let root = project_of(&app, &key)?;
-        let goal = GoalId::new(&goal)?;
-        let events = app.kernel(&root)?.status(Some(&goal)).await?.events;
-        Ok::<_, Error>((goal.clone(), app.activity.get(&app, &root, &goal, events)?))
-    }
-    .await;
-    let (goal, a) = match found {
+    let (goal, a) = match report_of(&app, &key, &goal).await {
         Ok(found) => found,
         Err(e) => return error_page(&e, "/", &app.token),
     };
@@ -547,14 +549,7 @@ pub(crate) async fn report_file(
     State(app): State<Arc<App>>,
     UrlPath((key, goal, file)): UrlPath<(String, String, String)>,
 ) -> Response {
-    let found = async {
-        let root = project_of(&app, &key)?;
-        let goal = GoalId::new(&goal)?;
-        let events = app.kernel(&root)?.status(Some(&goal)).await?.events;
-        Ok::<_, Error>((goal.clone(), app.activity.get(&app, &root, &goal, events)?))
-    }
-    .await;
-    let (goal, a) = match found {
+    let (goal, a) = match report_of(&app, &key, &goal).await {
         Ok(found) => found,
         Err(e) => return error_page(&e, "/", &app.token),
     };

@@ -246,3 +246,25 @@ impl Drop for Removed<'_> {
         let _ = std::fs::remove_dir_all(self.0);
     }
 }
+
+/// The dashboard's report: the goal page's section, the report page, and the picture and the
+/// figures as downloads — the same figures `loopx report --json` gives.
+#[test]
+fn the_dashboard_serves_the_same_report() {
+    let s = Sandbox::new();
+    shaped(&s, 2);
+    let d = loopx_tests::web::Served::start(&s, &s.root, &[]);
+    let key = crate::dashboard::key_of(&d.get("/").body, "shaped");
+    let goal = d.get(&format!("/p/{key}/shaped")).body;
+    assert!(goal.contains("What happened") && goal.contains("class=\"burnup\""), "{goal}");
+    let page = d.get(&format!("/p/{key}/shaped/report")).body;
+    assert_eq!(count(&page, r#"class="turn spent""#), 8);
+    assert!(page.contains("agents working 2h 40m"), "{page}");
+    let json: Value = serde_json::from_str(&d.get(&format!("/p/{key}/shaped/report.json")).body).unwrap();
+    assert_eq!(json, s.json(&["report"]));
+    let svg = d.get(&format!("/p/{key}/shaped/report.svg"));
+    assert_eq!(svg.status, 200);
+    assert!(svg.body.starts_with("<svg") && svg.body.contains("class=\"timeline\""));
+    assert_eq!(svg.header("content-type"), Some("image/svg+xml"));
+    assert_eq!(d.get(&format!("/p/{key}/shaped/report.txt")).status, 404);
+}
