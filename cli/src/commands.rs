@@ -431,11 +431,16 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 objective: detail.goal.objective.clone(),
             };
             let p = adapter.prompt(surface, &req)?;
-            let mut text = format!("name:  {}\n", p.name);
-            if let Some(r) = &p.rrule {
-                text.push_str(&format!("rrule: {r}\n"));
+            // The text to paste alone on stdout (`| pbcopy` copies just it); what to name and
+            // schedule it with, and its length, for the person on stderr.
+            if !cli.json {
+                eprintln!("name:  {}", p.name);
+                if let Some(r) = &p.rrule {
+                    eprintln!("rrule: {r}");
+                }
+                eprintln!("body ({} of {} characters) on stdout", p.chars, p.max_chars);
             }
-            text.push_str(&format!("body ({} of {} characters):\n\n{}\n", p.chars, p.max_chars, p.body));
+            let text = format!("{}\n", p.body);
             Rendered::new(&p, text)
         }
         Command::Goal(GoalCommand::Create { objective, title, default }) => {

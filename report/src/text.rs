@@ -9,6 +9,11 @@ use crate::{AgentTurns, Report, TurnCounts, WaitStats};
 /// screen however many agents worked.
 pub const TEXT_AGENTS: usize = 6;
 
+/// `1 answer`, `2 answers`.
+fn n(count: u64, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
 /// `42s`, `17m`, `3h 05m`, `2d 04h`.
 pub fn duration(ms: u64) -> String {
     let s = ms / 1000;
@@ -143,8 +148,12 @@ pub fn text(r: &Report) -> String {
     let per_turns = p.per_100_turns.map(|x| format!(", {x} per 100 turns")).unwrap_or_default();
     let _ = writeln!(
         out,
-        "people  {} interventions: {} answers, {} goal changes, {} added, {} superseded",
-        p.interventions, p.gate_answers, p.goal_changes, p.todos_added, p.todos_superseded
+        "people  {}: {}, {}, {} added, {} superseded",
+        n(p.interventions, "intervention", "interventions"),
+        n(p.gate_answers, "answer", "answers"),
+        n(p.goal_changes, "goal change", "goal changes"),
+        p.todos_added,
+        p.todos_superseded
     );
     let _ = writeln!(
         out,
@@ -162,11 +171,15 @@ pub fn text(r: &Report) -> String {
         "        proof: {} validated by loopx, {} with evidence, {} without",
         w.done_validated, w.done_with_evidence, w.done_without_evidence
     );
-    let _ = writeln!(out, "        drift: {} superseded, {} replans", w.superseded, w.replans);
+    let _ =
+        writeln!(out, "        drift: {} superseded, {}", w.superseded, n(w.replans, "replan", "replans"));
     let _ = writeln!(
         out,
-        "        handoffs: {} offered, {} taken, {} cancelled, {} host switches",
-        w.handoffs_offered, w.handoffs_accepted, w.handoffs_cancelled, w.host_switches
+        "        handoffs: {} offered, {} taken, {} cancelled, {}",
+        w.handoffs_offered,
+        w.handoffs_accepted,
+        w.handoffs_cancelled,
+        n(w.host_switches, "host switch", "host switches")
     );
     out
 }
@@ -243,8 +256,12 @@ pub fn markdown(r: &Report) -> String {
     let _ = writeln!(out, "\n### People\n");
     let _ = writeln!(
         out,
-        "- {} interventions: {} gate answers, {} goal changes, {} todos added, {} superseded",
-        p.interventions, p.gate_answers, p.goal_changes, p.todos_added, p.todos_superseded
+        "- {}: {}, {}, {} todos added, {} superseded",
+        n(p.interventions, "intervention", "interventions"),
+        n(p.gate_answers, "gate answer", "gate answers"),
+        n(p.goal_changes, "goal change", "goal changes"),
+        p.todos_added,
+        p.todos_superseded
     );
     let per_turns = p.per_100_turns.map(|x| format!(", {x} per 100 turns")).unwrap_or_default();
     let _ = writeln!(out, "- {} per day{per_turns}", p.per_day);
@@ -281,11 +298,14 @@ pub fn markdown(r: &Report) -> String {
         "- done with loopx's own validation run: {}; with evidence: {}; with none: {}",
         w.done_validated, w.done_with_evidence, w.done_without_evidence
     );
-    let _ = writeln!(out, "- drift: {} superseded, {} replans", w.superseded, w.replans);
+    let _ = writeln!(out, "- drift: {} superseded, {}", w.superseded, n(w.replans, "replan", "replans"));
     let _ = writeln!(
         out,
-        "- handoffs: {} offered, {} taken, {} cancelled; {} host switches",
-        w.handoffs_offered, w.handoffs_accepted, w.handoffs_cancelled, w.host_switches
+        "- handoffs: {} offered, {} taken, {} cancelled; {}",
+        w.handoffs_offered,
+        w.handoffs_accepted,
+        w.handoffs_cancelled,
+        n(w.host_switches, "host switch", "host switches")
     );
     out
 }

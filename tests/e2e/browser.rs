@@ -37,7 +37,7 @@ fn free_port() -> u16 {
 }
 
 /// chromedriver and the Chromium binary, or why the test cannot run.
-fn browser() -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn browser() -> Option<(PathBuf, PathBuf)> {
     let found = which::which("chromedriver").ok().zip(
         ["/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/chromium-browser"]
             .iter()

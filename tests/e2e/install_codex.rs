@@ -137,6 +137,22 @@ fn the_heartbeat_and_goal_prompts_render_within_their_budgets() {
     }
     let app = s.json(&["heartbeat-prompt", "--host", "codex-app", "--agent-id", "codex-app-1"]);
     assert_eq!(app["rrule"], "FREQ=MINUTELY;INTERVAL=3");
+    // As text, the body alone on stdout, ready to paste; the rest for the person on stderr.
+    for (surface, json) in [
+        ("codex-cli", &s.json(&["heartbeat-prompt", "--host", "codex-cli", "--agent-id", "codex-app-1"])),
+        ("codex-app", &app),
+    ] {
+        let r = s.ok(&["heartbeat-prompt", "--host", surface, "--agent-id", "codex-app-1"]);
+        assert_eq!(r.stdout, format!("{}\n", json["body"].as_str().unwrap()), "{surface}");
+        assert!(r.stderr.contains("name:") && r.stderr.contains("characters) on stdout"), "{}", r.stderr);
+    }
+    let cli = s.ok(&["heartbeat-prompt", "--host", "codex-cli", "--agent-id", "codex-app-1"]).stdout;
+    assert!(cli.starts_with("/goal "), "{cli}");
+    assert!(
+        s.ok(&["heartbeat-prompt", "--host", "codex-app", "--agent-id", "codex-app-1"])
+            .stderr
+            .contains("rrule: FREQ=MINUTELY;INTERVAL=3")
+    );
     assert_eq!(s.run(&["heartbeat-prompt", "--host", "codex-app", "--agent-id", "ghost"]).code, 1);
     let steps = s.json(&["agent", "onboard", "--agent-type", "codex-app"]);
     assert_eq!(steps["host"], "codex");

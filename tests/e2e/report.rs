@@ -168,7 +168,12 @@ fn the_demo_tells_its_story_in_figures() {
     assert_eq!(r["agents"][1]["validation_failures"], 1);
     // The story's clock starts four hours before now: its dates change, its figures not.
     let dated = |text: String| undated(&text);
-    insta::assert_snapshot!("report_demo_text", dated(s.ok(&["--project", &dir, "report"]).stdout));
+    let text = s.ok(&["--project", &dir, "report"]).stdout;
+    // README's "What happened?" shows this report: it stays true.
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let shown = readme.split("$ loopx --project /tmp/loopx-demo-… report\n").nth(1).unwrap();
+    assert_eq!(undated(shown.split("```").next().unwrap()), undated(&text), "README's report of the demo");
+    insta::assert_snapshot!("report_demo_text", dated(text));
     insta::assert_snapshot!(
         "report_demo_markdown",
         dated(s.ok(&["--project", &dir, "report", "--markdown"]).stdout)
@@ -267,4 +272,24 @@ fn the_dashboard_serves_the_same_report() {
     assert!(svg.body.starts_with("<svg") && svg.body.contains("class=\"timeline\""));
     assert_eq!(svg.header("content-type"), Some("image/svg+xml"));
     assert_eq!(d.get(&format!("/p/{key}/shaped/report.txt")).status, 404);
+}
+
+/// `--png` with a rasteriser on `PATH` (Chromium here, which the browser test needs anyway): the
+/// picture as a PNG of the SVG's width.
+#[test]
+fn the_picture_is_written_as_png_by_the_rasteriser_on_path() {
+    let Some((_, chromium)) = crate::browser::browser() else { return };
+    let s = Sandbox::new();
+    shaped(&s, 1);
+    let bin = s.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(&chromium, bin.join("chromium")).unwrap();
+    let png = s.root.join("trajectory.png");
+    let out = s.command().env("PATH", &bin).args(["report", "--png", png.to_str().unwrap()]).output();
+    let r = Run::from(out.unwrap());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[1..4], b"PNG");
+    assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 960, "the SVG's width");
+    assert!(r.stderr.contains("the picture is in"), "{}", r.stderr);
 }
