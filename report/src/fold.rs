@@ -3,7 +3,7 @@
 //! is doing. What it keeps between lines is what is open — gates, one turn an agent, pending
 //! handoffs — plus the counts, the days and the pictures' bounded series.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use loopx_core::decision::{DecisionKind, RunState};
 use loopx_core::event::Event;
@@ -61,7 +61,8 @@ pub struct Fold {
     gate_list: Vec<GateWait>,
     out_of_quota: BTreeMap<String, bool>,
     turns: BTreeMap<String, OpenTurn>,
-    driven: BTreeMap<String, ()>,
+    /// Agents a `loopx drive` runs (their turns end at `turn_ended`).
+    driven: BTreeSet<String>,
     agents: Vec<AgentTurns>,
     lane_of: BTreeMap<String, usize>,
     handoffs: BTreeMap<String, (usize, i64)>,
@@ -92,7 +93,7 @@ impl Fold {
             gate_list: Vec::new(),
             out_of_quota: BTreeMap::new(),
             turns: BTreeMap::new(),
-            driven: BTreeMap::new(),
+            driven: BTreeSet::new(),
             agents: Vec::new(),
             lane_of: BTreeMap::new(),
             handoffs: BTreeMap::new(),
@@ -308,7 +309,7 @@ impl Fold {
                 let spent = matches!(record.state, RunState::Throttled | RunState::BudgetExhausted);
                 self.out_of_quota.insert(agent.to_owned(), spent);
                 // A host's turn ends, at the latest, when its agent asks again.
-                if !self.driven.contains_key(agent) || record.decision() == DecisionKind::Run {
+                if !self.driven.contains(agent) || record.decision() == DecisionKind::Run {
                     self.finish_turn(agent, at, None);
                 }
                 match record.decision() {
@@ -332,7 +333,7 @@ impl Fold {
             }
             Event::RunRecorded { run } => {
                 let agent = run.agent.as_str();
-                if self.driven.contains_key(agent) {
+                if self.driven.contains(agent) {
                     if let Some(open) = self.turns.get_mut(agent) {
                         open.outcome = Outcome::WroteBack;
                     }
@@ -365,7 +366,7 @@ impl Fold {
             Event::SlotSpent { spend } => {
                 let agent = spend.agent.as_str();
                 self.usage(agent, counted, spend.tokens, spend.usd);
-                if !self.driven.contains_key(agent)
+                if !self.driven.contains(agent)
                     && let Some(open) = self.turns.get_mut(agent)
                     && open.outcome == Outcome::WroteBack
                 {
@@ -406,7 +407,7 @@ impl Fold {
             }
             Event::DriverStarted { lease, .. } => {
                 self.lane(lease.agent.as_str(), Some(&lease.host));
-                self.driven.insert(lease.agent.to_string(), ());
+                self.driven.insert(lease.agent.to_string());
             }
             Event::DriverStopped { agent, .. } => {
                 self.driven.remove(agent.as_str());
