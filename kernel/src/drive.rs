@@ -83,6 +83,10 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &DriverRequest, now: Timesta
             if mine.is_some() {
                 return Ok(None);
             }
+            // A turn the driver before left unended stays on the lease until this driver ends
+            // it: should this one die first too, the next still finds it and spends its
+            // writeback.
+            let left = held.filter(|d| d.turn.as_ref().is_some_and(|t| state.turn_end(agent, t).is_none()));
             let lease = DriverLease {
                 agent: agent.clone(),
                 id: req.id.clone(),
@@ -91,8 +95,8 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &DriverRequest, now: Timesta
                 pid: *pid,
                 since: now,
                 expires_at: lease_at(*ttl_secs, now),
-                turn: None,
-                todo: None,
+                turn: left.and_then(|d| d.turn.clone()),
+                todo: left.and_then(|d| d.todo),
                 turns: 0,
             };
             Ok(Some(Event::DriverStarted { lease, replaced: held.map(|d| d.id.clone()) }))

@@ -254,6 +254,34 @@ fn a_turn_that_wrote_back_is_spent_once_by_its_end() {
     assert_eq!(view.spent_by, end.spent_by);
 }
 
+/// A driver killed after its turn wrote back, and the driver that took over killed before it
+/// ended that turn: the third still finds the turn on the lease and spends its writeback.
+#[test]
+fn a_lost_turn_outlives_a_second_dead_driver() {
+    let w = World::new();
+    w.add("parse the header");
+    w.lease("a", start("other", 10, None)).unwrap();
+    let a = w.decide("a-1");
+    let renew = DriverOp::Renew {
+        ttl_secs: 600,
+        turn: Some("a-1".into()),
+        todo: a.selected_todo.as_ref().map(|t| t.id),
+    };
+    w.lease("a", renew).unwrap();
+    w.work("a-1");
+    // Driver a dies; b takes over and dies before it ends a's turn.
+    let b = w.lease("b", start("other", 20, Some("a"))).unwrap().body.lease.unwrap();
+    assert_eq!(b.turn.as_deref(), Some("a-1"), "the lost turn stays on the lease");
+    let c = w.lease("c", start("other", 30, Some("b"))).unwrap().body.lease.unwrap();
+    assert_eq!(c.turn.as_deref(), Some("a-1"));
+    let end = w.end("a-1", TurnExit::Lost, TurnUsage::default());
+    assert!(end.spent_by.is_some(), "{end:?}");
+    assert_eq!(w.spends(), 1);
+    // Ended, it is no one's to recover any more.
+    let d = w.lease("d", start("other", 40, Some("c"))).unwrap().body.lease.unwrap();
+    assert_eq!(d.turn, None);
+}
+
 #[test]
 fn a_turn_without_writeback_is_recorded_not_spent_and_takes_none_later() {
     let w = World::new();
