@@ -195,6 +195,7 @@ fn session_env(
         reporter,
         open: crate::store::opener(),
         hosts: crate::registry::catalog(),
+        process: None,
     }
 }
 
@@ -206,7 +207,7 @@ async fn resume_in_session(
     a: &ResumeArgs,
 ) -> Result<Rendered> {
     let session = cli.session.clone().ok_or_else(|| Error::internal("no session"))?;
-    let adapter = crate::registry::find(&session.host)?;
+    let adapter = crate::registry::session_host(&session)?;
     let host: AgentType = crate::registry::catalog().resolve(&a.host)?;
     if host != adapter.agent_type() {
         return Err(Error::usage(format!(
@@ -222,7 +223,7 @@ async fn resume_in_session(
     }
     let handoff = a.handoff_id.as_deref().map(str::parse).transpose()?;
     let hook_env = session_env(cli, env, adapter, reporter);
-    let r = loopx_hostkit::hook::resume(adapter, &session.thread, &env.cwd, handoff, &hook_env).await?;
+    let r = loopx_hostkit::hook::resume(adapter, &session, &env.cwd, handoff, &hook_env).await?;
     Rendered::new(&r, text::resume(&r))
 }
 
@@ -234,10 +235,10 @@ async fn join(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, a: &JoinArgs) -
         )
         .with_hint("a person joins an agent with: loopx agent register --agent-id <id> --agent-type <type>")
     })?;
-    let adapter = crate::registry::find(&session.host)?;
+    let adapter = crate::registry::session_host(&session)?;
     let hook_env = session_env(cli, env, adapter, reporter.clone());
     let args = a.task.join(" ");
-    let text = loopx_hostkit::hook::join(adapter, &session.thread, &env.cwd, args.trim(), &hook_env).await?;
+    let text = loopx_hostkit::hook::join(adapter, &session, &env.cwd, args.trim(), &hook_env).await?;
     Rendered::new(
         &serde_json::json!({"host": session.host, "session": session.thread, "context": text}),
         format!("{text}\n"),

@@ -49,6 +49,7 @@ pub async fn answer(
         reporter,
         open: crate::store::opener(),
         hosts: crate::registry::catalog(),
+        process: crate::identity::agent_process_key(adapter),
     };
     hook::answer(adapter, event, stdin, &env).await
 }

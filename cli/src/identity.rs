@@ -29,6 +29,13 @@ pub fn find(get: impl Fn(&str) -> Option<String>, walk: bool) -> Result<Identity
         return Ok(Identity { session: Some(d.session()), driven: Some(d) });
     }
     if let Some(s) = registry::tool_session(&get) {
+        // A host whose tools see no session id: its agent process above names the session.
+        if walk && s.thread.is_empty() && registry::sessions_by_process(&s.host) {
+            let found = in_ancestry(&loopx_providers::process::ancestors(ancestry_root()));
+            if found.session.as_ref().is_some_and(|f| f.host.starts_with(s.host.as_str())) {
+                return Ok(found);
+            }
+        }
         return Ok(Identity { session: Some(s), driven: None });
     }
     if !walk {
@@ -37,9 +44,25 @@ pub fn find(get: impl Fn(&str) -> Option<String>, walk: bool) -> Result<Identity
     Ok(in_ancestry(&loopx_providers::process::ancestors(ancestry_root())))
 }
 
+/// The process of `adapter`'s agent this process runs under, named for its whole life
+/// (`<pid>.<start>`): what a hook of a host whose sessions are known by their process binds
+/// the session's agent to. `None` for any other host, or outside the host's process tree.
+pub fn agent_process_key(adapter: &dyn loopx_core::host::HostAdapter) -> Option<String> {
+    let process = adapter.agent_process().filter(|_| adapter.sessions_by_process())?;
+    loopx_providers::process::ancestors(ancestry_root())
+        .into_iter()
+        .find(|a| process.matches(&a.name, &a.argv))
+        .map(|a| a.key())
+}
+
 /// The identity the nearest telling ancestor gives: its marks (what it was started with), or
 /// what it is (a host's agent, a driver, an MCP server).
+/// A host whose sessions are known by their agent process (see
+/// `HostAdapter::sessions_by_process`) marks its tools without a session id: the walk goes on
+/// to that process, which names the session.
 pub fn in_ancestry(ancestors: &[Ancestor]) -> Identity {
+    // A mark with no session, kept while the walk looks for the process that names it.
+    let mut marked: Option<BindThread> = None;
     for a in ancestors {
         let get = |k: &str| a.var(k).map(str::to_owned);
         match Driven::from_env(get) {
@@ -49,10 +72,22 @@ pub fn in_ancestry(ancestors: &[Ancestor]) -> Identity {
             Err(_) => return unbound(DRIVE_SESSION_HOST),
         }
         if let Some(s) = registry::tool_session(get) {
-            return Identity { session: Some(s), driven: None };
+            if !(s.thread.is_empty() && registry::sessions_by_process(&s.host)) {
+                return Identity { session: Some(s), driven: None };
+            }
+            marked.get_or_insert(s);
         }
         if let Some(host) = registry::agent_process(&a.name, &a.argv) {
-            return unbound(host);
+            return match marked {
+                Some(m) if m.host != host => Identity { session: Some(m), driven: None },
+                _ if registry::sessions_by_process(host) => {
+                    Identity { session: Some(BindThread::process(host, &a.key())), driven: None }
+                }
+                _ => unbound(host),
+            };
+        }
+        if marked.is_some() {
+            continue;
         }
         match loopx_subcommand(&a.argv) {
             Some("drive") => return unbound(DRIVE_SESSION_HOST),
@@ -60,7 +95,7 @@ pub fn in_ancestry(ancestors: &[Ancestor]) -> Identity {
             _ => {}
         }
     }
-    Identity::default()
+    Identity { session: marked, driven: None }
 }
 
 /// A session loopx cannot name: an agent's, bound to no agent (its empty id is never bound).
@@ -107,6 +142,7 @@ mod tests {
             name: name.to_owned(),
             argv: argv.iter().map(|s| (*s).to_owned()).collect(),
             env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            start: 7,
         }
     }
 

@@ -52,6 +52,18 @@ pub fn agent_process(name: &str, argv: &[String]) -> Option<&'static str> {
     ADAPTERS.iter().find(|a| a.agent_process().is_some_and(|p| p.matches(name, argv))).map(|a| a.host())
 }
 
+/// The adapter of a session's host (of the session's process too, see
+/// `BindThread::process`).
+pub fn session_host(session: &loopx_core::kernel::BindThread) -> Result<&'static dyn HostAdapter> {
+    find(session.host.strip_suffix(loopx_core::kernel::PROCESS_HOST_SUFFIX).unwrap_or(&session.host))
+}
+
+/// Whether `host`'s sessions are known to its tools only by its agent process (see
+/// `HostAdapter::sessions_by_process`).
+pub fn sessions_by_process(host: &str) -> bool {
+    ADAPTERS.iter().any(|a| a.host() == host && a.sessions_by_process())
+}
+
 /// The host whose MCP client calls itself `name` at `initialize`, and how it names sessions.
 pub fn mcp_client(name: &str) -> Option<(&'static str, loopx_core::host::McpClient)> {
     ADAPTERS.iter().find_map(|a| a.mcp_client().filter(|c| c.name == name).map(|c| (a.host(), c)))

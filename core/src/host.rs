@@ -530,11 +530,16 @@ impl AgentProcess {
         if self.programs.iter().any(|p| *p == name || *p == program) {
             return true;
         }
+        // The script is the runtime's first word that is not an option of its own
+        // (`node --max-old-space-size=… /usr/bin/gemini`): the package's, or a link named for
+        // the program (npm's `.bin/gemini`).
         matches!(program.as_str(), "node" | "nodejs" | "bun")
-            && argv.get(1).is_some_and(|script| {
-                self.packages
-                    .iter()
-                    .any(|p| script.contains(&format!("/{p}/")) || script.starts_with(&format!("{p}/")))
+            && argv.iter().skip(1).find(|w| !w.starts_with('-')).is_some_and(|script| {
+                self.programs.contains(&last(script).as_str())
+                    || self
+                        .packages
+                        .iter()
+                        .any(|p| script.contains(&format!("/{p}/")) || script.starts_with(&format!("{p}/")))
             })
     }
 }
@@ -660,6 +665,13 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     /// command it starts, however deep, is an agent's.
     fn agent_process(&self) -> Option<AgentProcess> {
         None
+    }
+    /// Whether the host's hooks name the session but its tools (its shell, its MCP servers) do
+    /// not, while both run under the same [`HostAdapter::agent_process`]: a hook then binds the
+    /// session's agent to that process as well (`BindThread::process`), and a command under
+    /// the process acts as that agent.
+    fn sessions_by_process(&self) -> bool {
+        false
     }
     /// How the host's MCP client names the calling session, when its servers cannot see the
     /// session in their environment.

@@ -964,6 +964,30 @@ pub struct BindThread {
     pub thread: String,
 }
 
+/// The end of the host name of a session's process (see [`BindThread::process`]).
+pub const PROCESS_HOST_SUFFIX: &str = "+process";
+
+impl BindThread {
+    /// The host process a session runs in, standing for the session: for a host whose tools see
+    /// no session id but run under the same agent process as its hooks (see
+    /// `HostAdapter::sessions_by_process`). `key` names one process for its whole life (its
+    /// pid and start time). An agent has one such process per host: binding a newer one (the
+    /// session resumed in a new process) replaces the older.
+    pub fn process(host: &str, key: &str) -> Self {
+        Self { host: format!("{host}{PROCESS_HOST_SUFFIX}"), thread: key.to_owned() }
+    }
+
+    /// Whether this names a session's process rather than the session.
+    pub fn is_process(&self) -> bool {
+        is_process_host(&self.host)
+    }
+}
+
+/// Whether `host` is the host name of a session's process ([`BindThread::process`]).
+pub fn is_process_host(host: &str) -> bool {
+    host.len() > PROCESS_HOST_SUFFIX.len() && host.ends_with(PROCESS_HOST_SUFFIX)
+}
+
 /// What loopx knows of one host session.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionView {

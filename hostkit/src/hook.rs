@@ -53,6 +53,9 @@ pub struct HookEnv {
     pub open: StoreOpener,
     /// The host types the kernel paces agents by.
     pub hosts: Arc<HostCatalog>,
+    /// The host's agent process the hook runs under (`<pid>.<start>`), for a host whose tools
+    /// know their session only by that process: the session's agent is bound to it too.
+    pub process: Option<String>,
 }
 
 impl std::fmt::Debug for HookEnv {
@@ -154,19 +157,20 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
     let k = open(&root, env)?;
     let s = session_of(&k, &thread(adapter, ev), env).await?;
     let ctx = CommandContext { agent: s.agent.clone(), ..CommandContext::default() };
+    if let (HookPoint::SessionStart | HookPoint::PromptSubmit, Some(agent)) = (point, &s.agent) {
+        bind_process(adapter, &k, agent, env).await?;
+    }
     let armed = s.agent.clone().filter(|_| s.armed);
+    // A host with no session-start hook of ours hears it with a prompt, until its loop is armed.
+    let starts_at_prompt = point == HookPoint::PromptSubmit
+        && !s.armed
+        && !adapter.hook_events().iter().any(|e| e.point == HookPoint::SessionStart);
     match (point, &ev.kind) {
         (HookPoint::SessionStart, _) => {
-            let st = k.status(None).await?;
-            let mut text = String::new();
-            // The packet costs a second read; only a pending handoff to this host needs it.
-            if st.handoffs.iter().any(|h| h.to_host == adapter.agent_type())
-                && let Some(p) = k.handoff_packet(None, adapter.agent_type(), s.agent.as_ref()).await?
-            {
-                text = waiting_text(adapter, &p, &env.loopx);
-            }
-            text.push_str(&context_text(adapter, &st, s.agent.as_ref()));
-            Ok(HookReply::Context(text).into())
+            Ok(HookReply::Context(start_text(adapter, &k, &s, env).await?).into())
+        }
+        (HookPoint::PromptSubmit, _) if starts_at_prompt => {
+            Ok(HookReply::Context(start_text(adapter, &k, &s, env).await?).into())
         }
         (HookPoint::Stop, _) => {
             if armed.is_none() {
@@ -216,6 +220,26 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
         }
         _ => Ok(HookReply::Pass.into()),
     }
+}
+
+/// What a session is told when it starts: a handoff waiting for this host first, then the
+/// objective, what waits on a person, its next todo.
+async fn start_text(
+    adapter: &dyn HostAdapter,
+    k: &DynKernel,
+    s: &SessionView,
+    env: &HookEnv,
+) -> Result<String> {
+    let st = k.status(None).await?;
+    let mut text = String::new();
+    // The packet costs a second read; only a pending handoff to this host needs it.
+    if st.handoffs.iter().any(|h| h.to_host == adapter.agent_type())
+        && let Some(p) = k.handoff_packet(None, adapter.agent_type(), s.agent.as_ref()).await?
+    {
+        text = waiting_text(adapter, &p, &env.loopx);
+    }
+    text.push_str(&context_text(adapter, &st, s.agent.as_ref()));
+    Ok(text)
 }
 
 /// What no agent may do in any session: run a person's governance command, or write loopx's
@@ -363,13 +387,16 @@ fn context_text(adapter: &dyn HostAdapter, st: &StatusView, agent: Option<&Agent
 /// Returns the context the session is told.
 pub async fn join(
     adapter: &dyn HostAdapter,
-    session: &str,
+    session: &BindThread,
     cwd: &Path,
     args: &str,
     env: &HookEnv,
 ) -> Result<String> {
+    if session.is_process() {
+        return Err(not_joined(adapter));
+    }
     let ev = HostEvent {
-        session: session.to_owned(),
+        session: session.thread.clone(),
         cwd: Some(cwd.to_path_buf()),
         kind: HostEventKind::PromptSubmitted { prompt: String::new() },
     };
@@ -416,6 +443,7 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
     }
     let session = thread(adapter, ev);
     let agent = join_session(adapter, &k, &session, env.agent.as_ref()).await?;
+    bind_process(adapter, &k, &agent, env).await?;
     let ctx = CommandContext { agent: Some(agent.clone()), ..CommandContext::default() };
     // A handoff waiting for this session's agent is taken over first, and told first.
     let taken = match args {
@@ -450,10 +478,19 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
         }
     };
     let d = k.should_run(&ctx, None).await.ok().filter(|d| d.decision != DecisionKind::Stop);
-    let next = d
-        .and_then(|d| d.selected_todo)
-        .map(|t| format!(" Next: {} {}.", t.id, quoted(&t.text, 400)))
-        .unwrap_or_default();
+    let next = match d {
+        Some(d) if d.should_run => {
+            d.selected_todo.map(|t| format!(" Next: {} {}.", t.id, quoted(&t.text, 400))).unwrap_or_default()
+        }
+        // Not now: why, and what waits on a person (the session may hear of it nowhere else).
+        Some(d) => {
+            let mut why =
+                format!(" loopx says {} for now: {}.\n", d.decision.as_str(), flatten(&d.reason, 400));
+            d.user_channel.questions.iter().for_each(|g| why.push_str(&gate_line(g)));
+            why
+        }
+        None => String::new(),
+    };
     Ok(HookReply::Context(format!("{taken}{note}{next}")))
 }
 
@@ -483,6 +520,9 @@ async fn join_session(
     if let Some(a) = k.session(None, session).await?.agent {
         return Ok(a);
     }
+    if session.is_process() {
+        return Err(not_joined(adapter));
+    }
     let id = agent_id_for(adapter.agent_prefix(), &session.thread)?;
     // The session joins: its agent registers itself and binds the session to it.
     let ctx = CommandContext { agent: Some(id.clone()), ..CommandContext::default() };
@@ -490,6 +530,38 @@ async fn join_session(
     k.register_agent(&ctx, reg).await?;
     k.bind_thread(&ctx, session.clone()).await?;
     Ok(id)
+}
+
+/// For a host whose tools know their session only by its agent process: binds the session's
+/// agent to the process this hook runs under, unless it is bound already, or to another agent
+/// (sessions sharing one process: the first keeps it, the others' tools act as nobody).
+async fn bind_process(
+    adapter: &dyn HostAdapter,
+    k: &DynKernel,
+    agent: &AgentId,
+    env: &HookEnv,
+) -> Result<()> {
+    let Some(key) = env.process.as_deref().filter(|_| adapter.sessions_by_process()) else { return Ok(()) };
+    let process = BindThread::process(adapter.host(), key);
+    if k.session(None, &process).await?.agent.is_some() {
+        return Ok(());
+    }
+    let ctx = CommandContext { agent: Some(agent.clone()), ..CommandContext::default() };
+    k.bind_thread(&ctx, process).await?;
+    Ok(())
+}
+
+/// A command from the tools of a session known only by its process, which has not joined.
+fn not_joined(adapter: &dyn HostAdapter) -> Error {
+    let how = adapter.entry_command().map_or_else(
+        || "join from a hook of the session first".to_owned(),
+        |cmd| format!("{cmd} joins the goal (and takes a waiting handoff over)"),
+    );
+    Error::identity(format!(
+        "this {} session has not joined the goal, and its tools cannot name the session",
+        adapter.host()
+    ))
+    .with_hint(how)
 }
 
 async fn take_over(
@@ -505,7 +577,7 @@ async fn take_over(
 /// handoff waiting for it over, and arms the loop.
 pub async fn resume(
     adapter: &dyn HostAdapter,
-    session: &str,
+    session: &BindThread,
     cwd: &Path,
     handoff: Option<HandoffId>,
     env: &HookEnv,
@@ -515,8 +587,8 @@ pub async fn resume(
         Error::not_found("no loopx project here").with_hint("run it in the project the handoff belongs to")
     })?;
     let k = open(&root, env)?;
-    let session = BindThread { host: adapter.host().to_owned(), thread: session.to_owned() };
-    let agent = join_session(adapter, &k, &session, env.agent.as_ref()).await?;
+    let agent = join_session(adapter, &k, session, env.agent.as_ref()).await?;
+    bind_process(adapter, &k, &agent, env).await?;
     let ctx = CommandContext { agent: Some(agent), ..CommandContext::default() };
     let receipt = take_over(adapter, &k, &ctx, handoff).await?;
     k.set_armed(&ctx, true).await?;

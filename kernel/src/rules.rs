@@ -1408,7 +1408,11 @@ pub fn bind_thread(state: &GoalState, actor: &Actor, req: &BindThread) -> Result
         None => {}
     }
     let prefix = format!("{}:", req.host);
-    if let Some((k, _)) = state.threads.iter().find(|(k, a)| *a == agent && k.starts_with(&prefix)) {
+    // A session's newer process takes the place of its older one (the state drops the older).
+    let one_session = !req.is_process();
+    if let Some((k, _)) =
+        state.threads.iter().find(|(k, a)| one_session && *a == agent && k.starts_with(&prefix))
+    {
         return Err(Error::conflict(format!(
             "agent {agent} is already bound to {} session {}; two sessions never share an identity",
             req.host,

@@ -681,6 +681,11 @@ impl GoalState {
                 sched.last_error = None;
             }
             Event::ThreadBound { agent, host, thread } => {
+                if loopx_core::kernel::is_process_host(host) {
+                    // An agent has one process per host: the session's newer one replaces it.
+                    let prefix = format!("{host}:");
+                    self.threads.retain(|k, a| a != agent || !k.starts_with(&prefix));
+                }
                 self.threads.insert(thread_key(host, thread), agent.clone());
             }
             Event::ThreadUnbound { host, thread, .. } => {

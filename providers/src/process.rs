@@ -121,11 +121,19 @@ pub struct Ancestor {
     pub argv: Vec<String>,
     /// `NAME=value` pairs; empty when it cannot be read (another user's process).
     pub env: Vec<(String, String)>,
+    /// When it started, in clock ticks after boot: with the pid, names this process for its
+    /// whole life (a pid is reused; a pid and its start time are not).
+    pub start: u64,
 }
 
 impl Ancestor {
     pub fn var(&self, name: &str) -> Option<&str> {
         self.env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+    }
+
+    /// The process's name for its whole life: `<pid>.<start>`.
+    pub fn key(&self) -> String {
+        format!("{}.{}", self.pid, self.start)
     }
 }
 
@@ -136,8 +144,9 @@ pub fn ancestors(stop: Option<u32>) -> Vec<Ancestor> {
     if !cfg!(target_os = "linux") {
         return out;
     }
-    let mut pid = parent_of("self");
+    let mut pid = stat_of("self").map(|s| s.0);
     while let Some(p) = pid.filter(|p| *p > 1 && Some(*p) != stop && out.len() < 64) {
+        let Some((parent, start)) = stat_of(&p.to_string()) else { break };
         let read = |what: &str| std::fs::read(format!("/proc/{p}/{what}")).unwrap_or_default();
         let words = |b: Vec<u8>| -> Vec<String> {
             b.split(|c| *c == 0)
@@ -150,18 +159,18 @@ pub fn ancestors(stop: Option<u32>) -> Vec<Ancestor> {
             .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
             .collect();
         let name = String::from_utf8_lossy(&read("comm")).trim_end().to_owned();
-        out.push(Ancestor { pid: p, name, argv: words(read("cmdline")), env });
-        pid = parent_of(&p.to_string());
+        out.push(Ancestor { pid: p, name, argv: words(read("cmdline")), env, start });
+        pid = Some(parent);
     }
     out
 }
 
-/// The parent of `/proc/<pid>`: the field after the state in `stat`, past the name (which may
-/// hold spaces and parentheses).
-fn parent_of(pid: &str) -> Option<u32> {
+/// The parent of `/proc/<pid>` and its start time: the fields after the state in `stat` (the
+/// 4th and the 22nd), past the name (which may hold spaces and parentheses).
+fn stat_of(pid: &str) -> Option<(u32, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    let rest: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    Some((rest.get(1)?.parse().ok()?, rest.get(19)?.parse().ok()?))
 }
 
 /// Kills every process of the command's group: what it left running in the background dies
@@ -273,6 +282,18 @@ mod tests {
         assert!(ended(child.id()), "a zombie has ended");
         child.wait().unwrap();
         assert!(ended(child.id()));
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn an_ancestor_is_named_by_its_pid_and_start_time() {
+        let parent = ancestors(None).into_iter().next().expect("a test has a parent");
+        assert_eq!(parent.pid, std::os::unix::process::parent_id());
+        assert!(parent.start > 0, "{parent:?}");
+        // The same process, looked at again, has the same name; this one started after it.
+        assert_eq!(ancestors(None)[0].key(), parent.key());
+        let (_, own_start) = stat_of("self").unwrap();
+        assert!(own_start >= parent.start);
     }
 
     fn sh(script: &str) -> Vec<String> {

@@ -357,6 +357,7 @@ fn hooks(a: &dyn HostAdapter) {
         reporter: Arc::new(Silent),
         open: Arc::new(loopx_kernel::open_file_store),
         hosts: Arc::default(),
+        process: None,
     };
     for s in &samples {
         let p = a.hook_point(s.event).unwrap();
