@@ -47,6 +47,8 @@ pub fn spawn(
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(cwd)
+        // What a shell started there would say (OpenCode runs its tools in `$PWD`).
+        .env("PWD", cwd)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())

@@ -341,6 +341,8 @@ fn gate_line(g: &loopx_core::decision::OpenQuestion) -> String {
 /// A handoff waiting for this host, and how to take it over.
 fn waiting_text(adapter: &dyn HostAdapter, p: &HandoffPacket, loopx: &str) -> String {
     let how = match adapter.entry_command() {
+        // Its tools cannot name a session that has not joined: only the entry takes it over.
+        Some(cmd) if adapter.sessions_by_process() => format!("{cmd} (the user types it)"),
         Some(cmd) => format!("{cmd}, or run `{loopx} resume --host {}`", adapter.agent_type().name()),
         None => format!("run `{loopx} resume --host {}`", adapter.agent_type().name()),
     };
