@@ -176,6 +176,25 @@ mod tests {
         let turn = proc("sh", &["sh"], &[("LOOPX_AGENT_ID", "bot"), ("LOOPX_TURN_ID", "t-1")]);
         let found = in_ancestry(&[shell.clone(), turn]);
         assert_eq!(found.driven.map(|d| d.agent.to_string()), Some("bot".to_owned()));
+        // Gemini CLI's tools carry its mark but no session: the `gemini` process above (the one
+        // it relaunched itself as, nearest first) names the session.
+        let tool = proc("bash", &["bash", "-c", "x"], &[("GEMINI_CLI", "1")]);
+        let child = Ancestor {
+            pid: 40,
+            ..proc(
+                "node",
+                &["/usr/bin/node", "--max-old-space-size=9000", "/u/node_modules/.bin/gemini", "-p", "x"],
+                &[],
+            )
+        };
+        let parent = Ancestor { pid: 30, ..proc("node", &["node", "/usr/bin/gemini", "-p", "x"], &[]) };
+        assert_eq!(
+            host_of(&[tool.clone(), child.clone(), parent.clone()]),
+            Some(("gemini+process".into(), "40.7".into()))
+        );
+        assert_eq!(host_of(&[shell.clone(), parent]), Some(("gemini+process".into(), "30.7".into())));
+        // Marked, with no `gemini` above (a daemon it left behind): still an agent's, of no session.
+        assert_eq!(host_of(&[tool.clone(), login.clone()]), Some(("gemini".into(), String::new())));
         for person in [
             vec![shell.clone(), login.clone()],
             vec![proc("loopx", &["loopx", "status"], &[])],

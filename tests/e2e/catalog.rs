@@ -16,7 +16,10 @@ fn every_adapters_host_types_are_listed_with_their_aliases() {
     let types = s.json(&["agent", "types"]);
     let names: Vec<&str> =
         types["agent_types"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["claude-code", "codex-app", "codex-cli", "codex-ide", "cursor", "manual", "other"]);
+    assert_eq!(
+        names,
+        ["claude-code", "codex-app", "codex-cli", "codex-ide", "cursor", "gemini", "manual", "other"]
+    );
     assert_eq!(types["agent_types"][0]["aliases"], serde_json::json!(["cc", "claude"]));
     s.init();
     s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "CC"]);
@@ -49,27 +52,27 @@ fn a_host_this_loopx_does_not_know_is_kept_shown_and_paced_generically() {
         let g1 = AgentId::new("g1").unwrap();
         let req = RegisterAgent {
             id: g1.clone(),
-            agent_type: AgentType::new("gemini-cli").unwrap(),
+            agent_type: AgentType::new("aider-chat").unwrap(),
             require_new: true,
         };
         k.register_agent(&user, req).await.unwrap();
         let me = CommandContext { agent: Some(g1.clone()), ..CommandContext::default() };
-        let session = BindThread { host: "gemini".to_owned(), thread: "s-1".to_owned() };
+        let session = BindThread { host: "aider".to_owned(), thread: "s-1".to_owned() };
         k.bind_thread(&me, session).await.unwrap();
     });
     let agents = s.json(&["agent", "list"]);
-    assert_eq!(agents["agents"][0]["agent_type"], "gemini-cli", "{agents}");
-    assert!(s.ok(&["agent", "list"]).stdout.contains("gemini-cli"));
+    assert_eq!(agents["agents"][0]["agent_type"], "aider-chat", "{agents}");
+    assert!(s.ok(&["agent", "list"]).stdout.contains("aider-chat"));
     let answer = s.json(&["quota", "should-run", "--agent-id", "g1"]);
     assert_eq!(answer["scheduler"]["profile"], "generic", "{answer}");
     // The goal goes on; the log verifies with the unknown name in it.
     s.ok(&["todo", "add", "--agent-id", "user", "--text", "more"]);
     assert_eq!(s.json(&["doctor"])["healthy"], true);
     assert!(
-        loopx_tests::events(&s.events_path("main")).iter().any(|e| e["data"]["agent_type"] == "gemini-cli")
+        loopx_tests::events(&s.events_path("main")).iter().any(|e| e["data"]["agent_type"] == "aider-chat")
     );
     // This loopx cannot register a new agent of a type it has no adapter for.
-    let err = s.fails(2, &["agent", "register", "--agent-id", "g2", "--agent-type", "gemini-cli"]).stderr;
+    let err = s.fails(2, &["agent", "register", "--agent-id", "g2", "--agent-type", "aider-chat"]).stderr;
     assert!(err.contains("unknown agent type"), "{err}");
 }
 

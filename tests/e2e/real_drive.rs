@@ -1,5 +1,6 @@
-//! `loopx drive` with the real hosts: the pinned Claude Code (`claude -p`) and Codex
-//! (`codex exec`), each against a scripted model on 127.0.0.1. Every turn is a fresh host
+//! `loopx drive` with the real hosts: the pinned Claude Code (`claude -p`), Codex
+//! (`codex exec`) and Gemini CLI (`gemini`, headless), each against a scripted model on
+//! 127.0.0.1. Every turn is a fresh host
 //! session (or, with `--resume-session`, the same one continued); the scripted model works the
 //! turn through the host's shell tool with plain loopx commands, which find the turn in the
 //! `LOOPX_*` variables the driver set; the driver reads the host's session id and tokens from
@@ -14,6 +15,7 @@ use loopx_tests::{Sandbox, loopx_bin};
 use crate::drive::{Driving, goal, log, loopx, of, spends};
 use crate::real_claude::{self, assistant_turns, claude_bin, step, text, trust_workspace};
 use crate::real_codex::{self, codex_bin, say, shell};
+use crate::real_gemini::{self, gemini_bin};
 
 /// The shell commands of a turn: complete the turn's todo with evidence naming it (with
 /// nothing to follow for the one marked `[last]`), then write the turn back.
@@ -180,5 +182,68 @@ fn real_codex_resumes_its_thread_with_resume_session() {
     assert!(
         serde_json::to_string(second).unwrap().contains("This turn: t1"),
         "the thread held the first turn"
+    );
+}
+
+/// A scripted Gemini: in each turn (from its prompt, the last user text), the two commands,
+/// then a word.
+fn gemini_api() -> crate::fake_model::FakeModel {
+    let [complete, refresh] = turn_commands("loopx");
+    let script = move |req: &Value| {
+        let contents = req["contents"].as_array().cloned().unwrap_or_default();
+        let prompt = contents.iter().rposition(|c| c["role"] == "user" && c["parts"][0]["text"].is_string());
+        let done = contents[prompt.map_or(0, |p| p + 1)..].iter().filter(|c| c["role"] == "user").count();
+        match done {
+            0 => real_gemini::shell(&complete),
+            1 => real_gemini::shell(&refresh),
+            _ => real_gemini::say("The turn is written back."),
+        }
+    };
+    real_gemini::fake_api_with(script)
+}
+
+fn drive_gemini(
+    s: &Sandbox,
+    api: &crate::fake_model::FakeModel,
+    extra: &[&str],
+) -> (i32, Vec<Value>, String) {
+    real_gemini::offline_settings(s);
+    let mut c: Command = loopx(s);
+    c.args(["drive", "--json", "--host", "gemini"])
+        .args(extra)
+        .arg("--")
+        .arg(gemini_bin())
+        .args(["-p", "-m", "gemini-2.5-flash", "--approval-mode", "yolo"])
+        .envs(real_gemini::offline_env(api));
+    Driving::spawn(c).finish()
+}
+
+#[test]
+fn real_gemini_is_driven_to_the_goals_end_one_fresh_session_a_turn() {
+    let s = goal(&["write a.txt", "write b.txt", "ship it [last]"]);
+    let api = gemini_api();
+    let (code, ev, stderr) = drive_gemini(&s, &api, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let sessions = check_turns(&s, &ev, 3);
+    let mut distinct = sessions.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "a fresh session each turn: {sessions:?}");
+    assert_eq!(s.json(&["agent", "list"])["agents"][0]["agent_type"], "gemini");
+    assert!(api.all().contains("This turn: t1"), "the prompt reached the model");
+}
+
+#[test]
+fn real_gemini_resumes_its_session_with_resume_session() {
+    let s = goal(&["write a.txt", "ship it [last]"]);
+    let api = gemini_api();
+    let (code, ev, stderr) = drive_gemini(&s, &api, &["--resume-session"]);
+    assert_eq!(code, 0, "{stderr}");
+    let sessions = check_turns(&s, &ev, 2);
+    assert_eq!(sessions[0], sessions[1], "the second turn continued the first's session");
+    let reqs = api.requests.lock().unwrap();
+    let second = reqs.iter().find(|r| serde_json::to_string(r).unwrap().contains("This turn: t2")).unwrap();
+    assert!(
+        serde_json::to_string(second).unwrap().contains("This turn: t1"),
+        "the session held the first turn"
     );
 }

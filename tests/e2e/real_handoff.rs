@@ -1,4 +1,4 @@
-//! A goal started in the real Codex and finished in the real Claude Code, each against its
+//! A goal started in the real Codex and finished in the real Claude Code (or Gemini CLI), each against its
 //! scripted model API on 127.0.0.1: Codex starts the goal with `$loopx`, completes a todo with
 //! evidence and hands the next one off; Claude Code's next session is told of the handoff in
 //! its SessionStart context before anything else, takes it over from its Bash tool, and works
@@ -10,15 +10,13 @@ use loopx_tests::{Sandbox, loopx_bin};
 
 use crate::real_claude::{self as cc, step, text, tool_use};
 use crate::real_codex::{self as cx, mcp, say, shell};
+use crate::real_gemini as gm;
 
-#[test]
-fn a_goal_started_in_codex_is_finished_in_claude_code_with_nothing_lost() {
-    let claude = cc::claude_bin();
-    let s = Sandbox::new();
+/// Codex: `$loopx` starts the goal; the model plans, finishes t1, takes t2 and hands it off to
+/// `host` with a note. Returns Codex's agent.
+fn codex_hands_t2_to(s: &Sandbox, host: &str) -> String {
     let loopx = loopx_bin().display().to_string();
     let l = |rest: &str| format!("{loopx} {rest}");
-
-    // Codex: `$loopx` starts the goal; the model plans, finishes t1, takes t2 and hands it off.
     let codex_script = vec![
         shell(1, &l("todo add --text 'wire the export button' --priority P1")),
         shell(2, &l("todo add --text 'document the export' --priority P2")),
@@ -31,15 +29,17 @@ fn a_goal_started_in_codex_is_finished_in_claude_code_with_nothing_lost() {
         shell(5, &l("todo claim --todo-id t2")),
         shell(
             6,
-            &l("handoff --to-host claude-code --note 'the button renders; wire its onClick to the writer'"),
+            &l(&format!(
+                "handoff --to-host {host} --note 'the button renders; wire its onClick to the writer'"
+            )),
         ),
-        say("Handed the button to Claude Code."),
+        say("Handed the button on."),
     ];
     let codex_api = cx::FakeApi::start(codex_script);
-    cx::setup(&s, &codex_api);
-    let out = cx::run_codex(&s, "$loopx write the CSV writer", &[]);
+    cx::setup(s, &codex_api);
+    let out = cx::run_codex(s, "$loopx write the CSV writer", &[]);
     assert!(out.status.success(), "codex failed: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Handed the button to Claude Code."));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Handed the button on."));
     let codex_agent =
         s.json(&["todo", "show", "--todo-id", "t1"])["todo"]["claimed_by"].as_str().unwrap().to_owned();
     assert!(codex_agent.starts_with("codex-"), "{codex_agent}");
@@ -48,10 +48,15 @@ fn a_goal_started_in_codex_is_finished_in_claude_code_with_nothing_lost() {
     assert_eq!(pending["handoffs"][0]["todos"][0]["todo"], "t2");
     let d = s.json(&["quota", "should-run", "--agent-id", &codex_agent]);
     assert_eq!(d["decision"], "handoff", "Codex's lane waits for the receiver: {d}");
-    assert!(
-        !cx::kinds(&s).contains(&"stop_blocked".to_owned()),
-        "the Stop hook let Codex end at the handoff"
-    );
+    assert!(!cx::kinds(s).contains(&"stop_blocked".to_owned()), "the Stop hook let Codex end at the handoff");
+    codex_agent
+}
+
+#[test]
+fn a_goal_started_in_codex_is_finished_in_claude_code_with_nothing_lost() {
+    let claude = cc::claude_bin();
+    let s = Sandbox::new();
+    let codex_agent = codex_hands_t2_to(&s, "claude-code");
 
     // Claude Code: a new session; the handoff is its first context. It takes it over from its
     // Bash tool and works the rest through the MCP tools and the Stop driver.
@@ -143,5 +148,57 @@ fn a_goal_started_in_codex_is_finished_in_claude_code_with_nothing_lost() {
         let found = story[at..].find(line).unwrap_or_else(|| panic!("{line:?} after byte {at} in\n{story}"));
         at += found + line.len();
     }
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
+}
+
+/// Codex hands a todo to Gemini CLI: `/loopx` in a new Gemini session takes the handoff over,
+/// and the packet is the first thing the model reads; the AfterAgent driver works the rest.
+#[test]
+fn a_todo_handed_from_codex_to_gemini_is_taken_over_with_the_packet_first() {
+    let s = Sandbox::new();
+    let codex_agent = codex_hands_t2_to(&s, "gemini");
+    gm::setup(&s, &["--with", "stop-driver"]);
+    let script = vec![
+        gm::call("mcp_loopx_should_run", json!({"turn_id": "turn-1"})),
+        gm::call(
+            "mcp_loopx_complete_task",
+            json!({"todo_id": "t2", "turn_id": "turn-1", "evidence": "npm test -- export-button: 3 passed"}),
+        ),
+        gm::say("t2 is done."),
+        gm::call("mcp_loopx_claim_task", json!({"todo_id": "t3", "turn_id": "turn-2"})),
+        gm::call(
+            "mcp_loopx_complete_task",
+            json!({"todo_id": "t3", "turn_id": "turn-2", "evidence": "docs/export.md reviewed", "no_follow_up": true, "note": "the export is documented"}),
+        ),
+        gm::say("Everything is done."),
+    ];
+    let api = gm::fake_api(script);
+    let out = gm::run_gemini(&s, &api, &["-p", "/loopx"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "gemini failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("Everything is done."), "{stdout}");
+    let seen = api.all();
+    let packet = seen.find("Handoff h1 from agent codex-").expect("the /loopx context carried the packet");
+    assert!(packet < seen.find("this session is agent gemini-").unwrap(), "the packet is told first");
+    assert!(
+        seen.contains("the button renders; wire its onClick to the writer"),
+        "the note reached the model"
+    );
+    assert!(seen.contains("cargo test csv_writer: 14 passed"), "Codex's evidence reached the model");
+    assert!(seen.contains("continue with t3"), "the AfterAgent driver's instruction reached the model");
+
+    let list = s.json(&["todo", "list", "--all"]);
+    let todos = list["todos"].as_array().unwrap();
+    let gemini_agent = todos[1]["claimed_by"].as_str().unwrap().to_owned();
+    assert!(gemini_agent.starts_with("gemini-"), "{list}");
+    let owners: Vec<&str> = todos.iter().map(|t| t["claimed_by"].as_str().unwrap()).collect();
+    assert_eq!(owners, [codex_agent.as_str(), gemini_agent.as_str(), gemini_agent.as_str()]);
+    assert!(todos.iter().all(|t| t["status"] == "done"), "{list}");
+    let h = s.json(&["handoff", "list", "--all"]);
+    assert_eq!(
+        (h["handoffs"][0]["status"].as_str(), h["handoffs"][0]["accepted_by"].as_str()),
+        (Some("accepted"), Some(gemini_agent.as_str()))
+    );
+    assert_eq!(s.json(&["quota", "status"])["quota"]["used_slots"], 3, "one spend per turn");
     assert_eq!(s.json(&["doctor"])["healthy"], true);
 }
