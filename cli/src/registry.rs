@@ -5,11 +5,13 @@ use loopx_adapter_claude_code_slash::ClaudeCodeSlash;
 use loopx_adapter_codex_heartbeat::CodexHeartbeat;
 use loopx_adapter_cursor_manual::CursorManual;
 use loopx_adapter_gemini_hooks::GeminiHooks;
+use loopx_adapter_opencode_plugin::OpenCodePlugin;
 use loopx_core::agent::HostCatalog;
 use loopx_core::host::HostAdapter;
 use loopx_core::{Error, Result};
 
-static ADAPTERS: &[&dyn HostAdapter] = &[&ClaudeCodeSlash, &CodexHeartbeat, &CursorManual, &GeminiHooks];
+static ADAPTERS: &[&dyn HostAdapter] =
+    &[&ClaudeCodeSlash, &CodexHeartbeat, &CursorManual, &GeminiHooks, &OpenCodePlugin];
 
 /// The host catalog: the host types every registered adapter declares, then the built-in
 /// ones (`manual`, `other`).

@@ -18,7 +18,17 @@ fn every_adapters_host_types_are_listed_with_their_aliases() {
         types["agent_types"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["claude-code", "codex-app", "codex-cli", "codex-ide", "cursor", "gemini", "manual", "other"]
+        [
+            "claude-code",
+            "codex-app",
+            "codex-cli",
+            "codex-ide",
+            "cursor",
+            "gemini",
+            "opencode",
+            "manual",
+            "other"
+        ]
     );
     assert_eq!(types["agent_types"][0]["aliases"], serde_json::json!(["cc", "claude"]));
     s.init();

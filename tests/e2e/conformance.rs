@@ -7,6 +7,7 @@ use loopx_adapter_claude_code_slash::ClaudeCodeSlash;
 use loopx_adapter_codex_heartbeat::CodexHeartbeat;
 use loopx_adapter_cursor_manual::CursorManual;
 use loopx_adapter_gemini_hooks::GeminiHooks;
+use loopx_adapter_opencode_plugin::OpenCodePlugin;
 use loopx_core::host::{
     AdapterCapabilities, Detection, HookPoint, HookReply, HookSample, HostAdapter, HostAnswer, HostEvent,
     InstallEnv, InstallOptions, InstallSpec,
@@ -16,7 +17,8 @@ use loopx_testkit::adapter::check_adapter;
 use loopx_tests::Sandbox;
 
 /// The table: every adapter the binary registers.
-const ADAPTERS: &[&dyn HostAdapter] = &[&ClaudeCodeSlash, &CodexHeartbeat, &CursorManual, &GeminiHooks];
+const ADAPTERS: &[&dyn HostAdapter] =
+    &[&ClaudeCodeSlash, &CodexHeartbeat, &CursorManual, &GeminiHooks, &OpenCodePlugin];
 
 #[test]
 fn every_adapter_passes_the_conformance_suite() {

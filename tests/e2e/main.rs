@@ -34,6 +34,7 @@ mod real_codex;
 mod real_drive;
 mod real_gemini;
 mod real_handoff;
+mod real_opencode;
 mod report;
 mod sim;
 mod snapshots;

@@ -1,6 +1,6 @@
 //! `loopx drive` with the real hosts: the pinned Claude Code (`claude -p`), Codex
-//! (`codex exec`) and Gemini CLI (`gemini`, headless), each against a scripted model on
-//! 127.0.0.1. Every turn is a fresh host
+//! (`codex exec`), Gemini CLI (`gemini`, headless) and OpenCode (`opencode run`), each against
+//! a scripted model on 127.0.0.1. Every turn is a fresh host
 //! session (or, with `--resume-session`, the same one continued); the scripted model works the
 //! turn through the host's shell tool with plain loopx commands, which find the turn in the
 //! `LOOPX_*` variables the driver set; the driver reads the host's session id and tokens from
@@ -16,6 +16,7 @@ use crate::drive::{Driving, goal, log, loopx, of, spends};
 use crate::real_claude::{self, assistant_turns, claude_bin, step, text, trust_workspace};
 use crate::real_codex::{self, codex_bin, say, shell};
 use crate::real_gemini::{self, gemini_bin};
+use crate::real_opencode::{self, opencode_bin};
 
 /// The shell commands of a turn: complete the turn's todo with evidence naming it (with
 /// nothing to follow for the one marked `[last]`), then write the turn back.
@@ -237,6 +238,67 @@ fn real_gemini_resumes_its_session_with_resume_session() {
     let s = goal(&["write a.txt", "ship it [last]"]);
     let api = gemini_api();
     let (code, ev, stderr) = drive_gemini(&s, &api, &["--resume-session"]);
+    assert_eq!(code, 0, "{stderr}");
+    let sessions = check_turns(&s, &ev, 2);
+    assert_eq!(sessions[0], sessions[1], "the second turn continued the first's session");
+    let reqs = api.requests.lock().unwrap();
+    let second = reqs.iter().find(|r| serde_json::to_string(r).unwrap().contains("This turn: t2")).unwrap();
+    assert!(
+        serde_json::to_string(second).unwrap().contains("This turn: t1"),
+        "the session held the first turn"
+    );
+}
+
+/// A scripted OpenCode model: in each turn (from its prompt, the last user message), the two
+/// commands, then a word.
+fn opencode_api() -> crate::fake_model::FakeModel {
+    let [complete, refresh] = turn_commands("loopx");
+    real_opencode::fake_api_with(move |req: &Value| {
+        let messages = req["messages"].as_array().cloned().unwrap_or_default();
+        let prompt = messages.iter().rposition(|m| m["role"] == "user").map_or(0, |p| p + 1);
+        match messages[prompt..].iter().filter(|m| m["role"] == "tool").count() {
+            0 => real_opencode::bash(&complete),
+            1 => real_opencode::bash(&refresh),
+            _ => real_opencode::say("The turn is written back."),
+        }
+    })
+}
+
+fn drive_opencode(
+    s: &Sandbox,
+    api: &crate::fake_model::FakeModel,
+    extra: &[&str],
+) -> (i32, Vec<Value>, String) {
+    real_opencode::project_config(s, api);
+    let mut c: Command = loopx(s);
+    c.args(["drive", "--json", "--host", "opencode"])
+        .args(extra)
+        .arg("--")
+        .arg(opencode_bin())
+        .arg("run")
+        .envs(real_opencode::offline_env());
+    Driving::spawn(c).finish()
+}
+
+#[test]
+fn real_opencode_is_driven_to_the_goals_end_one_fresh_session_a_turn() {
+    let s = goal(&["write a.txt", "write b.txt", "ship it [last]"]);
+    let api = opencode_api();
+    let (code, ev, stderr) = drive_opencode(&s, &api, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let sessions = check_turns(&s, &ev, 3);
+    let mut distinct = sessions.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "a fresh session each turn: {sessions:?}");
+    assert_eq!(s.json(&["agent", "list"])["agents"][0]["agent_type"], "opencode");
+    assert!(api.all().contains("This turn: t1"), "the prompt reached the model");
+}
+
+#[test]
+fn real_opencode_resumes_its_session_with_resume_session() {
+    let s = goal(&["write a.txt", "ship it [last]"]);
+    let api = opencode_api();
+    let (code, ev, stderr) = drive_opencode(&s, &api, &["--resume-session"]);
     assert_eq!(code, 0, "{stderr}");
     let sessions = check_turns(&s, &ev, 2);
     assert_eq!(sessions[0], sessions[1], "the second turn continued the first's session");

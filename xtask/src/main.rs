@@ -90,10 +90,11 @@ fn run(what: &str, cmd: &mut Command) -> Result<()> {
 
 /// The host versions the real-host tests drive: (npm package, directory under target/, the
 /// variable that names another binary instead, the binary's name).
-const HOSTS: [(&str, &str, &str, &str); 3] = [
+const HOSTS: [(&str, &str, &str, &str); 4] = [
     ("@anthropic-ai/claude-code@2.1.197", "claude-code", "LOOPX_CLAUDE_BIN", "claude"),
     ("@openai/codex@0.169.0", "codex", "LOOPX_CODEX_BIN", "codex"),
     ("@google/gemini-cli@0.61.0", "gemini-cli", "LOOPX_GEMINI_BIN", "gemini"),
+    ("opencode-ai@1.18.33", "opencode", "LOOPX_OPENCODE_BIN", "opencode"),
 ];
 
 /// Installs the pinned hosts under `target/<dir>/` (from the npm registry) unless they are
