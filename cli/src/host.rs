@@ -158,7 +158,7 @@ pub fn run(
             let recovered = if *dry_run { None } else { finish_interrupted(roots, a, s)? };
             let read = read_file(roots);
             let fallback = a.uninstall_plan(s, &loopx_command(), &InstallEnv { roots, read: &read })?;
-            let plan = install::plan_uninstall(roots, a.name(), s, &fallback)?;
+            let plan = install::plan_uninstall(roots, a.name(), s, &fallback, a.host_files())?;
             if !dry_run {
                 install::apply(roots, &plan, store.fault.as_deref())?;
             }

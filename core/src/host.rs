@@ -544,6 +544,15 @@ impl AgentProcess {
     }
 }
 
+/// A file a host writes into its own configuration directory by itself, always with the same
+/// content (OpenCode's `.gitignore`): an uninstall that removes a directory loopx created removes
+/// such a file there too, if it is unchanged; a changed one keeps the directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostFile {
+    pub name: &'static str,
+    pub content: &'static str,
+}
+
 /// What a prompt for a host surface is rendered for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PromptRequest {
@@ -726,6 +735,11 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     /// stop anyway (`LOOPX_STOP_CAP` overrides it).
     fn default_stop_cap(&self) -> u32 {
         25
+    }
+    /// The files the host writes by itself into a configuration directory loopx's install
+    /// created (see [`HostFile`]).
+    fn host_files(&self) -> &'static [HostFile] {
+        &[]
     }
     /// Looks for the host on this machine. May run the host's binary (`--version`); called
     /// only by `loopx host list|detect|doctor`.

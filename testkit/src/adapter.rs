@@ -17,7 +17,7 @@
 
 use crate::block_on;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -121,7 +121,7 @@ fn install(a: &dyn HostAdapter, r: &Roots, o: &InstallOptions) -> loopx_hostkit:
 }
 
 fn uninstall(a: &dyn HostAdapter, r: &Roots, scope: InstallScope) {
-    let plan = plan_uninstall(r, a.name(), scope, &cleanup(a, r, scope)).unwrap();
+    let plan = plan_uninstall(r, a.name(), scope, &cleanup(a, r, scope), a.host_files()).unwrap();
     apply(r, &plan, None).unwrap();
 }
 
@@ -138,6 +138,7 @@ pub fn check_adapter(a: &dyn HostAdapter) -> Conformance {
             users_files_and_entries(a, &o);
             unparseable_files_are_refused(a, &o);
             half_applied_plans_are_finished(a, &o);
+            host_files_go_with_loopxs_directories(a, &o);
         }
         moved_project(a, scope);
     }
@@ -173,8 +174,54 @@ fn round_trip(a: &dyn HostAdapter, o: &InstallOptions) {
     uninstall(a, &s.roots, o.scope);
     assert_eq!(s.both(), before, "{}: uninstall with {o:?} gives the tree back", a.name());
     // And again: nothing left to do.
-    let nothing = plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope)).unwrap();
+    let nothing =
+        plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope), a.host_files()).unwrap();
     assert!(!nothing.changes(), "{:?}", nothing.files);
+}
+
+/// The files a host writes by itself into the directories an install created go with them on
+/// uninstall; one the user changed stays, with its directory.
+fn host_files_go_with_loopxs_directories(a: &dyn HostAdapter, o: &InstallOptions) {
+    if a.host_files().is_empty() {
+        return;
+    }
+    for changed in [false, true] {
+        let s = Sandbox::new();
+        let before = s.both();
+        let planned = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
+        // The directories the install will create.
+        let mut dirs: Vec<PathBuf> = planned
+            .files
+            .iter()
+            .filter_map(|f| s.roots.abs(&f.path).parent().map(Path::to_path_buf))
+            .filter(|d| !d.exists() && !d.ends_with(".loopx/installs"))
+            .collect();
+        install(a, &s.roots, o);
+        dirs.sort();
+        dirs.dedup();
+        let mut kept = Vec::new();
+        for d in &dirs {
+            for f in a.host_files() {
+                let content = if changed { format!("{}mine\n", f.content) } else { f.content.to_owned() };
+                std::fs::write(d.join(f.name), &content).unwrap();
+                kept.push((d.join(f.name), content));
+            }
+        }
+        uninstall(a, &s.roots, o.scope);
+        if changed {
+            for (p, content) in kept {
+                assert_eq!(
+                    std::fs::read_to_string(&p).ok(),
+                    Some(content),
+                    "{}: a changed {} is the user's",
+                    a.name(),
+                    p.display()
+                );
+            }
+        } else {
+            assert_eq!(s.both(), before, "{}: the host's own files go with loopx's directories", a.name());
+        }
+    }
 }
 
 fn moved_project(a: &dyn HostAdapter, scope: InstallScope) {
@@ -285,7 +332,7 @@ fn unparseable_files_are_refused(a: &dyn HostAdapter, o: &InstallOptions) {
         let e = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap_err();
         assert!(e.message.contains("is not valid"), "{}: {}", a.name(), e.message);
         assert_eq!(s.both(), before, "{}: nothing written next to a broken {path}", a.name());
-        let e = plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope));
+        let e = plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope), a.host_files());
         assert!(e.is_err() || !e.unwrap().changes());
         assert_eq!(s.both(), before);
     }
@@ -300,7 +347,8 @@ fn half_applied_plans_are_finished(a: &dyn HostAdapter, o: &InstallOptions) {
     // Finished: the install is whole, so installing again changes nothing.
     let again = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
     assert!(!again.changes(), "{}: the interrupted install is finished: {:?}", a.name(), again.files);
-    let un = plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope)).unwrap();
+    let un =
+        plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope), a.host_files()).unwrap();
     apply_until(&s.roots, &un, None, Some(1)).unwrap();
     recover(&s.roots, a.name(), o.scope).unwrap();
     assert_eq!(s.both(), before, "{}: the interrupted uninstall is finished", a.name());

@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use loopx_core::host::{
-    Entry, EntryOp, FileOp, Format, HostPath, InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile,
-    PlannedFile,
+    Entry, EntryOp, FileOp, Format, HostFile, HostPath, InstallOptions, InstallScope, InstallSpec, MARKER,
+    ManagedFile, PlannedFile,
 };
 use loopx_core::{Error, Result};
 
@@ -492,6 +492,7 @@ pub fn plan_uninstall(
     adapter: &str,
     scope: InstallScope,
     fallback: &InstallSpec,
+    host_files: &[HostFile],
 ) -> Result<Plan> {
     let at = manifest_path(adapter, scope)?;
     let manifest = load_manifest(roots, adapter, scope)?;
@@ -552,6 +553,17 @@ pub fn plan_uninstall(
     }
     let mut prune: Vec<HostPath> = manifest.as_ref().map(|m| m.created_dirs.clone()).unwrap_or_default();
     prune.reverse(); // deepest first
+    // What the host wrote by itself into a directory loopx created goes with it, if unchanged.
+    for (dir, f) in prune.iter().flat_map(|d| host_files.iter().map(move |f| (d, f))) {
+        let rel = if dir.rel.is_empty() { f.name.to_owned() } else { format!("{}/{}", dir.rel, f.name) };
+        let path = HostPath { base: dir.base, rel };
+        if let Some(now) = read_text(&roots.abs(&path), &path)?
+            && now == f.content
+        {
+            files.insert(files.len() - 1, planned(FileOp::Remove, &path, Some("the host wrote it here")));
+            writes.push(PendingWrite { path, before: Some(hash(&now)), after: None });
+        }
+    }
     Ok(Plan {
         adapter: adapter.to_owned(),
         scope,
@@ -870,7 +882,7 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(r.project.join("a/settings.json")).unwrap())
                 .unwrap();
         assert_eq!(s["hooks"]["Stop"], json!([{"command": "/bin/loopx hook t stop"}]));
-        let un = plan_uninstall(&r, "t", InstallScope::Project, &spec("x")).unwrap();
+        let un = plan_uninstall(&r, "t", InstallScope::Project, &spec("x"), &[]).unwrap();
         apply(&r, &un, None).unwrap();
         assert_eq!(tree(&r), before, "bytes and directories as they were");
     }
