@@ -308,10 +308,21 @@ fn real_opencode_tool_gate_denies_a_persons_decision_from_bash() {
         bash("env -u OPENCODE -u OPENCODE_SESSION_ID loopx gate answer g1 --approve"),
         say("I could not."),
     ]);
-    setup(&s, &api, &["--with", "harden"]);
+    project_config(&s, &api);
+    let config = std::fs::read_to_string(s.root.join("opencode.json")).unwrap();
+    s.ok(&["host", "install", "opencode", "--with", "harden"]);
     ok(&run_opencode(&s, &["--command", "loopx"], "", &[]));
     let gates = s.json(&["gate", "list", "--all"]);
     assert_eq!(gates["gates"][0]["status"], "open", "{gates}");
     assert!(api.all().contains("a person's decision"), "the model was told why: {}", api.all());
     assert!(!kinds(&s).contains(&"gate_answered".to_owned()));
+    // OpenCode wrote a .gitignore into .opencode/, which loopx created: uninstall takes both.
+    assert!(s.root.join(".opencode/.gitignore").exists());
+    s.ok(&["host", "uninstall", "opencode"]);
+    assert!(!s.root.join(".opencode").exists(), "the host's own .gitignore went with loopx's directory");
+    assert_eq!(
+        std::fs::read_to_string(s.root.join("opencode.json")).unwrap(),
+        config,
+        "the user's config as it was"
+    );
 }

@@ -14,8 +14,8 @@ use serde_json::json;
 use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::host::{
     AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookEventName, HookPoint,
-    HookReply, HookSample, HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions,
-    InstallScope, InstallSpec, MARKER, ManagedFile, ToolEnv, unsupported_features,
+    HookReply, HookSample, HostAdapter, HostAnswer, HostEvent, HostFile, HostPath, InstallEnv,
+    InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, ToolEnv, unsupported_features,
 };
 use loopx_core::{AgentType, Error, Result};
 use loopx_host_opencode::{self as oc, HookEvent, Paths};
@@ -113,6 +113,9 @@ impl HostAdapter for OpenCodePlugin {
     fn sessions_by_process(&self) -> bool {
         // The bash tool hears its session from the plugin; MCP servers only from the process.
         true
+    }
+    fn host_files(&self) -> &'static [HostFile] {
+        &[HostFile { name: ".gitignore", content: oc::GITIGNORE }]
     }
     fn detect(&self) -> Detection {
         oc::detect()

@@ -50,6 +50,10 @@ pub const SESSION_ID_ENV: &str = "OPENCODE_SESSION_ID";
 /// The agent's own process: the compiled `opencode` binary (`opencode.exe` in the npm package).
 pub const AGENT_PROGRAMS: &[&str] = &["opencode", "opencode.exe"];
 
+/// The `.gitignore` OpenCode writes into each of its config directories that has none (the
+/// project's `.opencode/`, `~/.config/opencode/`), for the packages it installs there.
+pub const GITIGNORE: &str = "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore";
+
 /// How the model sees an MCP server's tools: `<server>_<tool>`.
 pub fn mcp_tool(server: &str, tool: &str) -> String {
     format!("{server}_{tool}")
