@@ -120,7 +120,7 @@ fn agent_registration_is_additive() {
     let ids: Vec<&str> = l["agents"].as_array().unwrap().iter().map(|a| a["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["claude-1", "codex-1"]);
     let t = s.json(&["agent", "types"]);
-    assert_eq!(t["agent_types"].as_array().unwrap().len(), 7);
+    assert_eq!(t["agent_types"].as_array().unwrap().len(), 9);
 }
 
 #[test]
