@@ -251,7 +251,7 @@ fn main() {
         }
     };
     if let args::Command::Hook(a) = &cli.command {
-        run_hook(a)
+        run_hook(a, cli.driven.as_ref())
     }
     let color_env = output::ColorEnv::from_values(
         std::env::var_os("NO_COLOR").as_deref(),
@@ -266,15 +266,17 @@ fn main() {
 }
 
 /// `loopx hook <host> <event>`: every failure, of the environment too, becomes the event's
-/// safe answer.
-fn run_hook(a: &args::HookArgs) -> ! {
+/// safe answer. In a turn of `loopx drive` (its host's hooks installed too) the session is the
+/// driver's agent's, as if installed with it: told who it is, never joined as another.
+fn run_hook(a: &args::HookArgs, driven: Option<&args::Driven>) -> ! {
     let setup = || -> Result<_, Error> {
         let cwd = std::env::current_dir()
             .map_err(|e| Error::internal(format!("cannot read the working directory: {e}")))?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
-        let agent = a.agent_id.as_deref().map(loopx_core::AgentId::new).transpose()?;
+        let named = a.agent_id.as_deref().map(loopx_core::AgentId::new).transpose()?;
+        let agent = named.or_else(|| driven.map(|d| d.agent.clone()));
         Ok((cwd, env_options()?, runtime, agent))
     };
     let (cwd, options, runtime, agent) = match setup() {

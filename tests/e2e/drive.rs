@@ -715,3 +715,22 @@ fn the_dashboard_shows_the_driver_its_turns_and_their_output() {
     d.signal("TERM");
     assert_eq!(d.finish().0, 143);
 }
+
+/// A host's hooks installed where `loopx drive` runs that host: the session is the driver's
+/// agent's, told so, and never joined as a session agent of its own.
+#[test]
+fn a_hook_in_a_driven_turn_speaks_to_the_drivers_agent() {
+    let s = goal(&["write a.txt"]);
+    s.ok(&["agent", "register", "--agent-id", "bot", "--agent-type", "gemini"]);
+    let stdin = serde_json::json!({"session_id": "s-1", "cwd": s.root, "hook_event_name": "BeforeAgent",
+        "prompt": "This turn: t1"})
+    .to_string();
+    let hook =
+        |env: &[(&str, &str)]| s.run_with(&["hook", "gemini", "before-agent"], stdin.as_bytes(), env).stdout;
+    let driven = hook(&[("LOOPX_AGENT_ID", "bot"), ("LOOPX_TURN_ID", "t-1")]);
+    assert!(driven.contains("You are agent bot. Your next todo: t1"), "{driven}");
+    let stranger = hook(&[]);
+    assert!(stranger.contains("This session has no loopx agent yet"), "{stranger}");
+    let agents = s.json(&["agent", "list"]);
+    assert_eq!(agents["agents"].as_array().unwrap().len(), 1, "{agents}");
+}
