@@ -217,13 +217,11 @@ async fn resume_in_session(
         ))
         .with_hint(format!("pass --host {}", adapter.agent_type())));
     }
-    if a.acting.agent_id.is_some() {
-        return Err(Error::usage("inside a host session, the session's own agent takes the handoff over")
-            .with_hint("leave out --agent-id"));
-    }
+    let named = a.acting.agent_id.as_deref().map(AgentId::new).transpose()?;
     let handoff = a.handoff_id.as_deref().map(str::parse).transpose()?;
     let hook_env = session_env(cli, env, adapter, reporter);
-    let r = loopx_hostkit::hook::resume(adapter, &session, &env.cwd, handoff, &hook_env).await?;
+    let r =
+        loopx_hostkit::hook::resume(adapter, &session, named.as_ref(), &env.cwd, handoff, &hook_env).await?;
     Rendered::new(&r, text::resume(&r))
 }
 

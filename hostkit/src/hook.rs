@@ -576,10 +576,12 @@ async fn take_over(
 }
 
 /// `loopx resume` inside a host session: joins the goal as the session's own agent, takes the
-/// handoff waiting for it over, and arms the loop.
+/// handoff waiting for it over, and arms the loop. `named` (`--agent-id`) may name that agent;
+/// another is refused before anything changes.
 pub async fn resume(
     adapter: &dyn HostAdapter,
     session: &BindThread,
+    named: Option<&AgentId>,
     cwd: &Path,
     handoff: Option<HandoffId>,
     env: &HookEnv,
@@ -589,6 +591,21 @@ pub async fn resume(
         Error::not_found("no loopx project here").with_hint("run it in the project the handoff belongs to")
     })?;
     let k = open(&root, env)?;
+    if let Some(n) = named {
+        let own = match (&env.agent, k.session(None, session).await?.agent) {
+            (Some(installed), _) => installed.clone(),
+            (None, Some(bound)) => bound,
+            (None, None) if session.is_process() => return Err(not_joined(adapter)),
+            (None, None) => agent_id_for(adapter.agent_prefix(), &session.thread)?,
+        };
+        if *n != own {
+            return Err(Error::identity(format!(
+                "this {} session takes the handoff over as its own agent {own}, not {n}",
+                adapter.host()
+            ))
+            .with_hint(format!("leave out --agent-id, or pass --agent-id {own}")));
+        }
+    }
     let agent = join_session(adapter, &k, session, env.agent.as_ref()).await?;
     bind_process(adapter, &k, &agent, env).await?;
     let ctx = CommandContext { agent: Some(agent), ..CommandContext::default() };

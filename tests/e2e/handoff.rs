@@ -465,6 +465,18 @@ fn the_receiving_sessions_start_shows_the_handoff_first_and_resume_there_joins_a
     assert_eq!(body["packet"]["handoff"]["status"], "accepted");
     let r = s.run_with(&["resume", "--host", "codex-cli"], b"", &env);
     assert_eq!(r.code, 2, "a Claude session is not a Codex one: {}", r.stderr);
+    // Naming the session's own agent is fine (the README tells agents to name themselves);
+    // naming another is refused, and changes nothing.
+    let r = s.run_with(&["resume", "--host", "claude-code", "--agent-id", "claude-77aaclaude"], b"", &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let log = std::fs::read(s.events_path("main")).unwrap();
+    let r = s.run_with(&["resume", "--host", "claude-code", "--agent-id", "codex-1"], b"", &env);
+    assert!(
+        r.code != 0 && r.stderr.contains("as its own agent claude-77aaclaude, not codex-1"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read(s.events_path("main")).unwrap(), log, "a refused resume writes nothing");
     let r = s.run_with(&["quota", "should-run", "--json"], b"", &env);
     assert_eq!(r.json()["selected_todo"]["id"], "t2");
 }
