@@ -512,7 +512,7 @@ pub enum TodoCommand {
     },
     /// List todos (open, blocked and deferred unless --status or --all)
     List {
-        /// Only this status (repeatable): open, blocked, deferred, done, superseded
+        /// Only this status (repeatable): open, claimed (open and held), blocked, deferred, done, superseded
         #[arg(long = "status", value_name = "STATUS")]
         statuses: Vec<String>,
         /// Every todo, closed ones too

@@ -871,13 +871,25 @@ async fn todo(cli: &Cli, k: &DynKernel, cmd: &TodoCommand, style: Style) -> Resu
             Rendered::new(&r, text::todo_receipt("added", &r, style))
         }
         TodoCommand::List { statuses, all, role, claimed_by } => {
+            // `claimed` is how an open todo someone holds reads: open, and held.
+            let is_claimed = |s: &String| s.trim().eq_ignore_ascii_case("claimed");
+            let claimed_only = statuses.iter().any(is_claimed)
+                && !statuses.iter().any(|s| s.parse::<TodoStatus>().is_ok_and(|s| s == TodoStatus::Open));
+            let mut wanted: Vec<TodoStatus> = statuses
+                .iter()
+                .map(|s| if is_claimed(s) { Ok(TodoStatus::Open) } else { s.parse::<TodoStatus>() })
+                .collect::<Result<_>>()?;
+            wanted.dedup();
             let filter = TodoFilter {
-                statuses: statuses.iter().map(|s| s.parse::<TodoStatus>()).collect::<Result<_>>()?,
+                statuses: wanted,
                 all: *all,
                 role: role.as_deref().map(str::parse::<Role>).transpose()?,
                 claimed_by: claimed_by.as_deref().map(AgentId::new).transpose()?,
             };
-            let l = k.list_todos(goal.as_ref(), &filter).await?;
+            let mut l = k.list_todos(goal.as_ref(), &filter).await?;
+            if claimed_only {
+                l.todos.retain(|t| t.status != TodoStatus::Open || t.claimed_by.is_some());
+            }
             Rendered::new(&l, text::todo_list(&l, style))
         }
         TodoCommand::Show { todo_id: id } => {

@@ -49,14 +49,18 @@ const TODO_TEXT_COLUMN: usize = 20;
 
 fn todo_line(t: &TodoSummary, style: Style) -> String {
     let (first, rest) = lines(&t.text, TODO_TEXT_COLUMN);
-    let mut line =
-        format!("{:<5} {} {} {first}", t.id.to_string(), t.priority, status_cell(t.status, style, 10));
+    // An open todo someone holds reads `claimed`.
+    let status = match (&t.claimed_by, t.status) {
+        (Some(_), TodoStatus::Open) => format!("{}   ", style.green("claimed")),
+        _ => status_cell(t.status, style, 10),
+    };
+    let mut line = format!("{:<5} {} {status} {first}", t.id.to_string(), t.priority);
     if t.role == loopx_core::model::Role::User {
         line.push_str(&style.yellow("  [user]"));
     }
     let who = match (&t.claimed_by, &t.assignee) {
         (Some(a), _) if t.status.is_closed() => Some(format!("by {a}")),
-        (Some(a), _) => Some(format!("claimed by {a}")),
+        (Some(a), _) => Some(format!("by {a}")),
         (None, Some(a)) => Some(format!("for {a}, unclaimed")),
         (None, None) => None,
     };

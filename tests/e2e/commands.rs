@@ -600,3 +600,27 @@ fn a_refusal_names_the_command_out_of_it() {
     let words: Vec<&str> = want.split(' ').skip(1).collect();
     s.ok(&words);
 }
+
+/// An open todo someone holds reads `claimed`, and `--status claimed` lists just those.
+#[test]
+fn a_claimed_todo_reads_claimed_and_filters_so() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["todo", "add", "--text", "held"]);
+    s.ok(&["todo", "add", "--text", "free"]);
+    s.ok(&["agent", "register", "--agent-id", "a1", "--agent-type", "other"]);
+    s.ok(&["todo", "claim", "--todo-id", "t1", "--agent-id", "a1"]);
+    let list = s.ok(&["todo", "list"]).stdout;
+    assert!(
+        list.contains("t1    P2 claimed    held  — by a1") && list.contains("t2    P2 open       free"),
+        "{list}"
+    );
+    let ids = |args: &[&str]| -> Vec<String> {
+        let v = s.json(&[&["todo", "list"][..], args].concat());
+        v["todos"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(ids(&["--status", "claimed"]), ["t1"]);
+    assert_eq!(ids(&["--status", "claimed", "--status", "open"]), ["t1", "t2"]);
+    assert_eq!(ids(&["--status", "open"]), ["t1", "t2"], "claimed is a kind of open");
+    s.fails(2, &["todo", "list", "--status", "grabbed"]);
+}
