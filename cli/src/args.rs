@@ -1161,11 +1161,11 @@ pub enum HostCommand {
     },
     /// Check the host's wiring
     Doctor {
-        /// claude-code, codex or cursor (see loopx host list)
+        /// claude-code, codex, cursor, gemini or opencode (see loopx host list)
         host: String,
-        /// project or user, as installed
-        #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
-        scope: ScopeArg,
+        /// project or user, as installed (default: where loopx is installed, the project first)
+        #[arg(long, value_enum)]
+        scope: Option<ScopeArg>,
     },
 }
 

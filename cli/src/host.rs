@@ -148,6 +148,13 @@ pub fn run(
             } else {
                 text.push_str(&format!("next: {}\n", a.after_install()));
             }
+            if opts.has(Feature::TrustHooks) {
+                // A decision made on the person's behalf: said plainly, with how to take it back.
+                text.push_str(&format!(
+                    "trusted: your {host} config now marks loopx's hooks as trusted, so {host} runs them without asking you; `loopx host uninstall {host}{}` takes that back\n",
+                    if opts.scope == InstallScope::User { " --scope user" } else { "" }
+                ));
+            }
             let v = json!({"host": host, "adapter": a.name(), "dry_run": dry_run, "actions": rows, "notes": plan.notes, "recovered": recovered});
             Rendered::new(&v, text)
         }
@@ -173,13 +180,26 @@ pub fn run(
         }
         HostCommand::Doctor { host, scope: s } => {
             let a = registry::find(host)?;
-            doctor(a, &roots(a, project, home), scope(*s))
+            let roots = &roots(a, project, home);
+            let given = s.is_some();
+            // Without --scope, where loopx is installed: the project's install, else the user's.
+            let s = match s {
+                Some(s) => scope(*s),
+                None if install::load_manifest(roots, a.name(), InstallScope::Project)?.is_none()
+                    && install::load_manifest(roots, a.name(), InstallScope::User)?.is_some() =>
+                {
+                    InstallScope::User
+                }
+                None => InstallScope::Project,
+            };
+            doctor(a, roots, s, !given)
         }
     }
 }
 
 /// The host on PATH, an install manifest, and every file of the install as loopx left it.
-fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendered> {
+/// `looked_in_both`: the scope was not given, and both were looked in.
+fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope, looked_in_both: bool) -> Result<Rendered> {
     let recovered = finish_interrupted(roots, a, s)?;
     let d = a.detect();
     let mut checks = vec![(
@@ -190,10 +210,23 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
     let manifest = install::load_manifest(roots, a.name(), s)?;
     let mut host_checks = Vec::new();
     match &manifest {
+        None if looked_in_both => checks.push((
+            "install manifest".to_owned(),
+            false,
+            format!(
+                "loopx is not installed here: neither in this project ({}) nor for the user ({})",
+                install::manifest_path(a.name(), InstallScope::Project)?,
+                install::manifest_path(a.name(), InstallScope::User)?
+            ),
+        )),
         None => checks.push((
             "install manifest".to_owned(),
             false,
-            format!("{} is missing: loopx is not installed here", install::manifest_path(a.name(), s)?),
+            format!(
+                "{} is missing: loopx is not installed here ({} scope)",
+                install::manifest_path(a.name(), s)?,
+                s.as_str()
+            ),
         )),
         Some(m) => {
             let features: Vec<String> =
@@ -202,7 +235,8 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
                 "install manifest".to_owned(),
                 true,
                 format!(
-                    "installed with {}",
+                    "installed for the {} with {}",
+                    if s == InstallScope::User { "user" } else { "project" },
                     if features.is_empty() { "no options".to_owned() } else { features.join(" ") }
                 ),
             ));
@@ -243,7 +277,8 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Rendere
             let flags = manifest.map(|m| {
                 m.options.features.iter().map(|f| format!(" --with {}", f.name())).collect::<String>()
             });
-            format!("repair with: loopx host install {}{}\n", a.host(), flags.unwrap_or_default())
+            let scope = if s == InstallScope::User { " --scope user" } else { "" };
+            format!("repair with: loopx host install {}{scope}{}\n", a.host(), flags.unwrap_or_default())
         }
     });
     if ok && !steps.is_empty() {

@@ -74,9 +74,24 @@ fn harden_installs_the_tool_gate_and_doctor_checks_its_trust() {
     );
     let r = codex(&s, &["host", "install", "codex", "--scope", "user", "--harden", "--trust-hooks"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("trusted: your codex config now marks loopx's hooks as trusted")
+            && r.stdout.contains("`loopx host uninstall codex --scope user` takes that back"),
+        "the trust decision made for the person is said: {}",
+        r.stdout
+    );
     assert_eq!(read(&s, "config.toml").matches("trusted_hash = \"sha256:").count(), 1);
     let d = codex(&s, &["host", "doctor", "codex", "--scope", "user"]);
     assert!(d.stdout.contains("ok   Codex trusts the pre_tool_use hook: trusted"), "{}", d.stdout);
+    // Without --scope, in a project, doctor finds the user's install.
+    s.init();
+    let d = codex(&s, &["host", "doctor", "codex"]);
+    assert_eq!(d.code, 0, "{}", d.stdout);
+    assert!(
+        d.stdout.contains("ok   install manifest: installed for the user with --with harden"),
+        "{}",
+        d.stdout
+    );
     assert_eq!(codex(&s, &["host", "uninstall", "codex", "--scope", "user"]).code, 0);
     assert_eq!(read(&s, "config.toml"), USER_CONFIG);
 }
