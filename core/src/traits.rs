@@ -233,6 +233,9 @@ pub struct Notification {
     /// The command that answers it.
     pub answer_with: String,
     pub reminder: bool,
+    /// The project the goal is in.
+    #[serde(default)]
+    pub project: std::path::PathBuf,
 }
 
 /// Tells a person. Implementations (a webhook, a local command) live outside the kernel, which

@@ -1812,6 +1812,7 @@ impl<S: Store> StateKernel<S> {
                     "loopx --goal-id {goal} gate answer {id} --approve (or --reject, --cancel)"
                 ),
                 reminder,
+                project: self.store().root().to_path_buf(),
             };
             let result = notifier.notify(&policy, &n).await;
             let error = result.as_ref().err().map(|e| e.message.clone());

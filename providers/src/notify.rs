@@ -1,6 +1,7 @@
 //! Telling a person that a gate needs them: a POST to a webhook (loopx's JSON, Slack's `text`,
 //! or Feishu/Lark's `msg_type: text`), and/or a local command given the message as its last
-//! argument. A webhook's address is a secret (Slack's and Feishu's carry their token in the
+//! argument, the gate as JSON on stdin and `LOOPX_GOAL_ID`, `LOOPX_GATE_ID` and
+//! `LOOPX_PROJECT` in its environment, so a script can act on it. A webhook's address is a secret (Slack's and Feishu's carry their token in the
 //! path): it is kept in an environment variable (`env:NAME`) or in the person's own
 //! configuration (`config:NAME`), read only here, when a notice is sent, and never written
 //! anywhere; no error names it.
@@ -78,10 +79,7 @@ impl Notify {
     async fn post(&self, webhook: &str, format: NotifyFormat, n: &Notification, text: &str) -> Result<()> {
         let url = self.url(webhook)?;
         let body = match format {
-            NotifyFormat::Generic => json!({
-                "source": "loopx", "goal": n.goal, "gate": n.gate, "question": n.question,
-                "answer_with": n.answer_with, "reminder": n.reminder, "text": text,
-            }),
+            NotifyFormat::Generic => generic(n, text),
             NotifyFormat::Slack => json!({"text": text}),
             NotifyFormat::Feishu => json!({"msg_type": "text", "content": {"text": text}}),
         };
@@ -96,17 +94,24 @@ impl Notify {
         Ok(())
     }
 
-    fn run(&self, argv: &[String], text: &str) -> Result<()> {
+    fn run(&self, argv: &[String], n: &Notification, text: &str) -> Result<()> {
         let (program, args) =
             argv.split_first().ok_or_else(|| Error::usage("the notify command is empty"))?;
         let mut child = std::process::Command::new(program)
             .args(args)
             .arg(text)
-            .stdin(std::process::Stdio::null())
+            .env("LOOPX_GOAL_ID", n.goal.as_str())
+            .env("LOOPX_GATE_ID", n.gate.to_string())
+            .env("LOOPX_PROJECT", &n.project)
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .map_err(|e| Error::busy(format!("the notify command `{program}` did not start: {e}")))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A command that does not read its stdin closes the pipe; that is its business.
+            let _ = std::io::Write::write_all(&mut stdin, gate_json(n, text).as_bytes());
+        }
         let until = Instant::now() + self.deadline;
         loop {
             match child.try_wait() {
@@ -128,6 +133,21 @@ impl Notify {
     }
 }
 
+/// loopx's own JSON for a notice: a generic webhook's body.
+fn generic(n: &Notification, text: &str) -> serde_json::Value {
+    json!({
+        "source": "loopx", "goal": n.goal, "gate": n.gate, "question": n.question,
+        "answer_with": n.answer_with, "reminder": n.reminder, "text": text,
+    })
+}
+
+/// What a notify command reads on stdin: the generic body, and the project.
+fn gate_json(n: &Notification, text: &str) -> String {
+    let mut v = generic(n, text);
+    v["project"] = json!(n.project.display().to_string());
+    format!("{v}\n")
+}
+
 /// The message: the question, and the command that answers it.
 pub fn message(n: &Notification) -> String {
     let what = if n.reminder { "still needs you" } else { "needs you" };
@@ -147,7 +167,7 @@ impl Notifier for Notify {
             }
         }
         if let Some(c) = &policy.command {
-            match self.run(c, &text) {
+            match self.run(c, n, &text) {
                 Ok(()) => used.push("command"),
                 Err(e) => failed.push(e.message),
             }

@@ -687,3 +687,28 @@ fn status_says_the_work_waits_on_a_gate() {
     let out = s.ok(&["status"]).stdout;
     assert!(out.contains("next:        t1 P2 publish the notes"), "{out}");
 }
+
+/// A notify command gets the message as its last argument, the gate as JSON on stdin, and the
+/// goal, gate and project in its environment, so a script can act on it.
+#[test]
+fn a_notify_command_gets_the_gate_as_json_and_its_ids_in_the_environment() {
+    let s = Sandbox::new();
+    s.init();
+    let out = s.home.join("notice");
+    let script = format!(
+        "cat > {0}.json; printf '%s|%s|%s' \"$LOOPX_GOAL_ID\" \"$LOOPX_GATE_ID\" \"$LOOPX_PROJECT\" > {0}.env; printf '%s' \"$1\" > {0}.msg",
+        out.display()
+    );
+    s.ok(&["goal", "set", "--notify-command", &shell_words::join(["sh", "-c", script.as_str(), "sh"])]);
+    s.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "goal"]);
+    let read = |ext: &str| std::fs::read_to_string(out.with_extension(ext)).unwrap();
+    let gate: serde_json::Value = serde_json::from_str(&read("json")).unwrap();
+    assert_eq!(
+        (&gate["goal"], &gate["gate"], &gate["question"]),
+        (&"main".into(), &"g1".into(), &"Ship it?".into())
+    );
+    assert_eq!(gate["project"], s.root.display().to_string(), "{gate}");
+    assert!(gate["answer_with"].as_str().unwrap().contains("gate answer g1"), "{gate}");
+    assert_eq!(read("env"), format!("main|g1|{}", s.root.display()));
+    assert!(read("msg").starts_with("loopx: goal main needs you. g1 asks: Ship it?"), "{}", read("msg"));
+}
