@@ -351,7 +351,10 @@ async fn init(
     report.next = match &report.goal {
         None => vec!["loopx goal create --goal-id main --objective \"…\"".to_owned()],
         Some(g) => vec![
-            format!("loopx agent register --goal-id {} --agent-id <agent> --agent-type <type>", g.goal.id),
+            crate::registry::name_types(&format!(
+                "loopx agent register --goal-id {} --agent-id <agent> --agent-type <type>",
+                g.goal.id
+            )),
             format!("loopx todo add --goal-id {} --text \"…\"", g.goal.id),
             "loopx status".to_owned(),
         ],

@@ -567,6 +567,7 @@ impl Server {
                 match self.call(name, args, &self.call_session(&params)).await {
                     Ok(v) => json!({"content": [{"type": "text", "text": v.to_string()}], "isError": false}),
                     Err(e) => {
+                        let e = crate::registry::with_type_names(&e);
                         let mut text = format!("error: {}", e.message);
                         let calls: Vec<String> =
                             crate::next::error_tool_calls(&e).iter().map(Value::to_string).collect();

@@ -111,6 +111,7 @@ impl Printer {
 
     /// Prints an error (and, with `--json`, an error document); returns its exit code.
     pub fn error(&self, e: &Error) -> i32 {
+        let e = &crate::registry::with_type_names(e);
         let mut msg =
             format!("{} {}", self.err_style.red("error:"), loopx_core::untrusted::printable(&e.message));
         for line in crate::next::hint_lines(e.hint.as_deref(), &crate::next::error_commands(e)) {
@@ -125,6 +126,7 @@ impl Printer {
 
     /// `{"schema_version":1,"error":{"kind":…,"message":…,"hint":…}}` on stdout.
     pub fn error_document(&self, e: &Error) {
+        let e = &crate::registry::with_type_names(e);
         let mut m = Map::new();
         let mut err = serde_json::to_value(e).unwrap_or(Value::Null);
         let commands = crate::next::error_commands(e);

@@ -24,6 +24,25 @@ pub fn catalog() -> std::sync::Arc<HostCatalog> {
         .clone()
 }
 
+/// `text` with the placeholder `<type>` (the kernel's words, which name no host) replaced by the
+/// agent types there are: `<claude-code|codex-app|…|other>`.
+pub fn name_types(text: &str) -> String {
+    if !text.contains("<type>") {
+        return text.to_owned();
+    }
+    let catalog = catalog();
+    let names: Vec<&str> = catalog.types().iter().map(|t| t.name.as_str()).collect();
+    text.replace("<type>", &format!("<{}>", names.join("|")))
+}
+
+/// An error whose message and hint name the agent types where they said `<type>`.
+pub fn with_type_names(e: &Error) -> Error {
+    let mut e = e.clone();
+    e.message = name_types(&e.message);
+    e.hint = e.hint.as_deref().map(name_types);
+    e
+}
+
 /// Every registered adapter, in the order `loopx host list` shows them.
 pub fn adapters() -> &'static [&'static dyn HostAdapter] {
     ADAPTERS

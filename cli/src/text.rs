@@ -235,10 +235,10 @@ pub fn agent_receipt(r: &Receipt<AgentBody>, style: Style) -> String {
 
 pub fn agent_list(l: &AgentList) -> String {
     if l.agents.is_empty() {
-        return format!(
+        return crate::registry::name_types(&format!(
             "no agents on goal {}; register one with: loopx agent register --agent-id <agent> --agent-type <type>\n",
             l.goal_id
-        );
+        ));
     }
     let mut out = String::new();
     for a in &l.agents {

@@ -138,3 +138,24 @@ fn help_lists_a_commands_own_options_before_the_global_ones() {
     let global = help.find("Global options:").unwrap();
     assert!(own < global && help[global..].contains("--project"), "{help}");
 }
+
+/// A hint that needs an agent type names the ones there are, never a bare `<type>`.
+#[test]
+fn hints_name_the_agent_types_there_are() {
+    let s = Sandbox::new();
+    s.init();
+    let r = s.run(&["quota", "should-run", "--agent-id", "ghost"]);
+    assert_ne!(r.code, 0);
+    let err = r.stderr;
+    assert!(!err.contains("<type>"), "{err}");
+    assert!(
+        err.contains(
+            "--agent-type <claude-code|codex-app|codex-cli|codex-ide|cursor|gemini|opencode|manual|other>"
+        ),
+        "{err}"
+    );
+    let list = s.ok(&["agent", "list"]).stdout;
+    assert!(!list.contains("<type>") && list.contains("<claude-code|"), "{list}");
+    let json = s.run(&["quota", "should-run", "--agent-id", "ghost", "--json"]).json();
+    assert!(json["error"]["hint"].as_str().unwrap().contains("|gemini|"), "{json}");
+}
