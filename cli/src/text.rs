@@ -421,10 +421,11 @@ pub fn status(s: &StatusView, style: Style) -> String {
         let _ = writeln!(out, "waits on:    {}", check_line(g));
     }
     for n in &s.next_by_agent {
-        let what = n
-            .todo
-            .as_ref()
-            .map_or("nothing to pick up".to_owned(), |t| format!("{} {} {}", t.id, t.priority, one(&t.text)));
+        // A gate on the whole goal, or on this agent, holds its work (as should-run says).
+        let holder = s.gates.iter().find(|g| g.blocks == "goal" || g.blocks == format!("agent:{}", n.agent));
+        let idle =
+            holder.map_or("nothing to pick up".to_owned(), |g| format!("held until {} closes", g.gate));
+        let what = n.todo.as_ref().map_or(idle, |t| format!("{} {} {}", t.id, t.priority, one(&t.text)));
         let _ = writeln!(out, "next for {}: {what}", n.agent);
     }
     for c in &s.in_progress {

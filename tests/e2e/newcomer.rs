@@ -159,3 +159,23 @@ fn hints_name_the_agent_types_there_are() {
     let json = s.run(&["quota", "should-run", "--agent-id", "ghost", "--json"]).json();
     assert!(json["error"]["hint"].as_str().unwrap().contains("|gemini|"), "{json}");
 }
+
+/// While a gate holds the whole goal, status names no next todo (should-run says ask_user);
+/// a gate on some todos holds only those.
+#[test]
+fn status_names_no_next_todo_while_a_gate_holds_the_goal() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["todo", "add", "--text", "ship it"]);
+    s.ok(&["agent", "register", "--agent-id", "a1", "--agent-type", "other"]);
+    s.ok(&["gate", "ask", "--question", "May we ship?", "--blocks", "todos:t1"]);
+    s.ok(&["todo", "add", "--text", "write docs"]);
+    let st = s.json(&["status"]);
+    assert_eq!(st["next_by_agent"][0]["todo"]["id"], "t2", "{st}");
+    s.ok(&["gate", "ask", "--question", "Stop everything?", "--blocks", "goal"]);
+    let st = s.json(&["status"]);
+    assert!(st["next_by_agent"][0].get("todo").is_none_or(serde_json::Value::is_null), "{st}");
+    assert!(st.get("next_todo").is_none_or(serde_json::Value::is_null), "{st}");
+    assert_eq!(s.json(&["quota", "should-run", "--agent-id", "a1"])["decision"], "ask_user");
+    assert!(s.ok(&["status"]).stdout.contains("next for a1: held until g2 closes"));
+}
