@@ -71,7 +71,7 @@ pub fn unique_project(prefix: &str) -> String {
 }
 
 /// The directory holding `initdb` and `pg_ctl`: on the PATH, or Debian's newest version.
-fn binaries() -> Option<PathBuf> {
+pub fn binaries() -> Option<PathBuf> {
     if let Ok(p) = which::which("pg_ctl") {
         return p.parent().map(Path::to_path_buf);
     }

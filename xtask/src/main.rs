@@ -4,7 +4,7 @@ mod bench;
 mod dist;
 mod sim;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -118,7 +118,47 @@ fn ensure_hosts() -> Result<()> {
     Ok(())
 }
 
+/// What the tests need from the machine beyond Rust, checked before anything runs: each
+/// missing tool as (what, its Debian package). `.ci/run` installs them.
+fn missing_tools() -> Vec<(&'static str, &'static str)> {
+    let on_path = |name: &str| {
+        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+    };
+    let skipped = |var: &str| std::env::var(var).as_deref() == Ok("1");
+    let mut missing = Vec::new();
+    let hosts_given = HOSTS.iter().all(|(_, _, var, _)| std::env::var_os(var).is_some());
+    if !hosts_given && !(on_path("node") && on_path("npm")) {
+        missing.push(("Node.js and npm (the real-host tests install the pinned hosts)", "nodejs npm"));
+    }
+    if !skipped("LOOPX_SKIP_PG") && loopx_tests::pg::binaries().is_none() {
+        missing.push(("PostgreSQL (the PostgreSQL store's tests; LOOPX_SKIP_PG=1 skips them)", "postgresql"));
+    }
+    let chromium = ["/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .iter()
+        .any(|p| Path::new(p).exists());
+    if !skipped("LOOPX_SKIP_BROWSER") && !(chromium && on_path("chromedriver")) {
+        missing.push((
+            "Chromium and chromedriver (the dashboard's browser test; LOOPX_SKIP_BROWSER=1 skips it)",
+            "chromium chromium-driver",
+        ));
+    }
+    if !on_path("script") {
+        missing.push(("util-linux's script (the tests that type into a terminal)", "bsdutils"));
+    }
+    missing
+}
+
 fn ci() -> Result<()> {
+    let missing = missing_tools();
+    if !missing.is_empty() {
+        let what: Vec<&str> = missing.iter().map(|m| m.0).collect();
+        let packages: Vec<&str> = missing.iter().map(|m| m.1).collect();
+        bail!(
+            "the tests need what this machine lacks: {}.\nInstall it (Debian, Ubuntu: sudo apt-get install {}), or run `bash .ci/run`, which installs it and then runs this; nothing was run",
+            what.join("; "),
+            packages.join(" ")
+        );
+    }
     run("cargo fmt --check", cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(
         "cargo clippy",
