@@ -127,7 +127,7 @@ fn missing_tools() -> Vec<(&'static str, &'static str)> {
     let skipped = |var: &str| std::env::var(var).as_deref() == Ok("1");
     let mut missing = Vec::new();
     let hosts_given = HOSTS.iter().all(|(_, _, var, _)| std::env::var_os(var).is_some());
-    if !hosts_given && !(on_path("node") && on_path("npm")) {
+    if !(hosts_given || on_path("node") && on_path("npm")) {
         missing.push(("Node.js and npm (the real-host tests install the pinned hosts)", "nodejs npm"));
     }
     if !skipped("LOOPX_SKIP_PG") && loopx_tests::pg::binaries().is_none() {
@@ -136,7 +136,7 @@ fn missing_tools() -> Vec<(&'static str, &'static str)> {
     let chromium = ["/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .iter()
         .any(|p| Path::new(p).exists());
-    if !skipped("LOOPX_SKIP_BROWSER") && !(chromium && on_path("chromedriver")) {
+    if !(skipped("LOOPX_SKIP_BROWSER") || chromium && on_path("chromedriver")) {
         missing.push((
             "Chromium and chromedriver (the dashboard's browser test; LOOPX_SKIP_BROWSER=1 skips it)",
             "chromium chromium-driver",
