@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use loopx_core::host::HostAnswer;
+use loopx_core::host::{HookPoint, HostAnswer};
 use loopx_hostkit::hook::{self, HookEnv};
 use loopx_kernel::{Reporter, StoreOptions};
 
@@ -49,7 +49,12 @@ pub async fn answer(
         reporter,
         open: crate::store::opener(),
         hosts: crate::registry::catalog(),
-        process: crate::identity::agent_process_key(adapter),
+        // Only a hook that binds a session looks up the process (it walks the process tree).
+        process: adapter
+            .hook_point(event)
+            .is_ok_and(|p| matches!(p, HookPoint::SessionStart | HookPoint::PromptSubmit))
+            .then(|| crate::identity::agent_process_key(adapter))
+            .flatten(),
     };
     hook::answer(adapter, event, stdin, &env).await
 }

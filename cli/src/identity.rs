@@ -49,7 +49,7 @@ pub fn find(get: impl Fn(&str) -> Option<String>, walk: bool) -> Result<Identity
 /// the session's agent to. `None` for any other host, or outside the host's process tree.
 pub fn agent_process_key(adapter: &dyn loopx_core::host::HostAdapter) -> Option<String> {
     let process = adapter.agent_process().filter(|_| adapter.sessions_by_process())?;
-    loopx_providers::process::ancestors(ancestry_root())
+    loopx_providers::process::ancestor_programs(ancestry_root())
         .into_iter()
         .find(|a| process.matches(&a.name, &a.argv))
         .map(|a| a.key())

@@ -140,6 +140,15 @@ impl Ancestor {
 /// This process's ancestors, nearest first, up to (not including) `stop` or the first process
 /// (pid 1). At most 64. Linux only; elsewhere none are found.
 pub fn ancestors(stop: Option<u32>) -> Vec<Ancestor> {
+    walk(stop, true)
+}
+
+/// [`ancestors`] without their environments (cheaper: what they run and when they started).
+pub fn ancestor_programs(stop: Option<u32>) -> Vec<Ancestor> {
+    walk(stop, false)
+}
+
+fn walk(stop: Option<u32>, with_env: bool) -> Vec<Ancestor> {
     let mut out = Vec::new();
     if !cfg!(target_os = "linux") {
         return out;
@@ -154,10 +163,14 @@ pub fn ancestors(stop: Option<u32>) -> Vec<Ancestor> {
                 .map(|w| String::from_utf8_lossy(w).into_owned())
                 .collect()
         };
-        let env = words(read("environ"))
-            .into_iter()
-            .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
-            .collect();
+        let env = if with_env {
+            words(read("environ"))
+                .into_iter()
+                .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let name = String::from_utf8_lossy(&read("comm")).trim_end().to_owned();
         out.push(Ancestor { pid: p, name, argv: words(read("cmdline")), env, start });
         pid = Some(parent);
