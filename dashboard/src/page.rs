@@ -13,9 +13,9 @@ use loopx_report::{svg, text};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde::Deserialize;
 
-use loopx_core::kernel::{AddTodo, AnswerGate, CommandContext, Kernel};
-use loopx_core::model::{GateStatus, Priority, Role, TodoClass};
-use loopx_core::{AgentId, Error, GateId, GoalId, Result};
+use loopx_core::kernel::{AddTodo, AnswerGate, CommandContext, CompleteTodo, Kernel, NewEvidence};
+use loopx_core::model::{EvidenceKind, GateStatus, Priority, Role, TodoClass};
+use loopx_core::{AgentId, Error, GateId, GoalId, Result, TodoId};
 
 use crate::App;
 use crate::view::{self, Activity, GoalPage, InboxPage};
@@ -136,6 +136,10 @@ fn inbox_body(p: &InboxPage, token: &str) -> Markup {
                             @if let Some(id) = &n.id {
                                 (answer_form(&key, &n.goal, id, "/", token, true))
                             }
+                        } @else if n.kind == "user_todo" && n.id.is_some() {
+                            @if let Some(id) = &n.id {
+                                (done_form(&key, &n.goal, id, "/", token))
+                            }
                         } @else {
                             code.command { (n.command) }
                         }
@@ -190,6 +194,18 @@ fn answer_form(key: &str, goal: &GoalId, gate: &str, back: &str, token: &str, pa
             }
             button.approve type="submit" name="decision" value="approve" { "Approve" }
             button.reject type="submit" name="decision" value="reject" { "Reject" }
+        }
+    }
+}
+
+/// Mark a person's own todo done, with a note as its evidence.
+fn done_form(key: &str, goal: &GoalId, todo: &str, back: &str, token: &str) -> Markup {
+    html! {
+        form.answer method="post" action=(at(&format!("/p/{key}/{goal}/todo/{todo}/done"), token)) {
+            input type="hidden" name="token" value=(token);
+            input type="hidden" name="back" value=(back);
+            input type="text" name="note" required placeholder="what shows it is done" aria-label="evidence";
+            button.approve type="submit" { "Done" }
         }
     }
 }
@@ -682,6 +698,52 @@ pub(crate) async fn answer_gate(
             ctx.signer = Some(crate::signer(&app.cfg, &key, &f.passphrase)?);
         }
         k.answer_gate(&ctx, req).await?;
+        Ok(back_to(&f.back, goal_href(&key, &goal)))
+    };
+    write(&app, &f.token, done).await
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Done {
+    token: String,
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    back: String,
+}
+
+/// A person's own todo, done: the note is its evidence. An agent's todo is refused (the agent
+/// completes it, with its proof).
+pub(crate) async fn complete_todo(
+    State(app): State<Arc<App>>,
+    UrlPath((key, goal, todo)): UrlPath<(String, String, String)>,
+    Form(f): Form<Done>,
+) -> Response {
+    let done = async {
+        let root = project_of(&app, &key)?;
+        let goal = GoalId::new(&goal)?;
+        let todo = todo.parse::<TodoId>()?;
+        let note = f.note.trim();
+        if note.is_empty() {
+            return Err(Error::usage("say what shows the todo is done").with_hint("write it in the note"));
+        }
+        let k = app.kernel(&root)?;
+        if k.show_todo(Some(&goal), todo).await?.todo.role != Role::User {
+            return Err(Error::refused(format!(
+                "{todo} is an agent's todo; its agent completes it with its proof"
+            ))
+            .with_hint("only your own todos are marked done here"));
+        }
+        let evidence = NewEvidence {
+            kind: EvidenceKind::Note,
+            summary: note.to_owned(),
+            command: None,
+            exit_code: None,
+            link: None,
+        };
+        let req =
+            CompleteTodo { todo, evidence: Some(evidence), no_follow_up: false, note: None, next_todo: None };
+        k.complete_todo(&person(goal.clone())?, req).await?;
         Ok(back_to(&f.back, goal_href(&key, &goal)))
     };
     write(&app, &f.token, done).await

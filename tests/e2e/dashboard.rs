@@ -192,6 +192,39 @@ fn a_todo_added_on_the_page_is_the_persons_and_a_commit_anywhere_wakes_the_page(
     assert_eq!(s.json(&["todo", "list"])["todos"].as_array().unwrap().len(), 2);
 }
 
+/// A person's own todo is marked done from the inbox, the note its evidence; an agent's todo,
+/// a missing note or a missing token is refused and changes nothing.
+#[test]
+fn a_persons_own_todo_is_done_from_the_inbox_with_a_note_as_evidence() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    s.ok(&["todo", "add", "--agent-id", "user", "--text", "sign the release", "--role", "user"]);
+    s.ok(&["todo", "add", "--agent-id", "user", "--text", "an agent's work"]);
+    let d = Served::start(&s, &s.root, &[]);
+    let inbox = d.get("/").body;
+    let key = key_of(&inbox, "main");
+    assert!(inbox.contains(&format!("/p/{key}/main/todo/t1/done")), "a Done form for t1: {inbox}");
+    let log = std::fs::read(s.events_path("main")).unwrap();
+    for (todo, form) in [
+        ("t1", format!("token={}&note=&back=/", d.token)),
+        ("t2", format!("token={}&note=done&back=/", d.token)),
+        ("t1", "token=wrong&note=signed&back=/".to_owned()),
+    ] {
+        let r = d.post(&format!("/p/{key}/main/todo/{todo}/done"), &form);
+        assert!(r.status >= 400, "{todo} {form}: {} {}", r.status, r.body);
+    }
+    assert_eq!(std::fs::read(s.events_path("main")).unwrap(), log, "refusals change nothing");
+    let r = d.post(
+        &format!("/p/{key}/main/todo/t1/done"),
+        &format!("token={}&note=signed+on+paper&back=/", d.token),
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    let shown = s.json(&["todo", "show", "--todo-id", "t1"]);
+    assert_eq!(shown["todo"]["status"], "done", "{shown}");
+    assert_eq!(shown["evidence"][0]["summary"], "signed on paper", "{shown}");
+    assert_eq!(s.json(&["todo", "show", "--todo-id", "t2"])["todo"]["status"], "open");
+}
+
 #[test]
 fn in_an_agents_session_the_dashboard_never_starts() {
     let s = Sandbox::new();
