@@ -124,15 +124,18 @@ fn rpc_error(id: Value, code: i64, message: &str) -> Value {
 /// (the schemas say `additionalProperties: false`, and the server means it), and the schemas
 /// are generated from the same structs.
 mod tool_args {
+    //! Field docs are `//`, not `///`: a doc comment becomes a description in the schema, and
+    //! every byte of `tools/list` sits in each agent's context. Only arguments whose values
+    //! are not plain from their name are described.
     use schemars::JsonSchema;
     use serde::Deserialize;
 
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct ShouldRun {
-        /// your registered agent id
+        // your registered agent id
         pub agent_id: Option<String>,
-        /// this turn's id; repeats of a call with it change nothing
+        // this turn's id; repeats of a call with it change nothing
         pub turn_id: Option<String>,
     }
 
@@ -143,22 +146,17 @@ mod tool_args {
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct ClaimTask {
-        /// your registered agent id
         pub agent_id: Option<String>,
-        /// todo id, e.g. t3 (without it: your next todo)
+        // todo id, e.g. t3 (without it: your next todo)
         pub todo_id: Option<String>,
-        /// this turn's id; repeats of a call with it change nothing
         pub turn_id: Option<String>,
     }
 
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct UpdateTask {
-        /// your registered agent id
         pub agent_id: Option<String>,
-        /// todo id, e.g. t3
         pub todo_id: String,
-        /// what happened
         pub note: Option<String>,
         /// open, blocked or deferred
         pub status: Option<String>,
@@ -167,35 +165,32 @@ mod tool_args {
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct CompleteTask {
-        /// your registered agent id
         pub agent_id: Option<String>,
-        /// todo id, e.g. t3
         pub todo_id: String,
-        /// this turn's id; repeats of a call with it change nothing (required, but under loopx drive)
+        // this turn's id (required, but under loopx drive)
         pub turn_id: Option<String>,
-        /// what proves it is done (a test that passed, a command's result)
+        /// what proves it done
         pub evidence: Option<String>,
-        /// test, command, link, note or artifact (default test)
+        /// test (default), command, link, note, artifact
         pub evidence_kind: Option<String>,
-        /// nothing follows from this todo (needs a note)
+        // nothing follows from this todo (needs a note)
         #[serde(default)]
         pub no_follow_up: bool,
-        /// why, when there is no evidence
+        // why, when there is no evidence
         pub note: Option<String>,
-        /// the successor todo to create
+        // the successor todo to create
         pub next_todo: Option<String>,
-        /// surface_only, outcome_gap, outcome_progress (default) or goal_outcome
+        /// surface_only, outcome_gap, outcome_progress (default), goal_outcome
         pub delivery_outcome: Option<String>,
-        /// tokens the turn used, as the host reports them
+        // tokens the turn used, as the host reports them
         pub tokens: Option<u64>,
     }
 
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct AskUser {
-        /// one concrete question
         pub question: String,
-        /// what waits for the answer: goal, agent:<id> or todos:<ids>
+        /// goal, agent:<id> or todos:<ids>
         pub blocks: String,
     }
 
@@ -203,13 +198,13 @@ mod tool_args {
     #[serde(deny_unknown_fields)]
     pub struct Handoff {
         pub agent_id: Option<String>,
-        /// claude-code, codex-cli, cursor, …
+        /// a host type: claude-code, codex-cli, gemini, …
         pub to_host: String,
         pub to_agent: Option<String>,
-        /// default: all you hold
+        // default: all you hold
         #[serde(default)]
         pub todo_ids: Vec<String>,
-        /// where you stopped, what next
+        // where you stopped, what next
         pub note: Option<String>,
         pub turn_id: Option<String>,
     }
@@ -217,13 +212,10 @@ mod tool_args {
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct AddEvidence {
-        /// your registered agent id
         pub agent_id: Option<String>,
-        /// todo id, e.g. t3
         pub todo_id: String,
         /// test, command, link, note or artifact
         pub kind: String,
-        /// what it shows
         pub summary: String,
     }
 }
@@ -241,7 +233,10 @@ fn input_schema<T: schemars::JsonSchema>() -> Value {
         // An optional argument is one not `required`; `["string", "null"]` says it twice.
         for p in props.as_object_mut().into_iter().flat_map(|p| p.values_mut()) {
             if let Some(p) = p.as_object_mut() {
-                p.shift_remove("format");
+                // What the server checks anyway (`u64`'s minimum, a flag's `false`).
+                for k in ["format", "default", "minimum"] {
+                    p.shift_remove(k);
+                }
                 let single = p.get("type").and_then(Value::as_array).and_then(|t| {
                     let rest: Vec<&Value> = t.iter().filter(|x| *x != "null").collect();
                     (rest.len() == 1).then(|| rest[0].clone())
@@ -259,27 +254,22 @@ fn tool<T: schemars::JsonSchema>(name: &str, description: &str) -> Value {
     json!({"name": name, "description": description, "inputSchema": input_schema::<T>()})
 }
 
-/// The tool list: small schemas, since an agent's context is precious.
+/// The tool list: small schemas, since an agent's context is precious (`turn_id` makes a
+/// repeated call change nothing, said once, in `should_run`'s description).
 fn tools() -> Vec<Value> {
     vec![
-        tool::<ta::ShouldRun>("should_run", "Should you run now, and on what? Call first every turn."),
-        tool::<ta::Status>(
-            "status",
-            "The objective, what needs the user, what is next, and the proof so far.",
+        tool::<ta::ShouldRun>(
+            "should_run",
+            "Call first each turn: run now, and on what? A turn_id makes any repeat harmless.",
         ),
-        tool::<ta::ClaimTask>(
-            "claim_task",
-            "Claim a todo (or, without todo_id, your next one). Exactly one claimer wins.",
-        ),
-        tool::<ta::UpdateTask>(
-            "update_task",
-            "Add a note to a todo, or mark it blocked, deferred or open again.",
-        ),
+        tool::<ta::Status>("status", "Objective, what needs the user, what is next, proof so far."),
+        tool::<ta::ClaimTask>("claim_task", "Claim a todo (no todo_id: your next one)."),
+        tool::<ta::UpdateTask>("update_task", "Note on a todo, or set it blocked, deferred or open."),
         tool::<ta::CompleteTask>(
             "complete_task",
-            "Finish a turn: complete the todo with evidence, write the turn back, account compute. One idempotent call.",
+            "End the turn: complete the todo with evidence (or no_follow_up and a note), write it back, spend.",
         ),
-        tool::<ta::AskUser>("ask_user", "Ask a person a question. blocks: goal, agent:<id> or todos:<ids>."),
+        tool::<ta::AskUser>("ask_user", "Ask a person one concrete question."),
         tool::<ta::AddEvidence>("add_evidence", "Record proof of progress on a todo."),
         tool::<ta::Handoff>("handoff", "Hand your todos to another host or agent, with a note."),
     ]
