@@ -122,11 +122,10 @@ fn rpc_error(id: Value, code: i64, message: &str) -> Value {
 
 /// The arguments of each tool: derived structs, so a misspelt or unknown argument is refused
 /// (the schemas say `additionalProperties: false`, and the server means it), and the schemas
-/// are generated from the same structs.
+/// are generated from the same structs. Field notes are `//`, not `///`: a doc comment becomes
+/// a description in the schema, and every byte of `tools/list` sits in each agent's context,
+/// so only arguments whose values are not plain from their name are described.
 mod tool_args {
-    //! Field docs are `//`, not `///`: a doc comment becomes a description in the schema, and
-    //! every byte of `tools/list` sits in each agent's context. Only arguments whose values
-    //! are not plain from their name are described.
     use schemars::JsonSchema;
     use serde::Deserialize;
 
