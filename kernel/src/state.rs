@@ -914,6 +914,16 @@ impl GoalState {
         SpendId::from_number(self.spends_total + 1)
     }
 
+    /// The open gate that holds an agent's work (one on the whole goal, or on that agent),
+    /// if any: nothing is next for it while it is open.
+    pub fn holding_gate(&self, agent: Option<&AgentId>) -> Option<&Gate> {
+        self.open_gates().find(|g| match &g.blocks {
+            GateBlocks::Goal => true,
+            GateBlocks::Agent(a) => Some(a) == agent,
+            GateBlocks::Todos(_) => false,
+        })
+    }
+
     pub fn open_gates(&self) -> impl Iterator<Item = &Gate> {
         self.gates.iter().filter(|g| g.status == GateStatus::Open)
     }

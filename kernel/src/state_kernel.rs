@@ -13,7 +13,7 @@ use loopx_core::decision::{ShouldRunAnswer, TurnRef};
 use loopx_core::event::Event;
 use loopx_core::kernel::*;
 use loopx_core::model::RuntimeProfile;
-use loopx_core::model::{Gate, GateBlocks, GateKind};
+use loopx_core::model::{Gate, GateKind};
 use loopx_core::traits::{Capability, EvidenceDraft, Subject, TransitionProposal};
 use loopx_core::traits::{Notification, Observation, ObservationRequest};
 use loopx_core::{AgentId, Clock, Error, GateId, GoalId, Result, Timestamp, TodoId};
@@ -569,13 +569,7 @@ fn status_view(s: &GoalState, now: loopx_core::Timestamp) -> StatusView {
     let gates = s.open_gates().map(|g| decide::open_question(g, 100_000)).collect();
     // An open gate on the whole goal (or on one agent) holds its work: nothing is next there,
     // as should-run says.
-    let held = |agent: Option<&AgentId>| {
-        s.open_gates().any(|g| match &g.blocks {
-            GateBlocks::Goal => true,
-            GateBlocks::Agent(a) => Some(a) == agent,
-            GateBlocks::Todos(_) => false,
-        })
-    };
+    let held = |agent: Option<&AgentId>| s.holding_gate(agent).is_some();
     let next_by_agent = s
         .agents
         .iter()

@@ -178,4 +178,5 @@ fn status_names_no_next_todo_while_a_gate_holds_the_goal() {
     assert!(st.get("next_todo").is_none_or(serde_json::Value::is_null), "{st}");
     assert_eq!(s.json(&["quota", "should-run", "--agent-id", "a1"])["decision"], "ask_user");
     assert!(s.ok(&["status"]).stdout.contains("next for a1: held until g2 closes"));
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
 }
