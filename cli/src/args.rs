@@ -422,8 +422,16 @@ pub enum GoalCommand {
         #[command(flatten)]
         acting: Acting,
     },
-    /// Resume a stopped goal
+    /// Resume a stopped goal, or reopen a completed one
     Resume {
+        #[command(flatten)]
+        acting: Acting,
+    },
+    /// Confirm the goal's objective is met: its status becomes done and agents stop
+    Complete {
+        /// What was met, for the history
+        #[arg(long)]
+        note: Option<String>,
         #[command(flatten)]
         acting: Acting,
     },

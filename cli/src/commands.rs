@@ -562,6 +562,11 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
             let r = k.resume_goal(&ctx).await?;
             Rendered::new(&r, text::goal_receipt("resumed", &r, style))
         }
+        Command::Goal(GoalCommand::Complete { note, acting }) => {
+            let ctx = crate::person::signed(cli, k, context(cli, acting)?).await?;
+            let r = k.complete_goal(&ctx, note.clone()).await?;
+            Rendered::new(&r, text::goal_receipt("completed", &r, style))
+        }
         Command::Agent(AgentCommand::Register { agent_id, agent_type, require_new }) => {
             let req = RegisterAgent {
                 id: AgentId::new_registrable(agent_id)?,

@@ -667,6 +667,22 @@ async fn play(root: &Path) -> Result<DemoReport> {
         stopped[i] = d.decision == DecisionKind::Stop;
         ticks += 1;
     }
+    // Whether the objective is met is the person's call: loopx tells them the work is
+    // finished, and they complete the goal.
+    let finished = demo.k.status(Some(&goal)).await?;
+    if !finished.work_finished {
+        return Err(Error::internal("the demo's agents stopped before its work was finished"));
+    }
+    demo.say(
+        "maya",
+        None,
+        "status says the work is finished and asks her to confirm it; she tries the export: it works".into(),
+    );
+    demo.k
+        .complete_goal(&demo.person(), Some("CSV export shipped and tried on the reports page".into()))
+        .await?;
+    demo.say("maya", None, "completes goal demo (loopx goal complete)".into());
+    demo.tick(&agents[0]).await?;
     let status = demo.k.status(Some(&goal)).await?;
     let elapsed_ms = u64::try_from(demo.start.elapsed().as_millis()).unwrap_or(u64::MAX);
     Ok(DemoReport {

@@ -380,13 +380,19 @@ pub fn status(s: &StatusView, style: Style) -> String {
         GoalStatus::Stopped => style.yellow("stopped"),
         GoalStatus::Done => style.dim("done"),
     };
-    let _ = writeln!(out, "goal {} — {state}", style.bold(s.goal_id.as_str()));
+    let finished = if s.work_finished { " · its work is finished" } else { "" };
+    let _ = writeln!(out, "goal {} — {state}{finished}", style.bold(s.goal_id.as_str()));
     let _ = writeln!(out, "objective:   {}", one(&s.objective));
     const COLUMN: usize = 13;
-    let needs: Vec<String> = s
-        .needs_user
-        .iter()
-        .map(|u| {
+    let confirm = s.work_finished.then(|| {
+        format!(
+            "{} every todo is closed: is the objective met? loopx goal complete — or add work: loopx todo add --text \"…\"",
+            style.yellow("finished")
+        )
+    });
+    let needs: Vec<String> = confirm
+        .into_iter()
+        .chain(s.needs_user.iter().map(|u| {
             let id = u.gate.map(|g| g.to_string()).or(u.todo.map(|t| t.to_string())).unwrap_or_default();
             let (first, rest) = lines(&u.text, COLUMN + id.len() + 1);
             match (&u.blocks, u.priority) {
@@ -394,7 +400,7 @@ pub fn status(s: &StatusView, style: Style) -> String {
                 (None, Some(p)) => format!("{} {p} {first}{rest}", style.yellow(&id)),
                 (None, None) => format!("{} {first}{rest}", style.yellow(&id)),
             }
-        })
+        }))
         .collect();
     if needs.is_empty() {
         let _ = writeln!(out, "needs you:   nothing");
@@ -580,17 +586,14 @@ pub fn gate_poll(p: &GatePoll) -> String {
     }
     for n in &p.notified {
         let what = if n.reminder { "reminder" } else { "notice" };
+        let about = n.gate.map_or_else(|| "the work is finished".to_owned(), |g| g.to_string());
         match &n.error {
             Some(e) => {
-                let _ = writeln!(
-                    out,
-                    "{}: the {what} to the person failed: {} (tried again later)",
-                    n.gate,
-                    one(e)
-                );
+                let _ =
+                    writeln!(out, "{about}: the {what} to the person failed: {} (tried again later)", one(e));
             }
             None => {
-                let _ = writeln!(out, "{}: {what} sent ({})", n.gate, n.channel.as_deref().unwrap_or(""));
+                let _ = writeln!(out, "{about}: {what} sent ({})", n.channel.as_deref().unwrap_or(""));
             }
         }
     }

@@ -19,11 +19,18 @@ pub enum StopCause {
     Throttled,
     /// The hard token or money budget is spent.
     BudgetExhausted,
+    /// A person confirmed the goal is done.
+    Done,
 }
 
 impl StopCause {
-    pub const ALL: [StopCause; 4] =
-        [StopCause::Paused, StopCause::Terminal, StopCause::Throttled, StopCause::BudgetExhausted];
+    pub const ALL: [StopCause; 5] = [
+        StopCause::Paused,
+        StopCause::Terminal,
+        StopCause::Throttled,
+        StopCause::BudgetExhausted,
+        StopCause::Done,
+    ];
 
     /// The word, as in JSON (`budget_exhausted`).
     pub fn as_str(self) -> &'static str {
@@ -32,6 +39,7 @@ impl StopCause {
             StopCause::Terminal => "terminal",
             StopCause::Throttled => "throttled",
             StopCause::BudgetExhausted => "budget_exhausted",
+            StopCause::Done => "done",
         }
     }
 }

@@ -48,6 +48,8 @@ impl DecisionKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
+    /// A person confirmed the goal is done.
+    Done,
     Paused,
     BudgetExhausted,
     Terminal,

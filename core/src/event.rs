@@ -48,6 +48,23 @@ pub enum Event {
         reason: Option<String>,
     },
     GoalResumed {},
+    /// A person confirmed the goal's objective is met: agents stop (`done`) until it is
+    /// resumed.
+    GoalCompleted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    /// A notice that the goal's work is finished (every todo closed, nothing follows): `todos`
+    /// is how many todos the goal had then, so work added and finished again is told again.
+    FinishNotified {
+        todos: u64,
+        /// `webhook`, `command`, or both, comma-separated.
+        channel: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        attempt: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The person's key (Ed25519, hex): from now on the goal takes a person's decision only
     /// signed by it (strict mode). Signed itself by the key it sets.
     PersonKeySet {
@@ -306,18 +323,20 @@ impl Event {
                 | Event::DriverStarted { .. }
                 | Event::DriverRenewed { .. }
                 | Event::DriverStopped { .. }
+                | Event::FinishNotified { .. }
         )
     }
 
     /// Whether the event, made by a person (`user`), is a person's decision: in strict mode it
-    /// must be signed by the person's key. Changing the goal, stopping or resuming it, voiding
-    /// a spend, answering a gate, setting the key.
+    /// must be signed by the person's key. Changing the goal, stopping, resuming or completing
+    /// it, voiding a spend, answering a gate, setting the key.
     pub fn is_persons_decision(&self) -> bool {
         matches!(
             self,
             Event::GoalUpdated { .. }
                 | Event::GoalStopped { .. }
                 | Event::GoalResumed {}
+                | Event::GoalCompleted { .. }
                 | Event::SlotVoided { .. }
                 | Event::GateAnswered { .. }
                 | Event::PersonKeySet { .. }
@@ -336,6 +355,8 @@ impl Event {
             Event::GoalUpdated { .. } => "goal_updated",
             Event::GoalStopped { .. } => "goal_stopped",
             Event::GoalResumed {} => "goal_resumed",
+            Event::GoalCompleted { .. } => "goal_completed",
+            Event::FinishNotified { .. } => "finish_notified",
             Event::PersonKeySet { .. } => "person_key_set",
             Event::StoreUpgraded { .. } => "store_upgraded",
             Event::Imported { .. } => "imported",
@@ -409,6 +430,15 @@ impl Event {
                 None => "goal stopped".to_owned(),
             },
             Event::GoalResumed {} => "goal resumed".to_owned(),
+            Event::GoalCompleted { note } => match note {
+                Some(n) => format!("goal completed: {n}"),
+                None => "goal completed".to_owned(),
+            },
+            Event::FinishNotified { channel, attempt, error, .. } => match (attempt, error) {
+                (true, _) => format!("the work is finished: telling the person ({channel})"),
+                (false, Some(e)) => format!("the notice that the work is finished failed ({channel}): {e}"),
+                (false, None) => format!("the person was told the work is finished ({channel})"),
+            },
             Event::PersonKeySet { public_key } => {
                 format!("strict mode: a person's decisions are signed by key {}", key_short(public_key))
             }

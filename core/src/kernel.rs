@@ -422,6 +422,11 @@ pub struct StatusView {
     pub goal_id: GoalId,
     pub objective: String,
     pub goal_status: GoalStatus,
+    /// The goal is active and its work is finished (every todo closed, one with nothing to
+    /// follow, no gate open): a person confirms it (`loopx goal complete`) or adds work. Left
+    /// out while false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub work_finished: bool,
     /// Open gates: questions only a person can answer.
     pub gates: Vec<OpenQuestion>,
     /// Everything waiting on a person: the open gates first, then user todos.
@@ -525,8 +530,12 @@ pub trait Kernel: Send + Sync {
     async fn set_goal(&self, ctx: &CommandContext, req: SetGoal) -> Result<Receipt<GoalBody>>;
     /// Stops the goal for every agent. Stopping a stopped goal is a no-op.
     async fn stop_goal(&self, ctx: &CommandContext, reason: Option<String>) -> Result<Receipt<GoalBody>>;
-    /// Resumes a stopped goal. Resuming an active goal is a no-op.
+    /// Resumes a stopped or completed goal. Resuming an active goal is a no-op.
     async fn resume_goal(&self, ctx: &CommandContext) -> Result<Receipt<GoalBody>>;
+    /// A person confirms the goal's objective is met: its status becomes `done` and every
+    /// agent's `should-run` says stop (done). Refused while a todo or a gate is open;
+    /// completing a completed goal is a no-op.
+    async fn complete_goal(&self, ctx: &CommandContext, note: Option<String>) -> Result<Receipt<GoalBody>>;
     /// Puts the goal in strict mode under the person's key (hex Ed25519): from then on, a
     /// person's decision is committed only signed by it. A person's decision itself, signed by
     /// the key it sets (or, for a goal in strict mode already, by its key). The same key again
@@ -709,7 +718,9 @@ pub struct GatePoll {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NoticeResult {
-    pub gate: GateId,
+    /// The gate the notice was about; none for the notice that the goal's work is finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateId>,
     pub reminder: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,

@@ -224,11 +224,14 @@ pub trait Capability: Send + Sync {
     ) -> std::result::Result<TransitionProposal, Rejection>;
 }
 
-/// A message for a person: a gate needs them.
+/// A message for a person: a gate needs them, or the goal's work is finished and waits for
+/// them to confirm it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notification {
     pub goal: crate::ids::GoalId,
-    pub gate: GateId,
+    /// The gate that asks; none when the notice is that the goal's work is finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateId>,
     pub question: String,
     /// The command that answers it.
     pub answer_with: String,

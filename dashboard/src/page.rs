@@ -136,6 +136,8 @@ fn inbox_body(p: &InboxPage, token: &str) -> Markup {
                             @if let Some(id) = &n.id {
                                 (answer_form(&key, &n.goal, id, "/", token, true))
                             }
+                        } @else if n.kind == "finished" {
+                            (complete_form(&key, &n.goal, "/", token, true))
                         } @else if n.kind == "user_todo" && n.id.is_some() {
                             @if let Some(id) = &n.id {
                                 (done_form(&key, &n.goal, id, "/", token))
@@ -198,6 +200,23 @@ fn answer_form(key: &str, goal: &GoalId, gate: &str, back: &str, token: &str, pa
     }
 }
 
+/// Confirm a goal whose work is finished is met, with a note; with `passphrase`, as
+/// [`answer_form`].
+fn complete_form(key: &str, goal: &GoalId, back: &str, token: &str, passphrase: bool) -> Markup {
+    html! {
+        form.answer method="post" action=(at(&format!("/p/{key}/{goal}/complete"), token)) {
+            input type="hidden" name="token" value=(token);
+            input type="hidden" name="back" value=(back);
+            input type="text" name="note" placeholder="what was met (optional)" aria-label="note";
+            @if passphrase {
+                input type="password" name="passphrase" autocomplete="off"
+                    placeholder="person key passphrase (strict mode)" aria-label="person key passphrase";
+            }
+            button.approve type="submit" { "Complete goal" }
+        }
+    }
+}
+
 /// Mark a person's own todo done, with a note as its evidence.
 fn done_form(key: &str, goal: &GoalId, todo: &str, back: &str, token: &str) -> Markup {
     html! {
@@ -247,6 +266,12 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                 " " (s.events) " events"
                 @if let Some(at) = s.last_event_at { " · last at " (when(at)) }
                 " · " (s.runs) " runs · " (s.evidence) " evidence"
+            }
+            @if s.work_finished {
+                div.finished {
+                    p.warn { "The work is finished: every todo is closed and nothing follows. Is the objective met? Complete the goal, or add work below." }
+                    (complete_form(&p.key, &s.goal_id, &here, token, p.strict))
+                }
             }
         }
         div.grid {
@@ -647,6 +672,21 @@ fn person(goal: GoalId) -> Result<CommandContext> {
     })
 }
 
+/// The person's context for a decision on `goal`: signed with their key (opened with
+/// `passphrase`) when the goal is in strict mode.
+async fn deciding(
+    app: &App,
+    k: &loopx_kernel::DynKernel,
+    goal: &GoalId,
+    passphrase: &str,
+) -> Result<CommandContext> {
+    let mut ctx = person(goal.clone())?;
+    if let Some(key) = k.show_goal(Some(goal)).await?.goal.person_key {
+        ctx.signer = Some(crate::signer(&app.cfg, &key, passphrase)?);
+    }
+    Ok(ctx)
+}
+
 /// A write needs the page's token in its form.
 fn refuse_write(app: &App, token: &str) -> Option<Response> {
     (!crate::guard::same(token, &app.token)).then(|| {
@@ -693,11 +733,36 @@ pub(crate) async fn answer_gate(
         let note = Some(f.note.trim().to_owned()).filter(|n| !n.is_empty());
         let req = AnswerGate { gate: gate.parse::<GateId>()?, status, note };
         let k = app.kernel(&root)?;
-        let mut ctx = person(goal.clone())?;
-        if let Some(key) = k.show_goal(Some(&goal)).await?.goal.person_key {
-            ctx.signer = Some(crate::signer(&app.cfg, &key, &f.passphrase)?);
-        }
-        k.answer_gate(&ctx, req).await?;
+        k.answer_gate(&deciding(&app, &k, &goal, &f.passphrase).await?, req).await?;
+        Ok(back_to(&f.back, goal_href(&key, &goal)))
+    };
+    write(&app, &f.token, done).await
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Complete {
+    token: String,
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    back: String,
+    /// The person key's passphrase, for a goal in strict mode.
+    #[serde(default)]
+    passphrase: String,
+}
+
+/// The person confirms the goal is met (signed in strict mode, as a gate's answer is).
+pub(crate) async fn complete_goal(
+    State(app): State<Arc<App>>,
+    UrlPath((key, goal)): UrlPath<(String, String)>,
+    Form(f): Form<Complete>,
+) -> Response {
+    let done = async {
+        let root = project_of(&app, &key)?;
+        let goal = GoalId::new(&goal)?;
+        let note = Some(f.note.trim().to_owned()).filter(|n| !n.is_empty());
+        let k = app.kernel(&root)?;
+        k.complete_goal(&deciding(&app, &k, &goal, &f.passphrase).await?, note).await?;
         Ok(back_to(&f.back, goal_href(&key, &goal)))
     };
     write(&app, &f.token, done).await

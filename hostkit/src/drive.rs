@@ -493,6 +493,9 @@ impl Driver {
                 (DecisionKind::Stop, Continuation::Stop { cause: StopCause::Terminal }) => {
                     return Ok(Stop::done(format!("the goal's work is finished: {}", a.reason)));
                 }
+                (DecisionKind::Stop, Continuation::Stop { cause: StopCause::Done }) => {
+                    return Ok(Stop::done(format!("the goal is done: {}", a.reason)));
+                }
                 (DecisionKind::Stop, Continuation::Stop { cause: StopCause::BudgetExhausted }) => {
                     return Ok(Stop::done(format!("the goal's budget is spent: {}", a.reason)));
                 }

@@ -200,9 +200,11 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
         }
         (HookPoint::StatusLine, _) => {
             let st = k.status(None).await?;
-            let mark = if st.goal_status != GoalStatus::Active {
+            let mark = if st.goal_status == GoalStatus::Done {
+                "✓"
+            } else if st.goal_status != GoalStatus::Active {
                 "⏸"
-            } else if !st.gates.is_empty() {
+            } else if !st.gates.is_empty() || st.work_finished {
                 "⚠"
             } else {
                 "▶"

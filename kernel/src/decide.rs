@@ -25,9 +25,7 @@ use loopx_core::decision::{
     DecisionKind, OpenQuestion, RunState, SchedulerAction, SchedulerHint, SelectedTodo, ShouldRunAnswer,
     TurnRef, UserChannel,
 };
-use loopx_core::model::{
-    CompletionContinuation, GateBlocks, GateStatus, GoalStatus, HandoffMode, ResumeWhen, Role,
-};
+use loopx_core::model::{GateBlocks, GateStatus, GoalStatus, HandoffMode, ResumeWhen, Role};
 use loopx_core::next::NextStep;
 use loopx_core::untrusted::quoted;
 use loopx_core::{AgentId, Error, GateId, Result, Timestamp, TodoId};
@@ -103,12 +101,7 @@ pub fn resolve_agent(state: &GoalState, requested: Option<&AgentId>) -> Result<A
 /// Row 4, for `me`: every todo closed, one with no follow-up, and no open gate that blocks
 /// `me` (a gate scoped to another agent is that agent's matter).
 fn is_terminal(state: &GoalState, me: &AgentId) -> bool {
-    !state.todos.is_empty()
-        && state.todos.keys().all(|t| t.status.is_closed())
-        && (state.archive.no_followup
-            || state.todos.iter().any(|t| {
-                t.completion.as_ref().is_some_and(|c| c.continuation == CompletionContinuation::NoFollowup)
-            }))
+    state.all_work_closed()
         && !state.open_gates().any(|g| match &g.blocks {
             GateBlocks::Goal => true,
             GateBlocks::Agent(a) => a == me,
@@ -127,7 +120,12 @@ pub fn decide(
     requested: Option<&AgentId>,
     now: Timestamp,
 ) -> Result<(Option<AgentId>, Decision)> {
-    // Row 1: paused for everyone, whoever asks.
+    // Row 1: done, or paused, for everyone, whoever asks.
+    if state.goal.status == GoalStatus::Done {
+        let agent = requested.and_then(|a| state.agent(a).map(|x| x.id.clone()));
+        let reason = "the goal is done: a person confirmed its objective is met".to_owned();
+        return Ok((agent, Decision::stop(StopCause::Done, RunState::Done, reason)));
+    }
     if state.goal.status == GoalStatus::Stopped || quota::is_paused(state) {
         let reason = match (&state.goal.status, &state.goal.stop_reason) {
             (GoalStatus::Stopped, Some(r)) => format!("the goal is stopped: {}", quoted(r, 200)),
@@ -444,6 +442,7 @@ pub fn scheduler_hint(
                 StopCause::Terminal => "terminal",
                 StopCause::Throttled => "throttled",
                 StopCause::BudgetExhausted => "budget_exhausted",
+                StopCause::Done => "done",
             },
         ),
         (DecisionKind::Stop, _) => (SchedulerAction::StopUntilResume, None, None, "stopped"),
@@ -547,6 +546,9 @@ fn next_steps(state: &GoalState, agent: Option<&AgentId>, d: &Decision, now: Tim
     } else {
         NextStep::RestoreCompute
     };
+    if d.state == RunState::Done {
+        return vec![NextStep::Status];
+    }
     if agent.is_none() {
         return vec![unpause];
     }

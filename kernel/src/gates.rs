@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use loopx_core::model::{EvidenceKind, Gate, GateKind, GateStatus, NotifyPolicy};
+use loopx_core::model::{EvidenceKind, Gate, GateKind, GateStatus, NotifyPolicy, NotifyState};
 use loopx_core::traits::{
     Capability, CheckResult, EvidenceDraft, Notifier, Observation, ObservationRequest, Provider, Rejection,
     Subject, TransitionProposal,
@@ -272,7 +272,12 @@ pub fn notice_due(g: &Gate, policy: &NotifyPolicy, now: Timestamp) -> Option<boo
     if !g.is_persons() || g.status != GateStatus::Open {
         return None;
     }
-    let n = g.notified.clone().unwrap_or_default();
+    notify_due(g.notified.clone().unwrap_or_default(), policy, now)
+}
+
+/// Whether a notice recorded as `n` is due now: the first, or the reminder the policy asks
+/// for. `None` when nothing is due.
+fn notify_due(n: NotifyState, policy: &NotifyPolicy, now: Timestamp) -> Option<bool> {
     // After a failure, wait before trying again (longer after each); an attempt in flight (a
     // claim with no outcome yet) is left to its process for a minute.
     let in_flight = n.tried_at.is_some_and(|t| Some(t) != n.sent_at && Some(t) != n.reminded_at);
@@ -296,6 +301,17 @@ pub fn notice_due(g: &Gate, policy: &NotifyPolicy, now: Timestamp) -> Option<boo
 pub fn notices_due(state: &GoalState, now: Timestamp, runtime: &GateRuntime) -> Vec<(GateId, bool)> {
     let (Some(policy), Some(_)) = (&state.goal.notify, &runtime.notifier) else { return Vec::new() };
     state.gates.iter().filter_map(|g| notice_due(g, policy, now).map(|r| (g.id, r))).collect()
+}
+
+/// Whether the person should be told now that the goal's work is finished: once for each time
+/// it finishes (work added and finished again is told again), never as a reminder.
+pub fn finish_notice_due(state: &GoalState, now: Timestamp, runtime: &GateRuntime) -> bool {
+    let (Some(policy), Some(_)) = (&state.goal.notify, &runtime.notifier) else { return false };
+    if !state.work_finished() {
+        return false;
+    }
+    let n = state.finish_notice.as_ref().filter(|f| f.todos == state.todos_total);
+    notify_due(n.map(|f| f.notified.clone()).unwrap_or_default(), policy, now) == Some(false)
 }
 
 /// The channels a policy uses, as the notice records them.

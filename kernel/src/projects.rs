@@ -59,7 +59,7 @@ pub fn update(path: &Path, f: impl FnOnce(&mut ProjectsIndex) -> bool) -> Result
 pub struct Need {
     pub project: PathBuf,
     pub goal: GoalId,
-    /// `stopped`, `paused`, `budget`, `gate`, `user_todo` or `stalled`.
+    /// `stopped`, `paused`, `budget`, `finished`, `gate`, `user_todo` or `stalled`.
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -103,6 +103,11 @@ pub fn needs(root: &Path, s: &StatusView, now: Timestamp) -> Vec<Need> {
         let text = "the budget is spent".to_owned();
         let flag = if tokens_spent { "--budget-tokens" } else { "--budget-usd" };
         out.push(need("budget", None, text, format!("{p} goal set {flag} <more>"), (0, None)));
+    }
+    if s.work_finished {
+        let text = format!("its work is finished ({} done): is the objective met?", s.counts.done);
+        let command = format!("{p} goal complete   # or add work: todo add --text \"…\"");
+        out.push(need("finished", None, text, command, (1, None)));
     }
     for u in &s.needs_user {
         if let Some(g) = u.gate {

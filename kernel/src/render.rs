@@ -55,8 +55,15 @@ pub fn goal_md(state: &GoalState) -> String {
     let checks: Vec<_> = state.gates.iter().filter(|g| g.checkable()).collect();
     let open = |t: &KeyRef<'_>| !t.status.is_closed();
     let user_todos: Vec<_> = state.todos.keys().filter(open).filter(|t| t.role == Role::User).collect();
-    if !gates.is_empty() || !user_todos.is_empty() {
+    let finished = state.work_finished();
+    if finished || !gates.is_empty() || !user_todos.is_empty() {
         let _ = writeln!(out, "\n## Needs you\n");
+        if finished {
+            let _ = writeln!(
+                out,
+                "- The work is finished: every todo is closed and nothing follows. Is the objective met? — `loopx goal complete` (or add work with `loopx todo add`)"
+            );
+        }
         for g in gates.iter().take(LISTED) {
             let _ = writeln!(
                 out,
@@ -111,6 +118,11 @@ pub fn goal_md(state: &GoalState) -> String {
     if !state.agents.is_empty() {
         let _ = writeln!(out, "\n## Next per agent\n");
         for a in &state.agents {
+            // A gate on the whole goal, or on this agent, holds its work (as should-run says).
+            if let Some(g) = state.holding_gate(Some(&a.id)) {
+                let _ = writeln!(out, "- {}: held until {} closes", a.id, g.id);
+                continue;
+            }
             match state.pick(Some(&a.id), now) {
                 Some(t) => {
                     let _ = writeln!(out, "- {}: {} {} {}", a.id, t.id, t.priority, one_line(&t.text));

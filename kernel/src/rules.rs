@@ -200,7 +200,18 @@ fn not_closed(state: &GoalState, todo: &Todo, doing: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether the goal takes `n` new todos: it is not done, and has room for them.
 fn room_for(state: &GoalState, n: usize) -> Result<()> {
+    if n > 0 && state.goal.status == GoalStatus::Done {
+        return Err(Error::refused(format!(
+            "goal {} is done: a person confirmed its objective is met",
+            state.goal.id
+        ))
+        .with_hint(format!(
+            "to add work, a person resumes it first: loopx --goal-id {} goal resume",
+            state.goal.id
+        )));
+    }
     if state.todos.len() + n > MAX_TODOS {
         return Err(Error::refused(format!("goal {} holds the maximum of {MAX_TODOS} live todos", state.goal.id))
             .with_hint("start a new goal for the next stretch of work: loopx goal create --goal-id next --objective \"…\""));
@@ -343,7 +354,43 @@ pub fn stop_goal(state: &GoalState, reason: Option<&String>) -> Result<Option<Ev
 }
 
 pub fn resume_goal(state: &GoalState) -> Option<Event> {
-    (state.goal.status == GoalStatus::Stopped).then_some(Event::GoalResumed {})
+    (state.goal.status != GoalStatus::Active).then_some(Event::GoalResumed {})
+}
+
+/// A person confirms the goal is met. Nothing may be left open: an open todo is finished or
+/// superseded first, an open gate answered (or the goal stopped instead).
+pub fn complete_goal(state: &GoalState, note: Option<&String>) -> Result<Option<Event>> {
+    check_note(note)?;
+    if state.goal.status == GoalStatus::Done {
+        return Ok(None);
+    }
+    let open: Vec<String> =
+        state.todos.keys().filter(|t| !t.status.is_closed()).map(|t| t.id.to_string()).collect();
+    if let Some(first) = open.first() {
+        let shown = if open.len() > 5 { format!("{}, …", open[..5].join(", ")) } else { open.join(", ") };
+        return Err(Error::refused(format!(
+            "goal {} still has {} open {} ({shown}); it is not finished",
+            state.goal.id,
+            open.len(),
+            if open.len() == 1 { "todo" } else { "todos" }
+        ))
+        .with_hint(format!(
+            "complete or supersede them first (loopx todo show --todo-id {first}), or stop the goal instead: loopx goal stop"
+        )));
+    }
+    if let Some(g) = state.open_gates().next() {
+        return Err(Error::refused(format!(
+            "gate {} is still open on goal {}: {}",
+            g.id,
+            state.goal.id,
+            loopx_core::ids::quote_input(&g.question)
+        ))
+        .with_hint(format!(
+            "answer it first: loopx gate answer {} --approve (or --reject, --cancel)",
+            g.id
+        )));
+    }
+    Ok(Some(Event::GoalCompleted { note: note.cloned() }))
 }
 
 pub fn register_agent(state: &GoalState, req: &RegisterAgent) -> Result<Option<Event>> {

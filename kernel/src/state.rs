@@ -9,9 +9,9 @@ use loopx_core::drive::{DriverLease, TurnEnd};
 use loopx_core::event::Event;
 use loopx_core::kernel::{TodoCounts, TodoSummary};
 use loopx_core::model::{
-    Agent, Completion, Evidence, Gate, GateBlocks, GateStatus, Goal, GoalStatus, Handoff, HandoffMode,
-    HandoffStatus, Lease, NewTodo, Note, QuotaPolicy, ResumeWhen, Role, RunRecord, Spend, Todo, TodoClass,
-    TodoStatus,
+    Agent, Completion, CompletionContinuation, Evidence, Gate, GateBlocks, GateStatus, Goal, GoalStatus,
+    Handoff, HandoffMode, HandoffStatus, Lease, NewTodo, Note, NotifyState, QuotaPolicy, ResumeWhen, Role,
+    RunRecord, Spend, Todo, TodoClass, TodoStatus,
 };
 use loopx_core::{AgentId, EvidenceId, GateId, GoalId, HandoffId, RunId, SpendId, Timestamp, TodoId};
 
@@ -136,10 +136,42 @@ pub struct GoalState {
     pub turns_ended_total: u64,
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub turns_failed_total: u64,
+    /// Telling the person the goal's work is finished (left out until first told).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_notice: Option<FinishNotice>,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
     *n == 0
+}
+
+/// The notice that the goal's work is finished, for the goal as it was then: `todos` ever
+/// added. Work added and finished again is a new notice.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinishNotice {
+    pub todos: u64,
+    #[serde(flatten)]
+    pub notified: NotifyState,
+}
+
+/// Records a notice attempt (`attempt`) or its outcome in `n`.
+fn record_notice(n: &mut NotifyState, at: Timestamp, reminder: bool, attempt: bool, error: Option<&String>) {
+    n.tried_at = Some(at);
+    match error {
+        _ if attempt => {}
+        Some(e) => {
+            n.failures = n.failures.saturating_add(1);
+            n.last_error = Some(e.clone());
+        }
+        None if reminder => {
+            n.reminded_at = Some(at);
+            n.last_error = None;
+        }
+        None => {
+            n.sent_at = Some(at);
+            n.last_error = None;
+        }
+    }
 }
 
 /// The archive of a goal: closed todos that left the live state, each with its evidence, one
@@ -276,6 +308,7 @@ impl GoalState {
             turn_ends: VecDeque::new(),
             turns_ended_total: 0,
             turns_failed_total: 0,
+            finish_notice: None,
         };
         state.keep_receipt(first);
         Ok(state)
@@ -398,6 +431,11 @@ impl GoalState {
             }
             Event::GoalResumed {} => {
                 self.goal.status = GoalStatus::Active;
+                self.goal.stop_reason = None;
+                self.goal.updated_at = at;
+            }
+            Event::GoalCompleted { .. } => {
+                self.goal.status = GoalStatus::Done;
                 self.goal.stop_reason = None;
                 self.goal.updated_at = at;
             }
@@ -587,22 +625,14 @@ impl GoalState {
             }
             Event::GateNotified { gate, reminder, attempt, error, .. } => {
                 let n = self.gate_mut(*gate)?.notified.get_or_insert_with(Default::default);
-                n.tried_at = Some(at);
-                match error {
-                    _ if *attempt => {}
-                    Some(e) => {
-                        n.failures = n.failures.saturating_add(1);
-                        n.last_error = Some(e.clone());
-                    }
-                    None if *reminder => {
-                        n.reminded_at = Some(at);
-                        n.last_error = None;
-                    }
-                    None => {
-                        n.sent_at = Some(at);
-                        n.last_error = None;
-                    }
+                record_notice(n, at, *reminder, *attempt, error.as_ref());
+            }
+            Event::FinishNotified { todos, attempt, error, .. } => {
+                let n = self.finish_notice.get_or_insert_with(Default::default);
+                if n.todos != *todos {
+                    *n = FinishNotice { todos: *todos, notified: NotifyState::default() };
                 }
+                record_notice(&mut n.notified, at, false, *attempt, error.as_ref());
             }
             Event::GateAnswered { gate, status, note } => {
                 let g = self.gate_mut(*gate)?;
@@ -926,6 +956,26 @@ impl GoalState {
 
     pub fn open_gates(&self) -> impl Iterator<Item = &Gate> {
         self.gates.iter().filter(|g| g.status == GateStatus::Open)
+    }
+
+    /// Every todo is closed, and one completed with nothing to follow (the work half of the
+    /// decision table's row 4).
+    pub fn all_work_closed(&self) -> bool {
+        !self.todos.is_empty()
+            && self.todos.keys().all(|t| t.status.is_closed())
+            && (self.archive.no_followup
+                || self.todos.iter().any(|t| {
+                    t.completion
+                        .as_ref()
+                        .is_some_and(|c| c.continuation == CompletionContinuation::NoFollowup)
+                }))
+    }
+
+    /// The goal is active and its work is finished: every todo closed, nothing follows, no gate
+    /// open. Whether the objective is met is a person's call: they complete the goal or add
+    /// work.
+    pub fn work_finished(&self) -> bool {
+        self.goal.status == GoalStatus::Active && self.all_work_closed() && self.open_gates().next().is_none()
     }
 
     /// The gate holding `todo` back, if any: an open gate scoped to it, or the gate it waits

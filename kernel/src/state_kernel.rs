@@ -20,7 +20,9 @@ use loopx_core::{AgentId, Clock, Error, GateId, GoalId, Result, Timestamp, TodoI
 
 use crate::Reporter;
 use crate::decide;
-use crate::gates::{CommandPassed, capability, channels, command_evidence, due, notices_due, request};
+use crate::gates::{
+    CommandPassed, capability, channels, command_evidence, due, finish_notice_due, notices_due, request,
+};
 use crate::quota;
 use crate::rules::{self, Actor, Lane};
 use crate::scope::WriteScope;
@@ -582,6 +584,7 @@ fn status_view(s: &GoalState, now: loopx_core::Timestamp) -> StatusView {
         goal_id: s.goal.id.clone(),
         objective: s.goal.objective.clone(),
         goal_status: s.goal.status,
+        work_finished: s.work_finished(),
         gates,
         needs_user,
         next_todo: if held(None) { None } else { s.next_for(None, now) },
@@ -757,6 +760,17 @@ impl<S: Store> Kernel for StateKernel<S> {
         )
     }
 
+    async fn complete_goal(&self, ctx: &CommandContext, note: Option<String>) -> Result<Receipt<GoalBody>> {
+        self.mutate(
+            ctx,
+            "goal.complete",
+            &note,
+            governs("completing the goal"),
+            |s, _| rules::complete_goal(s, note.as_ref()),
+            |s| self.goal_body(s),
+        )
+    }
+
     async fn set_person_key(&self, ctx: &CommandContext, public_key: String) -> Result<Receipt<GoalBody>> {
         if !crate::person::is_public_key(&public_key) {
             return Err(Error::usage("not an Ed25519 public key in hex")
@@ -927,6 +941,7 @@ impl<S: Store> Kernel for StateKernel<S> {
             |s| complete_body(id, decided.get().then_some(added))(s),
         )?;
         if !needs_check.get() {
+            self.tell_if_finished(&goal).await;
             return Ok(direct);
         }
         let state = self.store.read(&goal)?;
@@ -934,14 +949,16 @@ impl<S: Store> Kernel for StateKernel<S> {
         drop(state);
         let now = self.now();
         let added = usize::from(validated.is_some()) + usize::from(req.evidence.is_some());
-        self.mutate(
+        let receipt = self.mutate(
             ctx,
             "todo.complete",
             &req,
             todo_lane(id),
             |s, a| rules::complete(s, a, &req, validated.as_ref(), now),
             complete_body(id, Some(added)),
-        )
+        )?;
+        self.tell_if_finished(&goal).await;
+        Ok(receipt)
     }
 
     async fn supersede_todo(
@@ -1764,9 +1781,24 @@ impl<S: Store> StateKernel<S> {
         }
     }
 
-    /// Tells the person about each of their gates a notice is due for: the attempt is recorded
-    /// first (so no two processes send it), then the outcome. A failure is recorded and tried
-    /// again later; it never fails the command.
+    /// A completion that finished the goal's work tells the person at once (should-run would
+    /// on its next poll); a failure is recorded and warned of, never fails the completion.
+    async fn tell_if_finished(&self, goal: &GoalId) {
+        if self.gates.notifier.is_none() {
+            return;
+        }
+        let due = self.store.read(goal).is_ok_and(|s| finish_notice_due(&s, self.now(), &self.gates));
+        if due && let Err(e) = self.send_notices(goal).await {
+            self.store
+                .reporter()
+                .warn(&format!("could not tell the person goal {goal}'s work is finished: {}", e.message));
+        }
+    }
+
+    /// Tells the person about each of their gates a notice is due for, and that the goal's work
+    /// is finished when that is due: the attempt is recorded first (so no two processes send
+    /// it), then the outcome. A failure is recorded and tried again later; it never fails the
+    /// command.
     pub(crate) async fn send_notices(&self, goal: &GoalId) -> Result<Vec<NoticeResult>> {
         let Some(notifier) = self.gates.notifier.clone() else { return Ok(Vec::new()) };
         let s = self.store().read(goal)?;
@@ -1812,7 +1844,7 @@ impl<S: Store> StateKernel<S> {
             }
             let n = Notification {
                 goal: goal.clone(),
-                gate: id,
+                gate: Some(id),
                 question: g.question.clone(),
                 answer_with: format!(
                     "loopx --goal-id {goal} gate answer {id} --approve (or --reject, --cancel)"
@@ -1833,9 +1865,59 @@ impl<S: Store> StateKernel<S> {
             self.store().transact(goal, &mut |txn| {
                 txn.commit("loopx", e.clone(), None, false, |_| Ok(())).map(|_| ())
             })?;
-            out.push(NoticeResult { gate: id, reminder, channel: Some(used), error });
+            out.push(NoticeResult { gate: Some(id), reminder, channel: Some(used), error });
+        }
+        if finish_notice_due(&s, now, &self.gates) {
+            out.extend(self.send_finish_notice(goal, &s, &policy, &notifier).await?);
         }
         Ok(out)
+    }
+
+    /// Tells the person the goal's work is finished and asks them to confirm it, like a gate's
+    /// notice: the attempt is recorded first, then the outcome.
+    async fn send_finish_notice(
+        &self,
+        goal: &GoalId,
+        s: &GoalState,
+        policy: &loopx_core::model::NotifyPolicy,
+        notifier: &Arc<dyn loopx_core::traits::Notifier>,
+    ) -> Result<Option<NoticeResult>> {
+        let channel = channels(policy);
+        let todos = s.todos_total;
+        let mut claimed = false;
+        self.store().transact(goal, &mut |txn| {
+            if txn.state.finish_notice != s.finish_notice || !txn.state.work_finished() {
+                return Ok(());
+            }
+            let e = Event::FinishNotified { todos, channel: channel.clone(), attempt: true, error: None };
+            txn.commit("loopx", e, None, false, |_| Ok(()))?;
+            claimed = true;
+            Ok(())
+        })?;
+        if !claimed {
+            return Ok(None);
+        }
+        let n = Notification {
+            goal: goal.clone(),
+            gate: None,
+            question: format!(
+                "every todo is closed ({} done) and nothing follows: is the objective met? {}",
+                s.counts().done,
+                s.goal.objective
+            ),
+            answer_with: format!(
+                "loopx --goal-id {goal} goal complete (or add work: loopx --goal-id {goal} todo add --text \"…\")"
+            ),
+            reminder: false,
+            project: self.store().root().to_path_buf(),
+        };
+        let result = notifier.notify(policy, &n).await;
+        let error = result.as_ref().err().map(|e| e.message.clone());
+        let used = result.unwrap_or_else(|_| channel.clone());
+        let e = Event::FinishNotified { todos, channel: used.clone(), attempt: false, error: error.clone() };
+        self.store()
+            .transact(goal, &mut |txn| txn.commit("loopx", e.clone(), None, false, |_| Ok(())).map(|_| ()))?;
+        Ok(Some(NoticeResult { gate: None, reminder: false, channel: Some(used), error }))
     }
 
     /// Whether should-run must poll first: a gate or a notice is due that this process may
@@ -1843,7 +1925,9 @@ impl<S: Store> StateKernel<S> {
     pub(crate) fn poll_needed(&self, state: &GoalState, now: Timestamp) -> bool {
         let timers_only = !self.gates.poll_on_should_run;
         !due(state, now, &self.gates, timers_only).is_empty()
-            || (!timers_only && !notices_due(state, now, &self.gates).is_empty())
+            || (!timers_only
+                && (!notices_due(state, now, &self.gates).is_empty()
+                    || finish_notice_due(state, now, &self.gates)))
     }
 }
 

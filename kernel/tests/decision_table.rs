@@ -227,6 +227,48 @@ fn row_1_stopped_or_zero_compute_pauses_everyone() {
 }
 
 #[test]
+fn row_1_a_completed_goal_stops_everyone_done_until_resumed() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let x = s.todo("work", Priority::P1);
+    // Only finished work is completed: an open todo, then an open gate, refuse it.
+    assert_eq!(rules::complete_goal(&s.state, None).unwrap_err().kind, ErrorKind::Refused);
+    assert!(!s.state.work_finished());
+    s.complete(x, true);
+    assert!(s.state.work_finished());
+    let g = s.gate(GateBlocks::Agent(agent("b")));
+    assert!(!s.state.work_finished(), "a gate is open");
+    assert_eq!(rules::complete_goal(&s.state, None).unwrap_err().kind, ErrorKind::Refused);
+    s.answer(g, GateStatus::Approved);
+    let e = rules::complete_goal(&s.state, Some(&"met".to_owned())).unwrap().unwrap();
+    s.apply("user", e);
+    assert!(!s.state.work_finished(), "done is no longer waiting for the person");
+    assert!(rules::complete_goal(&s.state, None).unwrap().is_none(), "completing again is a no-op");
+    for who in [Some("a"), Some("b"), None] {
+        let d = s.decide(who);
+        check(&d, DecisionKind::Stop, RunState::Done);
+        assert_eq!(d.continuation, Continuation::Stop { cause: StopCause::Done });
+    }
+    // Row 1 before row 3: a spent budget on a done goal still reads done.
+    s.quota(QuotaChange { budget_tokens: Some(1), ..Default::default() });
+    s.spend("a", x, Some(5));
+    check(&s.decide(Some("a")), DecisionKind::Stop, RunState::Done);
+    // A done goal takes no new work; resumed, it is finished (row 4) again.
+    let add = AddTodo {
+        text: "more".into(),
+        priority: Priority::P1,
+        role: Role::Agent,
+        class: TodoClass::Advance,
+        scopes: vec![],
+        after_gate: None,
+        validation: None,
+    };
+    assert_eq!(rules::add_todo(&s.state, &add).unwrap_err().kind, ErrorKind::Refused);
+    s.apply("user", rules::resume_goal(&s.state).unwrap());
+    s.quota(QuotaChange { budget_tokens: Some(1000), ..Default::default() });
+    check(&s.decide(Some("a")), DecisionKind::Stop, RunState::Terminal);
+}
+
+#[test]
 fn row_2_identity_is_required() {
     let mut s = Sim::new().agents(&["a", "b"]);
     s.todo("work", Priority::P1);

@@ -1,8 +1,9 @@
-//! Telling a person that a gate needs them: a POST to a webhook (loopx's JSON, Slack's `text`,
-//! or Feishu/Lark's `msg_type: text`), and/or a local command given the message as its last
-//! argument, the gate as JSON on stdin and `LOOPX_GOAL_ID`, `LOOPX_GATE_ID` and
-//! `LOOPX_PROJECT` in its environment, so a script can act on it. A webhook's address is a secret (Slack's and Feishu's carry their token in the
-//! path): it is kept in an environment variable (`env:NAME`) or in the person's own
+//! Telling a person that a gate needs them, or that a goal's work is finished: a POST to a
+//! webhook (loopx's JSON, Slack's `text`, or Feishu/Lark's `msg_type: text`), and/or a local
+//! command given the message as its last argument, the notice as JSON on stdin and
+//! `LOOPX_GOAL_ID`, `LOOPX_GATE_ID` (for a gate) and `LOOPX_PROJECT` in its environment, so a
+//! script can act on it. A webhook's address is a secret (Slack's and Feishu's carry their
+//! token in the path): it is kept in an environment variable (`env:NAME`) or in the person's own
 //! configuration (`config:NAME`), read only here, when a notice is sent, and never written
 //! anywhere; no error names it.
 
@@ -97,12 +98,14 @@ impl Notify {
     fn run(&self, argv: &[String], n: &Notification, text: &str) -> Result<()> {
         let (program, args) =
             argv.split_first().ok_or_else(|| Error::usage("the notify command is empty"))?;
-        let mut child = std::process::Command::new(program)
-            .args(args)
-            .arg(text)
-            .env("LOOPX_GOAL_ID", n.goal.as_str())
-            .env("LOOPX_GATE_ID", n.gate.to_string())
-            .env("LOOPX_PROJECT", &n.project)
+        let mut command = std::process::Command::new(program);
+        command.args(args).arg(text).env("LOOPX_GOAL_ID", n.goal.as_str()).env("LOOPX_PROJECT", &n.project);
+        match n.gate {
+            Some(g) => command.env("LOOPX_GATE_ID", g.to_string()),
+            // Not the person's environment's: this notice is about no gate.
+            None => command.env_remove("LOOPX_GATE_ID"),
+        };
+        let mut child = command
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -133,10 +136,12 @@ impl Notify {
     }
 }
 
-/// loopx's own JSON for a notice: a generic webhook's body.
+/// loopx's own JSON for a notice: a generic webhook's body. `kind` is `gate` (a gate asks,
+/// `gate` names it) or `finished` (the goal's work is finished and waits to be confirmed).
 fn generic(n: &Notification, text: &str) -> serde_json::Value {
     json!({
-        "source": "loopx", "goal": n.goal, "gate": n.gate, "question": n.question,
+        "source": "loopx", "kind": if n.gate.is_some() { "gate" } else { "finished" },
+        "goal": n.goal, "gate": n.gate, "question": n.question,
         "answer_with": n.answer_with, "reminder": n.reminder, "text": text,
     })
 }
@@ -151,7 +156,15 @@ fn gate_json(n: &Notification, text: &str) -> String {
 /// The message: the question, and the command that answers it.
 pub fn message(n: &Notification) -> String {
     let what = if n.reminder { "still needs you" } else { "needs you" };
-    format!("loopx: goal {} {what}. {} asks: {}\nAnswer with: {}", n.goal, n.gate, n.question, n.answer_with)
+    match n.gate {
+        Some(g) => {
+            format!("loopx: goal {} {what}. {g} asks: {}\nAnswer with: {}", n.goal, n.question, n.answer_with)
+        }
+        None => format!(
+            "loopx: goal {}'s work is finished. {}\nConfirm with: {}",
+            n.goal, n.question, n.answer_with
+        ),
+    }
 }
 
 #[async_trait]

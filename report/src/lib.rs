@@ -196,7 +196,7 @@ pub struct GateWait {
 /// A person stepping in.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct People {
-    /// Gate answers, goal changes (objective, quota, stop, resume, a void), todos added and
+    /// Gate answers, goal changes (objective, quota, stop, resume, completion, a void), todos added and
     /// todos superseded, by a person.
     pub interventions: u64,
     pub gate_answers: u64,

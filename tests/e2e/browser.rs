@@ -148,6 +148,8 @@ fn projects(s: &Sandbox) -> (PathBuf, PathBuf) {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let demo: Value = serde_json::from_slice(&r.stdout).unwrap();
     let reports = PathBuf::from(demo["project"].as_str().unwrap());
+    // The demo ends with its goal done; the person reopens it for the next stretch of work.
+    ok(&reports, &["goal", "resume"]);
     for (text, prio) in [
         ("Paginate the export for reports over 10,000 rows", "P1"),
         ("Stream the CSV instead of building it in memory", "P2"),
@@ -191,6 +193,23 @@ fn projects(s: &Sandbox) -> (PathBuf, PathBuf) {
     ok(&web, &["agent", "register", "--agent-id", "claude", "--agent-type", "claude-code"]);
     ok(&web, &["todo", "add", "--agent-id", "user", "--text", "Switch the pricing route to the new page"]);
     ok(&web, &["gate", "ask", "--agent-id", "claude", "--question", "Deploy to prod?", "--blocks", "goal"]);
+    // A second goal there whose work is finished: it waits for the person to confirm it.
+    let docs = |args: &[&str]| ok(&web, &[&["--goal-id", "docs"][..], args].concat());
+    ok(&web, &["goal", "create", "--goal-id", "docs", "--objective", "Document the pricing page"]);
+    docs(&["agent", "register", "--agent-id", "claude", "--agent-type", "claude-code"]);
+    docs(&["todo", "add", "--text", "Write the pricing FAQ"]);
+    docs(&["todo", "claim", "--todo-id", "t1", "--agent-id", "claude"]);
+    docs(&[
+        "todo",
+        "complete",
+        "--todo-id",
+        "t1",
+        "--agent-id",
+        "claude",
+        "--no-follow-up",
+        "--note",
+        "FAQ live",
+    ]);
     ok(&reports, &["projects", "add"]);
     ok(&web, &["projects", "add"]);
     (reports, web)
@@ -231,6 +250,29 @@ async fn the_dashboard_in_a_real_browser() {
     assert_eq!(after["decision"], "run", "{after}");
     let gates = s.run_in(&web, &["gate", "list", "--all", "--json"]).json();
     assert_eq!(gates["gates"][0]["answered_by"], "user", "{gates}");
+
+    // The finished goal asks the person to confirm it; the button completes it.
+    let finished = "//li[@data-kind='finished'][contains(., 'docs')]";
+    let text = c.find(Locator::XPath(finished)).await.unwrap().text().await.unwrap();
+    assert!(text.contains("its work is finished (1 done): is the objective met?"), "{text}");
+    let complete = format!("{finished}//button[contains(., 'Complete goal')]");
+    c.find(Locator::XPath(&complete)).await.unwrap().click().await.unwrap();
+    assert!(
+        until(
+            &c,
+            "return document.querySelector(\"li[data-kind='finished']\") === null",
+            Duration::from_secs(5)
+        )
+        .await,
+        "{}",
+        body_text(&c).await
+    );
+    let done = s.run_in(&web, &["--goal-id", "docs", "status", "--json"]).json();
+    assert_eq!(done["goal_status"], "done", "{done}");
+    let ask = s
+        .run_in(&web, &["--goal-id", "docs", "quota", "should-run", "--agent-id", "claude", "--json"])
+        .json();
+    assert_eq!(ask["continuation"]["cause"], "done", "{ask}");
 
     // The reports goal's page, left open: a todo added on the command line appears within
     // 2 s, without a reload (a mark set on the page survives).

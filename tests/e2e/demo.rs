@@ -27,6 +27,7 @@ fn the_demo_runs_a_goal_across_two_hosts_to_its_end() {
     let v = s.json(&["demo"]);
     insta::assert_snapshot!("demo_timeline", story(&v));
     let st = &v["status"];
+    assert_eq!(st["goal_status"], "done", "the person completed it");
     assert_eq!(st["counts"]["done"], 4);
     assert_eq!(st["counts"]["total"], 4);
     assert_eq!(st["agents"], serde_json::json!(["codex-1", "claude-1"]));
@@ -38,7 +39,10 @@ fn the_demo_runs_a_goal_across_two_hosts_to_its_end() {
     let text = s.ok(&["demo"]).stdout;
     assert!(text.contains("codex-1 @codex-cli"), "{text}");
     assert!(text.contains("hands t3 off to claude-code (h1)"), "{text}");
-    assert!(text.contains("final: goal demo active · 4 of 4 todos done"), "{text}");
+    // The agents stop when the work is finished; the person completes the goal.
+    assert!(text.contains("maya                  completes goal demo (loopx goal complete)"), "{text}");
+    assert!(text.contains("should-run → stop (done)"), "{text}");
+    assert!(text.contains("final: goal demo done · 4 of 4 todos done"), "{text}");
 }
 
 #[test]

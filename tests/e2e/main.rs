@@ -14,6 +14,7 @@ mod dashboard;
 mod demo;
 mod drive;
 mod fake_model;
+mod finished;
 mod gates;
 mod handoff;
 mod hook_matrix;

@@ -274,6 +274,7 @@ fn step_check(pre: &GoalState, event: &Event, line: &EventLine, agent: bool, see
         Event::GoalUpdated { .. }
         | Event::GoalStopped { .. }
         | Event::GoalResumed {}
+        | Event::GoalCompleted { .. }
         | Event::SlotVoided { .. }
             if agent =>
         {
