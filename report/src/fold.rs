@@ -32,7 +32,22 @@ struct OpenTurn {
     outcome: Outcome,
     /// Counted in the window (its decision fell in it).
     counted: bool,
+    /// The spend that accounted it, while its outcome is spent.
+    spend: Option<String>,
 }
+
+/// A finished turn a spend accounted: a void of that spend makes it written back, not spent.
+#[derive(Debug)]
+struct SpentTurn {
+    lane: usize,
+    counted: bool,
+    /// Where it was drawn (start and end), if it was.
+    drawn: Option<(i64, i64)>,
+    end: i64,
+}
+
+/// How long a spend can still be voided: the goal keeps a week of spends; a day's margin.
+const VOIDABLE_MS: i64 = 8 * 24 * 3600 * 1000;
 
 #[derive(Debug)]
 struct OpenGate {
@@ -61,6 +76,8 @@ pub struct Fold {
     gate_list: Vec<GateWait>,
     out_of_quota: BTreeMap<String, bool>,
     turns: BTreeMap<String, OpenTurn>,
+    /// Finished turns by the spend that accounted them.
+    spent: BTreeMap<String, SpentTurn>,
     /// Agents a `loopx drive` runs (their turns end at `turn_ended`).
     driven: BTreeSet<String>,
     agents: Vec<AgentTurns>,
@@ -93,6 +110,7 @@ impl Fold {
             gate_list: Vec::new(),
             out_of_quota: BTreeMap::new(),
             turns: BTreeMap::new(),
+            spent: BTreeMap::new(),
             driven: BTreeSet::new(),
             agents: Vec::new(),
             lane_of: BTreeMap::new(),
@@ -248,7 +266,7 @@ impl Fold {
                 self.set_paused(at, false, self.compute_zero);
                 self.goal_change(actor, at, counted);
             }
-            Event::SlotVoided { .. } => self.goal_change(actor, at, counted),
+            Event::GoalCompleted { .. } => self.goal_change(actor, at, counted),
             Event::AgentRegistered { agent, agent_type } => {
                 self.lane(agent.as_str(), Some(agent_type.name()));
             }
@@ -324,6 +342,7 @@ impl Fold {
                             ended: None,
                             outcome: Outcome::Failed,
                             counted,
+                            spend: None,
                         };
                         self.turns.insert(agent.to_owned(), turn);
                     }
@@ -355,6 +374,7 @@ impl Fold {
                         ended: None,
                         outcome: Outcome::Failed,
                         counted,
+                        spend: None,
                     };
                     self.turns.insert(agent.to_owned(), turn);
                 }
@@ -371,7 +391,12 @@ impl Fold {
                     && open.outcome == Outcome::WroteBack
                 {
                     open.outcome = Outcome::Spent;
+                    open.spend = Some(spend.id.to_string());
                 }
+            }
+            Event::SlotVoided { spend, .. } => {
+                self.goal_change(actor, at, counted);
+                self.voided(&spend.to_string());
             }
             Event::HandoffOffered { handoff } => {
                 let lane = self.lane(handoff.from.as_str(), None);
@@ -435,12 +460,22 @@ impl Fold {
                     if counted {
                         self.count_turn(lane, start);
                     }
-                    let turn = OpenTurn { turn: end.turn.clone(), start, ended: None, outcome, counted };
+                    let turn = OpenTurn {
+                        turn: end.turn.clone(),
+                        start,
+                        ended: None,
+                        outcome,
+                        counted,
+                        spend: None,
+                    };
                     self.turns.insert(agent.to_owned(), turn);
                 }
                 let lane = self.lane(agent, None);
-                if self.turns.get(agent).is_some_and(|o| o.counted) {
-                    self.agents[lane].counts.driven += 1;
+                if let Some(open) = self.turns.get_mut(agent) {
+                    open.spend = end.spent_by.map(|s| s.to_string());
+                    if open.counted {
+                        self.agents[lane].counts.driven += 1;
+                    }
                 }
                 self.finish_turn(agent, at, Some(outcome));
                 self.usage(agent, counted, end.usage.tokens, end.usage.usd);
@@ -507,6 +542,33 @@ impl Fold {
         }
         if end > from {
             self.picture().turn(lane, open.start, end, outcome);
+        }
+        if let (Outcome::Spent, Some(spend)) = (outcome, open.spend) {
+            // Only a spend the goal still keeps (a week's) can be voided: forget older turns.
+            if self.spent.len() >= 4096 {
+                self.spent.retain(|_, t| t.end >= at - VOIDABLE_MS);
+            }
+            let drawn = (end > from).then_some((open.start, end));
+            self.spent.insert(spend, SpentTurn { lane, counted: open.counted, drawn, end });
+        }
+    }
+
+    /// A person voided `spend`: the turn it accounted gave its slot back, so it reads as written
+    /// back, not spent (as the quota counts it).
+    fn voided(&mut self, spend: &str) {
+        if let Some(open) = self.turns.values_mut().find(|o| o.spend.as_deref() == Some(spend)) {
+            open.outcome = Outcome::WroteBack;
+            open.spend = None;
+            return;
+        }
+        let Some(t) = self.spent.remove(spend) else { return };
+        if t.counted {
+            let c = &mut self.agents[t.lane].counts;
+            c.spent -= 1;
+            c.wrote_back += 1;
+        }
+        if let Some((start, end)) = t.drawn {
+            self.picture().restate(t.lane, start, end, Outcome::Spent, Outcome::WroteBack);
         }
     }
 

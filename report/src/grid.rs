@@ -212,6 +212,21 @@ impl Picture {
         self.bars.push(Bar { lane, start: start.max(self.from), end, outcome });
     }
 
+    /// A turn drawn as [`Picture::turn`] ended otherwise after all (its spend was voided).
+    pub fn restate(&mut self, lane: usize, start: i64, end: i64, was: Outcome, outcome: Outcome) {
+        let cols = &mut self.busy[lane];
+        Self::spread(&self.grid, start, end, |c, ms| {
+            cols[c][was as usize] -= ms;
+            cols[c][outcome as usize] += ms;
+        });
+        let start = start.max(self.from);
+        if let Some(b) =
+            self.bars.items.iter_mut().rev().find(|b| (b.lane, b.start, b.end) == (lane, start, end))
+        {
+            b.outcome = outcome;
+        }
+    }
+
     pub fn person_wait(&mut self, start: i64, end: i64, label: String) {
         self.reach(end);
         Self::spread_into(&self.grid, &mut self.person_cols, start, end);

@@ -195,6 +195,30 @@ fn the_demo_tells_its_story_in_figures() {
     insta::assert_snapshot!("report_demo_json", serde_json::to_string_pretty(&json).unwrap());
 }
 
+/// A voided spend gives its turn's slot back: the report reads that turn as written back, not
+/// spent, as the quota counts it (in the figures and in the picture).
+#[test]
+fn a_voided_spend_makes_its_turn_written_back_not_spent() {
+    let s = Sandbox::new();
+    let v = s.json(&["demo", "--keep"]);
+    let dir = v["project"].as_str().unwrap().to_owned();
+    let _gone = Removed(&dir);
+    let turns = |r: &Value| (r["turns"]["spent"].clone(), r["turns"]["wrote_back"].clone());
+    assert_eq!(turns(&s.json(&["--project", &dir, "report"])), (7.into(), 0.into()));
+    // s1 accounted a turn long finished, s7 the last turn of the story.
+    for spend in ["s1", "s7"] {
+        s.ok(&["--project", &dir, "quota", "void-slot", "--spend-id", spend, "--reason", "the host retried"]);
+    }
+    let r = s.json(&["--project", &dir, "report"]);
+    assert_eq!(turns(&r), (5.into(), 2.into()), "{}", r["turns"]);
+    let spent: Vec<&Value> = r["agents"].as_array().unwrap().iter().map(|a| &a["spent"]).collect();
+    assert_eq!(spent, [&Value::from(3), &Value::from(2)], "codex-1 spent s1, claude-1 s7");
+    let svg = s.home.join("voided.svg");
+    s.ok(&["--project", &dir, "report", "--svg", svg.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert_eq!((count(&svg, "class=\"turn spent\""), count(&svg, "class=\"turn wrote-back\"")), (5, 2));
+}
+
 #[test]
 fn bad_report_input_is_refused_and_changes_nothing() {
     let s = Sandbox::new();
