@@ -331,6 +331,7 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             start_dir: env.cwd.clone(),
             goal: cli.goal_id.as_deref().map(loopx_core::GoalId::new).transpose()?,
             agent: mcp_agent(a.agent_id.as_deref(), cli.driven.as_ref())?,
+            named: std::sync::Mutex::new(None),
             session: cli.session.clone(),
             options: env.options.clone(),
             gates: env.gates.clone(),

@@ -28,6 +28,9 @@ pub struct Server {
     pub goal: Option<GoalId>,
     /// When set, every call acts as this agent, and a call naming another is refused.
     pub agent: Option<AgentId>,
+    /// The agent the session's latest `should_run` named: the other tools (which take no
+    /// agent id) act as it.
+    pub named: std::sync::Mutex<Option<AgentId>>,
     /// The host session that started the server, if a host marked its environment: calls
     /// without an agent act as the agent bound to it.
     pub session: Option<BindThread>,
@@ -120,11 +123,11 @@ fn rpc_error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-/// The arguments of each tool: derived structs, so a misspelt or unknown argument is refused
-/// (the schemas say `additionalProperties: false`, and the server means it), and the schemas
-/// are generated from the same structs. Field notes are `//`, not `///`: a doc comment becomes
-/// a description in the schema, and every byte of `tools/list` sits in each agent's context,
-/// so only arguments whose values are not plain from their name are described.
+/// The arguments of each tool: derived structs, so a misspelt or unknown argument is refused,
+/// and the schemas are generated from the same structs. Field notes are `//`, not `///`: a doc
+/// comment becomes a description in the schema, and every byte of `tools/list` sits in each
+/// agent's context, so only arguments whose values are not plain from their name are
+/// described, as the values' list.
 mod tool_args {
     use schemars::JsonSchema;
     use serde::Deserialize;
@@ -132,7 +135,7 @@ mod tool_args {
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct ShouldRun {
-        // your registered agent id
+        // your registered agent id: the server's other calls act as it from then on
         pub agent_id: Option<String>,
         // this turn's id; repeats of a call with it change nothing
         pub turn_id: Option<String>,
@@ -145,7 +148,6 @@ mod tool_args {
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct ClaimTask {
-        pub agent_id: Option<String>,
         // todo id, e.g. t3 (without it: your next todo)
         pub todo_id: Option<String>,
         pub turn_id: Option<String>,
@@ -154,23 +156,25 @@ mod tool_args {
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct UpdateTask {
-        pub agent_id: Option<String>,
         pub todo_id: String,
         pub note: Option<String>,
-        /// open, blocked or deferred
+        /// open|blocked|deferred
         pub status: Option<String>,
+        // proof of progress, recorded as evidence
+        pub evidence: Option<String>,
+        /// test|command|link|note|artifact
+        pub evidence_kind: Option<String>,
     }
 
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct CompleteTask {
-        pub agent_id: Option<String>,
         pub todo_id: String,
         // this turn's id (required, but under loopx drive)
         pub turn_id: Option<String>,
-        /// what proves it done
+        // what proves it done
         pub evidence: Option<String>,
-        /// test (default), command, link, note, artifact
+        /// test|command|link|note|artifact
         pub evidence_kind: Option<String>,
         // nothing follows from this todo (needs a note)
         #[serde(default)]
@@ -179,25 +183,22 @@ mod tool_args {
         pub note: Option<String>,
         // the successor todo to create
         pub next_todo: Option<String>,
-        /// surface_only, outcome_gap, outcome_progress (default), goal_outcome
+        /// outcome_progress|outcome_gap|surface_only|goal_outcome
         pub delivery_outcome: Option<String>,
-        // tokens the turn used, as the host reports them
-        pub tokens: Option<u64>,
     }
 
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct AskUser {
         pub question: String,
-        /// goal, agent:<id> or todos:<ids>
+        /// goal|agent:<id>|todos:<ids>
         pub blocks: String,
     }
 
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct Handoff {
-        pub agent_id: Option<String>,
-        /// a host type: claude-code, codex-cli, gemini, …
+        /// claude-code|codex-cli|gemini|…
         pub to_host: String,
         pub to_agent: Option<String>,
         // default: all you hold
@@ -206,16 +207,6 @@ mod tool_args {
         // where you stopped, what next
         pub note: Option<String>,
         pub turn_id: Option<String>,
-    }
-
-    #[derive(Debug, Deserialize, JsonSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct AddEvidence {
-        pub agent_id: Option<String>,
-        pub todo_id: String,
-        /// test, command, link, note or artifact
-        pub kind: String,
-        pub summary: String,
     }
 }
 
@@ -226,8 +217,10 @@ use tool_args as ta;
 fn input_schema<T: schemars::JsonSchema>() -> Value {
     let mut v = schemars::schema_for!(T).to_value();
     if let Some(m) = v.as_object_mut() {
-        m.shift_remove("$schema");
-        m.shift_remove("title");
+        // The server refuses an unknown argument whether or not the schema says so.
+        for k in ["$schema", "title", "additionalProperties"] {
+            m.shift_remove(k);
+        }
         let props = m.entry("properties").or_insert_with(|| json!({}));
         // An optional argument is one not `required`; `["string", "null"]` says it twice.
         for p in props.as_object_mut().into_iter().flat_map(|p| p.values_mut()) {
@@ -245,6 +238,10 @@ fn input_schema<T: schemars::JsonSchema>() -> Value {
                 }
             }
         }
+        // A tool without arguments says so by having no properties at all.
+        if m.get("properties").and_then(Value::as_object).is_some_and(Map::is_empty) {
+            m.shift_remove("properties");
+        }
     }
     v
 }
@@ -257,20 +254,13 @@ fn tool<T: schemars::JsonSchema>(name: &str, description: &str) -> Value {
 /// repeated call change nothing, said once, in `should_run`'s description).
 fn tools() -> Vec<Value> {
     vec![
-        tool::<ta::ShouldRun>(
-            "should_run",
-            "Call first each turn: run now, and on what? A turn_id makes any repeat harmless.",
-        ),
-        tool::<ta::Status>("status", "Objective, what needs the user, what is next, proof so far."),
-        tool::<ta::ClaimTask>("claim_task", "Claim a todo (no todo_id: your next one)."),
-        tool::<ta::UpdateTask>("update_task", "Note on a todo, or set it blocked, deferred or open."),
-        tool::<ta::CompleteTask>(
-            "complete_task",
-            "End the turn: complete the todo with evidence (or no_follow_up and a note), write it back, spend.",
-        ),
-        tool::<ta::AskUser>("ask_user", "Ask a person one concrete question."),
-        tool::<ta::AddEvidence>("add_evidence", "Record proof of progress on a todo."),
-        tool::<ta::Handoff>("handoff", "Hand your todos to another host or agent, with a note."),
+        tool::<ta::ShouldRun>("should_run", "Call first each turn. turn_id makes repeats harmless."),
+        tool::<ta::Status>("status", "What needs the user, what is next, proof."),
+        tool::<ta::ClaimTask>("claim_task", "Claim a todo (none given: your next)."),
+        tool::<ta::UpdateTask>("update_task", "Note, evidence or status of a todo."),
+        tool::<ta::CompleteTask>("complete_task", "End the turn: complete the todo, write back, spend."),
+        tool::<ta::AskUser>("ask_user", "Ask the person a question."),
+        tool::<ta::Handoff>("handoff", "Hand your todos to another host or agent."),
     ]
 }
 
@@ -325,7 +315,8 @@ impl Server {
                     )))
             }
             (Some(mine), _) => Ok(Some(mine.clone())),
-            (None, named) => Ok(named),
+            (None, Some(named)) => Ok(Some(named)),
+            (None, None) => Ok(self.named.lock().ok().and_then(|n| n.clone())),
         }
     }
 
@@ -377,7 +368,16 @@ impl Server {
             "should_run" => {
                 let a: ta::ShouldRun = parse(name, args)?;
                 let ctx = self.context(session, a.agent_id.as_deref(), self.turn(a.turn_id.as_deref())?)?;
-                crate::next::should_run_mcp(&self.kernel()?.should_run(&ctx, None).await?)
+                let answer = self.kernel()?.should_run(&ctx, None).await?;
+                // The agent it named is who this session is: the other tools act as it.
+                if a.agent_id.is_some() {
+                    *self
+                        .named
+                        .lock()
+                        .map_err(|_| Error::internal("the server's agent lock is poisoned"))? =
+                        ctx.agent.clone();
+                }
+                crate::next::should_run_mcp(&answer)
             }
             "status" => {
                 let _: ta::Status = parse(name, args)?;
@@ -385,7 +385,7 @@ impl Server {
             }
             "claim_task" => {
                 let a: ta::ClaimTask = parse(name, args)?;
-                let ctx = self.context(session, a.agent_id.as_deref(), self.turn(a.turn_id.as_deref())?)?;
+                let ctx = self.context(session, None, self.turn(a.turn_id.as_deref())?)?;
                 let k = self.kernel()?;
                 match a.todo_id {
                     Some(t) => to_value(&k.claim_todo(&ctx, t.parse()?).await?),
@@ -394,6 +394,21 @@ impl Server {
             }
             "update_task" => {
                 let a: ta::UpdateTask = parse(name, args)?;
+                let evidence = match (a.evidence, a.evidence_kind) {
+                    (Some(summary), kind) => Some(NewEvidence {
+                        kind: opt_id(kind.as_deref(), str::parse::<EvidenceKind>)?
+                            .unwrap_or(EvidenceKind::Test),
+                        summary,
+                        command: None,
+                        exit_code: None,
+                        link: None,
+                    }),
+                    (None, Some(_)) => {
+                        return Err(Error::usage("evidence_kind without evidence")
+                            .with_hint("say what proves the progress in evidence"));
+                    }
+                    (None, None) => None,
+                };
                 let req = UpdateTodo {
                     todo: a.todo_id.parse()?,
                     text: None,
@@ -402,11 +417,11 @@ impl Server {
                     resume_when: None,
                     clear_claim: false,
                     note: a.note,
-                    evidence: None,
+                    evidence,
                     claimed_by: None,
                     takeover_reason: None,
                 };
-                let ctx = self.context(session, a.agent_id.as_deref(), None)?;
+                let ctx = self.context(session, None, None)?;
                 to_value(&self.kernel()?.update_todo(&ctx, req).await?)
             }
             "complete_task" => self.complete(parse(name, args)?, session).await,
@@ -419,21 +434,6 @@ impl Server {
                 };
                 to_value(&self.kernel()?.ask_gate(&self.context(session, None, None)?, req).await?)
             }
-            "add_evidence" => {
-                let a: ta::AddEvidence = parse(name, args)?;
-                let req = AddEvidence {
-                    todo: a.todo_id.parse()?,
-                    evidence: NewEvidence {
-                        kind: a.kind.parse::<EvidenceKind>()?,
-                        summary: a.summary,
-                        command: None,
-                        exit_code: None,
-                        link: None,
-                    },
-                };
-                let ctx = self.context(session, a.agent_id.as_deref(), None)?;
-                to_value(&self.kernel()?.add_evidence(&ctx, req).await?)
-            }
             "handoff" => {
                 let a: ta::Handoff = parse(name, args)?;
                 let req = OfferHandoff {
@@ -443,7 +443,7 @@ impl Server {
                     note: a.note,
                     ttl_secs: DEFAULT_HANDOFF_TTL_SECS,
                 };
-                let ctx = self.context(session, a.agent_id.as_deref(), a.turn_id.as_deref())?;
+                let ctx = self.context(session, None, a.turn_id.as_deref())?;
                 to_value(&self.kernel()?.handoff(&ctx, req).await?)
             }
             other => Err(Error::usage(format!("no tool named {other:?}")).with_hint("see tools/list")),
@@ -458,7 +458,7 @@ impl Server {
             Error::usage("complete_task needs this turn's id: it makes the call safe to repeat")
                 .with_hint("pass turn_id (the id you used with should_run)")
         })?;
-        let ctx = self.context(session, a.agent_id.as_deref(), Some(turn))?;
+        let ctx = self.context(session, None, Some(turn))?;
         let kind = a.evidence_kind.as_deref().unwrap_or("test").parse::<EvidenceKind>()?;
         let outcome =
             a.delivery_outcome.as_deref().unwrap_or("outcome_progress").parse::<DeliveryOutcome>()?;
@@ -479,7 +479,8 @@ impl Server {
             classification: "implement".to_owned(),
             delivery_outcome: outcome,
             slots: 1,
-            tokens: a.tokens,
+            // A model does not know its tokens: its host reports them (`loopx drive`, hooks).
+            tokens: None,
             usd: None,
         };
         let r = self.kernel()?.settle_turn(&ctx, req).await?;

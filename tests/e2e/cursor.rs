@@ -179,7 +179,7 @@ fn the_mcp_server_acts_as_the_installed_agent_never_the_only_one_registered() {
     let (err, body) = m.call("should_run", json!({}));
     assert!(err, "the only registered agent is codex-1, and the Cursor server is not it: {body}");
     assert!(body.as_str().unwrap().contains("agent cursor-1 is not registered"), "{body}");
-    let (err, body) = m.call("claim_task", json!({"todo_id": "t1", "agent_id": "codex-1"}));
+    let (err, body) = m.call("should_run", json!({"agent_id": "codex-1"}));
     assert!(err && body.as_str().unwrap().contains("acts as agent cursor-1"), "{body}");
 }
 
