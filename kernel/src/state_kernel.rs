@@ -1400,7 +1400,7 @@ impl<S: Store> Kernel for StateKernel<S> {
         let spend =
             SpendSlot { todo: id, slots: req.slots, tokens: req.tokens, usd: req.usd, dry_run: false };
         let evidence_before = std::cell::Cell::new(0);
-        self.mutate(
+        let receipt = self.mutate(
             ctx,
             "turn.settle",
             &req,
@@ -1446,7 +1446,9 @@ impl<S: Store> Kernel for StateKernel<S> {
                     todo,
                 })
             },
-        )
+        )?;
+        self.tell_if_finished(&goal).await;
+        Ok(receipt)
     }
 
     async fn void_slot(&self, ctx: &CommandContext, req: VoidSlot) -> Result<Receipt<SpendBody>> {

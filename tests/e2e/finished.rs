@@ -100,3 +100,22 @@ fn a_finished_goal_asks_the_person_and_the_person_completes_it() {
     let sent: serde_json::Value = serde_json::from_str(&read("json")).unwrap();
     assert!(sent["question"].as_str().unwrap().contains("(2 done)"), "{sent}");
 }
+
+/// A settlement over MCP that finishes the work tells the person at once, before any poll.
+#[test]
+fn an_mcp_settlement_that_finishes_the_work_tells_the_person_at_once() {
+    let s = Sandbox::new();
+    s.init();
+    let notice = s.home.join("notice.json");
+    let script = format!("cat > {}", notice.display());
+    s.ok(&["goal", "set", "--notify-command", &shell_words::join(["sh", "-c", script.as_str()])]);
+    s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "claude-code"]);
+    s.ok(&["todo", "add", "--text", "write the parser"]);
+    let mut m = crate::mcp::Session::start(&s, &[]);
+    m.ok("claim_task", serde_json::json!({"todo_id": "t1", "turn_id": "turn-1"}));
+    assert!(!notice.exists(), "nothing is finished yet");
+    let done = serde_json::json!({"todo_id": "t1", "turn_id": "turn-1", "evidence": "tests pass", "no_follow_up": true, "note": "complete"});
+    m.ok("complete_task", done);
+    let sent: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&notice).unwrap()).unwrap();
+    assert_eq!(sent["kind"], "finished", "{sent}");
+}
