@@ -739,14 +739,15 @@ pub(crate) async fn answer_gate(
     write(&app, &f.token, done).await
 }
 
+/// A person's note-carrying form: completing a goal, or marking their own todo done.
 #[derive(Debug, Deserialize)]
-pub(crate) struct Complete {
+pub(crate) struct Noted {
     token: String,
     #[serde(default)]
     note: String,
     #[serde(default)]
     back: String,
-    /// The person key's passphrase, for a goal in strict mode.
+    /// The person key's passphrase, for a goal in strict mode (completing a goal).
     #[serde(default)]
     passphrase: String,
 }
@@ -755,7 +756,7 @@ pub(crate) struct Complete {
 pub(crate) async fn complete_goal(
     State(app): State<Arc<App>>,
     UrlPath((key, goal)): UrlPath<(String, String)>,
-    Form(f): Form<Complete>,
+    Form(f): Form<Noted>,
 ) -> Response {
     let done = async {
         let root = project_of(&app, &key)?;
@@ -768,21 +769,12 @@ pub(crate) async fn complete_goal(
     write(&app, &f.token, done).await
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct Done {
-    token: String,
-    #[serde(default)]
-    note: String,
-    #[serde(default)]
-    back: String,
-}
-
 /// A person's own todo, done: the note is its evidence. An agent's todo is refused (the agent
 /// completes it, with its proof).
 pub(crate) async fn complete_todo(
     State(app): State<Arc<App>>,
     UrlPath((key, goal, todo)): UrlPath<(String, String, String)>,
-    Form(f): Form<Done>,
+    Form(f): Form<Noted>,
 ) -> Response {
     let done = async {
         let root = project_of(&app, &key)?;
