@@ -91,7 +91,11 @@ pub enum ColorChoice {
     Never,
 }
 
+// Every subcommand enum is `#[command(defer = true)]`: a subcommand's arguments (and its own
+// subcommands) are built only when it is the one invoked, so a process does not build the whole
+// command tree to run one command (`--version` ran 1.5 M instructions with it built).
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Create .loopx/ here (or reuse it) and, with --goal-id/--objective, a first goal
     #[command(visible_alias = "connect")]
@@ -213,6 +217,7 @@ pub struct OfferArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum HandoffCommand {
     /// Withdraw a pending handoff (its sender or a person); the todos go back to the sender
     Cancel {
@@ -246,6 +251,7 @@ pub struct ResumeArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum ImportCommand {
     /// A LoopX (Python, 0.4.x) project: its goals, agents, todos, gates, evidence, quota and spends
     #[command(name = "loopx-py")]
@@ -369,6 +375,7 @@ pub struct Acting {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 #[allow(clippy::large_enum_variant)] // parsed once per process; boxing would only obscure clap's derive
 pub enum GoalCommand {
     /// Create a goal (--goal-id names it)
@@ -438,6 +445,7 @@ pub enum GoalCommand {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum AgentCommand {
     /// Register an agent on the goal (additive: never removes another)
     Register {
@@ -488,6 +496,7 @@ pub enum AgentCommand {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum TodoCommand {
     /// Add a todo
     Add {
@@ -647,6 +656,7 @@ pub struct CompleteArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum EvidenceCommand {
     /// Attach evidence to a todo
     Add {
@@ -767,6 +777,7 @@ pub struct QuotaArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum GateCommand {
     /// Ask a person a question, or wait on a check loopx makes itself; --blocks says what it holds back
     Ask {
@@ -835,6 +846,7 @@ pub enum GateCommand {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum QuotaCommand {
     /// The decision for this agent's next turn (run, ask_user, wait, replan, stop)
     ShouldRun {
@@ -945,6 +957,7 @@ pub struct LeaseArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum LeaseCommand {
     /// Take a lease on a todo (and claim it)
     Acquire {
@@ -1058,6 +1071,7 @@ pub struct StatusArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum ProjectsCommand {
     /// Add a project to the index (the one DIR is in; default: this one)
     Add {
@@ -1074,6 +1088,7 @@ pub enum ProjectsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum PersonCommand {
     /// Make your person key (or use the one you have) and put the goal in strict mode under it
     #[command(
@@ -1085,6 +1100,7 @@ pub enum PersonCommand {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum CommandsCommand {
     /// Every command the goal names, its argv quoted exactly, who wrote it, and whether this machine runs it
     List,
@@ -1110,6 +1126,7 @@ pub struct ApproveArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum StoreCommand {
     /// Where the project's state is kept, and its goals
     Show,
@@ -1135,6 +1152,7 @@ pub enum StoreCommand {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum HostCommand {
     /// The hosts loopx can wire into, and whether each is installed here
     List,

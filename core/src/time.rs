@@ -153,19 +153,43 @@ fn civil(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-impl fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Timestamp {
+    /// The RFC 3339 form, `YYYY-MM-DDTHH:MM:SS.mmmZ`, written digit by digit: every state and
+    /// event line holds a few dozen times, so they are encoded without the formatting machinery.
+    /// A timestamp's year is always 1–9999 (the constructors clamp, the parser checks).
+    fn rfc3339(&self) -> [u8; 24] {
         let days = self.millis.div_euclid(86_400_000);
         let ms = self.millis.rem_euclid(86_400_000);
         let (y, mo, d) = civil(days);
-        let (h, mi, s, frac) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
-        write!(f, "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{frac:03}Z")
+        let mut out = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, width: usize, mut v: i64| {
+            for i in (at..at + width).rev() {
+                out[i] = b'0' + (v.rem_euclid(10)) as u8;
+                v /= 10;
+            }
+        };
+        put(0, 4, y);
+        put(5, 2, i64::from(mo));
+        put(8, 2, i64::from(d));
+        put(11, 2, ms / 3_600_000);
+        put(14, 2, ms / 60_000 % 60);
+        put(17, 2, ms / 1000 % 60);
+        put(20, 3, ms % 1000);
+        out
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.rfc3339();
+        f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
     }
 }
 
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        let text = self.rfc3339();
+        s.serialize_str(std::str::from_utf8(&text).map_err(serde::ser::Error::custom)?)
     }
 }
 
@@ -278,6 +302,7 @@ mod tests {
         let t = Timestamp::parse_rfc3339("2026-11-29T15:39:49.123Z").unwrap();
         assert_eq!(t.to_string(), "2026-11-29T15:39:49.123Z");
         let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(json, "\"2026-11-29T15:39:49.123Z\"");
         assert_eq!(serde_json::from_str::<Timestamp>(&json).unwrap(), t);
         assert_eq!(Timestamp::parse_rfc3339("2026-11-29T15:39:49Z").unwrap().unix_millis() % 1000, 0);
         assert!(Timestamp::parse_rfc3339("yesterday").is_err());

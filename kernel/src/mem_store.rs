@@ -234,14 +234,24 @@ impl Store for MemStore {
         self.load(id, &mut data).map(|(state, _)| state.clone())
     }
 
+    /// The state moves into the transaction and back out of it, uncopied; a reader meanwhile
+    /// replays the log, as it would after a crash.
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
         let goal = self.goal(id)?;
         let _writer = locked(&goal.writer)?;
         let (state, head) = {
             let mut data = locked(&goal.data)?;
-            self.load(id, &mut data)?.clone()
+            self.load(id, &mut data)?;
+            data.current.take().ok_or_else(|| Error::internal("no state after loading"))?
         };
-        f(&mut Txn::new(self, id.clone(), state, head, None))
+        let mut txn = Txn::new(self, id.clone(), state, head, None);
+        let result = f(&mut txn);
+        let mut data = locked(&goal.data)?;
+        // The state of the log as it stands, unless a reader has already replayed it.
+        if data.current.is_none() {
+            data.current = txn.finish();
+        }
+        result
     }
 
     fn scan(&self, id: &GoalId) -> Result<Scan> {
@@ -265,7 +275,8 @@ impl Store for MemStore {
         data.log.extend_from_slice(c.line.as_bytes());
         data.log.push(b'\n');
         data.archive.extend(c.state.archived_now.iter().cloned());
-        data.current = Some((c.state.clone(), c.hash.to_owned()));
+        // The new state comes back when the transaction ends ([`MemStore::transact`]).
+        data.current = None;
         data.committed = c.state.seq;
         Ok(())
     }

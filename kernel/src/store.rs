@@ -371,7 +371,9 @@ pub struct Txn<'a> {
     views: Option<String>,
     /// The size the state's encoding had last time, to size its buffer.
     size_hint: usize,
+    /// Set once the state starts changing for a commit; `appended` once the store holds it.
     committed: bool,
+    appended: bool,
     /// Signs a person's decision, in strict mode.
     signer: Option<loopx_core::kernel::SignerRef>,
 }
@@ -386,7 +388,7 @@ impl<'a> Txn<'a> {
         head: String,
         views: Option<String>,
     ) -> Self {
-        Txn { store, id, state, head, views, size_hint: 0, committed: false, signer: None }
+        Txn { store, id, state, head, views, size_hint: 0, committed: false, appended: false, signer: None }
     }
 
     /// The person's key, to sign a decision of theirs with (strict mode).
@@ -517,6 +519,7 @@ impl<'a> Txn<'a> {
             },
         )?;
         self.head = hash;
+        self.appended = true;
         Ok(receipt)
     }
 
@@ -552,6 +555,13 @@ impl<'a> Txn<'a> {
     /// The log head before this transaction's commit (or after it).
     pub fn seq(&self) -> u64 {
         self.state.seq
+    }
+
+    /// The state and head the transaction ends with, for a store that keeps its state between
+    /// transactions: the loaded ones when nothing was committed, the new ones after a commit,
+    /// `None` when a commit failed part way (the state was changed in place, the log was not).
+    pub fn finish(self) -> Option<(GoalState, String)> {
+        (!self.committed || self.appended).then_some((self.state, self.head))
     }
 }
 

@@ -703,6 +703,16 @@ impl<'a> Line<'a> {
         })
     }
 
+    /// The next field when it is `len` bytes long (a hash): skipped, not scanned.
+    fn fixed(&mut self, len: usize, end: u8) -> Option<&'a [u8]> {
+        let field = self.bytes.get(self.at..self.at.checked_add(len)?)?;
+        (self.bytes.get(self.at + len) == Some(&end) && !field.iter().any(|b| matches!(b, b'\t' | b'\n')))
+            .then(|| {
+                self.at += len + 1;
+                field
+            })
+    }
+
     /// The next field, one of the words `all` are written as.
     fn word<T: Copy>(&mut self, all: &[T], name: impl Fn(T) -> &'static str) -> Option<T> {
         let rest = self.bytes.get(self.at..)?;
@@ -749,7 +759,7 @@ fn parse_key_line(
         Some(g) => Some(GateId::from_number(parse_u64(g).ok_or("gate")?)),
         None => return Err("gate"),
     };
-    line.field(b'\t').filter(|h| h.len() == HASH_LEN).ok_or("hash")?;
+    line.fixed(HASH_LEN, b'\t').ok_or("hash")?;
     let len = line.field(b'\n').and_then(parse_u64).and_then(|n| u32::try_from(n).ok()).ok_or("length")?;
     Ok(Stored {
         id: TodoId::from_number(id),

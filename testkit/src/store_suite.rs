@@ -5,7 +5,7 @@
 //!
 //! The commit protocol (each receipt's event is in the log, the chain verifies, the state is
 //! what a replay of the log gives); a replayed turn commits once; one winner among concurrent
-//! claims; concurrent writers lose nothing; a hand-edited history is refused by every command
+//! claims; a failed commit leaves nothing behind; concurrent writers lose nothing; a hand-edited history is refused by every command
 //! and named by `doctor`; a lost committed event is refused; a torn last line is cut and never
 //! counted; closed work moves to the archive and reads back whole.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test support: a failed expectation is a failed test
@@ -56,6 +56,12 @@ macro_rules! store_conformance {
             fn one_claim_wins() {
                 if let Some(b) = $backend {
                     $crate::store_suite::claim_race(&b);
+                }
+            }
+            #[test]
+            fn a_failed_commit_leaves_the_state_the_log_says() {
+                if let Some(b) = $backend {
+                    $crate::store_suite::failed_commit(&b);
                 }
             }
             #[test]
@@ -206,6 +212,29 @@ pub fn commits<B: Backend>(b: &B) {
     let repaired = block_on(k.repair(None)).unwrap();
     assert!(repaired.healthy && repaired.project[0].name == "repair", "{repaired:?}");
     assert_consistent(k.store());
+}
+
+/// A transaction that fails before it commits, or part way through its commit (the state
+/// already changed in place, nothing written), leaves the store reading what its log says, on
+/// the same handle; the next commit is the next event.
+pub fn failed_commit<B: Backend>(b: &B) {
+    let k = project(b, &["a"]);
+    let before = block_on(k.add_todo(&CommandContext::default(), todo("one"))).unwrap().seq;
+    let refused = || loopx_core::Error::refused("not this time");
+    let store = k.store();
+    assert!(store.transact(&goal(), &mut |_| Err(refused())).is_err());
+    let failed = store.transact(&goal(), &mut |txn| {
+        let event = loopx_core::event::Event::GoalCompleted { note: None };
+        txn.commit("user", event, None, false, |_| Err::<(), _>(refused())).map(|_| ())
+    });
+    assert!(failed.is_err());
+    let state = store.read(&goal()).unwrap();
+    assert_eq!(state.seq, before, "a failed commit left an event behind");
+    assert_eq!(state.goal.status, loopx_core::model::GoalStatus::Active, "a failed commit's change was kept");
+    assert_consistent(store);
+    let next = block_on(k.add_todo(&CommandContext::default(), todo("two"))).unwrap().seq;
+    assert_eq!(next, before + 1);
+    assert_consistent(store);
 }
 
 /// A turn sent twice (from another process) commits once and answers with the same receipt.

@@ -32,6 +32,10 @@ pub struct Options {
     pub hooks_only: bool,
     /// Only `loopx report` on long goals (`--report`).
     pub report_only: bool,
+    /// Only start-up against `should-run` on a long goal (`--startup`).
+    pub startup_only: bool,
+    /// Other binaries whose `--version` is timed in the same rounds (`--against`).
+    pub against: Vec<PathBuf>,
 }
 
 /// Timings of one measurement, in milliseconds.
@@ -1139,6 +1143,46 @@ fn drive_only(b: &mut Bench, workspace: &Path, quick: bool) -> Result<Report> {
     Ok(section_report(workspace, quick, timings, sizes, "--drive"))
 }
 
+/// `loopx --version` and `should-run` on a goal of 100,000 todos (10,000 with `--quick`), 90 %
+/// closed, taken in alternating rounds so that both see the same machine: what a decision costs
+/// above starting the process. Each binary of `against` runs its `--version` in the same rounds.
+fn startup(b: &mut Bench, against: &[PathBuf], quick: bool) -> Result<Vec<Stat>> {
+    let (n, rounds, warm) = if quick { (10_000, 40, 5) } else { (100_000, 400, 20) };
+    let label = format!("should-run, {n} todos (90 % closed)");
+    eprintln!("xtask: start-up and {label}");
+    let root = b.project("startup")?;
+    fixture("closed", &root, n as u64)?;
+    fixture("todos", &root, 1)?;
+    let home = b.dir.path().to_path_buf();
+    let mut bins = vec![("start-up: loopx --version".to_owned(), b.bin.clone())];
+    bins.extend(against.iter().map(|p| (format!("start-up: {} --version", p.display()), p.clone())));
+    let mut version = vec![Vec::with_capacity(rounds); bins.len()];
+    let mut decide = Vec::with_capacity(rounds);
+    for round in 0..warm + rounds {
+        for (i, (_, bin)) in bins.iter().enumerate() {
+            let (t, code, _, err, _) = run_with_input(bin, &home, &["--version"], &[], None)?;
+            if code != 0 {
+                bail!("{} --version failed ({code}): {err}", bin.display());
+            }
+            if round >= warm {
+                version[i].push(t.as_secs_f64() * 1e3);
+            }
+        }
+        let (t, code, _, err, _) = run_with_input(&b.bin, &root, SHOULD_RUN, &[], None)?;
+        if code != 0 {
+            bail!("{label}: loopx failed ({code}): {err}");
+        }
+        if round >= warm {
+            decide.push(t.as_secs_f64() * 1e3);
+        }
+    }
+    let mut stats: Vec<Stat> = bins.iter().zip(version).map(|((name, _), ms)| stat(name, ms, None)).collect();
+    stats.push(stat(&label, decide, None));
+    let ratio = stats.last().map_or(0.0, |s| s.p50_ms) / stats[0].p50_ms.max(f64::MIN_POSITIVE);
+    eprintln!("xtask: {label} p50 is {ratio:.2} × --version's");
+    Ok(stats)
+}
+
 /// Runs the benchmarks and prints the table; returns the report.
 pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     let bin = match &opts.bin {
@@ -1147,9 +1191,12 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     };
     let mut b = Bench { bin, dir: tempfile::Builder::new().prefix("loopx-bench-").tempdir()?, projects: 0 };
     let _ = HOME.set(b.dir.path().join("home"));
-    if opts.drive_only || opts.hooks_only || opts.report_only {
+    if opts.drive_only || opts.hooks_only || opts.report_only || opts.startup_only {
         let report = if opts.drive_only {
             drive_only(&mut b, workspace, opts.quick)?
+        } else if opts.startup_only {
+            let timings = startup(&mut b, &opts.against, opts.quick)?;
+            section_report(workspace, opts.quick, timings, BTreeMap::new(), "--startup")
         } else if opts.report_only {
             let (timings, sizes) = reports(&b, opts.quick)?;
             section_report(workspace, opts.quick, timings, sizes, "--report")

@@ -13,8 +13,9 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   ci                              format check, clippy (warnings denied), and the whole test suite
-  bench [--quick] [--drive|--hooks|--report] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md); --drive: only loopx drive's; --hooks: only the hook answers; --report: only loopx report's
+  bench [--quick] [--drive|--hooks|--report|--startup] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md); --drive: only loopx drive's; --hooks: only the hook answers; --report: only loopx report's; --startup: --version against should-run on a long goal, alternated
         [--bin PATH]              (measure this binary instead of building the release one)
+        [--against PATH]…         (with --startup: these binaries' --version in the same rounds)
   sim [--seed N] [--seeds K]     deterministic simulation of long-running goals, every invariant
       [--hours H] [--agents A]    checked after every step (default: seeds 1–20, i.e. K seeds
       [--store memory|files|both] from N, on both stores, 200 h, 4 agents, 1 job); a failure is
@@ -38,6 +39,13 @@ fn main() -> Result<()> {
                     "--drive" => opts.drive_only = true,
                     "--hooks" => opts.hooks_only = true,
                     "--report" => opts.report_only = true,
+                    "--startup" => opts.startup_only = true,
+                    "--against" => {
+                        let bin = PathBuf::from(it.next().context("--against needs a path")?);
+                        opts.against.push(
+                            bin.canonicalize().with_context(|| format!("no binary at {}", bin.display()))?,
+                        );
+                    }
                     "--json" => opts.json = Some(PathBuf::from(it.next().context("--json needs a file")?)),
                     "--bin" => {
                         let bin = PathBuf::from(it.next().context("--bin needs a path")?);
