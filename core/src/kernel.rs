@@ -623,8 +623,11 @@ pub trait Kernel: Send + Sync {
     ) -> Result<Receipt<SessionView>>;
     /// Arms or disarms the acting agent's host loop.
     async fn set_armed(&self, ctx: &CommandContext, armed: bool) -> Result<Receipt<SessionView>>;
-    /// Records that a stop hook kept the session's agent working once more.
-    async fn record_stop_block(&self, ctx: &CommandContext, req: BindThread) -> Result<Receipt<SessionView>>;
+    /// A stop hook's turn end, in one transaction: the session (as `agent` when one is named,
+    /// as [`Kernel::agent_session`] reads it, otherwise as [`Kernel::session`] does), and, when it
+    /// is armed, under `cap` continuations and should-run says run, one more continuation
+    /// recorded with the decision that asked for it.
+    async fn stop_turn(&self, agent: Option<&AgentId>, req: BindThread, cap: u32) -> Result<StopTurn>;
     /// The agent, arming and stop count of a host session.
     async fn session(&self, goal: Option<&GoalId>, req: &BindThread) -> Result<SessionView>;
     /// A host session's view when every session of the host acts as `agent` (a host installed
@@ -1010,6 +1013,16 @@ pub struct SessionView {
     pub armed: bool,
     /// How often a stop hook has kept this session going.
     pub stop_blocks: u32,
+}
+
+/// What a stop hook's turn end came to ([`Kernel::stop_turn`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StopTurn {
+    /// The session as the turn ended (its agent, whether armed, its continuations before this).
+    pub session: SessionView,
+    /// The decision that keeps the session working, recorded as one more continuation; `None`
+    /// when the session rests (not armed, at its cap, or should-run says not to run).
+    pub continued: Option<crate::decision::ShouldRunAnswer>,
 }
 
 /// What `loopx init` did.

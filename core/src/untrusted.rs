@@ -14,21 +14,45 @@ fn invisible(c: char) -> bool {
 }
 
 /// One line: every control or invisible character becomes a space, runs of spaces one, and
-/// the text is cut at `max` characters (with `…`).
+/// the text is cut at `max` characters (with `…`). One pass: GOAL.md and every hook's text
+/// flatten a few dozen texts each.
 pub fn flatten(s: &str, max: usize) -> String {
-    let spaced: String = s.chars().map(|c| if c.is_control() || invisible(c) { ' ' } else { c }).collect();
-    let flat = spaced.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
-        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
-    } else {
-        flat
+    let mut flat = String::with_capacity(s.len());
+    let (mut chars, mut gap) = (0usize, false);
+    for c in s.chars() {
+        if c.is_whitespace() || c.is_control() || invisible(c) {
+            gap = !flat.is_empty();
+            continue;
+        }
+        if gap {
+            flat.push(' ');
+            chars += 1;
+            gap = false;
+        }
+        flat.push(c);
+        chars += 1;
     }
+    if chars > max {
+        let cut = flat.char_indices().nth(max.saturating_sub(1)).map_or(flat.len(), |(i, _)| i);
+        flat.truncate(cut);
+        flat.push('…');
+    }
+    flat
 }
 
 /// [`flatten`]ed and in double quotes (inner quotes escaped): unmistakably a value.
 pub fn quoted(s: &str, max: usize) -> String {
-    format!("\"{}\"", flatten(s, max).replace('\\', "\\\\").replace('"', "\\\""))
+    let flat = flatten(s, max);
+    let mut q = String::with_capacity(flat.len() + 2);
+    q.push('"');
+    for c in flat.chars() {
+        if matches!(c, '"' | '\\') {
+            q.push('\\');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    q
 }
 
 /// Safe for a terminal: control and invisible characters other than newline and tab are
@@ -59,6 +83,59 @@ mod tests {
         assert_eq!(flatten("a\u{202E}b\u{1b}[31mc", 100), "a b [31mc");
         assert_eq!(quoted(r#"say "hi" \ bye"#, 100), r#""say \"hi\" \\ bye""#);
         assert_eq!(flatten("abcdef", 4), "abc…");
+    }
+
+    /// The one-pass forms say what the plain definitions say, on a spray of texts made of
+    /// words, every kind of space and control, invisible characters, quotes and backslashes.
+    #[test]
+    fn one_pass_flattening_agrees_with_its_definition() {
+        fn flatten_plainly(s: &str, max: usize) -> String {
+            let spaced: String =
+                s.chars().map(|c| if c.is_control() || invisible(c) { ' ' } else { c }).collect();
+            let flat = spaced.split_whitespace().collect::<Vec<_>>().join(" ");
+            if flat.chars().count() > max {
+                let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+                format!("{cut}…")
+            } else {
+                flat
+            }
+        }
+        let pieces = [
+            "a",
+            "word",
+            "é",
+            "日本",
+            " ",
+            "  ",
+            "\t",
+            "\n",
+            "\r\n",
+            "\u{1b}[31m",
+            "\u{202E}",
+            "\u{200B}",
+            "\u{00A0}",
+            "\u{2003}",
+            "\u{85}",
+            "\u{FEFF}",
+            "\"",
+            "\\",
+            "…",
+            "-",
+        ];
+        let mut seed: u64 = 11;
+        for _ in 0..20_000 {
+            let mut s = String::new();
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            for _ in 0..(seed >> 60) {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                s.push_str(pieces[(seed >> 33) as usize % pieces.len()]);
+            }
+            let max = (seed >> 20) as usize % 12;
+            let plain = flatten_plainly(&s, max);
+            assert_eq!(flatten(&s, max), plain, "{s:?} at {max}");
+            let plainly_quoted = format!("\"{}\"", plain.replace('\\', "\\\\").replace('"', "\\\""));
+            assert_eq!(quoted(&s, max), plainly_quoted, "{s:?} at {max}");
+        }
     }
 
     #[test]

@@ -155,6 +155,9 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
         .into());
     };
     let k = open(&root, env)?;
+    if point == HookPoint::Stop {
+        return stop(adapter, &k, ev, env).await;
+    }
     let s = session_of(&k, &thread(adapter, ev), env).await?;
     let ctx = CommandContext { agent: s.agent.clone(), ..CommandContext::default() };
     if let (HookPoint::SessionStart | HookPoint::PromptSubmit, Some(agent)) = (point, &s.agent) {
@@ -171,24 +174,6 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
         }
         (HookPoint::PromptSubmit, _) if starts_at_prompt => {
             Ok(HookReply::Context(start_text(adapter, &k, &s, env).await?).into())
-        }
-        (HookPoint::Stop, _) => {
-            if armed.is_none() {
-                return Ok(HookReply::Pass.into());
-            }
-            if s.stop_blocks >= env.stop_cap {
-                let note = format!(
-                    "loopx: this session reached its cap of {} continuations; stopping",
-                    env.stop_cap
-                );
-                return Ok(Said { reply: HookReply::Pass, note: Some(note) });
-            }
-            let d = k.should_run(&ctx, None).await?;
-            if !d.should_run {
-                return Ok(HookReply::Pass.into());
-            }
-            k.record_stop_block(&ctx, thread(adapter, ev)).await?;
-            Ok(HookReply::Continue(adapter.continuation_text(&d, &env.loopx)).into())
         }
         (HookPoint::ToolGate, HostEventKind::ToolCall { effect, .. }) => {
             let cwd = ev.cwd.as_deref().unwrap_or(&root);
@@ -222,6 +207,24 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
         }
         _ => Ok(HookReply::Pass.into()),
     }
+}
+
+/// The loop driver at a turn's end: an armed session under its cap goes on while should-run
+/// says run (one transaction: the session, the decision and the continuation it records).
+async fn stop(adapter: &dyn HostAdapter, k: &DynKernel, ev: &HostEvent, env: &HookEnv) -> Result<Said> {
+    let t = k.stop_turn(env.agent.as_ref(), thread(adapter, ev), env.stop_cap).await?;
+    let s = &t.session;
+    Ok(match t.continued {
+        Some(d) => HookReply::Continue(adapter.continuation_text(&d, &env.loopx)).into(),
+        None if s.agent.is_some() && s.armed && s.stop_blocks >= env.stop_cap => Said {
+            reply: HookReply::Pass,
+            note: Some(format!(
+                "loopx: this session reached its cap of {} continuations; stopping",
+                env.stop_cap
+            )),
+        },
+        None => HookReply::Pass.into(),
+    })
 }
 
 /// What a session is told when it starts: a handoff waiting for this host first, then the

@@ -69,11 +69,12 @@ pub fn acquire(
         Err(TryLockError::Error(e)) => return Err(Error::io("lock", path, &e)),
         Err(TryLockError::WouldBlock) => wait_for(&mut file, path, what, timeout, reporter.as_ref())?,
     }
-    // Record who holds it. Best effort: a waiter only uses this for its message.
+    // Record who holds it. Best effort: a waiter only uses this for its message. Written over
+    // the last holder's record at a fixed width, never truncated: on ext4 a truncation to zero
+    // costs a journal wait (0.3–0.6 ms) on every transaction.
     let stamp = format!("pid {} ({holder}) since {since}", std::process::id());
-    let _ = file.set_len(0);
     let _ = file.rewind();
-    let _ = file.write_all(stamp.as_bytes());
+    let _ = file.write_all(&stamp_record(&stamp));
     let waited = start.elapsed();
     Ok(LockGuard {
         file,
@@ -131,9 +132,55 @@ fn wait_for(
     }
 }
 
+/// Bytes a lock file's holder record takes: as much as a waiter reads.
+const STAMP_LEN: usize = 256;
+
+/// `stamp` as a holder record: cut to fit (at a character's edge) and padded with spaces to
+/// [`STAMP_LEN`] bytes, the last a newline, so it covers any record before it.
+fn stamp_record(stamp: &str) -> Vec<u8> {
+    let mut cut = stamp.len().min(STAMP_LEN - 1);
+    while !stamp.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut record = stamp.as_bytes()[..cut].to_vec();
+    record.resize(STAMP_LEN - 1, b' ');
+    record.push(b'\n');
+    record
+}
+
 fn read_holder(file: &mut File) -> String {
     let mut s = String::new();
     let _ = file.rewind();
-    let _ = Read::by_ref(file).take(256).read_to_string(&mut s);
+    let _ = Read::by_ref(file).take(STAMP_LEN as u64).read_to_string(&mut s);
     if s.trim().is_empty() { "another process".to_owned() } else { s.trim().to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holder_record_has_one_width_and_reads_back_trimmed() {
+        let long = format!("pid 7 ({}) since now", "é".repeat(300));
+        for stamp in ["pid 1 (loopx status) since 2026-12-02T08:00:00.000Z", long.as_str()] {
+            let record = stamp_record(stamp);
+            assert_eq!((record.len(), record.last()), (STAMP_LEN, Some(&b'\n')));
+            let text = std::str::from_utf8(&record).unwrap();
+            assert!(stamp.starts_with(text.trim_end()), "{text:?}");
+        }
+        // A shorter record written over a longer one leaves nothing of it.
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.path().join("lock"))
+            .unwrap();
+        for stamp in [long.as_str(), "pid 2 (loopx todo add) since then"] {
+            file.rewind().unwrap();
+            file.write_all(&stamp_record(stamp)).unwrap();
+        }
+        assert_eq!(read_holder(&mut file), "pid 2 (loopx todo add) since then");
+    }
 }

@@ -465,6 +465,18 @@ fn session_view(req: BindThread) -> impl Fn(&GoalState) -> Result<SessionView> {
     }
 }
 
+/// A host session's view when every session of the host acts as `agent`.
+fn agent_session_view(s: &GoalState, agent: &AgentId, req: &BindThread) -> SessionView {
+    SessionView {
+        goal_id: s.goal.id.clone(),
+        host: req.host.clone(),
+        thread: req.thread.clone(),
+        agent: s.agent(agent).map(|a| a.id.clone()),
+        armed: s.armed.contains(agent),
+        stop_blocks: s.stop_blocks.get(&req.thread).copied().unwrap_or(0),
+    }
+}
+
 fn lease_body(s: &GoalState, id: TodoId, now: loopx_core::Timestamp) -> Result<LeaseBody> {
     let t = rules::find_todo(s, id)?;
     Ok(LeaseBody {
@@ -1599,16 +1611,45 @@ impl<S: Store> Kernel for StateKernel<S> {
         )
     }
 
-    async fn record_stop_block(&self, ctx: &CommandContext, req: BindThread) -> Result<Receipt<SessionView>> {
-        let view = session_view(req.clone());
-        self.mutate(
-            ctx,
-            "stop.block",
-            &req,
-            |_| Ok(Lane::Agent),
-            |s, a| rules::stop_block(s, a, &req).map(Some),
-            view,
-        )
+    async fn stop_turn(&self, agent: Option<&AgentId>, req: BindThread, cap: u32) -> Result<StopTurn> {
+        let goal = self.resolve_goal(None)?;
+        let (mut now, mut polled) = (self.now(), false);
+        loop {
+            let (mut out, mut poll_first) = (None, None);
+            self.store.transact(&goal, &mut |txn| {
+                let session = match agent {
+                    Some(a) => agent_session_view(&txn.state, a, &req),
+                    None => session_view(req.clone())(&txn.state)?,
+                };
+                let ctx = CommandContext { agent: session.agent.clone(), ..CommandContext::default() };
+                if session.agent.is_none() || !session.armed || session.stop_blocks >= cap {
+                    out = Some(StopTurn { session, continued: None });
+                    return Ok(());
+                }
+                let (runner, d) =
+                    decide::decide(&txn.state, rules::session_agent(&txn.state, &ctx)?.as_ref(), now)?;
+                // Gates and notices due are handled first, outside the lock, once (as should-run).
+                if !polled && self.poll_needed(&txn.state, now) {
+                    poll_first = Some(runner.map_or_else(|| "user".to_owned(), |a| a.to_string()));
+                    return Ok(());
+                }
+                let answer = decide::answer(&txn.state, runner.as_ref(), &d, self.pacing(None), now, None);
+                if !answer.should_run {
+                    out = Some(StopTurn { session, continued: None });
+                    return Ok(());
+                }
+                let actor = rules::resolve_actor(&txn.state, &ctx, Lane::Agent)?;
+                let event = rules::stop_block(&txn.state, &actor, &req)?;
+                txn.commit(actor.name(), event, None, false, |_| Ok(Nothing {}))?;
+                out = Some(StopTurn { session, continued: Some(answer) });
+                Ok(())
+            })?;
+            let Some(runner) = poll_first else {
+                return out.ok_or_else(|| Error::internal("the stop hook's turn returned no answer"));
+            };
+            self.poll_before_deciding(&goal, &runner).await;
+            (polled, now) = (true, self.now());
+        }
     }
 
     async fn session(&self, goal: Option<&GoalId>, req: &BindThread) -> Result<SessionView> {
@@ -1621,15 +1662,7 @@ impl<S: Store> Kernel for StateKernel<S> {
         agent: &AgentId,
         req: &BindThread,
     ) -> Result<SessionView> {
-        let s = self.read(goal)?;
-        Ok(SessionView {
-            goal_id: s.goal.id.clone(),
-            host: req.host.clone(),
-            thread: req.thread.clone(),
-            agent: s.agent(agent).map(|a| a.id.clone()),
-            armed: s.armed.contains(agent),
-            stop_blocks: s.stop_blocks.get(&req.thread).copied().unwrap_or(0),
-        })
+        Ok(agent_session_view(&self.read(goal)?, agent, req))
     }
 
     async fn check_edits(

@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 
 use loopx_core::kernel::*;
 use loopx_core::{AgentId, AgentType, ErrorKind, GoalId};
+use loopx_kernel::store::Store;
 use loopx_kernel::{MemKernel, MemStore, Silent, SystemClock};
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -71,4 +72,41 @@ fn an_agent_has_one_session_per_host_but_its_process_moves_on() {
     let other = BindThread::process("h2", "100.7");
     block_on(k.bind_thread(&agent("a1"), other.clone())).unwrap();
     assert_eq!((bound(&k, &p2).as_deref(), bound(&k, &other).as_deref()), (Some("a1"), Some("a1")));
+}
+
+#[test]
+fn a_stop_hook_turn_goes_on_only_for_an_armed_session_under_its_cap_with_work_to_run() {
+    let k = world();
+    let s1 = BindThread { host: "h".into(), thread: "s1".into() };
+    let stop = |cap| block_on(k.stop_turn(None, s1.clone(), cap)).unwrap();
+    let seq = || k.store().read(&GoalId::new("g").unwrap()).unwrap().seq;
+    // Unbound: it rests, and nothing is written.
+    let unbound = seq();
+    assert_eq!((stop(5).continued, stop(5).session.agent, seq()), (None, None, unbound));
+    block_on(k.bind_thread(&agent("a1"), s1.clone())).unwrap();
+    block_on(k.add_todo(&agent("a1"), AddTodo::agent("work", loopx_core::model::Priority::P1))).unwrap();
+    // Bound but not armed: it rests.
+    assert!(stop(5).continued.is_none());
+    block_on(k.set_armed(&agent("a1"), true)).unwrap();
+    // Armed, with work: one continuation a turn, each recorded, until the cap.
+    let armed = seq();
+    let first = stop(2);
+    assert!(first.continued.as_ref().is_some_and(|d| d.should_run), "{first:?}");
+    assert_eq!((first.session.stop_blocks, seq()), (0, armed + 1));
+    assert_eq!(stop(2).session.stop_blocks, 1);
+    let capped = stop(2);
+    assert_eq!((capped.continued, capped.session.stop_blocks, seq()), (None, 2, armed + 2));
+    // A question holding the whole goal: should-run says ask_user, the session rests.
+    let ask = AskGate {
+        question: "may I?".into(),
+        blocks: loopx_core::model::GateBlocks::Goal,
+        kind: loopx_core::model::GateKind::Person,
+    };
+    block_on(k.ask_gate(&agent("a1"), ask)).unwrap();
+    let held = seq();
+    assert!(stop(10).continued.is_none());
+    assert_eq!(seq(), held, "a session that rests writes nothing");
+    // A host installed with one agent: the named agent's session, bound or not.
+    let named = block_on(k.stop_turn(Some(&AgentId::new("a2").unwrap()), s1.clone(), 10)).unwrap();
+    assert_eq!((named.session.agent.as_ref().map(AgentId::as_str), named.session.armed), (Some("a2"), false));
 }
