@@ -475,10 +475,10 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
                 let t = k.add_todo(&ctx, req).await?;
                 added = format!(" Added {} (P1): {}.", t.body.todo.id, quoted(task, 400));
             }
-            k.set_armed(&ctx, true).await?;
+            let armed = k.set_armed(&ctx, true).await?;
             format!(
                 "loopx: this session is agent {agent} on goal {}, loop armed.{added} {} Each turn starts with {}.",
-                k.session(None, &session).await?.goal_id,
+                armed.body.goal_id,
                 adapter.keep_turning(),
                 adapter.tool_name("should_run")
             )
