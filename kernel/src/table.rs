@@ -501,10 +501,15 @@ struct Agents {
 
 impl Agents {
     /// The index (from 1) of the agent named `name`; 0 for none; `None` for a bad name.
+    #[inline]
     fn index(&mut self, name: &[u8]) -> Option<u32> {
         if name.is_empty() {
             return Some(0);
         }
+        self.named(name)
+    }
+
+    fn named(&mut self, name: &[u8]) -> Option<u32> {
         let i = match self.names.iter().position(|a| a.as_str().as_bytes() == name) {
             Some(i) => i,
             None => {
@@ -778,23 +783,11 @@ fn parse_key_line(
     })
 }
 
-/// A line of `n` offsets, separated by spaces.
+/// A line of `n` offsets, separated by single spaces, each written as [`parse_u64`] reads.
 fn parse_offsets(line: &[u8], n: usize) -> Option<Vec<u64>> {
     let mut offsets = Vec::with_capacity(n);
-    let (mut number, mut digits) = (0u64, 0);
-    for b in line.iter().chain([&b' ']) {
-        match b {
-            b' ' if digits > 0 => {
-                offsets.push(number);
-                (number, digits) = (0, 0);
-            }
-            // No leading zero but for the offset 0.
-            b'0'..=b'9' if !(digits == 1 && number == 0) => {
-                number = number.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
-                digits += 1;
-            }
-            _ => return None,
-        }
+    for number in line.split(|b| *b == b' ') {
+        offsets.push(parse_u64(number)?);
     }
     Some(offsets)
 }
@@ -809,4 +802,60 @@ fn parse_u64(digits: &[u8]) -> Option<u64> {
         b'0'..=b'9' => n.checked_mul(10)?.checked_add(u64::from(d - b'0')),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offsets read as the byte-at-a-time reader did: single spaces between, no leading zero
+    /// but for 0, nothing past `u64`.
+    #[test]
+    fn offsets_read_as_their_definition_says() {
+        fn plainly(line: &[u8]) -> Option<Vec<u64>> {
+            let mut offsets = Vec::new();
+            let (mut number, mut digits) = (0u64, 0);
+            for b in line.iter().chain([&b' ']) {
+                match b {
+                    b' ' if digits > 0 => {
+                        offsets.push(number);
+                        (number, digits) = (0, 0);
+                    }
+                    b'0'..=b'9' if !(digits == 1 && number == 0) => {
+                        number = number.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+                        digits += 1;
+                    }
+                    _ => return None,
+                }
+            }
+            Some(offsets)
+        }
+        let fixed: [&[u8]; 12] = [
+            b"0 242 484",
+            b"7",
+            b"0",
+            b"01",
+            b"1  2",
+            b" 1",
+            b"1 ",
+            b"",
+            b"18446744073709551615",
+            b"18446744073709551616",
+            b"1a",
+            b"10 0 3",
+        ];
+        let pieces: [&[u8]; 6] = [b"0", b"1", b"9", b" ", b"x", b"99999999999"];
+        let mut seed: u64 = 5;
+        let sprayed = (0..20_000).map(|_| {
+            let mut line = Vec::new();
+            for _ in 0..(seed >> 61) + 1 {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                line.extend_from_slice(pieces[(seed >> 33) as usize % pieces.len()]);
+            }
+            line
+        });
+        for line in fixed.iter().map(|l| l.to_vec()).chain(sprayed) {
+            assert_eq!(parse_offsets(&line, 4), plainly(&line), "{:?}", String::from_utf8_lossy(&line));
+        }
+    }
 }
