@@ -43,3 +43,42 @@ fn bench_quick_runs_end_to_end() {
     }
     assert!(r["sizes"]["snapshot bytes, 1000 todos"].as_u64().unwrap() > 0);
 }
+
+/// `--startup` times `--version` against `should-run` on a long goal in alternating rounds,
+/// with each `--against` build's `--version` in the same rounds; a missing build is refused.
+#[test]
+fn bench_startup_alternates_version_and_should_run() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("startup.json");
+    let bench = |extra: &[&std::ffi::OsStr]| {
+        Command::new(&cargo)
+            .args(["run", "--quiet", "--package", "xtask", "--", "bench", "--startup", "--quick", "--bin"])
+            .arg(loopx_bin())
+            .args(extra)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("RUST_BACKTRACE", "0")
+            .env(loopx_tests::ANCESTRY_ROOT, loopx_tests::ancestry_root())
+            .output()
+            .unwrap()
+    };
+    let out = bench(&["--against".as_ref(), loopx_bin().as_os_str(), "--json".as_ref(), report.as_os_str()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("× --version's"));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let timings = r["timings"].as_array().unwrap();
+    let names: Vec<&str> = timings.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert_eq!(names[0], "start-up: loopx --version");
+    assert!(names[1].starts_with("start-up: ") && names[1].ends_with(" --version"), "{names:?}");
+    assert_eq!(names[2], "should-run, 1000 todos (90 % closed)");
+    assert!(timings.iter().all(|t| t["runs"] == 40 && t["p50_ms"].as_f64().unwrap() > 0.0), "{timings:?}");
+    let missing = dir.path().join("no-such-loopx");
+    let out = bench(&["--against".as_ref(), missing.as_os_str()]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no binary at"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

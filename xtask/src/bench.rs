@@ -1143,11 +1143,11 @@ fn drive_only(b: &mut Bench, workspace: &Path, quick: bool) -> Result<Report> {
     Ok(section_report(workspace, quick, timings, sizes, "--drive"))
 }
 
-/// `loopx --version` and `should-run` on a goal of 100,000 todos (10,000 with `--quick`), 90 %
+/// `loopx --version` and `should-run` on a goal of 100,000 todos (1,000 with `--quick`), 90 %
 /// closed, taken in alternating rounds so that both see the same machine: what a decision costs
 /// above starting the process. Each binary of `against` runs its `--version` in the same rounds.
 fn startup(b: &mut Bench, against: &[PathBuf], quick: bool) -> Result<Vec<Stat>> {
-    let (n, rounds, warm) = if quick { (10_000, 40, 5) } else { (100_000, 400, 20) };
+    let (n, rounds, warm) = if quick { (1_000, 40, 5) } else { (100_000, 400, 20) };
     let label = format!("should-run, {n} todos (90 % closed)");
     eprintln!("xtask: start-up and {label}");
     let root = b.project("startup")?;
