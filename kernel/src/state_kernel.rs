@@ -367,6 +367,26 @@ impl<S: Store> StateKernel<S> {
         Ok(())
     }
 
+    /// Runs `f` in a transaction on `goal` with the time it runs at. Gates and notices due are
+    /// handled first, outside the lock, once: `f`, while it may poll, returns the agent that
+    /// decides when some are due (committing nothing); they are polled for that agent, and `f`
+    /// runs again at the new time, no longer asked to poll.
+    async fn transact_polling_first(&self, goal: &GoalId, f: &mut PolledStep<'_>) -> Result<()> {
+        let (mut now, mut may_poll) = (self.now(), true);
+        loop {
+            let mut due = None;
+            self.store.transact(goal, &mut |txn| {
+                due = f(txn, now, may_poll)?;
+                Ok(())
+            })?;
+            match due {
+                Some(runner) if may_poll => self.poll_before_deciding(goal, &runner).await,
+                _ => return Ok(()),
+            }
+            (may_poll, now) = (false, self.now());
+        }
+    }
+
     /// Polls due gates and notices before a decision (the checks run for `runner`, the agent
     /// asking); a failure is said, never fatal.
     async fn poll_before_deciding(&self, goal: &GoalId, runner: &str) {
@@ -463,6 +483,16 @@ fn session_view(req: BindThread) -> impl Fn(&GoalState) -> Result<SessionView> {
             thread: req.thread.clone(),
         })
     }
+}
+
+/// A step of [`StateKernel::transact_polling_first`]: the transaction, its time, whether it may
+/// still poll; the agent to poll for when gates or notices are due.
+type PolledStep<'a> =
+    dyn FnMut(&mut crate::store::Txn<'_>, loopx_core::Timestamp, bool) -> Result<Option<String>> + Send + 'a;
+
+/// Who gates and notices are polled for: the deciding agent, or the person.
+fn runner_name(agent: Option<AgentId>) -> String {
+    agent.map_or_else(|| "user".to_owned(), |a| a.to_string())
 }
 
 /// A host session's view when every session of the host acts as `agent`.
@@ -1269,23 +1299,15 @@ impl<S: Store> Kernel for StateKernel<S> {
         };
         let turn = turn.as_str().to_owned();
         let mut out = None;
-        // Gates and notices due are handled first (outside the lock), once.
-        let mut polled = false;
-        loop {
-            let mut poll_first = None;
-            self.store.transact(&goal, &mut |txn| {
-                if !polled && self.poll_needed(&txn.state, now) {
-                    let (agent, _) =
-                        decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
-                    poll_first = Some(agent.map_or_else(|| "user".to_owned(), |a| a.to_string()));
-                    return Ok(());
-                }
-                self.decide_turn(txn, ctx, &turn, pacing, now, &mut out)
-            })?;
-            let Some(runner) = poll_first else { break };
-            self.poll_before_deciding(&goal, &runner).await;
-            (polled, now) = (true, self.now());
-        }
+        self.transact_polling_first(&goal, &mut |txn, now, may_poll| {
+            if may_poll && self.poll_needed(&txn.state, now) {
+                let (agent, _) =
+                    decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
+                return Ok(Some(runner_name(agent)));
+            }
+            self.decide_turn(txn, ctx, &turn, pacing, now, &mut out).map(|()| None)
+        })
+        .await?;
         out.ok_or_else(|| Error::internal("should-run returned no answer"))
     }
 
@@ -1613,43 +1635,35 @@ impl<S: Store> Kernel for StateKernel<S> {
 
     async fn stop_turn(&self, agent: Option<&AgentId>, req: BindThread, cap: u32) -> Result<StopTurn> {
         let goal = self.resolve_goal(None)?;
-        let (mut now, mut polled) = (self.now(), false);
-        loop {
-            let (mut out, mut poll_first) = (None, None);
-            self.store.transact(&goal, &mut |txn| {
-                let session = match agent {
-                    Some(a) => agent_session_view(&txn.state, a, &req),
-                    None => session_view(req.clone())(&txn.state)?,
-                };
-                let ctx = CommandContext { agent: session.agent.clone(), ..CommandContext::default() };
-                if session.agent.is_none() || !session.armed || session.stop_blocks >= cap {
-                    out = Some(StopTurn { session, continued: None });
-                    return Ok(());
-                }
-                let (runner, d) =
-                    decide::decide(&txn.state, rules::session_agent(&txn.state, &ctx)?.as_ref(), now)?;
-                // Gates and notices due are handled first, outside the lock, once (as should-run).
-                if !polled && self.poll_needed(&txn.state, now) {
-                    poll_first = Some(runner.map_or_else(|| "user".to_owned(), |a| a.to_string()));
-                    return Ok(());
-                }
-                let answer = decide::answer(&txn.state, runner.as_ref(), &d, self.pacing(None), now, None);
-                if !answer.should_run {
-                    out = Some(StopTurn { session, continued: None });
-                    return Ok(());
-                }
-                let actor = rules::resolve_actor(&txn.state, &ctx, Lane::Agent)?;
-                let event = rules::stop_block(&txn.state, &actor, &req)?;
-                txn.commit(actor.name(), event, None, false, |_| Ok(Nothing {}))?;
-                out = Some(StopTurn { session, continued: Some(answer) });
-                Ok(())
-            })?;
-            let Some(runner) = poll_first else {
-                return out.ok_or_else(|| Error::internal("the stop hook's turn returned no answer"));
+        let mut out = None;
+        self.transact_polling_first(&goal, &mut |txn, now, may_poll| {
+            let session = match agent {
+                Some(a) => agent_session_view(&txn.state, a, &req),
+                None => session_view(req.clone())(&txn.state)?,
             };
-            self.poll_before_deciding(&goal, &runner).await;
-            (polled, now) = (true, self.now());
-        }
+            let ctx = CommandContext { agent: session.agent.clone(), ..CommandContext::default() };
+            if session.agent.is_none() || !session.armed || session.stop_blocks >= cap {
+                out = Some(StopTurn { session, continued: None });
+                return Ok(None);
+            }
+            let (runner, d) =
+                decide::decide(&txn.state, rules::session_agent(&txn.state, &ctx)?.as_ref(), now)?;
+            if may_poll && self.poll_needed(&txn.state, now) {
+                return Ok(Some(runner_name(runner)));
+            }
+            let answer = decide::answer(&txn.state, runner.as_ref(), &d, self.pacing(None), now, None);
+            if !answer.should_run {
+                out = Some(StopTurn { session, continued: None });
+                return Ok(None);
+            }
+            let actor = rules::resolve_actor(&txn.state, &ctx, Lane::Agent)?;
+            let event = rules::stop_block(&txn.state, &actor, &req)?;
+            txn.commit(actor.name(), event, None, false, |_| Ok(Nothing {}))?;
+            out = Some(StopTurn { session, continued: Some(answer) });
+            Ok(None)
+        })
+        .await?;
+        out.ok_or_else(|| Error::internal("the stop hook's turn returned no answer"))
     }
 
     async fn session(&self, goal: Option<&GoalId>, req: &BindThread) -> Result<SessionView> {
