@@ -43,6 +43,17 @@ pub fn is_table_form(bytes: &[u8]) -> bool {
     bytes.starts_with(MARKER)
 }
 
+/// Where the key lines of a state in the table form begin, and how many todos it has: what
+/// [`decode`] reads before them, without decoding the head.
+pub fn key_lines(bytes: &[u8]) -> Option<(usize, usize)> {
+    let rest = bytes.strip_prefix(MARKER)?;
+    let nl = rest.iter().position(|b| *b == b'\n')?;
+    let n = std::str::from_utf8(&rest[..nl]).ok()?.parse().ok()?;
+    let head = MARKER.len() + nl + 1;
+    let len = bytes[head..].iter().position(|b| *b == b'\n')?;
+    Some((head + len + 1, n))
+}
+
 /// Reads a state from `src[from..to]`, in the table form or the older JSON, with its todos
 /// where `bodies` says. Returns the state and where its hashed part ends (see
 /// [`encode_keys`]). Stored todos are decoded when first used.

@@ -196,7 +196,7 @@ impl<S: Store> StateKernel<S> {
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
         let mut out = None;
         self.store.transact(&goal, &mut |txn| {
-            let actor = rules::resolve_actor(&txn.state, ctx, lane(&txn.state)?)?;
+            let actor = rules::resolve_actor(txn.state(), ctx, lane(txn.state())?)?;
             let key = ctx.key.as_ref().map(|k| replay_key(scope, &actor, k.as_str(), request));
             if let Some(k) = &key
                 && let Some(r) = txn.replay::<T>(k, &body)?
@@ -204,7 +204,7 @@ impl<S: Store> StateKernel<S> {
                 out = Some(r);
                 return Ok(());
             }
-            let receipt = match decide(&txn.state, &actor)? {
+            let receipt = match decide(txn.state(), &actor)? {
                 Some(event) => {
                     txn.sign_with(ctx.signer.clone());
                     txn.commit(actor.name(), event, key, replay_verbatim(scope), &body)?
@@ -213,7 +213,7 @@ impl<S: Store> StateKernel<S> {
                     goal_id: goal.clone(),
                     seq: txn.seq(),
                     changed: false,
-                    body: body(&txn.state)?,
+                    body: body(txn.state())?,
                     replayed: false,
                 },
             };
@@ -331,13 +331,13 @@ impl<S: Store> StateKernel<S> {
         out: &mut Option<ShouldRunAnswer>,
     ) -> Result<()> {
         let turn = turn.to_owned();
-        let (agent, d) = decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
+        let (agent, d) = decide::decide(txn.state(), rules::session_agent(txn.state(), ctx)?.as_ref(), now)?;
         let Some(agent) = agent else {
             // Paused, and nobody named: there is no turn to record.
-            *out = Some(decide::answer(&txn.state, None, &d, pacing, now, None));
+            *out = Some(decide::answer(txn.state(), None, &d, pacing, now, None));
             return Ok(());
         };
-        if let Some(recorded) = txn.state.decisions.get(&decision_key(&agent, &turn)).cloned() {
+        if let Some(recorded) = txn.state().decisions.get(&decision_key(&agent, &turn)).cloned() {
             let r = recorded.record;
             let d = decide::Decision {
                 decision: r.decision(),
@@ -351,7 +351,7 @@ impl<S: Store> StateKernel<S> {
                 continuation: r.continuation,
             };
             let t = TurnRef { id: turn.clone(), recorded_seq: recorded.seq, replayed: true };
-            *out = Some(decide::answer(&txn.state, Some(&agent), &d, pacing, now, Some(t)));
+            *out = Some(decide::answer(txn.state(), Some(&agent), &d, pacing, now, Some(t)));
             return Ok(());
         }
         let record = loopx_core::decision::DecisionRecord {
@@ -363,7 +363,7 @@ impl<S: Store> StateKernel<S> {
         let receipt =
             txn.commit(agent.as_str(), Event::DecisionRecorded { record }, None, false, |_| Ok(Nothing {}))?;
         let t = TurnRef { id: turn.clone(), recorded_seq: receipt.seq, replayed: false };
-        *out = Some(decide::answer(&txn.state, Some(&agent), &d, pacing, now, Some(t)));
+        *out = Some(decide::answer(txn.state(), Some(&agent), &d, pacing, now, Some(t)));
         Ok(())
     }
 
@@ -1300,9 +1300,9 @@ impl<S: Store> Kernel for StateKernel<S> {
         let turn = turn.as_str().to_owned();
         let mut out = None;
         self.transact_polling_first(&goal, &mut |txn, now, may_poll| {
-            if may_poll && self.poll_needed(&txn.state, now) {
+            if may_poll && self.poll_needed(txn.state(), now) {
                 let (agent, _) =
-                    decide::decide(&txn.state, rules::session_agent(&txn.state, ctx)?.as_ref(), now)?;
+                    decide::decide(txn.state(), rules::session_agent(txn.state(), ctx)?.as_ref(), now)?;
                 return Ok(Some(runner_name(agent)));
             }
             self.decide_turn(txn, ctx, &turn, pacing, now, &mut out).map(|()| None)
@@ -1403,8 +1403,8 @@ impl<S: Store> Kernel for StateKernel<S> {
         }
         let mut out = None;
         self.store.transact(&goal, &mut |txn| {
-            let actor = rules::resolve_actor(&txn.state, ctx, Lane::Agent)?;
-            let event = rules::spend_slot(&txn.state, &actor, turn.as_deref(), &req, now)?;
+            let actor = rules::resolve_actor(txn.state(), ctx, Lane::Agent)?;
+            let event = rules::spend_slot(txn.state(), &actor, turn.as_deref(), &req, now)?;
             out = Some(txn.preview(actor.name(), event, body(true))?);
             Ok(())
         })?;
@@ -1558,7 +1558,7 @@ impl<S: Store> Kernel for StateKernel<S> {
         let now = self.now();
         let mut out = None;
         self.store.transact(&goal, &mut |txn| {
-            let actor = rules::resolve_actor(&txn.state, ctx, Lane::Agent)?;
+            let actor = rules::resolve_actor(txn.state(), ctx, Lane::Agent)?;
             // A replay returns the todo the first call picked, even if it is no longer next.
             let key = ctx.key.as_ref().map(|k| replay_key("todo.claim-next", &actor, k.as_str(), &()));
             if let Some(k) = &key
@@ -1567,14 +1567,14 @@ impl<S: Store> Kernel for StateKernel<S> {
                 out = Some(r);
                 return Ok(());
             }
-            let (id, event) = rules::claim_next(&txn.state, &actor, now)?;
+            let (id, event) = rules::claim_next(txn.state(), &actor, now)?;
             out = Some(match event {
                 Some(e) => txn.commit(actor.name(), e, key, true, todo_body(id))?,
                 None => Receipt {
                     goal_id: goal.clone(),
                     seq: txn.seq(),
                     changed: false,
-                    body: todo_body(id)(&txn.state)?,
+                    body: todo_body(id)(txn.state())?,
                     replayed: false,
                 },
             });
@@ -1638,8 +1638,8 @@ impl<S: Store> Kernel for StateKernel<S> {
         let mut out = None;
         self.transact_polling_first(&goal, &mut |txn, now, may_poll| {
             let session = match agent {
-                Some(a) => agent_session_view(&txn.state, a, &req),
-                None => session_view(req.clone())(&txn.state)?,
+                Some(a) => agent_session_view(txn.state(), a, &req),
+                None => session_view(req.clone())(txn.state())?,
             };
             let ctx = CommandContext { agent: session.agent.clone(), ..CommandContext::default() };
             if session.agent.is_none() || !session.armed || session.stop_blocks >= cap {
@@ -1647,17 +1647,17 @@ impl<S: Store> Kernel for StateKernel<S> {
                 return Ok(None);
             }
             let (runner, d) =
-                decide::decide(&txn.state, rules::session_agent(&txn.state, &ctx)?.as_ref(), now)?;
-            if may_poll && self.poll_needed(&txn.state, now) {
+                decide::decide(txn.state(), rules::session_agent(txn.state(), &ctx)?.as_ref(), now)?;
+            if may_poll && self.poll_needed(txn.state(), now) {
                 return Ok(Some(runner_name(runner)));
             }
-            let answer = decide::answer(&txn.state, runner.as_ref(), &d, self.pacing(None), now, None);
+            let answer = decide::answer(txn.state(), runner.as_ref(), &d, self.pacing(None), now, None);
             if !answer.should_run {
                 out = Some(StopTurn { session, continued: None });
                 return Ok(None);
             }
-            let actor = rules::resolve_actor(&txn.state, &ctx, Lane::Agent)?;
-            let event = rules::stop_block(&txn.state, &actor, &req)?;
+            let actor = rules::resolve_actor(txn.state(), &ctx, Lane::Agent)?;
+            let event = rules::stop_block(txn.state(), &actor, &req)?;
             txn.commit(actor.name(), event, None, false, |_| Ok(Nothing {}))?;
             out = Some(StopTurn { session, continued: Some(answer) });
             Ok(None)
@@ -1777,12 +1777,12 @@ impl<S: Store> StateKernel<S> {
             let now = self.store().clock().now();
             self.store().transact(goal, &mut |txn| {
                 // Someone else checked or answered it meanwhile: theirs stands.
-                let current = txn.state.gate(id);
+                let current = txn.state().gate(id);
                 if current.map(|c| (&c.check, c.status)) != Some((&g.check, g.status)) {
                     return Ok(());
                 }
                 if let Some(e) =
-                    crate::rules::gate_checked(&txn.state, id, &proposal, unknown.as_deref(), now)?
+                    crate::rules::gate_checked(txn.state(), id, &proposal, unknown.as_deref(), now)?
                 {
                     txn.commit("loopx", e, None, false, |_| Ok(()))?;
                 }
@@ -1873,7 +1873,7 @@ impl<S: Store> StateKernel<S> {
             let Some(g) = s.gate(id).cloned() else { continue };
             let mut claimed = false;
             self.store().transact(goal, &mut |txn| {
-                let current = txn.state.gate(id);
+                let current = txn.state().gate(id);
                 if current.map(|c| &c.notified) != Some(&g.notified) {
                     return Ok(());
                 }
@@ -1935,7 +1935,7 @@ impl<S: Store> StateKernel<S> {
         let todos = s.todos_total;
         let mut claimed = false;
         self.store().transact(goal, &mut |txn| {
-            if txn.state.finish_notice != s.finish_notice || !txn.state.work_finished() {
+            if txn.state().finish_notice != s.finish_notice || !txn.state().work_finished() {
                 return Ok(());
             }
             let e = Event::FinishNotified { todos, channel: channel.clone(), attempt: true, error: None };

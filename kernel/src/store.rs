@@ -5,10 +5,11 @@
 //! atomically → re-render GOAL.md → release. A crash at any step leaves a state equal to a
 //! committed prefix of the log; the next command notices and recovers.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
@@ -306,8 +307,9 @@ fn split_snapshot(bytes: &[u8]) -> Option<(SnapshotHeader, usize, usize)> {
 
 /// What loading a snapshot found.
 enum Loaded {
-    /// It matches the log exactly: trusted.
-    Current(Box<Snapshot>),
+    /// It matches the log exactly: trusted. With the snapshot's bytes and root, when the
+    /// state can be kept by them (not for a read, nor a state whose root is of the older kind).
+    Current(Box<Snapshot>, Option<Source>),
     /// It describes an older log, or cannot be read: rebuilt from the log.
     Stale,
     /// Its state does not hash to the root the log's last line records, or the body file
@@ -366,7 +368,9 @@ impl Snapshot {
 pub struct Txn<'a> {
     store: &'a dyn Store,
     id: GoalId,
-    pub state: GoalState,
+    /// Changed only by a commit: a store may keep the state a transaction ends with as the
+    /// state of the snapshot it loaded.
+    state: GoalState,
     head: String,
     views: Option<String>,
     /// The size the state's encoding had last time, to size its buffer.
@@ -376,6 +380,15 @@ pub struct Txn<'a> {
     appended: bool,
     /// Signs a person's decision, in strict mode.
     signer: Option<loopx_core::kernel::SignerRef>,
+    /// What its commit wrote of the state.
+    written: Option<Written>,
+}
+
+/// A committed state's hashed bytes ([`codec::encode_keys`]) and their root.
+#[derive(Debug)]
+struct Written {
+    keys: Vec<u8>,
+    root: String,
 }
 
 impl<'a> Txn<'a> {
@@ -388,7 +401,18 @@ impl<'a> Txn<'a> {
         head: String,
         views: Option<String>,
     ) -> Self {
-        Txn { store, id, state, head, views, size_hint: 0, committed: false, appended: false, signer: None }
+        Txn {
+            store,
+            id,
+            state,
+            head,
+            views,
+            size_hint: 0,
+            committed: false,
+            appended: false,
+            signer: None,
+            written: None,
+        }
     }
 
     /// The person's key, to sign a decision of theirs with (strict mode).
@@ -520,6 +544,7 @@ impl<'a> Txn<'a> {
         )?;
         self.head = hash;
         self.appended = true;
+        self.written = line.root.map(|root| Written { keys: state_keys, root });
         Ok(receipt)
     }
 
@@ -563,6 +588,11 @@ impl<'a> Txn<'a> {
     pub fn finish(self) -> Option<(GoalState, String)> {
         (!self.committed || self.appended).then_some((self.state, self.head))
     }
+
+    /// [`Txn::finish`]'s state, with what its commit wrote of it (`None` without a commit).
+    fn finish_written(self) -> Option<(GoalState, Option<Written>)> {
+        (!self.committed || self.appended).then_some((self.state, self.written))
+    }
 }
 
 /// The embedded default store: files under `.loopx/`.
@@ -571,6 +601,76 @@ pub struct FileStore {
     clock: Arc<dyn Clock>,
     reporter: Arc<dyn Reporter>,
     options: StoreOptions,
+    /// Each goal's state as this store's last transaction on it left it.
+    kept: Mutex<HashMap<GoalId, Kept>>,
+    /// What the last snapshot this store wrote holds besides the state's hashed bytes.
+    wrote: Mutex<Option<Wrote>>,
+}
+
+/// A goal's state as a transaction left it, kept for the next command of the same process (a
+/// long-lived one: the MCP server, the dashboard, `loopx drive`). A load whose snapshot is
+/// still the very bytes the state came from, and whose log still records their root, takes it
+/// instead of decoding those bytes again; every other check of a load is made as before.
+struct Kept {
+    source: Source,
+    state: GoalState,
+    /// Set when a commit wrote the snapshot (its pieces: the header line, the state's hashed
+    /// bytes, the offsets line): the state's stored rows still read from the snapshot before,
+    /// and are re-based on this one when the state is next used.
+    unbased: bool,
+}
+
+impl Kept {
+    /// The state, its stored rows reading from the snapshot it was kept with (`file` is that
+    /// snapshot's body file); `None` if they cannot (a fault: the state is then decoded).
+    fn based(mut self, file: Option<Arc<table::BodyFile>>) -> Option<(GoalState, Source)> {
+        if self.unbased {
+            let [_, keys, offsets] = self.source.bytes.as_slice() else { return None };
+            let (at, n) = codec::key_lines(keys)?;
+            let todos = std::mem::take(&mut self.state.todos);
+            self.state.todos = todos.rebase(keys, at, n, file, offsets).ok()?;
+        }
+        Some((self.state, self.source))
+    }
+}
+
+/// The parts of a snapshot [`FileStore::write_projections_json`] wrote that a state kept after
+/// its commit is compared by.
+struct Wrote {
+    id: GoalId,
+    seq: u64,
+    header: Vec<u8>,
+    offsets: Vec<u8>,
+}
+
+/// The snapshot a state was read from or written as: its bytes, in the pieces they were read
+/// or written as, and their state root.
+struct Source {
+    bytes: Vec<Arc<Vec<u8>>>,
+    root: String,
+}
+
+impl Source {
+    /// Whether `bytes` are this snapshot.
+    fn is(&self, bytes: &[u8]) -> bool {
+        let mut rest = bytes;
+        for piece in &self.bytes {
+            match rest.strip_prefix(piece.as_slice()) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        }
+        rest.is_empty()
+    }
+}
+
+/// What a transaction starts from: the state, its log's head, GOAL.md's digest as the
+/// snapshot recorded it, and the snapshot, when it was current.
+struct Locked {
+    state: GoalState,
+    head: String,
+    views: Option<String>,
+    source: Option<Source>,
 }
 
 impl fmt::Debug for FileStore {
@@ -612,7 +712,7 @@ impl FileStore {
         if let Ok(p) = read_project(&layout) {
             refuse_elsewhere(&layout, &p)?;
         }
-        Ok(Self { layout, clock, reporter, options })
+        Ok(Self { layout, clock, reporter, options, kept: Mutex::default(), wrote: Mutex::default() })
     }
 
     /// Creates `.loopx/` (with its `.gitignore` and `project.json`) at `root`, or reuses the
@@ -628,7 +728,8 @@ impl FileStore {
             return Err(Error::not_found(format!("{} is not a directory", root.display()))
                 .with_hint("pass the project's directory with --project DIR"));
         }
-        let store = Self { layout, clock, reporter, options };
+        let store =
+            Self { layout, clock, reporter, options, kept: Mutex::default(), wrote: Mutex::default() };
         let created_project = !store.layout.project_file().exists();
         if !created_project {
             // Refuse to build on an unreadable project.json, or on one that points elsewhere.
@@ -730,7 +831,10 @@ impl FileStore {
 
     /// Reads the snapshot and checks it against the log: its size and time, and its state's
     /// hash against the state root of the log's last line.
-    fn load_snapshot(&self, id: &GoalId) -> Result<Loaded> {
+    /// Loads the snapshot of goal `id`, checked against the log; the state kept by the last
+    /// transaction when the snapshot is still its own, taken out of the store for a new one
+    /// (`take`) or copied.
+    fn load_snapshot(&self, id: &GoalId, take: bool) -> Result<Loaded> {
         let Some(bytes) = kfs::read_optional(&self.layout.snapshot(id))? else {
             return Ok(Loaded::Stale);
         };
@@ -773,55 +877,118 @@ impl FileStore {
                 }
             }
         };
-        let Ok((state, hashed)) = codec::decode(&bytes, from, to, table::Bodies::File(body_file)) else {
-            return Ok(Loaded::Stale);
-        };
         let last = log::last_line(&events, len).map_err(|e| Error::io("read", &events, &e))?;
         let root = last.and_then(|l| l.root);
-        // The root is checked before anything of the state is used.
-        if root
-            .as_ref()
-            .is_some_and(|r| !log::is_legacy_root(r) && *r != log::state_root(&bytes[from..hashed]))
-        {
-            return Ok(Loaded::Tampered(
-                "snapshot.json does not hash to the state the event log records".into(),
-            ));
-        }
-        // A log whose last line an older loopx wrote has a root of the older kind (and no root
-        // before that); its next commit writes one of the new kind.
-        if let Some(r) = root.filter(|r| log::is_legacy_root(r))
-            && r != log::legacy_state_root(&legacy_json(&state)?)
-        {
-            return Ok(Loaded::Tampered(
-                "snapshot.json does not hash to the state the event log records".into(),
-            ));
-        }
+        let (state, source) = match self.kept_state(id, &bytes, root.as_deref(), body_file.clone(), take) {
+            Some(kept) => kept,
+            None => {
+                let Ok((state, hashed)) = codec::decode(&bytes, from, to, table::Bodies::File(body_file))
+                else {
+                    return Ok(Loaded::Stale);
+                };
+                // The root is checked before anything of the state is used.
+                let tampered = || {
+                    Ok(Loaded::Tampered(
+                        "snapshot.json does not hash to the state the event log records".into(),
+                    ))
+                };
+                let source = match root {
+                    Some(r) if log::is_legacy_root(&r) => {
+                        // A log whose last line an older loopx wrote has a root of the older
+                        // kind (and no root before that); its next commit writes one of the new
+                        // kind.
+                        if r != log::legacy_state_root(&legacy_json(&state)?) {
+                            return tampered();
+                        }
+                        None
+                    }
+                    Some(r) if r != log::state_root(&bytes[from..hashed]) => return tampered(),
+                    Some(r) => take.then(|| Source { bytes: vec![Arc::clone(&bytes)], root: r }),
+                    None => None,
+                };
+                (state, source)
+            }
+        };
         // An archive shorter than the state says lost lines (rebuilt from the log); a longer
         // one holds lines of a commit that never finished, which the next append cuts.
         if archive_len(&self.layout.archive(id))? < state.archive.bytes {
             return Ok(Loaded::Stale);
         }
-        Ok(Loaded::Current(Box::new(Snapshot {
-            schema_version: file.schema_version,
-            goal_id: file.goal_id,
-            seq: file.seq,
-            head: file.head,
-            log_len: file.log_len,
-            log_mtime_ns: file.log_mtime_ns,
-            goal_md_digest: file.goal_md_digest,
-            state,
-        })))
+        Ok(Loaded::Current(
+            Box::new(Snapshot {
+                schema_version: file.schema_version,
+                goal_id: file.goal_id,
+                seq: file.seq,
+                head: file.head,
+                log_len: file.log_len,
+                log_mtime_ns: file.log_mtime_ns,
+                goal_md_digest: file.goal_md_digest,
+                state,
+            }),
+            source,
+        ))
     }
 
-    /// Under the goal lock: the current state, recovering from a crash if needed.
-    fn load_locked(&self, id: &GoalId) -> Result<(GoalState, String, Option<String>)> {
-        let loaded = self.load_snapshot(id)?;
-        if let Loaded::Current(s) = loaded {
+    /// The state kept for goal `id` (see [`Kept`]), if `bytes` are the snapshot it was kept
+    /// with and `root` the root the log records for it, its stored rows reading from `file`:
+    /// taken out for a transaction (`take`, with the snapshot to keep it by again), or copied.
+    fn kept_state(
+        &self,
+        id: &GoalId,
+        bytes: &[u8],
+        root: Option<&str>,
+        file: Option<Arc<table::BodyFile>>,
+        take: bool,
+    ) -> Option<(GoalState, Option<Source>)> {
+        let mut kept = self.kept();
+        let k = kept.remove(id)?;
+        if !k.source.is(bytes) || root != Some(k.source.root.as_str()) {
+            return None;
+        }
+        let (state, source) = k.based(file)?;
+        if take {
+            return Some((state, Some(source)));
+        }
+        let copy = state.clone();
+        kept.insert(id.clone(), Kept { source, state, unbased: false });
+        Some((copy, None))
+    }
+
+    fn kept(&self) -> MutexGuard<'_, HashMap<GoalId, Kept>> {
+        self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps the state transaction `txn` on goal `id` ends with, if it can be kept: loaded from
+    /// `source` and unchanged, or committed (and its snapshot written).
+    fn keep(&self, id: &GoalId, txn: Txn<'_>, source: Option<Source>) {
+        let wrote = self.wrote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let kept = match txn.finish_written() {
+            Some((state, None)) => source.map(|source| Kept { source, state, unbased: false }),
+            Some((mut state, Some(Written { keys, root }))) => {
+                wrote.filter(|w| w.id == *id && w.seq == state.seq).map(|w| {
+                    state.archived_now.clear();
+                    let bytes = vec![Arc::new(w.header), Arc::new(keys), Arc::new(w.offsets)];
+                    Kept { source: Source { bytes, root }, state, unbased: true }
+                })
+            }
+            None => None,
+        };
+        if let Some(k) = kept {
+            self.kept().insert(id.clone(), k);
+        }
+    }
+
+    /// Under the goal lock: the current state, recovering from a crash if needed; a state kept
+    /// by the last transaction is taken out of the store for this one (`take`) or copied.
+    fn load_locked(&self, id: &GoalId, take: bool) -> Result<Locked> {
+        let loaded = self.load_snapshot(id, take)?;
+        if let Loaded::Current(s, mut source) = loaded {
             if !self.layout.goal_md(id).exists() {
                 self.reporter.warn(&format!("recovered goal {id}: GOAL.md was missing; regenerated"));
                 self.write_projections(id, &s.state, &s.head, None)?;
+                source = None;
             }
-            return Ok((s.state, s.head, Some(s.goal_md_digest)));
+            return Ok(Locked { state: s.state, head: s.head, views: Some(s.goal_md_digest), source });
         }
         if let Loaded::Tampered(what) = &loaded {
             self.reporter.warn(&format!("goal {id}: {what} (edited by hand?); rebuilt from the log"));
@@ -900,7 +1067,7 @@ impl FileStore {
                 e.message
             ));
         }
-        Ok((state, head, None))
+        Ok(Locked { state, head, views: None, source: None })
     }
 
     /// Writes GOAL.md, then snapshot.json, for `state`, whose last line hashes to `head`.
@@ -972,6 +1139,8 @@ impl FileStore {
         if fresh {
             self.remove_bodies_but(id, state.seq);
         }
+        *self.wrote.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(Wrote { id: id.clone(), seq: state.seq, header, offsets });
         Ok(())
     }
 
@@ -1099,7 +1268,7 @@ impl FileStore {
     ) -> Result<u64> {
         self.goal_exists_check(id)?;
         let _guard = self.lock_goal(id)?;
-        let (mut state, mut head, _) = self.load_locked(id)?;
+        let Locked { mut state, mut head, .. } = self.load_locked(id, true)?;
         let archive_before = state.archive.clone();
         let mut lines = Vec::new();
         let mut archived = Vec::new();
@@ -1465,7 +1634,7 @@ impl Store for FileStore {
     }
 
     fn read(&self, id: &GoalId) -> Result<GoalState> {
-        if let Loaded::Current(s) = self.load_snapshot(id)?
+        if let Loaded::Current(s, _) = self.load_snapshot(id, false)?
             && self.layout.goal_md(id).exists()
         {
             return Ok(s.state);
@@ -1474,17 +1643,20 @@ impl Store for FileStore {
         // Not current: a writer is mid-commit, a crash interrupted one, or the log was
         // changed by hand. Take the lock and let the mutation path recover or refuse.
         let _guard = self.lock_goal(id)?;
-        self.load_locked(id).map(|(state, _, _)| state)
+        self.load_locked(id, false).map(|l| l.state)
     }
 
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
         self.goal_exists_check(id)?;
         let _guard = self.lock_goal(id)?;
-        let (state, head, goal_md_digest) = self.load_locked(id)?;
+        self.wrote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let Locked { state, head, views, source } = self.load_locked(id, true)?;
         let hint = fs::metadata(self.layout.snapshot(id)).map_or(0, |m| m.len());
-        let mut txn = Txn::new(self, id.clone(), state, head, goal_md_digest)
-            .with_size_hint(usize::try_from(hint).unwrap_or(0));
-        f(&mut txn)
+        let mut txn =
+            Txn::new(self, id.clone(), state, head, views).with_size_hint(usize::try_from(hint).unwrap_or(0));
+        let result = f(&mut txn);
+        self.keep(id, txn, source);
+        result
     }
 
     fn scan(&self, id: &GoalId) -> Result<Scan> {

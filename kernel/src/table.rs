@@ -629,24 +629,53 @@ impl TodoTable {
                 }
                 offsets
             }
-            Bodies::File(_) => {
-                let nl = if n == 0 { Some(0) } else { src[keys_end..to].iter().position(|b| *b == b'\n') };
-                let nl = nl.ok_or("a line without its end")?;
-                let (a, b) = (keys_end, keys_end + nl);
-                let end = if n == 0 { keys_end } else { b + 1 };
-                if end != to {
-                    return Err("bytes after the offsets".to_owned());
-                }
-                let offsets =
-                    if n == 0 { vec![] } else { parse_offsets(&src[a..b], n).ok_or("a bad offset")? };
-                if offsets.len() != n {
-                    return Err("the offsets do not match the todos".to_owned());
-                }
-                offsets
-            }
+            Bodies::File(_) => offsets_line(&src[keys_end..to], n)?,
         };
         let origin = Arc::new(Origin { keys: Arc::clone(src), src: src_of, offsets, agents });
         Ok((TodoTable { rows, origin }, keys_end))
+    }
+
+    /// This table as decoding what a commit of it just wrote gives: its rows reading from
+    /// `keys` (`n` key lines from `at` to the end, as [`crate::codec::encode_keys`] wrote
+    /// them) and from the body file `file` at the offsets of `offsets` (its line, newline
+    /// included), keeping every todo already decoded. Fails, changing nothing it was given but
+    /// itself, when the key lines are not this table's.
+    pub fn rebase(
+        self,
+        keys: &Arc<Vec<u8>>,
+        at: usize,
+        n: usize,
+        file: Option<Arc<BodyFile>>,
+        offsets: &[u8],
+    ) -> std::result::Result<TodoTable, String> {
+        let src = match file {
+            Some(f) => Source::File(f),
+            None if n == 0 => Source::Inline(Arc::clone(keys)),
+            None => return Err("no body file".to_owned()),
+        };
+        let (mut rows, agents, keys_end) = TodoTable::decode_keys(keys, at, keys.len(), n)?;
+        if keys_end != keys.len() || rows.len() != self.rows.len() {
+            return Err("the key lines are not the table's".to_owned());
+        }
+        let offsets = offsets_line(offsets, n)?;
+        let origin = Arc::new(Origin { keys: Arc::clone(keys), src, offsets, agents });
+        for (new, old) in rows.iter().zip(&self.rows) {
+            if let Row::Stored(s) = new
+                && s.key(&origin) != self.key_of(old)
+            {
+                return Err(format!("todo {}: its key line is not the table's", s.id));
+            }
+        }
+        for (new, old) in rows.iter_mut().zip(self.rows) {
+            let decoded = match old {
+                Row::Owned(t) => Some(t),
+                Row::Stored(s) => s.todo.into_inner(),
+            };
+            if let (Row::Stored(s), Some(t)) = (new, decoded) {
+                let _ = s.todo.set(t);
+            }
+        }
+        Ok(TodoTable { rows, origin })
     }
 }
 
@@ -783,6 +812,23 @@ fn parse_key_line(
     })
 }
 
+/// The offsets of `n` todos in a body file, from their line (`bytes`, its newline ending it;
+/// no line for none).
+fn offsets_line(bytes: &[u8], n: usize) -> std::result::Result<Vec<u64>, String> {
+    if n == 0 {
+        return if bytes.is_empty() { Ok(vec![]) } else { Err("bytes after the offsets".to_owned()) };
+    }
+    let nl = bytes.iter().position(|b| *b == b'\n').ok_or("a line without its end")?;
+    if nl + 1 != bytes.len() {
+        return Err("bytes after the offsets".to_owned());
+    }
+    let offsets = parse_offsets(&bytes[..nl], n).ok_or("a bad offset")?;
+    if offsets.len() != n {
+        return Err("the offsets do not match the todos".to_owned());
+    }
+    Ok(offsets)
+}
+
 /// A line of `n` offsets, separated by single spaces, each written as [`parse_u64`] reads.
 fn parse_offsets(line: &[u8], n: usize) -> Option<Vec<u64>> {
     let mut offsets = Vec::with_capacity(n);
@@ -807,6 +853,60 @@ fn parse_u64(digits: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A table re-based on what a commit of it wrote reads from there (every row stored, at
+    /// the new body file), holds what it held, and copies its key lines as written; key lines
+    /// that are not the table's are refused.
+    #[test]
+    fn a_table_rebased_on_its_written_form_reads_from_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let todo = |n: u64, text: &str| -> Todo {
+            serde_json::from_str(&format!(
+                r#"{{"id":"t{n}","text":"{text}","priority":"P1","role":"agent","class":"advance","status":"open","created_by":"user","created_at":"2026-01-01T00:00:00.000Z","updated_at":"2026-01-01T00:00:00.000Z"}}"#
+            ))
+            .unwrap()
+        };
+        // The table as a commit writes it: its key lines, the offsets line, and a new body file.
+        let write = |table: &TodoTable, generation: u64| {
+            let mut keys = Vec::new();
+            table.encode_keys_into(&mut keys).unwrap();
+            let (mut body, mut offsets) = (Vec::new(), Vec::new());
+            for place in table.places(None).unwrap() {
+                let Place::Write(json) = place else { panic!("a new body file holds every todo") };
+                if !offsets.is_empty() {
+                    offsets.push(b' ');
+                }
+                offsets.extend_from_slice(body.len().to_string().as_bytes());
+                body.extend_from_slice(&json);
+                body.push(b'\n');
+            }
+            offsets.push(b'\n');
+            let path = dir.path().join(format!("todos-{generation}.dat"));
+            std::fs::write(&path, &body).unwrap();
+            (Arc::new(keys), offsets, Arc::new(BodyFile::open(&path, generation).unwrap()))
+        };
+        let mut first = TodoTable::default();
+        for n in 1..=3 {
+            first.push(todo(n, "first"));
+        }
+        let (keys, offsets, file) = write(&first, 1);
+        let src = Arc::new([keys.as_slice(), &offsets].concat());
+        let (mut table, _) = TodoTable::decode(&src, 0, src.len(), 3, Bodies::File(Some(file))).unwrap();
+        table.get_mut(TodoId::from_number(2)).unwrap().text = "changed".into();
+        table.push(todo(4, "added"));
+        let expected: Vec<Todo> = table.iter().cloned().collect();
+        let (keys, offsets, file) = write(&table, 2);
+        let mut other = table.clone();
+        other.get_mut(TodoId::from_number(1)).unwrap().priority = Priority::P0;
+        assert!(other.rebase(&keys, 0, 4, Some(Arc::clone(&file)), &offsets).is_err(), "another table's keys");
+        let rebased = table.rebase(&keys, 0, 4, Some(file), &offsets).unwrap();
+        let places = rebased.places(Some(2)).unwrap();
+        assert!(places.iter().all(|p| matches!(p, Place::At(..))), "every row reads from the new file: {places:?}");
+        assert_eq!(rebased.iter().cloned().collect::<Vec<_>>(), expected);
+        let mut again = Vec::new();
+        rebased.encode_keys_into(&mut again).unwrap();
+        assert_eq!(again, *keys);
+    }
 
     /// Offsets read as the byte-at-a-time reader did: single spaces between, no leading zero
     /// but for 0, nothing past `u64`.

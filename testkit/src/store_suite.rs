@@ -5,7 +5,8 @@
 //!
 //! The commit protocol (each receipt's event is in the log, the chain verifies, the state is
 //! what a replay of the log gives); a replayed turn commits once; one winner among concurrent
-//! claims; a failed commit leaves nothing behind; concurrent writers lose nothing; a hand-edited history is refused by every command
+//! claims; a failed commit leaves nothing behind; a long-lived handle reads what a new one
+//! reads; concurrent writers lose nothing; a hand-edited history is refused by every command
 //! and named by `doctor`; a lost committed event is refused; a torn last line is cut and never
 //! counted; closed work moves to the archive and reads back whole.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test support: a failed expectation is a failed test
@@ -62,6 +63,12 @@ macro_rules! store_conformance {
             fn a_failed_commit_leaves_the_state_the_log_says() {
                 if let Some(b) = $backend {
                     $crate::store_suite::failed_commit(&b);
+                }
+            }
+            #[test]
+            fn a_long_lived_handle_reads_what_a_new_one_reads() {
+                if let Some(b) = $backend {
+                    $crate::store_suite::long_lived(&b);
                 }
             }
             #[test]
@@ -235,6 +242,51 @@ pub fn failed_commit<B: Backend>(b: &B) {
     let next = block_on(k.add_todo(&CommandContext::default(), todo("two"))).unwrap().seq;
     assert_eq!(next, before + 1);
     assert_consistent(store);
+}
+
+/// One handle used as a long-lived process uses it (a store may keep the state a transaction
+/// leaves for the next): after each of its commits (todos added, claimed, closed, archived),
+/// one that commits nothing, and another handle's commit, it reads what a handle opened now
+/// reads, byte for byte and field for field; a hand edit of the history is refused on it as on
+/// a new handle.
+pub fn long_lived<B: Backend>(b: &B) {
+    let k = project(b, &["a"]);
+    let store = k.store();
+    let same = |why: &str| {
+        let now = b.reopen(store).read(&goal()).unwrap();
+        let read = store.read(&goal()).unwrap();
+        assert_eq!(encode_state(&read).unwrap(), encode_state(&now).unwrap(), "{why}");
+        assert!(read == now, "{why}: the states differ outside their stored form");
+    };
+    let n = CLOSED_KEPT + 4;
+    for i in 1..=n {
+        block_on(k.add_todo(&CommandContext::default(), todo(&format!("todo {i}")))).unwrap();
+        same("after a todo was added");
+    }
+    for i in 1..=n {
+        let t = TodoId::from_number(i as u64);
+        // Two commits with no read between: the second starts from what the first left.
+        block_on(k.claim_todo(&agent("a"), t)).unwrap();
+        block_on(k.complete_todo(&agent("a"), done(t))).unwrap();
+        same("after a todo was claimed and closed");
+    }
+    assert!(store.read(&goal()).unwrap().archive.todos > 0, "todos were archived");
+    store.transact(&goal(), &mut |_| Ok(())).unwrap();
+    same("after a transaction that committed nothing");
+    let other = StateKernel::over(b.reopen(store));
+    let theirs = block_on(other.add_todo(&CommandContext::default(), todo("from elsewhere"))).unwrap();
+    same("after another handle's commit");
+    assert_eq!(store.read(&goal()).unwrap().seq, theirs.seq);
+    let ours = block_on(k.add_todo(&CommandContext::default(), todo("and here"))).unwrap();
+    assert_eq!(ours.seq, theirs.seq + 1);
+    same("after a commit on top of another handle's");
+    b.edit_log(store, &goal(), &|log| retime(log, 2));
+    for e in [
+        store.read(&goal()).map(|_| ()).unwrap_err(),
+        block_on(k.add_todo(&CommandContext::default(), todo("refused"))).map(|_| ()).unwrap_err(),
+    ] {
+        assert_eq!(e.kind, ErrorKind::Integrity, "{e:?}");
+    }
 }
 
 /// A turn sent twice (from another process) commits once and answers with the same receipt.
