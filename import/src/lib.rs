@@ -110,7 +110,7 @@ pub async fn import_loopx_py(target: &dyn Store, dir: &Path, options: Options<'_
             plans.push((g, id, false));
             continue;
         }
-        let same = target.read(&id)?.imported.is_some_and(|m| m.digest == g.digest);
+        let same = target.read(&id)?.imported.as_ref().is_some_and(|m| m.digest == g.digest);
         if same {
             plans.push((g, id, true));
         } else if options.rename {
@@ -129,7 +129,7 @@ pub async fn import_loopx_py(target: &dyn Store, dir: &Path, options: Options<'_
                     chosen = Some((c, false));
                     break;
                 }
-                if target.read(&c)?.imported.is_some_and(|m| m.digest == g.digest) {
+                if target.read(&c)?.imported.as_ref().is_some_and(|m| m.digest == g.digest) {
                     chosen = Some((c, true));
                     break;
                 }

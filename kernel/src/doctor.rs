@@ -144,7 +144,7 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
             // The todos' JSON is checked against the hashes the snapshot records first.
             let todos = snap.state.todos.check();
             let same_state = todos.is_ok()
-                && serde_json::to_value(&snap.state).ok() == serde_json::to_value(&replayed).ok();
+                && serde_json::to_value(&*snap.state).ok() == serde_json::to_value(&replayed).ok();
             if let Err(e) = todos {
                 checks.push(check("snapshot", false, format!("{e}; the next command rebuilds it")));
             } else if snap.seq == replayed.seq && snap.head == scan.head() && same_state {

@@ -53,7 +53,7 @@ struct GoalData {
     /// The state after the log's last line, and that line's hash; `None` once the log was
     /// changed behind the store's back (it is then replayed and checked, as the file store
     /// replays a log whose size or time changed).
-    current: Option<(GoalState, String)>,
+    current: Option<(Arc<GoalState>, String)>,
     /// Archive lines, in order.
     archive: Vec<String>,
     /// The last event this store committed (kept apart from the log, as the file store's
@@ -105,7 +105,7 @@ impl MemStore {
     }
 
     /// The state and head, replaying the log (and cutting a torn last line) if it changed.
-    fn load<'g>(&self, id: &GoalId, data: &'g mut GoalData) -> Result<&'g (GoalState, String)> {
+    fn load<'g>(&self, id: &GoalId, data: &'g mut GoalData) -> Result<&'g (Arc<GoalState>, String)> {
         if data.current.is_none() {
             let scan = log::scan(&data.log).map_err(|(_, b)| chain_error(&log_name(id), &b))?;
             if scan.torn_bytes > 0 {
@@ -123,7 +123,7 @@ impl MemStore {
                 return Err(Error::integrity(format!("goal {id}: the log was written by an older loopx")));
             }
             data.archive = archive;
-            data.current = Some((state, scan.head().to_owned()));
+            data.current = Some((Arc::new(state), scan.head().to_owned()));
         }
         data.current.as_ref().ok_or_else(|| Error::internal("no state after loading"))
     }
@@ -218,7 +218,7 @@ impl Store for MemStore {
         let (state, text) = genesis(id, first, self.clock.now())?;
         let data = GoalData {
             log: format!("{text}\n").into_bytes(),
-            current: Some((state.clone(), log::line_hash(text.as_bytes()))),
+            current: Some((Arc::new(state.clone()), log::line_hash(text.as_bytes()))),
             archive: Vec::new(),
             committed: 1,
         };
@@ -228,28 +228,30 @@ impl Store for MemStore {
         Ok(state)
     }
 
-    fn read(&self, id: &GoalId) -> Result<GoalState> {
+    fn read(&self, id: &GoalId) -> Result<Arc<GoalState>> {
         let goal = self.goal(id)?;
         let mut data = locked(&goal.data)?;
-        self.load(id, &mut data).map(|(state, _)| state.clone())
+        self.load(id, &mut data).map(|(state, _)| Arc::clone(state))
     }
 
-    /// The state moves into the transaction and back out of it, uncopied; a reader meanwhile
-    /// replays the log, as it would after a crash.
+    /// The state moves into the transaction and back out of it, uncopied unless a read still
+    /// holds it; a reader meanwhile replays the log, as it would after a crash.
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
         let goal = self.goal(id)?;
         let _writer = locked(&goal.writer)?;
         let (state, head) = {
             let mut data = locked(&goal.data)?;
             self.load(id, &mut data)?;
-            data.current.take().ok_or_else(|| Error::internal("no state after loading"))?
+            let (state, head) =
+                data.current.take().ok_or_else(|| Error::internal("no state after loading"))?;
+            (Arc::unwrap_or_clone(state), head)
         };
         let mut txn = Txn::new(self, id.clone(), state, head, None);
         let result = f(&mut txn);
         let mut data = locked(&goal.data)?;
         // The state of the log as it stands, unless a reader has already replayed it.
         if data.current.is_none() {
-            data.current = txn.finish();
+            data.current = txn.finish().map(|(state, head)| (Arc::new(state), head));
         }
         result
     }
@@ -326,7 +328,7 @@ impl Store for MemStore {
         }
         let data = GoalData {
             log: archive_text(lines).into_bytes(),
-            current: Some((state.clone(), scan.head().to_owned())),
+            current: Some((Arc::new(state.clone()), scan.head().to_owned())),
             archive,
             committed: state.seq,
         };

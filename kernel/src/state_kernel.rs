@@ -178,7 +178,7 @@ impl<S: Store> StateKernel<S> {
         }
     }
 
-    pub(crate) fn read(&self, goal: Option<&GoalId>) -> Result<GoalState> {
+    pub(crate) fn read(&self, goal: Option<&GoalId>) -> Result<Arc<GoalState>> {
         self.store.read(&self.resolve_goal(goal)?)
     }
 
@@ -663,7 +663,7 @@ fn quota_status_view(s: &GoalState, now: loopx_core::Timestamp) -> QuotaStatus {
 /// status and quota. Older closed work stays in the archive ([`Store::archive`]).
 #[derive(Clone, Debug)]
 pub struct Board {
-    pub state: GoalState,
+    pub state: Arc<GoalState>,
     pub status: StatusView,
     pub quota: QuotaStatus,
 }
@@ -677,7 +677,7 @@ impl<S: Store> StateKernel<S> {
         answer: &ShouldRunAnswer,
         p: &crate::drive::PromptFor<'_>,
     ) -> Result<String> {
-        Ok(crate::drive::turn_prompt(&self.read(goal)?, answer, p))
+        Ok(crate::drive::turn_prompt(self.read(goal)?.as_ref(), answer, p))
     }
 
     /// The driver lease `agent` has on `goal`, active or not.
@@ -853,7 +853,7 @@ impl<S: Store> Kernel for StateKernel<S> {
 
     async fn list_agents(&self, goal: Option<&GoalId>) -> Result<AgentList> {
         let state = self.read(goal)?;
-        Ok(AgentList { goal_id: state.goal.id.clone(), agents: state.agents })
+        Ok(AgentList { goal_id: state.goal.id.clone(), agents: state.agents.clone() })
     }
 
     async fn add_todo(&self, ctx: &CommandContext, req: AddTodo) -> Result<Receipt<TodoBody>> {
@@ -1072,7 +1072,7 @@ impl<S: Store> Kernel for StateKernel<S> {
     }
 
     async fn status(&self, goal: Option<&GoalId>) -> Result<StatusView> {
-        Ok(status_view(&self.read(goal)?, self.now()))
+        Ok(status_view(self.read(goal)?.as_ref(), self.now()))
     }
 
     async fn history(&self, goal: Option<&GoalId>, filter: &HistoryFilter) -> Result<HistoryView> {
@@ -1210,7 +1210,8 @@ impl<S: Store> Kernel for StateKernel<S> {
     ) -> Result<Receipt<loopx_core::drive::DriverBody>> {
         let now = self.now();
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
-        let agent = rules::resolve_actor(&self.store.read(&goal)?, ctx, Lane::Agent)?.agent().cloned();
+        let agent =
+            rules::resolve_actor(self.store.read(&goal)?.as_ref(), ctx, Lane::Agent)?.agent().cloned();
         self.mutate(
             &CommandContext { key: None, ..ctx.clone() },
             "drive.lease",
@@ -1231,7 +1232,7 @@ impl<S: Store> Kernel for StateKernel<S> {
     ) -> Result<Receipt<loopx_core::drive::TurnEndBody>> {
         let now = self.now();
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
-        let agent = rules::resolve_actor(&self.store.read(&goal)?, ctx, Lane::Agent)?;
+        let agent = rules::resolve_actor(self.store.read(&goal)?.as_ref(), ctx, Lane::Agent)?;
         let turn = req.turn.clone();
         self.mutate(
             &CommandContext { key: None, ..ctx.clone() },
@@ -1253,13 +1254,13 @@ impl<S: Store> Kernel for StateKernel<S> {
         agent: &loopx_core::AgentId,
         turn: &str,
     ) -> Result<loopx_core::drive::TurnView> {
-        Ok(crate::drive::turn_view(&self.read(goal)?, agent, turn))
+        Ok(crate::drive::turn_view(self.read(goal)?.as_ref(), agent, turn))
     }
 
     async fn poll_gates(&self, ctx: &CommandContext, only: Option<loopx_core::GateId>) -> Result<GatePoll> {
         let goal = self.resolve_goal(ctx.goal.as_ref())?;
         // Whoever cannot be named (a session that has not joined) runs only approved commands.
-        let runner = rules::resolve_actor(&self.store.read(&goal)?, ctx, Lane::Person)
+        let runner = rules::resolve_actor(self.store.read(&goal)?.as_ref(), ctx, Lane::Person)
             .map_or_else(|_| "an unnamed agent".to_owned(), |a| a.name().to_owned());
         self.poll(&goal, only, false, &runner).await
     }
@@ -1507,7 +1508,7 @@ impl<S: Store> Kernel for StateKernel<S> {
     }
 
     async fn quota_status(&self, goal: Option<&GoalId>) -> Result<QuotaStatus> {
-        Ok(quota_status_view(&self.read(goal)?, self.now()))
+        Ok(quota_status_view(self.read(goal)?.as_ref(), self.now()))
     }
 
     async fn scheduler_report(
@@ -1550,7 +1551,7 @@ impl<S: Store> Kernel for StateKernel<S> {
     }
 
     async fn show_lease(&self, goal: Option<&GoalId>, todo: TodoId) -> Result<LeaseBody> {
-        lease_body(&self.read(goal)?, todo, self.now())
+        lease_body(self.read(goal)?.as_ref(), todo, self.now())
     }
 
     async fn claim_next(&self, ctx: &CommandContext) -> Result<Receipt<TodoBody>> {
@@ -1667,7 +1668,7 @@ impl<S: Store> Kernel for StateKernel<S> {
     }
 
     async fn session(&self, goal: Option<&GoalId>, req: &BindThread) -> Result<SessionView> {
-        session_view(req.clone())(&self.read(goal)?)
+        session_view(req.clone())(self.read(goal)?.as_ref())
     }
 
     async fn agent_session(
@@ -1676,7 +1677,7 @@ impl<S: Store> Kernel for StateKernel<S> {
         agent: &AgentId,
         req: &BindThread,
     ) -> Result<SessionView> {
-        Ok(agent_session_view(&self.read(goal)?, agent, req))
+        Ok(agent_session_view(self.read(goal)?.as_ref(), agent, req))
     }
 
     async fn check_edits(

@@ -60,7 +60,7 @@ pub trait Store: Doctor + Send + Sync + fmt::Debug {
     /// Creates a goal's log with its first event and lists it in the project.
     fn create_goal(&self, id: &GoalId, first: Event, make_default: bool) -> Result<GoalState>;
     /// The current state of a goal. Takes no lock when the snapshot is current.
-    fn read(&self, id: &GoalId) -> Result<GoalState>;
+    fn read(&self, id: &GoalId) -> Result<Arc<GoalState>>;
     /// Runs `f` under the goal lock with the current state; `f` commits at most one event.
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()>;
     /// Every committed line, verified. For history and doctor; costs O(log).
@@ -146,7 +146,7 @@ impl Store for Box<dyn Store> {
     fn create_goal(&self, id: &GoalId, first: Event, make_default: bool) -> Result<GoalState> {
         (**self).create_goal(id, first, make_default)
     }
-    fn read(&self, id: &GoalId) -> Result<GoalState> {
+    fn read(&self, id: &GoalId) -> Result<Arc<GoalState>> {
         (**self).read(id)
     }
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
@@ -331,7 +331,7 @@ pub struct Snapshot {
     pub log_mtime_ns: u64,
     /// SHA-256 prefix of the GOAL.md rendered with this snapshot.
     pub goal_md_digest: String,
-    pub state: GoalState,
+    pub state: Arc<GoalState>,
 }
 
 impl Snapshot {
@@ -358,7 +358,7 @@ impl Snapshot {
             log_len: h.log_len,
             log_mtime_ns: h.log_mtime_ns,
             goal_md_digest: h.goal_md_digest,
-            state,
+            state: Arc::new(state),
         })
     }
 }
@@ -613,7 +613,8 @@ pub struct FileStore {
 /// instead of decoding those bytes again; every other check of a load is made as before.
 struct Kept {
     source: Source,
-    state: GoalState,
+    /// Shared with the reads that took it since.
+    state: Arc<GoalState>,
     /// Set when a commit wrote the snapshot (its pieces: the header line, the state's hashed
     /// bytes, the offsets line): the state's stored rows still read from the snapshot before,
     /// and are re-based on this one when the state is next used.
@@ -623,12 +624,13 @@ struct Kept {
 impl Kept {
     /// The state, its stored rows reading from the snapshot it was kept with (`file` is that
     /// snapshot's body file); `None` if they cannot (a fault: the state is then decoded).
-    fn based(mut self, file: Option<Arc<table::BodyFile>>) -> Option<(GoalState, Source)> {
+    fn based(mut self, file: Option<Arc<table::BodyFile>>) -> Option<(Arc<GoalState>, Source)> {
         if self.unbased {
             let [_, keys, offsets] = self.source.bytes.as_slice() else { return None };
             let (at, n) = codec::key_lines(keys)?;
-            let todos = std::mem::take(&mut self.state.todos);
-            self.state.todos = todos.rebase(keys, at, n, file, offsets).ok()?;
+            let state = Arc::make_mut(&mut self.state);
+            let todos = std::mem::take(&mut state.todos);
+            state.todos = todos.rebase(keys, at, n, file, offsets).ok()?;
         }
         Some((self.state, self.source))
     }
@@ -906,7 +908,7 @@ impl FileStore {
                     Some(r) => take.then(|| Source { bytes: vec![Arc::clone(&bytes)], root: r }),
                     None => None,
                 };
-                (state, source)
+                (Arc::new(state), source)
             }
         };
         // An archive shorter than the state says lost lines (rebuilt from the log); a longer
@@ -939,7 +941,7 @@ impl FileStore {
         root: Option<&str>,
         file: Option<Arc<table::BodyFile>>,
         take: bool,
-    ) -> Option<(GoalState, Option<Source>)> {
+    ) -> Option<(Arc<GoalState>, Option<Source>)> {
         let mut kept = self.kept();
         let k = kept.remove(id)?;
         if !k.source.is(bytes) || root != Some(k.source.root.as_str()) {
@@ -949,9 +951,8 @@ impl FileStore {
         if take {
             return Some((state, Some(source)));
         }
-        let copy = state.clone();
-        kept.insert(id.clone(), Kept { source, state, unbased: false });
-        Some((copy, None))
+        kept.insert(id.clone(), Kept { source, state: Arc::clone(&state), unbased: false });
+        Some((state, None))
     }
 
     fn kept(&self) -> MutexGuard<'_, HashMap<GoalId, Kept>> {
@@ -963,12 +964,14 @@ impl FileStore {
     fn keep(&self, id: &GoalId, txn: Txn<'_>, source: Option<Source>) {
         let wrote = self.wrote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         let kept = match txn.finish_written() {
-            Some((state, None)) => source.map(|source| Kept { source, state, unbased: false }),
+            Some((state, None)) => {
+                source.map(|source| Kept { source, state: Arc::new(state), unbased: false })
+            }
             Some((mut state, Some(Written { keys, root }))) => {
                 wrote.filter(|w| w.id == *id && w.seq == state.seq).map(|w| {
                     state.archived_now.clear();
                     let bytes = vec![Arc::new(w.header), Arc::new(keys), Arc::new(w.offsets)];
-                    Kept { source: Source { bytes, root }, state, unbased: true }
+                    Kept { source: Source { bytes, root }, state: Arc::new(state), unbased: true }
                 })
             }
             None => None,
@@ -988,7 +991,8 @@ impl FileStore {
                 self.write_projections(id, &s.state, &s.head, None)?;
                 source = None;
             }
-            return Ok(Locked { state: s.state, head: s.head, views: Some(s.goal_md_digest), source });
+            let state = Arc::unwrap_or_clone(s.state);
+            return Ok(Locked { state, head: s.head, views: Some(s.goal_md_digest), source });
         }
         if let Loaded::Tampered(what) = &loaded {
             self.reporter.warn(&format!("goal {id}: {what} (edited by hand?); rebuilt from the log"));
@@ -1578,7 +1582,7 @@ impl FileStore {
             let matches = Snapshot::decode(&Arc::new(old.clone()), &self.layout, id).is_some_and(|s| {
                 s.state.todos.check().is_ok()
                     && s.seq == state.seq
-                    && serde_json::to_value(&s.state).ok() == serde_json::to_value(&state).ok()
+                    && serde_json::to_value(&*s.state).ok() == serde_json::to_value(&state).ok()
             });
             if !matches {
                 let aside = self.set_aside(&snap_path, &old)?;
@@ -1633,7 +1637,7 @@ impl Store for FileStore {
         Ok(state)
     }
 
-    fn read(&self, id: &GoalId) -> Result<GoalState> {
+    fn read(&self, id: &GoalId) -> Result<Arc<GoalState>> {
         if let Loaded::Current(s, _) = self.load_snapshot(id, false)?
             && self.layout.goal_md(id).exists()
         {
@@ -1643,7 +1647,7 @@ impl Store for FileStore {
         // Not current: a writer is mid-commit, a crash interrupted one, or the log was
         // changed by hand. Take the lock and let the mutation path recover or refuse.
         let _guard = self.lock_goal(id)?;
-        self.load_locked(id, false).map(|l| l.state)
+        self.load_locked(id, false).map(|l| Arc::new(l.state))
     }
 
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {

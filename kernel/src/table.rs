@@ -898,10 +898,16 @@ mod tests {
         let (keys, offsets, file) = write(&table, 2);
         let mut other = table.clone();
         other.get_mut(TodoId::from_number(1)).unwrap().priority = Priority::P0;
-        assert!(other.rebase(&keys, 0, 4, Some(Arc::clone(&file)), &offsets).is_err(), "another table's keys");
+        assert!(
+            other.rebase(&keys, 0, 4, Some(Arc::clone(&file)), &offsets).is_err(),
+            "another table's keys"
+        );
         let rebased = table.rebase(&keys, 0, 4, Some(file), &offsets).unwrap();
         let places = rebased.places(Some(2)).unwrap();
-        assert!(places.iter().all(|p| matches!(p, Place::At(..))), "every row reads from the new file: {places:?}");
+        assert!(
+            places.iter().all(|p| matches!(p, Place::At(..))),
+            "every row reads from the new file: {places:?}"
+        );
         assert_eq!(rebased.iter().cloned().collect::<Vec<_>>(), expected);
         let mut again = Vec::new();
         rebased.encode_keys_into(&mut again).unwrap();

@@ -699,8 +699,8 @@ impl Store for PgStore {
         })
     }
 
-    fn read(&self, id: &GoalId) -> Result<GoalState> {
-        self.with(|conn| self.load(conn.client(), id, false)).map(|(s, _, _)| s)
+    fn read(&self, id: &GoalId) -> Result<Arc<GoalState>> {
+        self.with(|conn| self.load(conn.client(), id, false)).map(|(s, _, _)| Arc::new(s))
     }
 
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {

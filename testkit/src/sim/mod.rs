@@ -1095,7 +1095,7 @@ impl Sim {
         let root =
             |s: &loopx_kernel::state::GoalState| loopx_kernel::store::root_of(s).map_err(|e| e.message);
         self.summary.invariants_checked += 1;
-        if *shadow != stored {
+        if *shadow != *stored {
             let same = match (root(shadow), root(&stored)) {
                 (Ok(m), Ok(t)) => m == t,
                 (Err(e), _) | (_, Err(e)) => return Err(self.violation("the state encodes", e)),
