@@ -307,8 +307,8 @@ fn split_snapshot(bytes: &[u8]) -> Option<(SnapshotHeader, usize, usize)> {
 
 /// What loading a snapshot found.
 enum Loaded {
-    /// It matches the log exactly: trusted. With the snapshot's bytes and root, when the
-    /// state can be kept by them (not for a read, nor a state whose root is of the older kind).
+    /// It matches the log exactly: trusted. With the snapshot's bytes and root, for a
+    /// transaction to keep its state by (not for a state whose root is of the older kind).
     Current(Box<Snapshot>, Option<Source>),
     /// It describes an older log, or cannot be read: rebuilt from the log.
     Stale,
@@ -601,14 +601,14 @@ pub struct FileStore {
     clock: Arc<dyn Clock>,
     reporter: Arc<dyn Reporter>,
     options: StoreOptions,
-    /// Each goal's state as this store's last transaction on it left it.
+    /// Each goal's state as this store last read it or its last transaction left it.
     kept: Mutex<HashMap<GoalId, Kept>>,
     /// What the last snapshot this store wrote holds besides the state's hashed bytes.
     wrote: Mutex<Option<Wrote>>,
 }
 
-/// A goal's state as a transaction left it, kept for the next command of the same process (a
-/// long-lived one: the MCP server, the dashboard, `loopx drive`). A load whose snapshot is
+/// A goal's state as a read decoded it or a transaction left it, kept for the next command of
+/// the same process (a long-lived one: the MCP server, `loopx drive`). A load whose snapshot is
 /// still the very bytes the state came from, and whose log still records their root, takes it
 /// instead of decoding those bytes again; every other check of a load is made as before.
 struct Kept {
@@ -905,7 +905,7 @@ impl FileStore {
                         None
                     }
                     Some(r) if r != log::state_root(&bytes[from..hashed]) => return tampered(),
-                    Some(r) => take.then(|| Source { bytes: vec![Arc::clone(&bytes)], root: r }),
+                    Some(r) => Some(Source { bytes: vec![Arc::clone(&bytes)], root: r }),
                     None => None,
                 };
                 (Arc::new(state), source)
@@ -916,6 +916,15 @@ impl FileStore {
         if archive_len(&self.layout.archive(id))? < state.archive.bytes {
             return Ok(Loaded::Stale);
         }
+        // A read keeps what it decoded for the next load (sharing it costs nothing); a
+        // transaction keeps its state when it ends.
+        let source = match source {
+            Some(source) if !take => {
+                self.kept().insert(id.clone(), Kept { source, state: Arc::clone(&state), unbased: false });
+                None
+            }
+            source => source,
+        };
         Ok(Loaded::Current(
             Box::new(Snapshot {
                 schema_version: file.schema_version,
