@@ -1180,6 +1180,59 @@ fn startup(b: &mut Bench, against: &[PathBuf], quick: bool) -> Result<Vec<Stat>>
     stats.push(stat(&label, decide, None));
     let ratio = stats.last().map_or(0.0, |s| s.p50_ms) / stats[0].p50_ms.max(f64::MIN_POSITIVE);
     eprintln!("xtask: {label} p50 is {ratio:.2} × --version's");
+    stats.extend(mcp_calls(b, &root, n, if quick { 40 } else { 200 })?);
+    Ok(stats)
+}
+
+/// The same decision from a long-lived `loopx mcp` server on the goal at `root` (`n` todos), as
+/// a host that keeps it open asks each turn: `should_run` calls, and `update_task` calls (each a
+/// commit), `rounds` of each after a first call of each.
+fn mcp_calls(b: &Bench, root: &Path, n: usize, rounds: usize) -> Result<Vec<Stat>> {
+    use std::io::{BufRead, BufReader, Write};
+    eprintln!("xtask: loopx mcp calls, {n} todos");
+    let out = b.ok(root, &["todo", "add", "--text", "noted over mcp", "--agent-id", "user", "--json"])?;
+    let todo = json_field(&out, "/todo/id")?;
+    let mut child = loopx_command(&b.bin)
+        .args(["mcp", "--agent-id", "a"])
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = child.stdin.take().context("no stdin")?;
+    let mut stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+    let mut line = String::new();
+    let hello = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
+    writeln!(stdin, "{hello}")?;
+    stdout.read_line(&mut line)?;
+    writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+    let calls = [
+        ("should_run", serde_json::json!({})),
+        ("update_task", serde_json::json!({"todo_id": todo, "note": "a note from the bench"})),
+    ];
+    let mut stats = Vec::new();
+    for (tool, args) in calls {
+        let mut ms = Vec::with_capacity(rounds);
+        for i in 0..=rounds {
+            let call = serde_json::json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                "params": {"name": tool, "arguments": args}});
+            let start = Instant::now();
+            writeln!(stdin, "{call}")?;
+            line.clear();
+            stdout.read_line(&mut line)?;
+            let t = start.elapsed().as_secs_f64() * 1e3;
+            if !line.contains(r#""isError":false"#) {
+                bail!("loopx mcp {tool} failed: {line}");
+            }
+            if i > 0 {
+                ms.push(t);
+            }
+        }
+        stats.push(stat(&format!("loopx mcp {tool} call, {n} todos (90 % closed)"), ms, None));
+    }
+    drop(stdin);
+    child.wait()?;
     Ok(stats)
 }
 

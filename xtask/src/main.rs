@@ -13,7 +13,7 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   ci                              format check, clippy (warnings denied), and the whole test suite
-  bench [--quick] [--drive|--hooks|--report|--startup] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md); --drive: only loopx drive's; --hooks: only the hook answers; --report: only loopx report's; --startup: --version against should-run on a long goal, alternated
+  bench [--quick] [--drive|--hooks|--report|--startup] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md); --drive: only loopx drive's; --hooks: only the hook answers; --report: only loopx report's; --startup: --version against should-run on a long goal, alternated, then should_run and update_task calls to a long-lived loopx mcp there
         [--bin PATH]              (measure this binary instead of building the release one)
         [--against PATH]…         (with --startup: these binaries' --version in the same rounds)
   sim [--seed N] [--seeds K]     deterministic simulation of long-running goals, every invariant
