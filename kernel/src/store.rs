@@ -636,6 +636,21 @@ impl Kept {
     }
 }
 
+/// How many goals' states a file store keeps at once: a command over many goals (`status
+/// --all`, the inbox) holds no more than this many states besides the one it uses.
+const KEPT_GOALS: usize = 8;
+
+/// Keeps `k` as goal `id`'s state in `kept`, making room first by forgetting another goal's.
+fn keep_in(kept: &mut HashMap<GoalId, Kept>, id: &GoalId, k: Kept) {
+    if kept.len() >= KEPT_GOALS
+        && !kept.contains_key(id)
+        && let Some(other) = kept.keys().next().cloned()
+    {
+        kept.remove(&other);
+    }
+    kept.insert(id.clone(), k);
+}
+
 /// The parts of a snapshot [`FileStore::write_projections_json`] wrote that a state kept after
 /// its commit is compared by.
 struct Wrote {
@@ -920,7 +935,7 @@ impl FileStore {
         // transaction keeps its state when it ends.
         let source = match source {
             Some(source) if !take => {
-                self.kept().insert(id.clone(), Kept { source, state: Arc::clone(&state), unbased: false });
+                keep_in(&mut self.kept(), id, Kept { source, state: Arc::clone(&state), unbased: false });
                 None
             }
             source => source,
@@ -960,7 +975,7 @@ impl FileStore {
         if take {
             return Some((state, Some(source)));
         }
-        kept.insert(id.clone(), Kept { source, state: Arc::clone(&state), unbased: false });
+        keep_in(&mut kept, id, Kept { source, state: Arc::clone(&state), unbased: false });
         Some((state, None))
     }
 
@@ -986,7 +1001,7 @@ impl FileStore {
             None => None,
         };
         if let Some(k) = kept {
-            self.kept().insert(id.clone(), k);
+            keep_in(&mut self.kept(), id, k);
         }
     }
 
@@ -2025,6 +2040,41 @@ mod tests {
             Ok(true)
         })?;
         Ok(out)
+    }
+
+    /// A store read across many goals keeps no more than `KEPT_GOALS` of their states, the
+    /// last one read among them; what it keeps is what a new store reads.
+    #[test]
+    fn a_store_keeps_a_bounded_number_of_goals_states() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            FileStore::open(
+                dir.path(),
+                Arc::new(crate::SystemClock),
+                Arc::new(crate::Silent),
+                StoreOptions::default(),
+            )
+            .unwrap()
+        };
+        let (store, _) = FileStore::init(
+            dir.path(),
+            Arc::new(crate::SystemClock),
+            Arc::new(crate::Silent),
+            StoreOptions::default(),
+        )
+        .unwrap();
+        let ids: Vec<GoalId> = (0..KEPT_GOALS + 3).map(|i| GoalId::new(&format!("g{i}")).unwrap()).collect();
+        for id in &ids {
+            let first = Event::GoalCreated { objective: format!("goal {id}"), title: None };
+            store.create_goal(id, first, false).unwrap();
+        }
+        for id in &ids {
+            assert_eq!(store.read(id).unwrap().goal.id, *id);
+            assert!(store.kept().len() <= KEPT_GOALS, "{} states kept", store.kept().len());
+            assert!(store.kept().contains_key(id), "the goal just read is kept");
+        }
+        let last = ids.last().unwrap();
+        assert_eq!(*store.read(last).unwrap(), *open().read(last).unwrap());
     }
 
     #[test]
