@@ -47,10 +47,10 @@ pub fn is_table_form(bytes: &[u8]) -> bool {
 /// [`decode`] reads before them, without decoding the head.
 pub fn key_lines(bytes: &[u8]) -> Option<(usize, usize)> {
     let rest = bytes.strip_prefix(MARKER)?;
-    let nl = rest.iter().position(|b| *b == b'\n')?;
+    let nl = memchr::memchr(b'\n', rest)?;
     let n = std::str::from_utf8(&rest[..nl]).ok()?.parse().ok()?;
     let head = MARKER.len() + nl + 1;
-    let len = bytes[head..].iter().position(|b| *b == b'\n')?;
+    let len = memchr::memchr(b'\n', &bytes[head..])?;
     Some((head + len + 1, n))
 }
 
@@ -69,7 +69,7 @@ pub fn decode(
     }
     let mut at = from + MARKER.len();
     let mut line = || -> std::result::Result<&[u8], String> {
-        let nl = src[at..to].iter().position(|b| *b == b'\n').ok_or("a line without its end")?;
+        let nl = memchr::memchr(b'\n', &src[at..to]).ok_or("a line without its end")?;
         let l = &src[at..at + nl];
         at += nl + 1;
         Ok(l)

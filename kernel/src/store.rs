@@ -300,7 +300,7 @@ pub fn older_snapshot(bytes: &[u8]) -> Option<u32> {
 
 /// Splits `snapshot.json` into its header and where its state's bytes begin and end.
 fn split_snapshot(bytes: &[u8]) -> Option<(SnapshotHeader, usize, usize)> {
-    let nl = bytes.iter().position(|b| *b == b'\n')?;
+    let nl = memchr::memchr(b'\n', bytes)?;
     let header = serde_json::from_slice(&bytes[..nl]).ok()?;
     Some((header, nl + 1, bytes.len()))
 }

@@ -271,7 +271,7 @@ enum Row {
 /// The line of `bytes` that begins at `at`, newline included.
 fn line_at(bytes: &[u8], at: u32) -> &[u8] {
     let rest = bytes.get(at as usize..).unwrap_or_default();
-    let end = rest.iter().position(|b| *b == b'\n').map_or(rest.len(), |i| i + 1);
+    let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
     &rest[..end]
 }
 
@@ -477,9 +477,8 @@ impl TodoTable {
             let mut line = Line { bytes: &keys[..to], at };
             let row = parse_key_line(&mut line, place as u32, &mut agents).map_err(|what| {
                 let rest = &keys[at..to];
-                let text = String::from_utf8_lossy(
-                    &rest[..rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len())],
-                );
+                let text =
+                    String::from_utf8_lossy(&rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())]);
                 format!("a key line with a bad {what}: {text:?}")
             })?;
             if last.is_some_and(|last| last >= row.id) {
@@ -818,7 +817,7 @@ fn offsets_line(bytes: &[u8], n: usize) -> std::result::Result<Vec<u64>, String>
     if n == 0 {
         return if bytes.is_empty() { Ok(vec![]) } else { Err("bytes after the offsets".to_owned()) };
     }
-    let nl = bytes.iter().position(|b| *b == b'\n').ok_or("a line without its end")?;
+    let nl = memchr::memchr(b'\n', bytes).ok_or("a line without its end")?;
     if nl + 1 != bytes.len() {
         return Err("bytes after the offsets".to_owned());
     }
@@ -832,9 +831,33 @@ fn offsets_line(bytes: &[u8], n: usize) -> std::result::Result<Vec<u64>, String>
 /// A line of `n` offsets, separated by single spaces, each written as [`parse_u64`] reads.
 fn parse_offsets(line: &[u8], n: usize) -> Option<Vec<u64>> {
     let mut offsets = Vec::with_capacity(n);
-    for number in line.split(|b| *b == b' ') {
-        offsets.push(parse_u64(number)?);
+    let (mut number, mut digits) = (0u64, 0u32);
+    for &b in line {
+        if b == b' ' {
+            if digits == 0 {
+                return None;
+            }
+            offsets.push(number);
+            (number, digits) = (0, 0);
+            continue;
+        }
+        let d = b.wrapping_sub(b'0');
+        // A digit, and no digit after a leading zero.
+        if d > 9 || (digits == 1 && number == 0) {
+            return None;
+        }
+        // Nineteen digits always fit in a u64; only a longer number can overflow.
+        number = if digits < 19 {
+            number * 10 + u64::from(d)
+        } else {
+            number.checked_mul(10)?.checked_add(u64::from(d))?
+        };
+        digits += 1;
     }
+    if digits == 0 {
+        return None;
+    }
+    offsets.push(number);
     Some(offsets)
 }
 
