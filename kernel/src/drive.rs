@@ -13,7 +13,7 @@ use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, Error, IdempotencyKey, Result, Timestamp};
 
 use crate::actor::Actor;
-use crate::state::{GoalState, decision_key};
+use crate::state::GoalState;
 
 /// Shortest and longest driver lease.
 pub const MIN_LEASE_SECS: u64 = 10;
@@ -153,7 +153,7 @@ pub fn end_turn(state: &GoalState, actor: &Actor, req: &EndTurn, now: Timestamp)
     if req.usage.usd.is_some_and(|u| !u.is_finite() || u < 0.0) {
         return Err(Error::usage("a turn's cost must be a non-negative amount"));
     }
-    let todo = state.decisions.get(&decision_key(agent, &req.turn)).and_then(|d| d.record.todo());
+    let todo = state.turn_todo(agent, &req.turn)?;
     let run =
         state.runs.iter().rev().find(|r| &r.agent == agent && r.turn.as_deref() == Some(req.turn.as_str()));
     let paused = state.goal.status == GoalStatus::Stopped || crate::quota::is_paused(state);
@@ -223,17 +223,17 @@ pub fn check_turn_open(
 }
 
 /// A turn of `agent` as it stands.
-pub fn turn_view(state: &GoalState, agent: &AgentId, turn: &str) -> TurnView {
+pub fn turn_view(state: &GoalState, agent: &AgentId, turn: &str) -> Result<TurnView> {
     let run = state.runs.iter().rev().find(|r| &r.agent == agent && r.turn.as_deref() == Some(turn));
     let end = state.turn_end(agent, turn).cloned();
-    TurnView {
+    Ok(TurnView {
         agent: agent.clone(),
         turn: turn.to_owned(),
-        todo: state.decisions.get(&decision_key(agent, turn)).and_then(|d| d.record.todo()),
+        todo: state.turn_todo(agent, turn)?,
         run: run.map(|r| r.id).or(end.as_ref().and_then(|e| e.run)),
         spent_by: run.and_then(|r| r.spent_by).or(end.as_ref().and_then(|e| e.spent_by)),
         end,
-    }
+    })
 }
 
 /// What a driven turn's prompt is made for.

@@ -983,14 +983,9 @@ fn check_classification(c: &str) -> Result<()> {
     }
 }
 
-/// The todo a recorded turn decision bound, if the turn is known and selected one.
-fn bound_todo(state: &GoalState, agent: &AgentId, turn: &str) -> Option<TodoId> {
-    state.decisions.get(&crate::state::decision_key(agent, turn)).and_then(|d| d.record.todo())
-}
-
 fn check_turn_binding(state: &GoalState, agent: &AgentId, turn: Option<&str>, todo: TodoId) -> Result<()> {
     if let Some(turn) = turn
-        && let Some(bound) = bound_todo(state, agent, turn)
+        && let Some(bound) = state.turn_todo(agent, turn)?
         && bound != todo
     {
         return Err(Error::refused(format!("turn {turn} of {agent} was decided for {bound}, not {todo}"))

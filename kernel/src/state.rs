@@ -35,11 +35,11 @@ use crate::table::{KeyRef, TodoTable};
 
 /// What is kept for an idempotency key: the event that committed it and, for commands whose
 /// replay must be byte for byte (a spend), the receipt itself.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredReceipt {
     pub seq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub receipt: Option<serde_json::Value>,
+    pub receipt: Option<RawJson>,
 }
 
 /// Where a goal was imported from ([`Event::Imported`]).
@@ -217,11 +217,72 @@ pub struct ArchivedTodo {
     pub evidence: Vec<Evidence>,
 }
 
-/// A turn's decision and the event that recorded it.
+/// JSON kept as its text: copied, not encoded again, when the state is written, and not
+/// decoded when the state is read. For what a state keeps hundreds of and reads back rarely
+/// (recorded decisions, stored receipts); what a snapshot holds is checked by its root before
+/// its state is used, so it is decoded only where it is used.
+#[derive(Clone, Debug)]
+pub struct RawJson(Box<serde_json::value::RawValue>);
+
+impl RawJson {
+    pub fn of<T: Serialize>(value: &T) -> std::result::Result<Self, String> {
+        serde_json::value::to_raw_value(value).map(Self).map_err(|e| format!("cannot encode: {e}"))
+    }
+
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
+        serde_json::from_str(self.0.get())
+    }
+}
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for RawJson {}
+
+impl Serialize for RawJson {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Box::<serde_json::value::RawValue>::deserialize(d).map(Self)
+    }
+}
+
+/// A turn's decision and the event that recorded it ([`Recorded`], kept as its JSON: a goal
+/// keeps up to [`DECISIONS_KEPT`] and reads one back only when its turn comes again).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordedDecision {
+#[serde(transparent)]
+pub struct RecordedDecision(RawJson);
+
+/// [`RecordedDecision`] decoded.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Recorded {
     pub seq: u64,
     pub record: DecisionRecord,
+}
+
+impl RecordedDecision {
+    pub fn new(seq: u64, record: DecisionRecord) -> std::result::Result<Self, String> {
+        RawJson::of(&Recorded { seq, record }).map(Self)
+    }
+
+    /// The event that recorded it and the decision. Its JSON is the one loopx wrote (checked by
+    /// the state's root when it was read): only a fault in loopx fails here.
+    pub fn read(&self) -> loopx_core::Result<Recorded> {
+        self.0
+            .decode()
+            .map_err(|e| loopx_core::Error::internal(format!("a recorded decision does not read back: {e}")))
+    }
 }
 
 /// What loopx knows of one agent's host scheduler.
@@ -310,7 +371,7 @@ impl GoalState {
             turns_failed_total: 0,
             finish_notice: None,
         };
-        state.keep_receipt(first);
+        state.keep_receipt(first)?;
         Ok(state)
     }
 
@@ -367,7 +428,7 @@ impl GoalState {
         }
         self.seq = line.seq;
         self.last_event_at = line.at;
-        self.keep_receipt(line);
+        self.keep_receipt(line)?;
         Ok(())
     }
 
@@ -643,7 +704,7 @@ impl GoalState {
             }
             Event::DecisionRecorded { record } => {
                 let key = decision_key(&record.agent, &record.turn);
-                let recorded = RecordedDecision { seq, record: record.clone() };
+                let recorded = RecordedDecision::new(seq, record.clone())?;
                 if self.decisions.insert(key.clone(), recorded).is_none() {
                     self.decision_order.push_back(key);
                 }
@@ -907,9 +968,10 @@ impl GoalState {
     }
 
     /// Keeps the key (and receipt) a keyed line carries, evicting the oldest past [`RECEIPTS_KEPT`].
-    pub fn keep_receipt(&mut self, line: &EventLine) {
+    pub fn keep_receipt(&mut self, line: &EventLine) -> std::result::Result<(), String> {
         if let Some(key) = &line.turn {
-            let stored = StoredReceipt { seq: line.seq, receipt: line.receipt.clone() };
+            let receipt = line.receipt.as_ref().map(RawJson::of).transpose()?;
+            let stored = StoredReceipt { seq: line.seq, receipt };
             if self.receipts.insert(key.clone(), stored).is_none() {
                 self.receipt_order.push_back(key.clone());
             }
@@ -919,6 +981,7 @@ impl GoalState {
                 }
             }
         }
+        Ok(())
     }
 
     pub fn gate(&self, id: GateId) -> Option<&Gate> {
@@ -1129,6 +1192,15 @@ impl GoalState {
             && t.holder().is_none_or(|c| Some(c) == agent)
     }
 
+    /// The todo the decision recorded for `agent`'s `turn` bound, if the turn is known and
+    /// selected one.
+    pub fn turn_todo(&self, agent: &AgentId, turn: &str) -> loopx_core::Result<Option<TodoId>> {
+        match self.decisions.get(&decision_key(agent, turn)) {
+            Some(d) => Ok(d.read()?.record.todo()),
+            None => Ok(None),
+        }
+    }
+
     /// The todo an agent should pick: of the candidates that are due, not held by a gate and
     /// not reserved for another by a handoff, the first by (handed to `agent` first, held by
     /// `agent`, priority, creation). Ranks keys only; decodes the one it picks.
@@ -1157,5 +1229,57 @@ impl GoalState {
 
     pub fn next_for(&self, agent: Option<&AgentId>, now: Timestamp) -> Option<TodoSummary> {
         self.pick(agent, now).map(TodoSummary::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopx_core::continuation::Continuation;
+    use loopx_core::decision::RunState;
+
+    /// What a state keeps as its JSON text encodes as the values did, and reads back to them:
+    /// a state root over it is the one an older loopx computed.
+    #[test]
+    fn kept_json_encodes_as_the_values_did() {
+        #[derive(Serialize)]
+        struct ReceiptAsValue {
+            seq: u64,
+            receipt: Option<serde_json::Value>,
+        }
+        #[derive(Serialize)]
+        struct DecisionAsValue<'a> {
+            seq: u64,
+            record: &'a DecisionRecord,
+        }
+        let value = serde_json::json!({"goal_id": "main", "seq": 7, "changed": true,
+            "body": {"slot": 3, "usd": 0.125, "note": "a \"quoted\" note\n", "ids": ["t1", "t2"]}, "replayed": false});
+        let stored = StoredReceipt { seq: 7, receipt: Some(RawJson::of(&value).unwrap()) };
+        let text = serde_json::to_string(&stored).unwrap();
+        assert_eq!(
+            text,
+            serde_json::to_string(&ReceiptAsValue { seq: 7, receipt: Some(value.clone()) }).unwrap()
+        );
+        let back: StoredReceipt = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (
+                serde_json::to_string(&back).unwrap(),
+                back.receipt.unwrap().decode::<serde_json::Value>().unwrap()
+            ),
+            (text, value)
+        );
+
+        let record = DecisionRecord {
+            agent: AgentId::new("a").unwrap(),
+            turn: "turn-1".into(),
+            state: RunState::Eligible,
+            continuation: Continuation::Run { todo: TodoId::from_number(4), claim_required: true },
+        };
+        let kept = RecordedDecision::new(9, record.clone()).unwrap();
+        let text = serde_json::to_string(&kept).unwrap();
+        assert_eq!(text, serde_json::to_string(&DecisionAsValue { seq: 9, record: &record }).unwrap());
+        let back: RecordedDecision = serde_json::from_str(&text).unwrap();
+        let read = back.read().unwrap();
+        assert_eq!((back, read.seq, read.record), (kept, 9, record));
     }
 }

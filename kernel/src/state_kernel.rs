@@ -337,7 +337,9 @@ impl<S: Store> StateKernel<S> {
             *out = Some(decide::answer(txn.state(), None, &d, pacing, now, None));
             return Ok(());
         };
-        if let Some(recorded) = txn.state().decisions.get(&decision_key(&agent, &turn)).cloned() {
+        if let Some(recorded) =
+            txn.state().decisions.get(&decision_key(&agent, &turn)).map(|d| d.read()).transpose()?
+        {
             let r = recorded.record;
             let d = decide::Decision {
                 decision: r.decision(),
@@ -1254,7 +1256,7 @@ impl<S: Store> Kernel for StateKernel<S> {
         agent: &loopx_core::AgentId,
         turn: &str,
     ) -> Result<loopx_core::drive::TurnView> {
-        Ok(crate::drive::turn_view(self.read(goal)?.as_ref(), agent, turn))
+        crate::drive::turn_view(self.read(goal)?.as_ref(), agent, turn)
     }
 
     async fn poll_gates(&self, ctx: &CommandContext, only: Option<loopx_core::GateId>) -> Result<GatePoll> {

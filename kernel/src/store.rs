@@ -523,7 +523,7 @@ impl<'a> Txn<'a> {
                     .map_err(|e| Error::internal(format!("cannot encode receipt: {e}")))?;
                 line.receipt = Some(value);
             }
-            next.keep_receipt(&line);
+            next.keep_receipt(&line).map_err(Error::internal)?;
         }
         let state_keys = codec::encode_keys(next, self.size_hint)?;
         line.root = Some(log::state_root(&state_keys));
@@ -1900,7 +1900,7 @@ pub fn stored_receipt<T: DeserializeOwned>(
 ) -> Result<Option<Receipt<T>>> {
     match state.receipts.get(key) {
         Some(StoredReceipt { receipt: Some(receipt), .. }) => {
-            let mut r: Receipt<T> = serde_json::from_value(receipt.clone()).map_err(|e| {
+            let mut r: Receipt<T> = receipt.decode().map_err(|e| {
                 Error::integrity(format!("the stored receipt for {key:?} does not decode: {e}"))
             })?;
             r.replayed = true;
