@@ -173,9 +173,17 @@ pub(crate) fn base64_96(digest: &[u8], out: &mut String) {
     }
 }
 
-/// The last committed line of a log of `len` bytes, read from its end. `None` for an empty
-/// log, or one whose last line does not parse (the full scan will say why).
-pub fn last_line(path: &std::path::Path, len: u64) -> std::io::Result<Option<EventLine>> {
+/// The state root the last committed line of a log of `len` bytes records, read from its end.
+/// `None` for an empty log, a last line without one, or one that does not parse (the full scan
+/// will say why).
+pub fn last_root(path: &std::path::Path, len: u64) -> std::io::Result<Option<String>> {
+    /// Only the root is read: the rest of the line (its event, a receipt) is skipped.
+    #[derive(Deserialize)]
+    struct Root {
+        #[serde(default)]
+        root: Option<String>,
+    }
+    let root = |line: &[u8]| serde_json::from_slice::<Root>(line).ok().and_then(|l| l.root);
     use std::io::{Read, Seek, SeekFrom};
     if len == 0 {
         return Ok(None);
@@ -194,11 +202,11 @@ pub fn last_line(path: &std::path::Path, len: u64) -> std::io::Result<Option<Eve
         pos = start;
         // The line's own newline ends the tail; the one before it (or the file's start) begins it.
         let body = tail.strip_suffix(b"\n").unwrap_or(&tail);
-        if let Some(nl) = body.iter().rposition(|&b| b == b'\n') {
-            return Ok(serde_json::from_slice(&body[nl + 1..]).ok());
+        if let Some(nl) = memchr::memrchr(b'\n', body) {
+            return Ok(root(&body[nl + 1..]));
         }
         if pos == 0 {
-            return Ok(serde_json::from_slice(body).ok());
+            return Ok(root(body));
         }
         chunk = chunk.saturating_mul(2);
     }

@@ -894,8 +894,7 @@ impl FileStore {
                 }
             }
         };
-        let last = log::last_line(&events, len).map_err(|e| Error::io("read", &events, &e))?;
-        let root = last.and_then(|l| l.root);
+        let root = log::last_root(&events, len).map_err(|e| Error::io("read", &events, &e))?;
         let (state, source) = match self.kept_state(id, &bytes, root.as_deref(), body_file.clone(), take) {
             Some(kept) => kept,
             None => {
