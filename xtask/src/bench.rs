@@ -787,7 +787,7 @@ fn throughput_mcp(
     procs: usize,
     total: usize,
 ) -> Result<Throughput> {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::{BufRead, Write};
     let per = total / procs;
     let mut servers = Vec::new();
     for w in 0..procs {
@@ -797,22 +797,8 @@ fn throughput_mcp(
         )?;
         let todo = json_field(&out, "/todo/id")?;
         b.ok(root, &["agent", "register", "--agent-id", &format!("w{w}"), "--agent-type", "other"])?;
-        let mut child = loopx_command(&b.bin)
-            .args(["mcp", "--agent-id", &format!("w{w}")])
-            .current_dir(root)
-            .env("LOOPX_TIMINGS", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let mut stdin = child.stdin.take().context("no stdin")?;
-        let mut stdout = BufReader::new(child.stdout.take().context("no stdout")?);
-        let hello = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
-        writeln!(stdin, "{hello}")?;
-        writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        let (child, mut stdin, mut stdout) = mcp_server(b, root, &format!("w{w}"), Stdio::piped())?;
         let mut line = String::new();
-        stdout.read_line(&mut line)?;
         // A first call opens the store (and its connection) before the clock starts.
         let call = |id: usize, note: &str| {
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
@@ -1184,29 +1170,44 @@ fn startup(b: &mut Bench, against: &[PathBuf], quick: bool) -> Result<Vec<Stat>>
     Ok(stats)
 }
 
+/// A `loopx mcp` server for agent `agent` on the project at `root` (with `LOOPX_TIMINGS`, its
+/// stderr to `stderr`), past its handshake: the process, its stdin and its stdout.
+fn mcp_server(
+    b: &Bench,
+    root: &Path,
+    agent: &str,
+    stderr: Stdio,
+) -> Result<(std::process::Child, std::process::ChildStdin, std::io::BufReader<std::process::ChildStdout>)> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = loopx_command(&b.bin)
+        .args(["mcp", "--agent-id", agent])
+        .current_dir(root)
+        .env("LOOPX_TIMINGS", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()?;
+    let mut stdin = child.stdin.take().context("no stdin")?;
+    let mut stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+    let hello = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
+    writeln!(stdin, "{hello}")?;
+    let mut line = String::new();
+    stdout.read_line(&mut line)?;
+    writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+    Ok((child, stdin, stdout))
+}
+
 /// The same decision from a long-lived `loopx mcp` server on the goal at `root` (`n` todos), as
 /// a host that keeps it open asks each turn: `should_run` calls, and `update_task` calls (each a
 /// commit), `rounds` of each after a first call of each.
 fn mcp_calls(b: &Bench, root: &Path, n: usize, rounds: usize) -> Result<Vec<Stat>> {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::{BufRead, Write};
     eprintln!("xtask: loopx mcp calls, {n} todos");
     let out = b.ok(root, &["todo", "add", "--text", "noted over mcp", "--agent-id", "user", "--json"])?;
     let todo = json_field(&out, "/todo/id")?;
-    let mut child = loopx_command(&b.bin)
-        .args(["mcp", "--agent-id", "a"])
-        .current_dir(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut stdin = child.stdin.take().context("no stdin")?;
-    let mut stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+    let (mut child, mut stdin, mut stdout) = mcp_server(b, root, "a", Stdio::null())?;
     let mut line = String::new();
-    let hello = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
-    writeln!(stdin, "{hello}")?;
-    stdout.read_line(&mut line)?;
-    writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
     let calls = [
         ("should_run", serde_json::json!({})),
         ("update_task", serde_json::json!({"todo_id": todo, "note": "a note from the bench"})),
