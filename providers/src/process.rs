@@ -116,7 +116,8 @@ pub fn ended(pid: u32) -> bool {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ancestor {
     pub pid: u32,
-    /// Its name (`/proc/PID/comm`): the program's, or a script's own for an interpreted one.
+    /// Its name (`/proc/PID/comm`, as its `stat` holds it): the program's, or a script's own for
+    /// an interpreted one.
     pub name: String,
     pub argv: Vec<String>,
     /// `NAME=value` pairs; empty when it cannot be read (another user's process).
@@ -153,37 +154,50 @@ fn walk(stop: Option<u32>, with_env: bool) -> Vec<Ancestor> {
     if !cfg!(target_os = "linux") {
         return out;
     }
-    let mut pid = stat_of("self").map(|s| s.0);
+    let mut pid = stat_of("self").map(|s| s.parent);
     while let Some(p) = pid.filter(|p| *p > 1 && Some(*p) != stop && out.len() < 64) {
-        let Some((parent, start)) = stat_of(&p.to_string()) else { break };
+        let Some(Stat { parent, start, name }) = stat_of(&p.to_string()) else { break };
         let read = |what: &str| std::fs::read(format!("/proc/{p}/{what}")).unwrap_or_default();
-        let words = |b: Vec<u8>| -> Vec<String> {
-            b.split(|c| *c == 0)
-                .filter(|w| !w.is_empty())
-                .map(|w| String::from_utf8_lossy(w).into_owned())
-                .collect()
-        };
+        let lossy = |w: &[u8]| String::from_utf8_lossy(w).into_owned();
         let env = if with_env {
-            words(read("environ"))
-                .into_iter()
-                .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+            let environ = read("environ");
+            environ
+                .split(|c| *c == 0)
+                .filter_map(|kv| {
+                    let eq = kv.iter().position(|c| *c == b'=')?;
+                    Some((lossy(&kv[..eq]), lossy(&kv[eq + 1..])))
+                })
                 .collect()
         } else {
             Vec::new()
         };
-        let name = String::from_utf8_lossy(&read("comm")).trim_end().to_owned();
-        out.push(Ancestor { pid: p, name, argv: words(read("cmdline")), env, start });
+        let argv = read("cmdline").split(|c| *c == 0).filter(|w| !w.is_empty()).map(lossy).collect();
+        out.push(Ancestor { pid: p, name, argv, env, start });
         pid = Some(parent);
     }
     out
 }
 
-/// The parent of `/proc/<pid>` and its start time: the fields after the state in `stat` (the
-/// 4th and the 22nd), past the name (which may hold spaces and parentheses).
-fn stat_of(pid: &str) -> Option<(u32, u64)> {
+/// What a process's `stat` says of it.
+struct Stat {
+    parent: u32,
+    /// In clock ticks after boot.
+    start: u64,
+    /// Its name, as `/proc/PID/comm` holds it.
+    name: String,
+}
+
+/// `/proc/<pid>/stat`: the name in parentheses (which may hold spaces and parentheses itself),
+/// then the fields after the state: the parent (the 4th) and the start time (the 22nd).
+fn stat_of(pid: &str) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
-    Some((rest.get(1)?.parse().ok()?, rest.get(19)?.parse().ok()?))
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let rest: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+    Some(Stat {
+        parent: rest.get(1)?.parse().ok()?,
+        start: rest.get(19)?.parse().ok()?,
+        name: stat.get(open + 1..close)?.to_owned(),
+    })
 }
 
 /// Kills every process of the command's group: what it left running in the background dies
@@ -305,8 +319,12 @@ mod tests {
         assert!(parent.start > 0, "{parent:?}");
         // The same process, looked at again, has the same name; this one started after it.
         assert_eq!(ancestors(None)[0].key(), parent.key());
-        let (_, own_start) = stat_of("self").unwrap();
-        assert!(own_start >= parent.start);
+        assert!(stat_of("self").unwrap().start >= parent.start);
+        // Its name is the one `/proc/PID/comm` holds, read from `stat` past any parentheses.
+        let comm = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+        assert_eq!(parent.name, comm(parent.pid).trim_end());
+        std::fs::write("/proc/self/comm", "a (b) c").unwrap();
+        assert_eq!(stat_of("self").unwrap().name, "a (b) c");
     }
 
     fn sh(script: &str) -> Vec<String> {
