@@ -43,15 +43,21 @@ pub fn is_table_form(bytes: &[u8]) -> bool {
     bytes.starts_with(MARKER)
 }
 
+/// A state in the table form's first two lines: the number of todos, where the head's JSON
+/// is, and where the key lines begin (offsets into `bytes`).
+fn frame(bytes: &[u8]) -> std::result::Result<(usize, std::ops::Range<usize>, usize), String> {
+    let rest = bytes.strip_prefix(MARKER).ok_or("not the table form")?;
+    let nl = memchr::memchr(b'\n', rest).ok_or("a line without its end")?;
+    let n = std::str::from_utf8(&rest[..nl]).ok().and_then(|n| n.parse().ok()).ok_or("a bad todo count")?;
+    let head = MARKER.len() + nl + 1;
+    let len = memchr::memchr(b'\n', &bytes[head..]).ok_or("a line without its end")?;
+    Ok((n, head..head + len, head + len + 1))
+}
+
 /// Where the key lines of a state in the table form begin, and how many todos it has: what
 /// [`decode`] reads before them, without decoding the head.
 pub fn key_lines(bytes: &[u8]) -> Option<(usize, usize)> {
-    let rest = bytes.strip_prefix(MARKER)?;
-    let nl = memchr::memchr(b'\n', rest)?;
-    let n = std::str::from_utf8(&rest[..nl]).ok()?.parse().ok()?;
-    let head = MARKER.len() + nl + 1;
-    let len = memchr::memchr(b'\n', &bytes[head..])?;
-    Some((head + len + 1, n))
+    frame(bytes).ok().map(|(n, _, at)| (at, n))
 }
 
 /// Reads a state from `src[from..to]`, in the table form or the older JSON, with its todos
@@ -67,20 +73,13 @@ pub fn decode(
     if !is_table_form(bytes) {
         return serde_json::from_slice(bytes).map(|s| (s, to)).map_err(|e| e.to_string());
     }
-    let mut at = from + MARKER.len();
-    let mut line = || -> std::result::Result<&[u8], String> {
-        let nl = memchr::memchr(b'\n', &src[at..to]).ok_or("a line without its end")?;
-        let l = &src[at..at + nl];
-        at += nl + 1;
-        Ok(l)
-    };
-    let n: usize =
-        std::str::from_utf8(line()?).ok().and_then(|n| n.parse().ok()).ok_or("a bad todo count")?;
+    let (n, head, at) = frame(bytes)?;
     let mut state: GoalState =
-        serde_json::from_slice(line()?).map_err(|e| format!("the state's head: {e}"))?;
+        serde_json::from_slice(&bytes[head]).map_err(|e| format!("the state's head: {e}"))?;
     if !state.todos.is_empty() {
         return Err("the state's head lists todos".to_owned());
     }
+    let at = from + at;
     let (todos, keys_end) = TodoTable::decode(src, at, to, n, bodies)?;
     state.todos = todos;
     Ok((state, keys_end))
