@@ -155,18 +155,27 @@ struct Origin {
     /// The agents the key lines name (a row keeps an index: a goal has few agents and many
     /// todos).
     agents: Vec<AgentId>,
+    /// What the few rows that wait on something wait on (a row keeps an index).
+    waits: Vec<Waits>,
 }
 
-/// A row as stored: its key, with agents as indexes (from 1) into the origin's, where its key
-/// line begins in the origin's keys (the line ends with the hash and length of its JSON), and
-/// its place among the stored rows (its JSON is at that place of the origin's offsets; rows
-/// whose places follow each other have their key lines next to each other). Kept small and
-/// free of allocations: a command reads one for every open todo.
+/// A stored row's resume condition and the gate it waits for, when it has either: few todos
+/// do, so a row keeps an index to them instead of room for them.
+#[derive(Clone, Debug)]
+struct Waits {
+    resume_when: Option<ResumeWhen>,
+    after_gate: Option<GateId>,
+}
+
+/// A row as stored: its key, with agents and what it waits on as indexes (from 1; 0 for none)
+/// into the origin's, where its key line begins in the origin's keys (the line ends with the
+/// hash and length of its JSON), and its place among the stored rows (its JSON is at that place
+/// of the origin's offsets; rows whose places follow each other have their key lines next to
+/// each other). Kept small and free of allocations: a command reads one for every open todo.
 #[derive(Clone)]
 struct Stored {
     id: TodoId,
-    resume_when: Option<ResumeWhen>,
-    after_gate: Option<GateId>,
+    waits: u32,
     line: u32,
     place: u32,
     /// The length of its JSON (the key line's last field).
@@ -183,6 +192,7 @@ struct Stored {
 impl Stored {
     fn key<'a>(&'a self, o: &'a Origin) -> KeyRef<'a> {
         let agent = |i: u32| o.agents.get((i as usize).wrapping_sub(1));
+        let waits = o.waits.get((self.waits as usize).wrapping_sub(1));
         KeyRef {
             id: self.id,
             status: self.status,
@@ -191,8 +201,8 @@ impl Stored {
             class: self.class,
             claimed_by: agent(self.claimed_by),
             assignee: agent(self.assignee),
-            resume_when: self.resume_when.as_ref(),
-            after_gate: self.after_gate,
+            resume_when: waits.and_then(|w| w.resume_when.as_ref()),
+            after_gate: waits.and_then(|w| w.after_gate),
         }
     }
 
@@ -268,6 +278,10 @@ enum Row {
     Owned(Box<Todo>),
 }
 
+// A goal reads a row for every open todo: 56 bytes each, where a resume condition and a gate
+// kept in every row made 80.
+const _: () = assert!(std::mem::size_of::<Row>() <= 56);
+
 /// The line of `bytes` that begins at `at`, newline included.
 fn line_at(bytes: &[u8], at: u32) -> &[u8] {
     let rest = bytes.get(at as usize..).unwrap_or_default();
@@ -290,7 +304,13 @@ pub struct TodoTable {
 
 impl Default for Origin {
     fn default() -> Self {
-        Origin { keys: Arc::default(), src: Source::Inline(Arc::default()), offsets: vec![], agents: vec![] }
+        Origin {
+            keys: Arc::default(),
+            src: Source::Inline(Arc::default()),
+            offsets: vec![],
+            agents: vec![],
+            waits: vec![],
+        }
     }
 }
 
@@ -459,23 +479,23 @@ impl TodoTable {
         Ok(())
     }
 
-    /// Reads `n` key lines from `keys[at..to]` into rows; returns them, the agents they name,
-    /// and where the lines end.
+    /// Reads `n` key lines from `keys[at..to]` into rows; returns them, what they share (the
+    /// agents they name, what they wait on), and where the lines end.
     fn decode_keys(
         keys: &[u8],
         mut at: usize,
         to: usize,
         n: usize,
-    ) -> std::result::Result<(Vec<Row>, Vec<AgentId>, usize), String> {
+    ) -> std::result::Result<(Vec<Row>, Shared, usize), String> {
         if to > u32::MAX as usize {
             return Err("a state larger than 4 GiB".to_owned());
         }
         let mut rows = Vec::with_capacity(n);
-        let mut agents = Agents::default();
+        let mut shared = Shared::default();
         let mut last = None;
         for place in 0..n {
             let mut line = Line { bytes: &keys[..to], at };
-            let row = parse_key_line(&mut line, place as u32, &mut agents).map_err(|what| {
+            let row = parse_key_line(&mut line, place as u32, &mut shared).map_err(|what| {
                 let rest = &keys[at..to];
                 let text =
                     String::from_utf8_lossy(&rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())]);
@@ -488,17 +508,19 @@ impl TodoTable {
             rows.push(Row::Stored(row));
             at = line.at;
         }
-        Ok((rows, agents.names, at))
+        Ok((rows, shared, at))
     }
 }
 
-/// The agents named by key lines as they are read, each kept once.
+/// What rows read from key lines point into: the agents the lines name, each kept once, and
+/// what the rows that wait on something wait on.
 #[derive(Default)]
-struct Agents {
-    names: Vec<AgentId>,
+struct Shared {
+    agents: Vec<AgentId>,
+    waits: Vec<Waits>,
 }
 
-impl Agents {
+impl Shared {
     /// The index (from 1) of the agent named `name`; 0 for none; `None` for a bad name.
     #[inline]
     fn index(&mut self, name: &[u8]) -> Option<u32> {
@@ -509,14 +531,23 @@ impl Agents {
     }
 
     fn named(&mut self, name: &[u8]) -> Option<u32> {
-        let i = match self.names.iter().position(|a| a.as_str().as_bytes() == name) {
+        let i = match self.agents.iter().position(|a| a.as_str().as_bytes() == name) {
             Some(i) => i,
             None => {
-                self.names.push(AgentId::new(std::str::from_utf8(name).ok()?).ok()?);
-                self.names.len() - 1
+                self.agents.push(AgentId::new(std::str::from_utf8(name).ok()?).ok()?);
+                self.agents.len() - 1
             }
         };
         u32::try_from(i + 1).ok()
+    }
+
+    /// The index (from 1) of what a row waits on; 0 for nothing.
+    fn waits(&mut self, resume_when: Option<ResumeWhen>, after_gate: Option<GateId>) -> Option<u32> {
+        if resume_when.is_none() && after_gate.is_none() {
+            return Some(0);
+        }
+        self.waits.push(Waits { resume_when, after_gate });
+        u32::try_from(self.waits.len()).ok()
     }
 }
 
@@ -607,7 +638,7 @@ impl TodoTable {
             Bodies::File(None) if n == 0 => Source::Inline(Arc::clone(src)),
             Bodies::File(None) => return Err("no body file".to_owned()),
         };
-        let (rows, agents, keys_end) = TodoTable::decode_keys(src, at, to, n)?;
+        let (rows, shared, keys_end) = TodoTable::decode_keys(src, at, to, n)?;
         let offsets = match bodies {
             Bodies::Inline => {
                 // Each todo's JSON and its newline, one after the other.
@@ -630,7 +661,13 @@ impl TodoTable {
             }
             Bodies::File(_) => offsets_line(&src[keys_end..to], n)?,
         };
-        let origin = Arc::new(Origin { keys: Arc::clone(src), src: src_of, offsets, agents });
+        let origin = Arc::new(Origin {
+            keys: Arc::clone(src),
+            src: src_of,
+            offsets,
+            agents: shared.agents,
+            waits: shared.waits,
+        });
         Ok((TodoTable { rows, origin }, keys_end))
     }
 
@@ -652,12 +689,18 @@ impl TodoTable {
             None if n == 0 => Source::Inline(Arc::clone(keys)),
             None => return Err("no body file".to_owned()),
         };
-        let (mut rows, agents, keys_end) = TodoTable::decode_keys(keys, at, keys.len(), n)?;
+        let (mut rows, shared, keys_end) = TodoTable::decode_keys(keys, at, keys.len(), n)?;
         if keys_end != keys.len() || rows.len() != self.rows.len() {
             return Err("the key lines are not the table's".to_owned());
         }
         let offsets = offsets_line(offsets, n)?;
-        let origin = Arc::new(Origin { keys: Arc::clone(keys), src, offsets, agents });
+        let origin = Arc::new(Origin {
+            keys: Arc::clone(keys),
+            src,
+            offsets,
+            agents: shared.agents,
+            waits: shared.waits,
+        });
         for (new, old) in rows.iter().zip(&self.rows) {
             if let Row::Stored(s) = new
                 && s.key(&origin) != self.key_of(old)
@@ -763,7 +806,7 @@ impl<'a> Line<'a> {
 fn parse_key_line(
     line: &mut Line<'_>,
     place: u32,
-    agents: &mut Agents,
+    shared: &mut Shared,
 ) -> std::result::Result<Stored, &'static str> {
     let start = line.at as u32;
     let id = line.field(b'\t').and_then(|f| parse_u64(f.strip_prefix(b"t")?)).ok_or("id")?;
@@ -771,8 +814,8 @@ fn parse_key_line(
     let priority = line.word(Priority::ALL, Priority::as_str).ok_or("priority")?;
     let role = line.word(Role::ALL, Role::as_str).ok_or("role")?;
     let class = line.word(TodoClass::ALL, TodoClass::as_str).ok_or("class")?;
-    let claimed_by = line.field(b'\t').and_then(|f| agents.index(f)).ok_or("claimer")?;
-    let assignee = line.field(b'\t').and_then(|f| agents.index(f)).ok_or("assignee")?;
+    let claimed_by = line.field(b'\t').and_then(|f| shared.index(f)).ok_or("claimer")?;
+    let assignee = line.field(b'\t').and_then(|f| shared.index(f)).ok_or("assignee")?;
     let resume = line.field(b'\t').ok_or("resume condition")?;
     let resume_when = if resume.is_empty() {
         None
@@ -792,12 +835,12 @@ fn parse_key_line(
         Some(g) => Some(GateId::from_number(parse_u64(g).ok_or("gate")?)),
         None => return Err("gate"),
     };
+    let waits = shared.waits(resume_when, after_gate).ok_or("gate")?;
     line.fixed(HASH_LEN, b'\t').ok_or("hash")?;
     let len = line.field(b'\n').and_then(parse_u64).and_then(|n| u32::try_from(n).ok()).ok_or("length")?;
     Ok(Stored {
         id: TodoId::from_number(id),
-        resume_when,
-        after_gate,
+        waits,
         line: start,
         place,
         len,

@@ -73,7 +73,7 @@ pub fn kill_marked(vars: &[String]) -> usize {
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
         .filter(|pid| *pid != me)
         .filter(|pid| {
-            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return false };
+            let Ok(env) = proc_file(&format!("/proc/{pid}/environ")) else { return false };
             let have: Vec<&[u8]> = env.split(|b| *b == 0).collect();
             vars.iter().all(|v| have.contains(&v.as_bytes()))
         })
@@ -99,9 +99,31 @@ pub fn kill_marked(vars: &[String]) -> usize {
 /// How long [`kill_marked`] waits for what it killed to end.
 const KILL_WAIT: Duration = Duration::from_secs(2);
 
+/// A file of `/proc`, whole. Its size reads as 0, so `std::fs::read` would ask for it and then
+/// read it 32 bytes at first; one read into a page is usually all of it (a walk of the process
+/// tree reads three files an ancestor, on every command).
+fn proc_file(path: &str) -> std::io::Result<Vec<u8>> {
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
 /// Whether process `pid` has ended: gone, or a zombie (dead, not yet reaped by its parent).
 pub fn ended(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+    match proc_file(&format!("/proc/{pid}/stat")).map(|s| String::from_utf8_lossy(&s).into_owned()) {
         Err(_) => true,
         // The state is the first field after the name, which may hold spaces and parentheses.
         Ok(stat) => stat
@@ -157,7 +179,7 @@ fn walk(stop: Option<u32>, with_env: bool) -> Vec<Ancestor> {
     let mut pid = stat_of("self").map(|s| s.parent);
     while let Some(p) = pid.filter(|p| *p > 1 && Some(*p) != stop && out.len() < 64) {
         let Some(Stat { parent, start, name }) = stat_of(&p.to_string()) else { break };
-        let read = |what: &str| std::fs::read(format!("/proc/{p}/{what}")).unwrap_or_default();
+        let read = |what: &str| proc_file(&format!("/proc/{p}/{what}")).unwrap_or_default();
         let lossy = |w: &[u8]| String::from_utf8_lossy(w).into_owned();
         let env = if with_env {
             let environ = read("environ");
@@ -190,7 +212,7 @@ struct Stat {
 /// `/proc/<pid>/stat`: the name in parentheses (which may hold spaces and parentheses itself),
 /// then the fields after the state: the parent (the 4th) and the start time (the 22nd).
 fn stat_of(pid: &str) -> Option<Stat> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = String::from_utf8(proc_file(&format!("/proc/{pid}/stat")).ok()?).ok()?;
     let (open, close) = (stat.find('(')?, stat.rfind(')')?);
     let rest: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
     Some(Stat {
@@ -296,6 +318,20 @@ impl Provider for ProcessProvider {
 #[cfg(unix)]
 mod tests {
     use super::*;
+
+    /// A `/proc` file is read whole, however long: one larger than the first read's page too.
+    #[test]
+    fn a_proc_file_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        for len in [0, 1, 4095, 4096, 4097, 20_000] {
+            let path = dir.path().join(format!("f{len}"));
+            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            std::fs::write(&path, &bytes).unwrap();
+            assert_eq!(proc_file(path.to_str().unwrap()).unwrap(), bytes, "{len} bytes");
+        }
+        let me = std::fs::read("/proc/self/environ").unwrap();
+        assert_eq!(proc_file("/proc/self/environ").unwrap(), me);
+    }
 
     #[test]
     fn a_killed_process_has_ended_before_it_is_reaped() {
