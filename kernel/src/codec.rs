@@ -47,10 +47,10 @@ pub fn is_table_form(bytes: &[u8]) -> bool {
 /// is, and where the key lines begin (offsets into `bytes`).
 fn frame(bytes: &[u8]) -> std::result::Result<(usize, std::ops::Range<usize>, usize), String> {
     let rest = bytes.strip_prefix(MARKER).ok_or("not the table form")?;
-    let nl = memchr::memchr(b'\n', rest).ok_or("a line without its end")?;
+    let nl = crate::newline::find(rest).ok_or("a line without its end")?;
     let n = std::str::from_utf8(&rest[..nl]).ok().and_then(|n| n.parse().ok()).ok_or("a bad todo count")?;
     let head = MARKER.len() + nl + 1;
-    let len = memchr::memchr(b'\n', &bytes[head..]).ok_or("a line without its end")?;
+    let len = crate::newline::find(&bytes[head..]).ok_or("a line without its end")?;
     Ok((n, head..head + len, head + len + 1))
 }
 

@@ -18,6 +18,7 @@ pub mod lock;
 pub mod log;
 pub mod mem_store;
 pub mod migrate;
+pub mod newline;
 pub mod person;
 pub mod project;
 pub mod projects;

@@ -202,7 +202,7 @@ pub fn last_root(path: &std::path::Path, len: u64) -> std::io::Result<Option<Str
         pos = start;
         // The line's own newline ends the tail; the one before it (or the file's start) begins it.
         let body = tail.strip_suffix(b"\n").unwrap_or(&tail);
-        if let Some(nl) = memchr::memrchr(b'\n', body) {
+        if let Some(nl) = crate::newline::rfind(body) {
             return Ok(root(&body[nl + 1..]));
         }
         if pos == 0 {

@@ -300,7 +300,7 @@ pub fn older_snapshot(bytes: &[u8]) -> Option<u32> {
 
 /// Splits `snapshot.json` into its header and where its state's bytes begin and end.
 fn split_snapshot(bytes: &[u8]) -> Option<(SnapshotHeader, usize, usize)> {
-    let nl = memchr::memchr(b'\n', bytes)?;
+    let nl = crate::newline::find(bytes)?;
     let header = serde_json::from_slice(&bytes[..nl]).ok()?;
     Some((header, nl + 1, bytes.len()))
 }
@@ -1385,7 +1385,7 @@ pub fn stream_log(
                     return; // what is left has no newline: a torn final line, never committed
                 }
                 // Complete lines go now; the rest waits for the next read.
-                let Some(end) = memchr::memrchr(b'\n', &bytes).map(|i| i + 1) else {
+                let Some(end) = crate::newline::rfind(&bytes).map(|i| i + 1) else {
                     carry = bytes;
                     continue;
                 };
@@ -1393,7 +1393,7 @@ pub fn stream_log(
                 bytes.truncate(end);
                 let mut lines = Vec::new();
                 let mut at = 0;
-                for nl in memchr::memchr_iter(b'\n', &bytes) {
+                for nl in crate::newline::all(&bytes) {
                     lines.push((at..nl, log::line_hash(&bytes[at..nl])));
                     at = nl + 1;
                 }

@@ -285,7 +285,7 @@ const _: () = assert!(std::mem::size_of::<Row>() <= 56);
 /// The line of `bytes` that begins at `at`, newline included.
 fn line_at(bytes: &[u8], at: u32) -> &[u8] {
     let rest = bytes.get(at as usize..).unwrap_or_default();
-    let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+    let end = crate::newline::find(rest).map_or(rest.len(), |i| i + 1);
     &rest[..end]
 }
 
@@ -497,8 +497,7 @@ impl TodoTable {
             let mut line = Line { bytes: &keys[..to], at };
             let row = parse_key_line(&mut line, place as u32, &mut shared).map_err(|what| {
                 let rest = &keys[at..to];
-                let text =
-                    String::from_utf8_lossy(&rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())]);
+                let text = String::from_utf8_lossy(&rest[..crate::newline::find(rest).unwrap_or(rest.len())]);
                 format!("a key line with a bad {what}: {text:?}")
             })?;
             if last.is_some_and(|last| last >= row.id) {
@@ -860,7 +859,7 @@ fn offsets_line(bytes: &[u8], n: usize) -> std::result::Result<Vec<u64>, String>
     if n == 0 {
         return if bytes.is_empty() { Ok(vec![]) } else { Err("bytes after the offsets".to_owned()) };
     }
-    let nl = memchr::memchr(b'\n', bytes).ok_or("a line without its end")?;
+    let nl = crate::newline::find(bytes).ok_or("a line without its end")?;
     if nl + 1 != bytes.len() {
         return Err("bytes after the offsets".to_owned());
     }
