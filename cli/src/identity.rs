@@ -31,7 +31,7 @@ pub fn find(get: impl Fn(&str) -> Option<String>, walk: bool) -> Result<Identity
     if let Some(s) = registry::tool_session(&get) {
         // A host whose tools see no session id: its agent process above names the session.
         if walk && s.thread.is_empty() && registry::sessions_by_process(&s.host) {
-            let found = in_ancestry(&loopx_providers::process::ancestors(ancestry_root()));
+            let found = in_ancestry(loopx_providers::process::ancestors(ancestry_root()));
             if found.session.as_ref().is_some_and(|f| f.host.starts_with(s.host.as_str())) {
                 return Ok(found);
             }
@@ -41,7 +41,7 @@ pub fn find(get: impl Fn(&str) -> Option<String>, walk: bool) -> Result<Identity
     if !walk {
         return Ok(Identity::default());
     }
-    Ok(in_ancestry(&loopx_providers::process::ancestors(ancestry_root())))
+    Ok(in_ancestry(loopx_providers::process::ancestors(ancestry_root())))
 }
 
 /// The process of `adapter`'s agent this process runs under, named for its whole life
@@ -50,7 +50,6 @@ pub fn find(get: impl Fn(&str) -> Option<String>, walk: bool) -> Result<Identity
 pub fn agent_process_key(adapter: &dyn loopx_core::host::HostAdapter) -> Option<String> {
     let process = adapter.agent_process().filter(|_| adapter.sessions_by_process())?;
     loopx_providers::process::ancestor_programs(ancestry_root())
-        .into_iter()
         .find(|a| process.matches(&a.name, &a.argv))
         .map(|a| a.key())
 }
@@ -60,10 +59,11 @@ pub fn agent_process_key(adapter: &dyn loopx_core::host::HostAdapter) -> Option<
 /// A host whose sessions are known by their agent process (see
 /// `HostAdapter::sessions_by_process`) marks its tools without a session id: the walk goes on
 /// to that process, which names the session.
-pub fn in_ancestry(ancestors: &[Ancestor]) -> Identity {
+pub fn in_ancestry<A: std::borrow::Borrow<Ancestor>>(ancestors: impl IntoIterator<Item = A>) -> Identity {
     // A mark with no session, kept while the walk looks for the process that names it.
     let mut marked: Option<BindThread> = None;
     for a in ancestors {
+        let a = a.borrow();
         let get = |k: &str| a.var(k).map(str::to_owned);
         match Driven::from_env(get) {
             Ok(Some(d)) => return Identity { session: Some(d.session()), driven: Some(d) },
@@ -141,7 +141,7 @@ mod tests {
             pid: 2,
             name: name.to_owned(),
             argv: argv.iter().map(|s| (*s).to_owned()).collect(),
-            env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            environ: env.iter().flat_map(|(k, v)| format!("{k}={v}\0").into_bytes()).collect(),
             start: 7,
         }
     }

@@ -142,16 +142,22 @@ pub struct Ancestor {
     /// an interpreted one.
     pub name: String,
     pub argv: Vec<String>,
-    /// `NAME=value` pairs; empty when it cannot be read (another user's process).
-    pub env: Vec<(String, String)>,
+    /// Its environment as `/proc/PID/environ` holds it: `NAME=value`, each ended by a NUL;
+    /// empty when it cannot be read (another user's process). Read a variable with [`Self::var`].
+    pub environ: Vec<u8>,
     /// When it started, in clock ticks after boot: with the pid, names this process for its
     /// whole life (a pid is reused; a pid and its start time are not).
     pub start: u64,
 }
 
 impl Ancestor {
+    /// The value of variable `name`, if set, not empty, and UTF-8; the first, if set twice.
     pub fn var(&self, name: &str) -> Option<&str> {
-        self.env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+        self.environ
+            .split(|c| *c == 0)
+            .find_map(|kv| kv.strip_prefix(name.as_bytes())?.strip_prefix(b"="))
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .filter(|v| !v.is_empty())
     }
 
     /// The process's name for its whole life: `<pid>.<start>`.
@@ -161,43 +167,33 @@ impl Ancestor {
 }
 
 /// This process's ancestors, nearest first, up to (not including) `stop` or the first process
-/// (pid 1). At most 64. Linux only; elsewhere none are found.
-pub fn ancestors(stop: Option<u32>) -> Vec<Ancestor> {
+/// (pid 1). At most 64. Each is read as the walk reaches it: a caller that stops at the one it
+/// looks for reads none above it. Linux only; elsewhere none are found.
+pub fn ancestors(stop: Option<u32>) -> impl Iterator<Item = Ancestor> {
     walk(stop, true)
 }
 
 /// [`ancestors`] without their environments (cheaper: what they run and when they started).
-pub fn ancestor_programs(stop: Option<u32>) -> Vec<Ancestor> {
+pub fn ancestor_programs(stop: Option<u32>) -> impl Iterator<Item = Ancestor> {
     walk(stop, false)
 }
 
-fn walk(stop: Option<u32>, with_env: bool) -> Vec<Ancestor> {
-    let mut out = Vec::new();
-    if !cfg!(target_os = "linux") {
-        return out;
-    }
-    let mut pid = stat_of("self").map(|s| s.parent);
-    while let Some(p) = pid.filter(|p| *p > 1 && Some(*p) != stop && out.len() < 64) {
-        let Some(Stat { parent, start, name }) = stat_of(&p.to_string()) else { break };
+fn walk(stop: Option<u32>, with_env: bool) -> impl Iterator<Item = Ancestor> {
+    let mut pid = if cfg!(target_os = "linux") { stat_of("self").map(|s| s.parent) } else { None };
+    let mut seen = 0;
+    std::iter::from_fn(move || {
+        let p = pid.take().filter(|p| *p > 1 && Some(*p) != stop && seen < 64)?;
+        let Stat { parent, start, name } = stat_of(&p.to_string())?;
         let read = |what: &str| proc_file(&format!("/proc/{p}/{what}")).unwrap_or_default();
-        let lossy = |w: &[u8]| String::from_utf8_lossy(w).into_owned();
-        let env = if with_env {
-            let environ = read("environ");
-            environ
-                .split(|c| *c == 0)
-                .filter_map(|kv| {
-                    let eq = kv.iter().position(|c| *c == b'=')?;
-                    Some((lossy(&kv[..eq]), lossy(&kv[eq + 1..])))
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let argv = read("cmdline").split(|c| *c == 0).filter(|w| !w.is_empty()).map(lossy).collect();
-        out.push(Ancestor { pid: p, name, argv, env, start });
-        pid = Some(parent);
-    }
-    out
+        let environ = if with_env { read("environ") } else { Vec::new() };
+        let argv = read("cmdline")
+            .split(|c| *c == 0)
+            .filter(|w| !w.is_empty())
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect();
+        (pid, seen) = (Some(parent), seen + 1);
+        Some(Ancestor { pid: p, name, argv, environ, start })
+    })
 }
 
 /// What a process's `stat` says of it.
@@ -214,10 +210,11 @@ struct Stat {
 fn stat_of(pid: &str) -> Option<Stat> {
     let stat = String::from_utf8(proc_file(&format!("/proc/{pid}/stat")).ok()?).ok()?;
     let (open, close) = (stat.find('(')?, stat.rfind(')')?);
-    let rest: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+    let mut rest = stat.get(close + 1..)?.split_whitespace();
     Some(Stat {
-        parent: rest.get(1)?.parse().ok()?,
-        start: rest.get(19)?.parse().ok()?,
+        parent: rest.nth(1)?.parse().ok()?,
+        // The 22nd field, 18 after the parent.
+        start: rest.nth(17)?.parse().ok()?,
         name: stat.get(open + 1..close)?.to_owned(),
     })
 }
@@ -319,6 +316,23 @@ impl Provider for ProcessProvider {
 mod tests {
     use super::*;
 
+    /// A variable is read from the environment as `/proc` holds it: by its whole name, the first
+    /// if set twice, and not at all when empty or not UTF-8.
+    #[test]
+    fn an_ancestors_variable_is_read_by_its_whole_name() {
+        let a = Ancestor {
+            environ: b"LOOPX_AGENT_ID=a1\0LOOPX_AGENT=x\0EMPTY=\0TWICE=1\0TWICE=2\0BAD=\xff\0NOEQ\0E=a=b\0"
+                .to_vec(),
+            ..Ancestor::default()
+        };
+        let vars =
+            ["LOOPX_AGENT_ID", "LOOPX_AGENT", "LOOPX", "EMPTY", "TWICE", "BAD", "NOEQ", "E", "MISSING"];
+        assert_eq!(
+            vars.map(|v| a.var(v)),
+            [Some("a1"), Some("x"), None, None, Some("1"), None, None, Some("a=b"), None]
+        );
+    }
+
     /// A `/proc` file is read whole, however long: one larger than the first read's page too.
     #[test]
     fn a_proc_file_is_read_whole() {
@@ -350,11 +364,19 @@ mod tests {
     #[test]
     #[cfg(target_os = "linux")]
     fn an_ancestor_is_named_by_its_pid_and_start_time() {
-        let parent = ancestors(None).into_iter().next().expect("a test has a parent");
+        let parent = ancestors(None).next().expect("a test has a parent");
         assert_eq!(parent.pid, std::os::unix::process::parent_id());
         assert!(parent.start > 0, "{parent:?}");
+        // It started after boot (in ticks of 1/100 s, as Linux counts them for `stat`).
+        let uptime = std::fs::read_to_string("/proc/uptime").unwrap();
+        let uptime: f64 = uptime.split_whitespace().next().unwrap().parse().unwrap();
+        assert!((parent.start as f64) < (uptime + 1.0) * 100.0, "{parent:?} after {uptime} s");
+        // Its environment is read as it started with it; a walk of programs reads none.
+        let environ = std::fs::read(format!("/proc/{}/environ", parent.pid)).unwrap();
+        assert_eq!(parent.environ, environ);
+        assert!(ancestor_programs(None).all(|a| a.environ.is_empty()));
         // The same process, looked at again, has the same name; this one started after it.
-        assert_eq!(ancestors(None)[0].key(), parent.key());
+        assert_eq!(ancestors(None).next().unwrap().key(), parent.key());
         assert!(stat_of("self").unwrap().start >= parent.start);
         // Its name is the one `/proc/PID/comm` holds, read from `stat` past any parentheses.
         let comm = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
