@@ -64,7 +64,11 @@ pub fn in_ancestry<A: std::borrow::Borrow<Ancestor>>(ancestors: impl IntoIterato
     let mut marked: Option<BindThread> = None;
     for a in ancestors {
         let a = a.borrow();
-        let get = |k: &str| a.var(k).map(str::to_owned);
+        // Many variables are looked up: the environment is read once.
+        let vars: Vec<(&str, &str)> = a.vars().collect();
+        let get = |k: &str| {
+            vars.iter().find(|(n, _)| *n == k).map(|(_, v)| *v).filter(|v| !v.is_empty()).map(str::to_owned)
+        };
         match Driven::from_env(get) {
             Ok(Some(d)) => return Identity { session: Some(d.session()), driven: Some(d) },
             Ok(None) => {}

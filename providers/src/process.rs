@@ -153,11 +153,16 @@ pub struct Ancestor {
 impl Ancestor {
     /// The value of variable `name`, if set, not empty, and UTF-8; the first, if set twice.
     pub fn var(&self, name: &str) -> Option<&str> {
-        self.environ
-            .split(|c| *c == 0)
-            .find_map(|kv| kv.strip_prefix(name.as_bytes())?.strip_prefix(b"="))
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .filter(|v| !v.is_empty())
+        self.vars().find(|(k, _)| *k == name).map(|(_, v)| v).filter(|v| !v.is_empty())
+    }
+
+    /// Its variables, name and value, in the order it holds them: those that are UTF-8. (To
+    /// look up many, collect them once: each call reads the whole environment.)
+    pub fn vars(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.environ.split(|c| *c == 0).filter_map(|kv| {
+            let eq = kv.iter().position(|c| *c == b'=')?;
+            Some((std::str::from_utf8(&kv[..eq]).ok()?, std::str::from_utf8(&kv[eq + 1..]).ok()?))
+        })
     }
 
     /// The process's name for its whole life: `<pid>.<start>`.
