@@ -92,13 +92,13 @@ pub fn atomic_write_parts(path: &Path, parts: &[&[u8]], sync: Sync, before_renam
     result
 }
 
-/// Writes a view ([`Sync::View`]) unless the file already holds `bytes`. Returns whether it
-/// wrote.
-pub fn write_view_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
-    match fs::read(path) {
-        Ok(existing) if existing == bytes => Ok(false),
-        _ => atomic_write_with(path, bytes, Sync::View, &|| {}).map(|()| true),
+/// Writes a view ([`Sync::View`]) unless the file already holds `bytes`: `existing`, what the
+/// caller read of it (`None`: missing or unreadable). Returns whether it wrote.
+pub fn write_view_if_changed(path: &Path, bytes: &[u8], existing: Option<&[u8]>) -> Result<bool> {
+    if existing == Some(bytes) {
+        return Ok(false);
     }
+    atomic_write_with(path, bytes, Sync::View, &|| {}).map(|()| true)
 }
 
 /// Opening without following a symbolic link: a state file that is a link is refused (the
@@ -335,10 +335,13 @@ mod tests {
         let p = dir.path().join("a.json");
         atomic_write(&p, b"one").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"one");
-        assert!(!write_view_if_changed(&p, b"one").unwrap());
-        assert!(write_view_if_changed(&p, b"two").unwrap());
+        assert!(!write_view_if_changed(&p, b"one", Some(&fs::read(&p).unwrap())).unwrap());
+        assert!(write_view_if_changed(&p, b"two", Some(&fs::read(&p).unwrap())).unwrap());
         assert_eq!(fs::read(&p).unwrap(), b"two");
         let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temp files left behind");
+        let new = dir.path().join("new.json");
+        assert!(write_view_if_changed(&new, b"three", None).unwrap());
+        assert_eq!(fs::read(&new).unwrap(), b"three");
     }
 }

@@ -1,5 +1,8 @@
-//! GOAL.md: the human- and agent-readable projection of a goal. Regenerated on every change,
-//! never parsed. Bounded in size: it lists at most [`LISTED`] todos per section.
+//! GOAL.md: the human- and agent-readable projection of a goal. Rendered at every commit and
+//! written when it reads differently, never parsed. It shows the goal, not the log's position in
+//! it (no event number), so a commit that changes nothing it shows (a turn's decision recorded,
+//! a loop's continuation counted) leaves the file as it was. Bounded in size: it lists
+//! at most [`LISTED`] todos per section.
 
 use std::fmt::Write;
 
@@ -29,8 +32,8 @@ pub fn goal_md(state: &GoalState) -> String {
     let c = state.counts();
     let _ = writeln!(
         out,
-        "Status: {status} · {} open · {} blocked · {} deferred · {} done · event {}",
-        c.open, c.blocked, c.deferred, c.done, state.seq
+        "Status: {status} · {} open · {} blocked · {} deferred · {} done",
+        c.open, c.blocked, c.deferred, c.done
     );
     if !state.agents.is_empty() {
         let agents: Vec<String> =

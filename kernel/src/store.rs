@@ -1130,16 +1130,20 @@ impl FileStore {
         }
         let md = render::goal_md(state);
         let md_path = self.layout.goal_md(id);
-        if let Some(prior) = prior_md
-            && let Some(existing) = kfs::read_optional(&md_path)?
-            && log::line_hash(&existing) != prior
+        // Read once: to tell a hand edit, and to leave the file alone when it already reads so.
+        let existing = match prior_md {
+            Some(_) => kfs::read_optional(&md_path)?,
+            None => fs::read(&md_path).ok(),
+        };
+        if let (Some(prior), Some(existing)) = (prior_md, &existing)
+            && log::line_hash(existing) != prior
         {
             self.reporter.warn(&format!(
                 "{} was edited by hand and has been regenerated; change goal state only through loopx commands",
                 md_path.display()
             ));
         }
-        kfs::write_view_if_changed(&md_path, md.as_bytes())?;
+        kfs::write_view_if_changed(&md_path, md.as_bytes(), existing.as_deref())?;
         let (bodies, offsets, fresh) = self.write_bodies(id, state)?;
         self.fault_point("after-bodies");
         let (log_len, log_mtime_ns) = log_stat(&self.layout.events(id))?;

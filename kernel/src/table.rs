@@ -128,10 +128,23 @@ impl BodyFile {
             let at = slice(whole)?;
             return Ok(Cow::Borrowed(&whole[at..at + len]));
         }
-        file.seek(SeekFrom::Start(at))?;
         let mut buf = vec![0; len];
-        file.read_exact(&mut buf)?;
+        read_at(&mut file, at, &mut buf)?;
         Ok(Cow::Owned(buf))
+    }
+}
+
+/// Reads `buf.len()` bytes of `file` from `at`: one call where the system reads at an offset
+/// (GOAL.md reads a few dozen todos a commit).
+fn read_at(file: &mut File, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::read_exact_at(file, buf, at)
+    }
+    #[cfg(not(unix))]
+    {
+        file.seek(SeekFrom::Start(at))?;
+        file.read_exact(buf)
     }
 }
 

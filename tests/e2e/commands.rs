@@ -521,6 +521,26 @@ fn goal_md_is_regenerated_and_lists_the_work() {
     assert!(md.contains("## Next") && md.contains("t1 P1 \"write the parser\""), "{md}");
 }
 
+/// GOAL.md shows the goal, not the log's position: a commit that changes nothing it shows (a
+/// turn's decision recorded) leaves the file as it was, not even rewritten; one that does
+/// rewrites it.
+#[test]
+fn goal_md_is_rewritten_only_when_what_it_shows_changes() {
+    use std::os::unix::fs::MetadataExt;
+    let s = two_agents();
+    let path = s.state_dir().join("goals/main/GOAL.md");
+    let read = || (std::fs::read_to_string(&path).unwrap(), std::fs::metadata(&path).unwrap().ino());
+    let before = read();
+    let events = || events(&s.state_dir().join("goals/main/events.jsonl")).len();
+    let n = events();
+    s.ok(&["quota", "should-run", "--agent-id", "a", "--turn-instance-id", "turn-1"]);
+    assert_eq!(events(), n + 1, "the decision is committed");
+    assert_eq!(read(), before, "GOAL.md left as it was");
+    s.ok(&["todo", "add", "--text", "one more", "--agent-id", "user"]);
+    let after = read();
+    assert!(after.0.contains("one more") && after.1 != before.1, "{}", after.0);
+}
+
 #[test]
 fn a_host_session_binds_to_one_agent() {
     let s = Sandbox::new();
