@@ -65,10 +65,8 @@ pub fn in_ancestry<A: std::borrow::Borrow<Ancestor>>(ancestors: impl IntoIterato
     for a in ancestors {
         let a = a.borrow();
         // Many variables are looked up: the environment is read once.
-        let vars: Vec<(&str, &str)> = a.vars().collect();
-        let get = |k: &str| {
-            vars.iter().find(|(n, _)| *n == k).map(|(_, v)| *v).filter(|v| !v.is_empty()).map(str::to_owned)
-        };
+        let vars = a.vars();
+        let get = |k: &str| vars.get(k).map(str::to_owned);
         match Driven::from_env(get) {
             Ok(Some(d)) => return Identity { session: Some(d.session()), driven: Some(d) },
             Ok(None) => {}

@@ -553,6 +553,11 @@ impl Shared {
         u32::try_from(i + 1).ok()
     }
 
+    /// The origin of rows read from `keys`, their JSON in `src` at `offsets`.
+    fn origin(self, keys: &Arc<Vec<u8>>, src: Source, offsets: Vec<u64>) -> Arc<Origin> {
+        Arc::new(Origin { keys: Arc::clone(keys), src, offsets, agents: self.agents, waits: self.waits })
+    }
+
     /// The index (from 1) of what a row waits on; 0 for nothing.
     fn waits(&mut self, resume_when: Option<ResumeWhen>, after_gate: Option<GateId>) -> Option<u32> {
         if resume_when.is_none() && after_gate.is_none() {
@@ -673,14 +678,7 @@ impl TodoTable {
             }
             Bodies::File(_) => offsets_line(&src[keys_end..to], n)?,
         };
-        let origin = Arc::new(Origin {
-            keys: Arc::clone(src),
-            src: src_of,
-            offsets,
-            agents: shared.agents,
-            waits: shared.waits,
-        });
-        Ok((TodoTable { rows, origin }, keys_end))
+        Ok((TodoTable { rows, origin: shared.origin(src, src_of, offsets) }, keys_end))
     }
 
     /// This table as decoding what a commit of it just wrote gives: its rows reading from
@@ -706,13 +704,7 @@ impl TodoTable {
             return Err("the key lines are not the table's".to_owned());
         }
         let offsets = offsets_line(offsets, n)?;
-        let origin = Arc::new(Origin {
-            keys: Arc::clone(keys),
-            src,
-            offsets,
-            agents: shared.agents,
-            waits: shared.waits,
-        });
+        let origin = shared.origin(keys, src, offsets);
         for (new, old) in rows.iter().zip(&self.rows) {
             if let Row::Stored(s) = new
                 && s.key(&origin) != self.key_of(old)

@@ -143,7 +143,7 @@ pub struct Ancestor {
     pub name: String,
     pub argv: Vec<String>,
     /// Its environment as `/proc/PID/environ` holds it: `NAME=value`, each ended by a NUL;
-    /// empty when it cannot be read (another user's process). Read a variable with [`Self::var`].
+    /// empty when it cannot be read (another user's process). Read its variables with [`Self::vars`].
     pub environ: Vec<u8>,
     /// When it started, in clock ticks after boot: with the pid, names this process for its
     /// whole life (a pid is reused; a pid and its start time are not).
@@ -151,23 +151,33 @@ pub struct Ancestor {
 }
 
 impl Ancestor {
-    /// The value of variable `name`, if set, not empty, and UTF-8; the first, if set twice.
-    pub fn var(&self, name: &str) -> Option<&str> {
-        self.vars().find(|(k, _)| *k == name).map(|(_, v)| v).filter(|v| !v.is_empty())
-    }
-
-    /// Its variables, name and value, in the order it holds them: those that are UTF-8. (To
-    /// look up many, collect them once: each call reads the whole environment.)
-    pub fn vars(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.environ.split(|c| *c == 0).filter_map(|kv| {
-            let eq = kv.iter().position(|c| *c == b'=')?;
-            Some((std::str::from_utf8(&kv[..eq]).ok()?, std::str::from_utf8(&kv[eq + 1..]).ok()?))
-        })
+    /// Its environment's variables, read once for many lookups.
+    pub fn vars(&self) -> Vars<'_> {
+        Vars(
+            self.environ
+                .split(|c| *c == 0)
+                .filter_map(|kv| {
+                    let eq = kv.iter().position(|c| *c == b'=')?;
+                    Some((std::str::from_utf8(&kv[..eq]).ok()?, std::str::from_utf8(&kv[eq + 1..]).ok()?))
+                })
+                .collect(),
+        )
     }
 
     /// The process's name for its whole life: `<pid>.<start>`.
     pub fn key(&self) -> String {
         format!("{}.{}", self.pid, self.start)
+    }
+}
+
+/// An ancestor's variables, name and value, in the order it holds them: those that are UTF-8.
+#[derive(Debug)]
+pub struct Vars<'a>(Vec<(&'a str, &'a str)>);
+
+impl<'a> Vars<'a> {
+    /// The value of variable `name`, if set and not empty; the first, if set twice.
+    pub fn get(&self, name: &str) -> Option<&'a str> {
+        self.0.iter().find(|(k, _)| *k == name).map(|(_, v)| *v).filter(|v| !v.is_empty())
     }
 }
 
@@ -333,7 +343,7 @@ mod tests {
         let vars =
             ["LOOPX_AGENT_ID", "LOOPX_AGENT", "LOOPX", "EMPTY", "TWICE", "BAD", "NOEQ", "E", "MISSING"];
         assert_eq!(
-            vars.map(|v| a.var(v)),
+            vars.map(|v| a.vars().get(v)),
             [Some("a1"), Some("x"), None, None, Some("1"), None, None, Some("a=b"), None]
         );
     }
