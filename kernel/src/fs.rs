@@ -92,13 +92,101 @@ pub fn atomic_write_parts(path: &Path, parts: &[&[u8]], sync: Sync, before_renam
     result
 }
 
-/// Writes a view ([`Sync::View`]) unless the file already holds `bytes`: `existing`, what the
+/// Writes a view ([`swap_in_view`]) unless the file already holds `bytes`: `existing`, what the
 /// caller read of it (`None`: missing or unreadable). Returns whether it wrote.
 pub fn write_view_if_changed(path: &Path, bytes: &[u8], existing: Option<&[u8]>) -> Result<bool> {
     if existing == Some(bytes) {
         return Ok(false);
     }
-    atomic_write_with(path, bytes, Sync::View, &|| {}).map(|()| true)
+    swap_in_view(path, &[bytes], &|| {}).map(|()| true)
+}
+
+/// Writes a view ([`Sync::View`]) of `parts` atomically, for a caller that holds the goal's
+/// lock: into the view's spare copy (`.<name>.spare`, the version before the current one),
+/// which is then exchanged with the view in one step. Readers see the old view or the new one.
+///
+/// Replacing a file by renaming over it costs a filesystem more than the write: the replaced
+/// file is freed (ext4 mounted with `discard` trims its blocks before the rename returns), and
+/// ext4 starts writing the new one out first (`auto_da_alloc`); together about 100 µs against
+/// 5 µs for an exchange on this project's machines. Nothing is freed here: the spare is written
+/// over in place, so a lock-free reader still reading the view two writes back may read it
+/// torn. Such a reader's checks against the log fail (its hash cannot match the root the log
+/// records), and it reads again under the lock, where no one writes.
+///
+/// A spare that another name shares (a backup's hard link) is left to it and a new one made.
+/// Where the filesystem cannot exchange, the spare is renamed over the view instead.
+pub fn swap_in_view(path: &Path, parts: &[&[u8]], before_swap: &dyn Fn()) -> Result<()> {
+    if !cfg!(any(target_os = "linux", target_os = "android", target_vendor = "apple")) {
+        return atomic_write_parts(path, parts, Sync::View, before_swap);
+    }
+    refuse_links(path)?;
+    let spare = spare_path(path)?;
+    let result = (|| {
+        let mut file = open_spare(&spare)?;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        for bytes in parts {
+            file.write_all(bytes).map_err(|e| Error::io("write", &spare, &e))?;
+        }
+        let meta = file.metadata().map_err(|e| Error::io("read", &spare, &e))?;
+        if meta.len() > len as u64 {
+            file.set_len(len as u64).map_err(|e| Error::io("truncate", &spare, &e))?;
+        }
+        if let Ok(target) = fs::metadata(path)
+            && target.permissions() != meta.permissions()
+        {
+            let _ = file.set_permissions(target.permissions());
+        }
+        drop(file);
+        before_swap();
+        exchange(&spare, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&spare);
+    }
+    result
+}
+
+/// Where [`swap_in_view`] keeps the spare copy of view `path`.
+fn spare_path(path: &Path) -> Result<std::path::PathBuf> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("view");
+    Ok(parent(path)?.join(format!(".{name}.spare")))
+}
+
+/// The spare at `spare`, opened for writing over from its start; made anew when it is missing
+/// or another name shares it. A spare that is a symbolic link is refused.
+fn open_spare(spare: &Path) -> Result<File> {
+    let file = no_follow(OpenOptions::new().write(true).create(true))
+        .open(spare)
+        .map_err(|e| Error::io("open", spare, &e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().map_err(|e| Error::io("read", spare, &e))?;
+        if meta.nlink() > 1 || !meta.is_file() {
+            drop(file);
+            fs::remove_file(spare).map_err(|e| Error::io("remove", spare, &e))?;
+            return no_follow(OpenOptions::new().write(true).create_new(true))
+                .open(spare)
+                .map_err(|e| Error::io("create", spare, &e));
+        }
+    }
+    Ok(file)
+}
+
+/// Exchanges `spare` and `path` in one step; renames `spare` to `path` where `path` does not
+/// exist yet or the filesystem cannot exchange.
+fn exchange(spare: &Path, path: &Path) -> Result<()> {
+    #[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
+    {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        use rustix::io::Errno;
+        match renameat_with(CWD, spare, CWD, path, RenameFlags::EXCHANGE) {
+            Ok(()) => return Ok(()),
+            Err(Errno::NOENT | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {}
+            Err(e) => return Err(Error::io("replace", path, &e.into())),
+        }
+    }
+    fs::rename(spare, path).map_err(|e| Error::io("replace", path, &e))
 }
 
 /// Opening without following a symbolic link: a state file that is a link is refused (the
@@ -338,10 +426,71 @@ mod tests {
         assert!(!write_view_if_changed(&p, b"one", Some(&fs::read(&p).unwrap())).unwrap());
         assert!(write_view_if_changed(&p, b"two", Some(&fs::read(&p).unwrap())).unwrap());
         assert_eq!(fs::read(&p).unwrap(), b"two");
-        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(leftovers.len(), 1, "no temp files left behind");
+        assert_eq!(names(dir.path()), [".a.json.spare", "a.json"], "the view and its spare; no temp file");
         let new = dir.path().join("new.json");
         assert!(write_view_if_changed(&new, b"three", None).unwrap());
         assert_eq!(fs::read(&new).unwrap(), b"three");
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut n: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    }
+
+    #[cfg(target_os = "linux")]
+    fn inode(p: &Path) -> u64 {
+        std::os::unix::fs::MetadataExt::ino(&fs::symlink_metadata(p).unwrap())
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_view_is_exchanged_with_its_spare_which_the_next_write_reuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, spare) = (dir.path().join("snapshot.json"), dir.path().join(".snapshot.json.spare"));
+        swap_in_view(&p, &[b"first", b" view"], &|| {}).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"first view");
+        assert_eq!(names(dir.path()), ["snapshot.json"], "a first view is renamed into place");
+        let first = inode(&p);
+        swap_in_view(&p, &[b"second"], &|| {}).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"second");
+        assert_eq!(fs::read(&spare).unwrap(), b"first view", "the spare holds the view before");
+        assert_eq!(inode(&spare), first);
+        // The third is written over the first's file, cut to its own length.
+        let seen = std::cell::Cell::new(None);
+        swap_in_view(&p, &[b"3rd"], &|| seen.set(Some(fs::read(&p).unwrap()))).unwrap();
+        assert_eq!(seen.take().unwrap(), b"second", "readers see the old view until the exchange");
+        assert_eq!(fs::read(&p).unwrap(), b"3rd");
+        assert_eq!(inode(&p), first, "no file was freed: the spare was reused");
+        assert_eq!(names(dir.path()), [".snapshot.json.spare", "snapshot.json"]);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_spare_another_name_shares_is_left_to_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (p, spare) = (dir.path().join("GOAL.md"), dir.path().join(".GOAL.md.spare"));
+        swap_in_view(&p, &[b"one"], &|| {}).unwrap();
+        swap_in_view(&p, &[b"two"], &|| {}).unwrap();
+        // A backup made with hard links (`cp -al`) shares the spare's file.
+        let backup = dir.path().join("backup-of-GOAL.md");
+        fs::hard_link(&spare, &backup).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        swap_in_view(&p, &[b"three"], &|| {}).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"three");
+        assert_eq!(fs::read(&backup).unwrap(), b"one", "the backup's file is not written over");
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "the view keeps its mode");
+        // A spare that is a symbolic link is refused, and nothing is written through it.
+        let elsewhere = dir.path().join("elsewhere");
+        fs::write(&elsewhere, b"not loopx's").unwrap();
+        let _ = fs::remove_file(&spare);
+        std::os::unix::fs::symlink(&elsewhere, &spare).unwrap();
+        assert!(swap_in_view(&p, &[b"four"], &|| {}).is_err());
+        assert_eq!(fs::read(&elsewhere).unwrap(), b"not loopx's");
+        assert_eq!(fs::read(&p).unwrap(), b"three");
     }
 }

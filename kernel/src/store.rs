@@ -1160,12 +1160,9 @@ impl FileStore {
         let mut header = serde_json::to_vec(&header)
             .map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
         header.push(b'\n');
-        kfs::atomic_write_parts(
-            &self.layout.snapshot(id),
-            &[&header, state_keys, &offsets],
-            kfs::Sync::View,
-            &|| self.fault_point("before-snapshot-rename"),
-        )?;
+        kfs::swap_in_view(&self.layout.snapshot(id), &[&header, state_keys, &offsets], &|| {
+            self.fault_point("before-snapshot-rename")
+        })?;
         // A new body file is named by the snapshot now: the older ones are no one's.
         if fresh {
             self.remove_bodies_but(id, state.seq);

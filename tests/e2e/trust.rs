@@ -636,10 +636,10 @@ fn hard_lease_mode_requires_the_active_lease() {
 fn a_temporary_file_left_by_a_crash_is_found_and_cleaned() {
     let s = Sandbox::new();
     s.init();
-    s.ok(&["todo", "add", "--text", "before"]);
+    // The goal's first todo makes its body file, written whole into a temporary file first.
     let out = s
         .command()
-        .env("LOOPX_FAULT", "before-snapshot-rename")
+        .env("LOOPX_FAULT", "before-bodies-rename")
         .args(["todo", "add", "--text", "interrupted"])
         .output()
         .unwrap();
@@ -653,15 +653,28 @@ fn a_temporary_file_left_by_a_crash_is_found_and_cleaned() {
             .filter(|n| n.ends_with(".tmp"))
             .collect()
     };
-    assert_eq!(tmp(&goal_dir).len(), 1, "the crash left its temporary snapshot");
+    assert_eq!(tmp(&goal_dir).len(), 1, "the crash left its temporary body file");
     // doctor, before anything else runs, names it.
     let d = s.fails(4, &["doctor", "--json"]).json();
     assert_eq!(d["healthy"], false);
-    assert!(d.to_string().contains(".snapshot.json."), "{d}");
-    // The next command recovers the goal and removes it.
+    assert!(d.to_string().contains(".todos-"), "{d}");
+    // The next command recovers the goal (the event was committed) and removes it.
     let r = s.ok(&["todo", "list"]);
     assert!(r.stderr.contains("left by a write that never finished"), "{}", r.stderr);
+    assert!(r.stdout.contains("interrupted"), "{}", r.stdout);
     assert!(tmp(&goal_dir).is_empty());
+    // A crash before the snapshot is swapped in leaves no temporary file: the new snapshot
+    // sits in the spare the next commit writes over anyway.
+    let out = s
+        .command()
+        .env("LOOPX_FAULT", "before-snapshot-rename")
+        .args(["todo", "add", "--text", "second"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(tmp(&goal_dir).is_empty());
+    let r = s.ok(&["todo", "list"]);
+    assert!(r.stdout.contains("second") && r.stderr.contains("behind the log"), "{}\n{}", r.stdout, r.stderr);
     assert_eq!(s.json(&["doctor"])["healthy"], true);
     // One planted by hand (a dead writer's pid) is removed by --repair, and named.
     let dead = std::process::Command::new("true").spawn().unwrap();
