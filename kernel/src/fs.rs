@@ -108,9 +108,9 @@ pub fn write_view_if_changed(path: &Path, bytes: &[u8], existing: Option<&[u8]>)
 /// Replacing a file by renaming over it costs a filesystem more than the write: the replaced
 /// file is freed (ext4 mounted with `discard` trims its blocks before the rename returns), and
 /// ext4 starts writing the new one out first (`auto_da_alloc`); together about 100 µs against
-/// 5 µs for an exchange on this project's machines. Nothing is freed here: the spare is written
-/// over in place, so a lock-free reader still reading the view two writes back may read it
-/// torn. Such a reader's checks against the log fail (its hash cannot match the root the log
+/// 5 µs for an exchange (BENCHMARKS.md, "Views swapped in"). Nothing is freed here: the spare
+/// is written over in place, so a lock-free reader still reading the view two writes back may
+/// read it torn. Such a reader's checks against the log fail (its hash cannot match the root the log
 /// records), and it reads again under the lock, where no one writes.
 ///
 /// A spare that another name shares (a backup's hard link) is left to it and a new one made.
