@@ -636,14 +636,14 @@ fn hard_lease_mode_requires_the_active_lease() {
 fn a_temporary_file_left_by_a_crash_is_found_and_cleaned() {
     let s = Sandbox::new();
     s.init();
+    // Adds a todo, the process killed at `point` of the commit.
+    let crash_adding = |point: &str, text: &str| {
+        let out =
+            s.command().env("LOOPX_FAULT", point).args(["todo", "add", "--text", text]).output().unwrap();
+        assert!(!out.status.success(), "killed at {point}");
+    };
     // The goal's first todo makes its body file, written whole into a temporary file first.
-    let out = s
-        .command()
-        .env("LOOPX_FAULT", "before-bodies-rename")
-        .args(["todo", "add", "--text", "interrupted"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+    crash_adding("before-bodies-rename", "interrupted");
     let goal_dir = s.state_dir().join("goals/main");
     let tmp = |dir: &std::path::Path| -> Vec<String> {
         std::fs::read_dir(dir)
@@ -665,13 +665,7 @@ fn a_temporary_file_left_by_a_crash_is_found_and_cleaned() {
     assert!(tmp(&goal_dir).is_empty());
     // A crash before the snapshot is swapped in leaves no temporary file: the new snapshot
     // sits in the spare the next commit writes over anyway.
-    let out = s
-        .command()
-        .env("LOOPX_FAULT", "before-snapshot-rename")
-        .args(["todo", "add", "--text", "second"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+    crash_adding("before-snapshot-rename", "second");
     assert!(tmp(&goal_dir).is_empty());
     let r = s.ok(&["todo", "list"]);
     assert!(r.stdout.contains("second") && r.stderr.contains("behind the log"), "{}\n{}", r.stdout, r.stderr);
