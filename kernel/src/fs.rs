@@ -51,7 +51,7 @@ pub enum Sync {
     /// power loss.
     Durable,
     /// A view derived from the log (snapshot, GOAL.md): atomic for every reader, but not
-    /// waited for. After a power loss it may be old, empty or missing, which the next command
+    /// waited for. After a power loss it may be old, empty, torn or missing, which the next command
     /// notices (it is checked against the log) and rebuilds; a process killed at any point
     /// loses nothing, as the page cache outlives it.
     View,
