@@ -74,6 +74,10 @@ pub struct Sandbox {
     _dir: TempDir,
     pub root: PathBuf,
     pub home: PathBuf,
+    /// Milliseconds the clock of every loopx this sandbox runs is moved by (debug builds):
+    /// a fixture written at one time is read as it was then, not as its leases and handoffs
+    /// age with the calendar.
+    clock_skew_ms: Option<i64>,
 }
 
 impl Default for Sandbox {
@@ -89,7 +93,7 @@ impl Sandbox {
         let home = dir.path().join("home");
         std::fs::create_dir_all(&root).expect("project dir");
         std::fs::create_dir_all(&home).expect("home dir");
-        Self { _dir: dir, root, home }
+        Self { _dir: dir, root, home, clock_skew_ms: None }
     }
 
     /// A command for the binary: cleared environment, fake `HOME`, working directory = project.
@@ -105,6 +109,9 @@ impl Sandbox {
             .env("NO_COLOR", "1")
             .env(ANCESTRY_ROOT, ancestry_root())
             .current_dir(&self.root);
+        if let Some(ms) = self.clock_skew_ms {
+            c.env("LOOPX_TEST_CLOCK_SKEW_MS", ms.to_string());
+        }
         c
     }
 
@@ -264,9 +271,27 @@ fn looks_like_time(s: &str) -> bool {
 /// written by an earlier loopx), and the directory of what that loopx printed for it.
 pub fn fixture_project(name: &str) -> (Sandbox, PathBuf) {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name);
-    let s = Sandbox::new();
+    let mut s = Sandbox::new();
     copy_dir(&fixture.join("loopx"), &s.state_dir());
+    // Its loopx runs a minute after the fixture's last event: what it reads as before is what
+    // that release read then, whatever today's date.
+    let last = last_event_at(&s.state_dir().join("goals"));
+    let now = loopx_core::Timestamp::from_system_time(std::time::SystemTime::now());
+    s.clock_skew_ms = Some(last.unix_millis() + 60_000 - now.unix_millis());
     (s, fixture.join("expected"))
+}
+
+/// The latest `at` of the event logs under `goals`.
+fn last_event_at(goals: &Path) -> loopx_core::Timestamp {
+    std::fs::read_dir(goals)
+        .expect("read a fixture's goals")
+        .flatten()
+        .flat_map(|g| events(&g.path().join("events.jsonl")))
+        .map(|e| {
+            loopx_core::Timestamp::parse_rfc3339(e["at"].as_str().expect("an event's at")).expect("RFC 3339")
+        })
+        .max()
+        .expect("a fixture with events")
 }
 
 fn copy_dir(from: &Path, to: &Path) {
