@@ -9,7 +9,9 @@ use loopx_core::model::{
     DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, HandoffMode, NotifyFormat, NotifyPolicy,
     Priority, PullRef, ResumeWhen, Role, RuntimeProfile, TodoClass, TodoStatus, Validation,
 };
-use loopx_core::{AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, TodoId, exit};
+use loopx_core::{
+    AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, Timestamp, TodoId, exit,
+};
 use loopx_kernel::{DynKernel, FileStore, InitOutcome, Reporter, find_root};
 
 use crate::Env;
@@ -195,6 +197,7 @@ fn session_env(
         reporter,
         open: crate::store::opener(),
         hosts: crate::registry::catalog(),
+        clock: env.clock.clone(),
         process: None,
     }
 }
@@ -724,7 +727,7 @@ async fn handoff(cli: &Cli, k: &DynKernel, a: &HandoffArgs) -> Result<Rendered> 
 /// The kind of a gate from `gate ask`'s flags; a flag the kind does not take is refused.
 fn gate_kind(
     kind: &str,
-    until: Option<&str>,
+    until: Option<Timestamp>,
     check: Option<&str>,
     every: Option<&str>,
     timeout: &str,
@@ -763,8 +766,6 @@ fn gate_kind(
                 Error::usage("a timer gate opens until a time")
                     .with_hint("e.g. --until +2h or --until 2026-12-01T09:00:00Z")
             })?;
-            let now = loopx_core::Timestamp::from_system_time(std::time::SystemTime::now());
-            let until = loopx_core::time::parse_when(until, now)?;
             Ok(GateKind::Timer { until })
         }
         "command" => {
@@ -972,7 +973,7 @@ async fn gate(cli: &Cli, k: &DynKernel, cmd: &GateCommand, style: Style) -> Resu
         } => {
             let kind = gate_kind(
                 kind,
-                until.as_deref(),
+                until.as_deref().map(|u| loopx_core::time::parse_when(u, k.now())).transpose()?,
                 check.as_deref(),
                 every.as_deref(),
                 timeout,

@@ -49,6 +49,7 @@ pub async fn answer(
         reporter,
         open: crate::store::opener(),
         hosts: crate::registry::catalog(),
+        clock: crate::clock(),
         // Only a hook that binds a session looks up the process (it walks the process tree).
         process: adapter
             .hook_point(event)

@@ -17,7 +17,7 @@ pub fn run(k: &DynKernel, goal: Option<&GoalId>, a: &ReportArgs, json: bool) -> 
         return Err(Error::usage("--markdown and --json each print the whole report: choose one")
             .with_hint("loopx report --markdown, or loopx report --json"));
     }
-    let now = Timestamp::from_system_time(std::time::SystemTime::now());
+    let now = k.now();
     let window = Window {
         since: a.since.as_deref().map(|s| when(s, now)).transpose()?,
         until: a.until.as_deref().map(|s| when(s, now)).transpose()?,

@@ -28,11 +28,11 @@ use loopx_core::kernel::{
 };
 use loopx_core::model::{GoalStatus, Priority};
 use loopx_core::untrusted::{flatten, quoted};
-use loopx_core::{AgentId, Error, GoalId, HandoffId, Result};
+use loopx_core::{AgentId, Clock, Error, GoalId, HandoffId, Result};
 
 use loopx_kernel::project::STATE_DIR;
 use loopx_kernel::scope::WriteScope;
-use loopx_kernel::{DynKernel, FileStore, Reporter, StoreOpener, StoreOptions, SystemClock, find_root};
+use loopx_kernel::{DynKernel, FileStore, Reporter, StoreOpener, StoreOptions, find_root};
 
 use crate::shell::{check_shell, is_destructive};
 
@@ -53,6 +53,8 @@ pub struct HookEnv {
     pub open: StoreOpener,
     /// The host types the kernel paces agents by.
     pub hosts: Arc<HostCatalog>,
+    /// The wall clock the kernel reads: the command line's (which a debug build's tests move).
+    pub clock: Arc<dyn Clock>,
     /// The host's agent process the hook runs under (`<pid>.<start>`), for a host whose tools
     /// know their session only by that process: the session's agent is bound to it too.
     pub process: Option<String>,
@@ -132,7 +134,7 @@ fn start_dir(ev: &HostEvent, env: &HookEnv) -> PathBuf {
 }
 
 fn open(root: &Path, env: &HookEnv) -> Result<DynKernel> {
-    let store = (env.open)(root, Arc::new(SystemClock), env.reporter.clone(), &env.options)?;
+    let store = (env.open)(root, env.clock.clone(), env.reporter.clone(), &env.options)?;
     Ok(DynKernel::over(store).with_hosts(env.hosts.clone()))
 }
 
@@ -429,7 +431,7 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
     let root = match found {
         Some(root) => root,
         None => {
-            FileStore::init(&start, Arc::new(SystemClock), env.reporter.clone(), env.options.clone())?;
+            FileStore::init(&start, env.clock.clone(), env.reporter.clone(), env.options.clone())?;
             start
         }
     };

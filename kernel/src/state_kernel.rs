@@ -415,7 +415,8 @@ impl<S: Store> StateKernel<S> {
         )
     }
 
-    fn now(&self) -> loopx_core::Timestamp {
+    /// What time it is for this kernel: its store's clock.
+    pub fn now(&self) -> loopx_core::Timestamp {
         self.store.clock().now()
     }
 

@@ -405,6 +405,7 @@ fn hooks(a: &dyn HostAdapter) {
         reporter: Arc::new(Silent),
         open: Arc::new(loopx_kernel::open_file_store),
         hosts: Arc::default(),
+        clock: Arc::new(loopx_kernel::SystemClock),
         process: None,
     };
     for s in &samples {

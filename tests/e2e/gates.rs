@@ -423,9 +423,12 @@ fn timer_and_command_gates_close_themselves() {
     let d = s.json(&["quota", "should-run", "--agent-id", "a"]);
     assert_eq!(d["decision"], "wait", "{d}");
     assert!(d["scheduler"]["wait_until"].is_string(), "{d}");
-    std::thread::sleep(Duration::from_millis(1100));
-    let d = s.json(&["quota", "should-run", "--agent-id", "a"]);
-    assert_eq!(d["selected_todo"]["id"], "t1", "the timer closed itself: {d}");
+    let r = s.run_with(
+        &["quota", "should-run", "--agent-id", "a", "--json"],
+        b"",
+        &[("LOOPX_TEST_CLOCK_SKEW_MS", "2000")],
+    );
+    assert_eq!(r.json()["selected_todo"]["id"], "t1", "the timer closed itself: {}", r.stdout);
     assert_eq!(s.json(&["gate", "list", "--all"])["gates"][0]["status"], "approved");
 
     // A check that hangs is killed at its timeout, its children too; the gate stays open.
@@ -491,6 +494,48 @@ fn timer_and_command_gates_close_themselves() {
     s.fails(2, &["gate", "ask", "--kind", "cron", "--blocks", "goal"]);
     s.fails(2, &["gate", "ask", "--question", "q", "--pr", "acme/x#1", "--blocks", "goal"]);
     assert_eq!(s.tree(), before);
+}
+
+/// A time given as `+2h` or `2h` is read on the kernel's clock, the one its decisions and its
+/// events' times read (a debug build's tests move it), and so is a hook's: a timer asked a day
+/// ahead waits its two hours from then, a report's window ends then, a hook's event is dated then.
+#[test]
+fn relative_times_and_hooks_read_the_kernels_clock() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "claude-code"]);
+    s.ok(&["todo", "add", "--text", "deploy after the freeze"]);
+    let day = 86_400_000_i64;
+    let at = |skew: i64, args: &[&str]| {
+        let r = s.run_with(args, b"", &[("LOOPX_TEST_CLOCK_SKEW_MS", &skew.to_string())]);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        r
+    };
+    let real_now = || loopx_core::Timestamp::from_system_time(std::time::SystemTime::now()).unix_millis();
+    let before = real_now();
+    at(day, &["gate", "ask", "--kind", "timer", "--until", "+2h", "--blocks", "todos:t1"]);
+    let until = s.json(&["gate", "list"])["gates"][0]["kind"]["until"].as_str().unwrap().to_owned();
+    let until = loopx_core::Timestamp::parse_rfc3339(&until).unwrap().unix_millis();
+    assert!(until >= before + day + 7_200_000 && until <= real_now() + day + 7_200_000, "{until}");
+    let d = at(day, &["quota", "should-run", "--agent-id", "a", "--json"]).json();
+    assert_eq!(d["decision"], "wait", "two hours from the kernel's now: {d}");
+    let d = at(day + 7_201_000, &["quota", "should-run", "--agent-id", "a", "--json"]).json();
+    assert_eq!(d["decision"], "run", "{d}");
+
+    let r = at(day, &["report", "--since", "1h", "--json"]).json();
+    let to = loopx_core::Timestamp::parse_rfc3339(r["to"].as_str().unwrap()).unwrap().unix_millis();
+    assert!(to >= before + day, "the report's window ends at the kernel's now: {r}");
+
+    let join = serde_json::json!({"session_id": "clock-1", "cwd": s.root, "hook_event_name": "UserPromptSubmit", "prompt": "/loopx write the parser"});
+    let r = s.run_with(
+        &["hook", "claude-code", "user-prompt-submit"],
+        join.to_string().as_bytes(),
+        &[("LOOPX_TEST_CLOCK_SKEW_MS", &(2 * day).to_string())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let events = loopx_tests::events(&s.events_path("main"));
+    let last = loopx_core::Timestamp::parse_rfc3339(events.last().unwrap()["at"].as_str().unwrap()).unwrap();
+    assert!(last.unix_millis() >= before + 2 * day, "the hook's commit is dated by the kernel's clock");
 }
 
 /// A webhook that records what it receives.
