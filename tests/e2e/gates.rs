@@ -573,7 +573,7 @@ fn the_person_is_notified_once_and_reminded_once() {
     s.ok(&["gate", "poll"]);
     s.ok(&["status"]);
     assert_eq!(bodies(&rt, &hook).len(), 1, "not again before the reminder");
-    std::thread::sleep(Duration::from_millis(2100));
+    s.advance(Duration::from_millis(2100));
     let r = s.ok(&["gate", "poll"]);
     assert!(r.stdout.contains("g1: reminder sent (webhook)"), "{}", r.stdout);
     let got = bodies(&rt, &hook);

@@ -234,7 +234,7 @@ fn cancel_returns_the_todos_to_the_sender_and_expiry_frees_them() {
 
     // Expiry: nothing is stranded.
     offer(&s, &["--ttl", "1s"]);
-    thread::sleep(Duration::from_millis(1100));
+    s.advance(Duration::from_millis(1100));
     assert!(s.json(&["status"]).get("handoffs").is_none(), "an expired handoff is not pending");
     let all = s.json(&["handoff", "list", "--all"]);
     assert_eq!(all["handoffs"][2]["status"], "expired");

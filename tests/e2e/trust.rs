@@ -575,7 +575,7 @@ fn an_expired_lease_is_ignored_and_takeovers_are_explicit() {
         ],
     );
     assert!(r.stderr.contains("once a's lease has expired"), "{}", r.stderr);
-    thread::sleep(Duration::from_millis(3100));
+    s.advance(Duration::from_millis(3100));
     let shown = s.json(&["lease", "show", "--todo-id", "t1"]);
     assert_eq!(shown["active"], false);
     // The claim is not overridden implicitly, even now: a lease acquire by b is refused.
@@ -624,7 +624,7 @@ fn hard_lease_mode_requires_the_active_lease() {
     let r = s.fails(1, &["todo", "claim", "--todo-id", "t1", "--agent-id", "a"]);
     assert!(r.stderr.contains("loopx lease acquire"), "{}", r.stderr);
     s.ok(&["lease", "acquire", "--todo-id", "t1", "--agent-id", "a", "--ttl", "1s"]);
-    thread::sleep(Duration::from_millis(1100));
+    s.advance(Duration::from_millis(1100));
     let r = s.fails(1, &["todo", "complete", "--todo-id", "t1", "--agent-id", "a", "--evidence", "done"]);
     assert!(r.stderr.contains("needs a's active lease"), "{}", r.stderr);
     s.ok(&["lease", "renew", "--todo-id", "t1", "--agent-id", "a", "--ttl", "10m"]);

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
 use serde_json::Value;
 use tempfile::TempDir;
@@ -74,10 +76,10 @@ pub struct Sandbox {
     _dir: TempDir,
     pub root: PathBuf,
     pub home: PathBuf,
-    /// Milliseconds the clock of every loopx this sandbox runs is moved by (debug builds):
-    /// a fixture written at one time is read as it was then, not as its leases and handoffs
-    /// age with the calendar.
-    clock_skew_ms: Option<i64>,
+    /// Milliseconds the clock of every loopx this sandbox runs is moved by (debug builds): a
+    /// fixture written at one time is read as it was then, not as its leases and handoffs age
+    /// with the calendar; a test crosses an expiry by moving it ([`Sandbox::advance`]).
+    clock_skew_ms: AtomicI64,
 }
 
 impl Default for Sandbox {
@@ -93,10 +95,17 @@ impl Sandbox {
         let home = dir.path().join("home");
         std::fs::create_dir_all(&root).expect("project dir");
         std::fs::create_dir_all(&home).expect("home dir");
-        Self { _dir: dir, root, home, clock_skew_ms: None }
+        Self { _dir: dir, root, home, clock_skew_ms: AtomicI64::new(0) }
     }
 
     /// A command for the binary: cleared environment, fake `HOME`, working directory = project.
+    /// Moves the clock of every loopx this sandbox runs from now on `by` later (debug builds):
+    /// a lease, a handoff or a reminder comes due without the test sleeping for it.
+    pub fn advance(&self, by: Duration) {
+        self.clock_skew_ms
+            .fetch_add(i64::try_from(by.as_millis()).expect("a test's duration"), Ordering::Relaxed);
+    }
+
     pub fn command(&self) -> Command {
         self.environment(Command::new(loopx_bin()))
     }
@@ -109,8 +118,11 @@ impl Sandbox {
             .env("NO_COLOR", "1")
             .env(ANCESTRY_ROOT, ancestry_root())
             .current_dir(&self.root);
-        if let Some(ms) = self.clock_skew_ms {
-            c.env("LOOPX_TEST_CLOCK_SKEW_MS", ms.to_string());
+        match self.clock_skew_ms.load(Ordering::Relaxed) {
+            0 => {}
+            ms => {
+                c.env("LOOPX_TEST_CLOCK_SKEW_MS", ms.to_string());
+            }
         }
         c
     }
@@ -271,13 +283,13 @@ fn looks_like_time(s: &str) -> bool {
 /// written by an earlier loopx), and the directory of what that loopx printed for it.
 pub fn fixture_project(name: &str) -> (Sandbox, PathBuf) {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name);
-    let mut s = Sandbox::new();
+    let s = Sandbox::new();
     copy_dir(&fixture.join("loopx"), &s.state_dir());
     // Its loopx runs a minute after the fixture's last event: what it reads as before is what
     // that release read then, whatever today's date.
     let last = last_event_at(&s.state_dir().join("goals"));
     let now = loopx_core::Timestamp::from_system_time(std::time::SystemTime::now());
-    s.clock_skew_ms = Some(last.unix_millis() + 60_000 - now.unix_millis());
+    s.clock_skew_ms.store(last.unix_millis() + 60_000 - now.unix_millis(), Ordering::Relaxed);
     (s, fixture.join("expected"))
 }
 
