@@ -98,7 +98,6 @@ impl Sandbox {
         Self { _dir: dir, root, home, clock_skew_ms: AtomicI64::new(0) }
     }
 
-    /// A command for the binary: cleared environment, fake `HOME`, working directory = project.
     /// Moves the clock of every loopx this sandbox runs from now on `by` later (debug builds):
     /// a lease, a handoff or a reminder comes due without the test sleeping for it.
     pub fn advance(&self, by: Duration) {
@@ -106,6 +105,7 @@ impl Sandbox {
             .fetch_add(i64::try_from(by.as_millis()).expect("a test's duration"), Ordering::Relaxed);
     }
 
+    /// A command for the binary: cleared environment, fake `HOME`, working directory = project.
     pub fn command(&self) -> Command {
         self.environment(Command::new(loopx_bin()))
     }
@@ -118,11 +118,9 @@ impl Sandbox {
             .env("NO_COLOR", "1")
             .env(ANCESTRY_ROOT, ancestry_root())
             .current_dir(&self.root);
-        match self.clock_skew_ms.load(Ordering::Relaxed) {
-            0 => {}
-            ms => {
-                c.env("LOOPX_TEST_CLOCK_SKEW_MS", ms.to_string());
-            }
+        let skew = self.clock_skew_ms.load(Ordering::Relaxed);
+        if skew != 0 {
+            c.env("LOOPX_TEST_CLOCK_SKEW_MS", skew.to_string());
         }
         c
     }
