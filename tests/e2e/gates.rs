@@ -506,16 +506,17 @@ fn relative_times_and_hooks_read_the_kernels_clock() {
     s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "claude-code"]);
     s.ok(&["todo", "add", "--text", "deploy after the freeze"]);
     let day = 86_400_000_i64;
-    let at = |skew: i64, args: &[&str]| {
-        let r = s.run_with(args, b"", &[("LOOPX_TEST_CLOCK_SKEW_MS", &skew.to_string())]);
+    let at_with = |skew: i64, args: &[&str], stdin: &[u8]| {
+        let r = s.run_with(args, stdin, &[("LOOPX_TEST_CLOCK_SKEW_MS", &skew.to_string())]);
         assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
         r
     };
+    let at = |skew: i64, args: &[&str]| at_with(skew, args, b"");
+    let millis = |v: &Value| loopx_core::Timestamp::parse_rfc3339(v.as_str().unwrap()).unwrap().unix_millis();
     let real_now = || loopx_core::Timestamp::from_system_time(std::time::SystemTime::now()).unix_millis();
     let before = real_now();
     at(day, &["gate", "ask", "--kind", "timer", "--until", "+2h", "--blocks", "todos:t1"]);
-    let until = s.json(&["gate", "list"])["gates"][0]["kind"]["until"].as_str().unwrap().to_owned();
-    let until = loopx_core::Timestamp::parse_rfc3339(&until).unwrap().unix_millis();
+    let until = millis(&s.json(&["gate", "list"])["gates"][0]["kind"]["until"]);
     assert!(until >= before + day + 7_200_000 && until <= real_now() + day + 7_200_000, "{until}");
     let d = at(day, &["quota", "should-run", "--agent-id", "a", "--json"]).json();
     assert_eq!(d["decision"], "wait", "two hours from the kernel's now: {d}");
@@ -523,19 +524,12 @@ fn relative_times_and_hooks_read_the_kernels_clock() {
     assert_eq!(d["decision"], "run", "{d}");
 
     let r = at(day, &["report", "--since", "1h", "--json"]).json();
-    let to = loopx_core::Timestamp::parse_rfc3339(r["to"].as_str().unwrap()).unwrap().unix_millis();
-    assert!(to >= before + day, "the report's window ends at the kernel's now: {r}");
+    assert!(millis(&r["to"]) >= before + day, "the report's window ends at the kernel's now: {r}");
 
-    let join = serde_json::json!({"session_id": "clock-1", "cwd": s.root, "hook_event_name": "UserPromptSubmit", "prompt": "/loopx write the parser"});
-    let r = s.run_with(
-        &["hook", "claude-code", "user-prompt-submit"],
-        join.to_string().as_bytes(),
-        &[("LOOPX_TEST_CLOCK_SKEW_MS", &(2 * day).to_string())],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let events = loopx_tests::events(&s.events_path("main"));
-    let last = loopx_core::Timestamp::parse_rfc3339(events.last().unwrap()["at"].as_str().unwrap()).unwrap();
-    assert!(last.unix_millis() >= before + 2 * day, "the hook's commit is dated by the kernel's clock");
+    let join = json!({"session_id": "clock-1", "cwd": s.root, "hook_event_name": "UserPromptSubmit", "prompt": "/loopx write the parser"});
+    at_with(2 * day, &["hook", "claude-code", "user-prompt-submit"], join.to_string().as_bytes());
+    let last = millis(&loopx_tests::events(&s.events_path("main")).last().unwrap()["at"]);
+    assert!(last >= before + 2 * day, "the hook's commit is dated by the kernel's clock");
 }
 
 /// A webhook that records what it receives.
