@@ -8,7 +8,7 @@
 //! `.loopx/` and keep their links by design.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use loopx_core::{Error, Result};
@@ -316,9 +316,19 @@ pub fn read_config<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&bytes).map(Some).map_err(damaged)
 }
 
-/// Reads a file, or `None` when it does not exist.
+/// Reads a file, or `None` when it does not exist. A large file's buffer is mapped in before it
+/// is read into ([`crate::prefault`]).
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
-    match fs::read(path) {
+    let read = || -> std::io::Result<Vec<u8>> {
+        let mut file = File::open(path)?;
+        let len = file.metadata().map_or(0, |m| usize::try_from(m.len()).unwrap_or(0));
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(len)?;
+        crate::prefault::spare(&mut bytes);
+        file.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    };
+    match read() {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io("read", path, &e)),

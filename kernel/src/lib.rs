@@ -20,6 +20,7 @@ pub mod mem_store;
 pub mod migrate;
 pub mod newline;
 pub mod person;
+pub mod prefault;
 pub mod project;
 pub mod projects;
 pub mod quota;

@@ -504,6 +504,7 @@ impl TodoTable {
             return Err("a state larger than 4 GiB".to_owned());
         }
         let mut rows = Vec::with_capacity(n);
+        crate::prefault::spare(&mut rows);
         let mut shared = Shared::default();
         let mut last = None;
         for place in 0..n {
@@ -661,6 +662,7 @@ impl TodoTable {
                 // Each todo's JSON and its newline, one after the other.
                 let mut end = keys_end as u64;
                 let mut offsets = Vec::with_capacity(n);
+                crate::prefault::spare(&mut offsets);
                 for row in &rows {
                     let Row::Stored(s) = row else { continue };
                     offsets.push(end);
@@ -878,6 +880,7 @@ fn offsets_line(bytes: &[u8], n: usize) -> std::result::Result<Vec<u64>, String>
 /// A line of `n` offsets, separated by single spaces, each written as [`parse_u64`] reads.
 fn parse_offsets(line: &[u8], n: usize) -> Option<Vec<u64>> {
     let mut offsets = Vec::with_capacity(n);
+    crate::prefault::spare(&mut offsets);
     let (mut number, mut digits) = (0u64, 0u32);
     for &b in line {
         if b == b' ' {
