@@ -85,3 +85,36 @@ fn bench_startup_alternates_version_and_should_run() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `--hooks --against OTHER` has the other build answer every hook sample in the same rounds:
+/// a row for each, each answer checked by its host's oracle.
+#[test]
+fn bench_hooks_alternate_with_another_build() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("hooks.json");
+    let out = Command::new(&cargo)
+        .args(["run", "--quiet", "--package", "xtask", "--", "bench", "--hooks", "--quick", "--bin"])
+        .arg(loopx_bin())
+        .arg("--against")
+        .arg(loopx_bin())
+        .arg("--json")
+        .arg(&report)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("RUST_BACKTRACE", "0")
+        .env(loopx_tests::ANCESTRY_ROOT, loopx_tests::ancestry_root())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let names: Vec<&str> =
+        r["timings"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let other = format!("hook claude-code stop, 1000 todos: {}", loopx_bin().display());
+    assert!(
+        names.contains(&"hook claude-code stop, 1000 todos") && names.contains(&other.as_str()),
+        "{names:?}"
+    );
+    let (own, others): (Vec<&str>, Vec<&str>) = names.iter().partition(|n| !n.contains(": "));
+    assert_eq!(own.len(), others.len(), "{names:?}");
+    assert!(own.len() >= 15, "every host's hook points: {names:?}");
+}

@@ -34,7 +34,8 @@ pub struct Options {
     pub report_only: bool,
     /// Only start-up against `should-run` on a long goal (`--startup`).
     pub startup_only: bool,
-    /// Other binaries whose `--version` is timed in the same rounds (`--against`).
+    /// Other binaries timed in the same rounds (`--against`): their `--version` with
+    /// `--startup`, their hook answers with `--hooks`.
     pub against: Vec<PathBuf>,
 }
 
@@ -293,14 +294,17 @@ fn swap_strings(v: &mut serde_json::Value, swap: &[(String, String)]) {
 /// Every host's hook answers, from its adapter's own samples (what the host writes to each
 /// hook's stdin), on a goal with 1,000 todos: each sample's directory and session become this
 /// project and a session of the bench's, joined and armed first through the host's entry
-/// command where it has one. Each answer is checked against the host's protocol.
-fn hooks(b: &mut Bench, warm: usize, runs: usize) -> Result<Vec<Stat>> {
+/// command where it has one. Each answer is checked against the host's protocol. Each binary
+/// of `against` answers the same samples in the same rounds, run by run after the bench's own,
+/// so a machine whose speed wanders in a sitting moves both alike.
+fn hooks(b: &mut Bench, against: &[PathBuf], warm: usize, runs: usize) -> Result<Vec<Stat>> {
     use loopx_core::host::{HostAnswer, HostEventKind};
 
     let root = b.project("hooks")?;
     fixture("todos", &root, 1_000)?;
     // The stop driver commits a continuation each time: give it a cap it never reaches.
     let env = [("LOOPX_STOP_CAP", "100000")];
+    let bins: Vec<&PathBuf> = std::iter::once(&b.bin).chain(against).collect();
     let mut out = Vec::new();
     for a in loopx_cli::registry::adapters() {
         let host = a.host();
@@ -339,21 +343,32 @@ fn hooks(b: &mut Bench, warm: usize, runs: usize) -> Result<Vec<Stat>> {
                 format!("hook {host} {}, 1000 todos", s.event)
             };
             for _ in 0..warm {
-                run_with_input(&b.bin, &root, &args, &env, Some(&file))?;
+                for bin in &bins {
+                    run_with_input(bin, &root, &args, &env, Some(&file))?;
+                }
             }
-            let mut ms = Vec::with_capacity(runs);
-            let mut rss = None;
+            let mut ms = vec![Vec::with_capacity(runs); bins.len()];
+            let mut rss = vec![None; bins.len()];
             for _ in 0..runs {
-                let (t, exit_code, stdout, stderr, r) =
-                    run_with_input(&b.bin, &root, &args, &env, Some(&file))?;
-                a.check_answer(Some(point), &HostAnswer { stdout, stderr: stderr.clone(), exit_code })
-                    .map_err(|e| {
-                        anyhow::anyhow!("{name}: not an answer {host} takes: {} ({stderr})", e.message)
-                    })?;
-                ms.push(t.as_secs_f64() * 1e3);
-                rss = rss.max(r);
+                for (j, bin) in bins.iter().enumerate() {
+                    let (t, exit_code, stdout, stderr, r) =
+                        run_with_input(bin, &root, &args, &env, Some(&file))?;
+                    a.check_answer(Some(point), &HostAnswer { stdout, stderr: stderr.clone(), exit_code })
+                        .map_err(|e| {
+                            anyhow::anyhow!(
+                                "{name} ({}): not an answer {host} takes: {} ({stderr})",
+                                bin.display(),
+                                e.message
+                            )
+                        })?;
+                    ms[j].push(t.as_secs_f64() * 1e3);
+                    rss[j] = rss[j].max(r);
+                }
             }
-            out.push(stat(&name, ms, rss));
+            for (j, (ms, rss)) in ms.into_iter().zip(rss).enumerate() {
+                let name = if j == 0 { name.clone() } else { format!("{name}: {}", bins[j].display()) };
+                out.push(stat(&name, ms, rss));
+            }
         }
     }
     Ok(out)
@@ -1256,7 +1271,7 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
             section_report(workspace, opts.quick, timings, sizes, "--report")
         } else {
             let (runs, warm) = if opts.quick { (10, 2) } else { (50, 5) };
-            let timings = hooks(&mut b, warm, runs)?;
+            let timings = hooks(&mut b, &opts.against, warm, runs)?;
             section_report(workspace, opts.quick, timings, BTreeMap::new(), "--hooks")
         };
         if let Some(path) = &opts.json {
@@ -1303,7 +1318,7 @@ pub fn run(opts: &Options, workspace: &Path) -> Result<Report> {
     }
 
     eprintln!("xtask: hook answers");
-    timings.extend(hooks(&mut b, warm, runs)?);
+    timings.extend(hooks(&mut b, &[], warm, runs)?);
 
     eprintln!("xtask: the demo");
     let demo_runs = if opts.quick { 5 } else { 20 };
