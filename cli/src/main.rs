@@ -1,6 +1,9 @@
 //! `loopx`: the command-line interface. Thin: parses argv, reads the environment, asks the
 //! kernel, prints, and chooses the exit code.
 
+// On Unix the C library calls `main` below directly (see `start`).
+#![cfg_attr(all(unix, not(test)), no_main)]
+
 use loopx_cli::{args, registry};
 mod approve;
 mod commands;
@@ -16,6 +19,7 @@ mod person;
 mod projects;
 mod report;
 mod serve;
+mod start;
 mod store;
 mod text;
 
@@ -158,7 +162,7 @@ fn env_options() -> Result<StoreOptions, Error> {
 
 /// The arguments after the program name, as text (never a panic on bytes that are not UTF-8).
 fn raw_args() -> Vec<String> {
-    std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect()
+    start::args().iter().skip(1).map(|a| a.to_string_lossy().into_owned()).collect()
 }
 
 /// `loopx [global options] hook [<host> [<event>]] …`, however it was spelled: the host and
@@ -206,9 +210,23 @@ fn hook_failed(host: Option<&str>, event: Option<&str>, e: &Error) -> ! {
     answer_hook(&answer)
 }
 
+/// The process's entry on Unix, called by the C library (see `start`).
+#[cfg(all(unix, not(test)))]
+#[allow(unsafe_code)] // `no_mangle`: this is the C `main` symbol
+#[unsafe(no_mangle)]
+extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) -> std::ffi::c_int {
+    start::enter(argc, argv, cli_main)
+}
+
+#[cfg(any(not(unix), test))]
 fn main() {
+    std::process::exit(cli_main())
+}
+
+/// `loopx` itself: the process's exit code.
+fn cli_main() -> i32 {
     let hook = hook_words(&raw_args());
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(start::args()) {
         Ok(mut cli) => {
             let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
             // A hook's session is in its stdin: only its environment is checked.
@@ -258,11 +276,10 @@ fn main() {
         std::env::var_os("CLICOLOR_FORCE").as_deref(),
     );
     let printer = Arc::new(Printer::new(cli.json, cli.color, color_env));
-    let code = match run(&cli, &printer) {
+    match run(&cli, &printer) {
         Ok(code) => code,
         Err(e) => printer.error(&e),
-    };
-    std::process::exit(code);
+    }
 }
 
 /// `loopx hook <host> <event>`: every failure, of the environment too, becomes the event's

@@ -28,6 +28,7 @@ mod layering;
 mod mcp;
 mod newcomer;
 mod postgres;
+mod process;
 mod projects;
 mod readme;
 mod real_claude;

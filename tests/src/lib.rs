@@ -111,7 +111,7 @@ impl Sandbox {
     }
 
     /// `c` with the sandbox's environment and nothing of the machine's but `PATH`.
-    fn environment(&self, mut c: Command) -> Command {
+    pub fn environment(&self, mut c: Command) -> Command {
         c.env_clear()
             .env("HOME", &self.home)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
