@@ -175,18 +175,33 @@ fn open_spare(spare: &Path) -> Result<File> {
 
 /// Exchanges `spare` and `path` in one step; renames `spare` to `path` where `path` does not
 /// exist yet or the filesystem cannot exchange.
+#[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
 fn exchange(spare: &Path, path: &Path) -> Result<()> {
-    #[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
-    {
-        use rustix::fs::{CWD, RenameFlags, renameat_with};
-        use rustix::io::Errno;
-        match renameat_with(CWD, spare, CWD, path, RenameFlags::EXCHANGE) {
-            Ok(()) => return Ok(()),
-            Err(Errno::NOENT | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {}
-            Err(e) => return Err(Error::io("replace", path, &e.into())),
-        }
-    }
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    exchange_or_rename(spare, path, &|| renameat_with(CWD, spare, CWD, path, RenameFlags::EXCHANGE))
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android", target_vendor = "apple")))]
+fn exchange(spare: &Path, path: &Path) -> Result<()> {
     fs::rename(spare, path).map_err(|e| Error::io("replace", path, &e))
+}
+
+/// [`exchange`] with the exchange itself given: the errors that say it cannot be done here
+/// (nothing at `path`; a filesystem, or a kernel, without it) fall back to a rename.
+#[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
+fn exchange_or_rename(
+    spare: &Path,
+    path: &Path,
+    exchange: &dyn Fn() -> rustix::io::Result<()>,
+) -> Result<()> {
+    use rustix::io::Errno;
+    match exchange() {
+        Ok(()) => Ok(()),
+        Err(Errno::NOENT | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
+            fs::rename(spare, path).map_err(|e| Error::io("replace", path, &e))
+        }
+        Err(e) => Err(Error::io("replace", path, &e.into())),
+    }
 }
 
 /// Opening without following a symbolic link: a state file that is a link is refused (the
@@ -475,6 +490,29 @@ mod tests {
         assert_eq!(seen.take().unwrap(), b"second", "readers see the old view until the exchange");
         assert_eq!(fs::read(&p).unwrap(), b"3rd");
         assert_eq!(inode(&p), first, "no file was freed: the spare was reused");
+        assert_eq!(names(dir.path()), [".snapshot.json.spare", "snapshot.json"]);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn where_views_cannot_be_exchanged_the_spare_is_renamed_over_the_view() {
+        use rustix::io::Errno;
+        let dir = tempfile::tempdir().unwrap();
+        let (p, spare) = (dir.path().join("snapshot.json"), dir.path().join(".snapshot.json.spare"));
+        // What a filesystem without the exchange (or a kernel before it) answers.
+        for cannot in [Errno::INVAL, Errno::NOSYS, Errno::OPNOTSUPP] {
+            fs::write(&p, b"the view").unwrap();
+            fs::write(&spare, b"the next view").unwrap();
+            exchange_or_rename(&spare, &p, &|| Err(cannot)).unwrap();
+            assert_eq!(fs::read(&p).unwrap(), b"the next view", "{cannot:?}");
+            assert_eq!(names(dir.path()), ["snapshot.json"], "{cannot:?}: the spare became the view");
+        }
+        // Any other failure is the write's, and leaves both files as they were.
+        fs::write(&spare, b"a view not swapped in").unwrap();
+        let e = exchange_or_rename(&spare, &p, &|| Err(Errno::ACCESS)).unwrap_err();
+        assert!(e.message.contains("replace"), "{}", e.message);
+        assert_eq!(fs::read(&p).unwrap(), b"the next view");
+        assert_eq!(fs::read(&spare).unwrap(), b"a view not swapped in");
         assert_eq!(names(dir.path()), [".snapshot.json.spare", "snapshot.json"]);
     }
 
