@@ -1,25 +1,31 @@
 //! The benchmark harness builds its fixtures and runs end to end (`--quick`), so it cannot rot.
 //! Timings are not asserted here; they live in BENCHMARKS.md.
 
-use std::process::Command;
+use std::ffi::OsStr;
+use std::process::{Command, Output};
 
 use loopx_tests::loopx_bin;
 
-#[test]
-fn bench_quick_runs_end_to_end() {
+/// `cargo xtask bench <args> --bin <the binary under test>`, its output.
+fn bench(args: &[&OsStr]) -> Output {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let dir = tempfile::tempdir().unwrap();
-    let report = dir.path().join("bench.json");
-    let out = Command::new(cargo)
-        .args(["run", "--quiet", "--package", "xtask", "--", "bench", "--quick", "--bin"])
+    Command::new(cargo)
+        .args(["run", "--quiet", "--package", "xtask", "--", "bench"])
+        .args(args)
+        .arg("--bin")
         .arg(loopx_bin())
-        .arg("--json")
-        .arg(&report)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("RUST_BACKTRACE", "0")
         .env(loopx_tests::ANCESTRY_ROOT, loopx_tests::ancestry_root())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn bench_quick_runs_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("bench.json");
+    let out = bench(&["--quick".as_ref(), "--json".as_ref(), report.as_os_str()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("| start-up: loopx --version |"), "{stdout}");
@@ -49,21 +55,11 @@ fn bench_quick_runs_end_to_end() {
 /// note from a long-lived `loopx mcp`; a missing build is refused.
 #[test]
 fn bench_startup_alternates_version_and_should_run() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("startup.json");
-    let bench = |extra: &[&std::ffi::OsStr]| {
-        Command::new(&cargo)
-            .args(["run", "--quiet", "--package", "xtask", "--", "bench", "--startup", "--quick", "--bin"])
-            .arg(loopx_bin())
-            .args(extra)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("RUST_BACKTRACE", "0")
-            .env(loopx_tests::ANCESTRY_ROOT, loopx_tests::ancestry_root())
-            .output()
-            .unwrap()
-    };
-    let out = bench(&["--against".as_ref(), loopx_bin().as_os_str(), "--json".as_ref(), report.as_os_str()]);
+    let startup = |extra: &[&OsStr]| bench(&[&["--startup".as_ref(), "--quick".as_ref()], extra].concat());
+    let out =
+        startup(&["--against".as_ref(), loopx_bin().as_os_str(), "--json".as_ref(), report.as_os_str()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("× --version's"));
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
@@ -77,7 +73,7 @@ fn bench_startup_alternates_version_and_should_run() {
     assert_eq!(names[4], "loopx mcp update_task call, 1000 todos (90 % closed)");
     assert!(timings.iter().all(|t| t["runs"] == 40 && t["p50_ms"].as_f64().unwrap() > 0.0), "{timings:?}");
     let missing = dir.path().join("no-such-loopx");
-    let out = bench(&["--against".as_ref(), missing.as_os_str()]);
+    let out = startup(&["--against".as_ref(), missing.as_os_str()]);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no binary at"),
@@ -90,21 +86,16 @@ fn bench_startup_alternates_version_and_should_run() {
 /// a row for each, each answer checked by its host's oracle.
 #[test]
 fn bench_hooks_alternate_with_another_build() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("hooks.json");
-    let out = Command::new(&cargo)
-        .args(["run", "--quiet", "--package", "xtask", "--", "bench", "--hooks", "--quick", "--bin"])
-        .arg(loopx_bin())
-        .arg("--against")
-        .arg(loopx_bin())
-        .arg("--json")
-        .arg(&report)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("RUST_BACKTRACE", "0")
-        .env(loopx_tests::ANCESTRY_ROOT, loopx_tests::ancestry_root())
-        .output()
-        .unwrap();
+    let out = bench(&[
+        "--hooks".as_ref(),
+        "--quick".as_ref(),
+        "--against".as_ref(),
+        loopx_bin().as_os_str(),
+        "--json".as_ref(),
+        report.as_os_str(),
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     let names: Vec<&str> =
