@@ -196,7 +196,11 @@ fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {
     }
     // The best pick (only it is decoded).
     let pick = state.pick(Some(me), now);
-    let held: Vec<GateId> = {
+    // Held back by gates: no todo is when no gate is open or rejected (a pass over every todo
+    // saved).
+    let held: Vec<GateId> = if !state.gates_may_hold() {
+        Vec::new()
+    } else {
         let mut ids: Vec<GateId> = state
             .todos
             .keys()

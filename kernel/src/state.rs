@@ -1017,6 +1017,12 @@ impl GoalState {
         })
     }
 
+    /// Whether a gate could hold a todo back ([`GoalState::gate_holding`]): only an open or a
+    /// rejected one does, and most of the time a goal has none.
+    pub fn gates_may_hold(&self) -> bool {
+        self.gates.iter().any(|g| matches!(g.status, GateStatus::Open | GateStatus::Rejected))
+    }
+
     pub fn open_gates(&self) -> impl Iterator<Item = &Gate> {
         self.gates.iter().filter(|g| g.status == GateStatus::Open)
     }

@@ -507,19 +507,28 @@ impl TodoTable {
         crate::prefault::spare(&mut rows);
         let mut shared = Shared::default();
         let mut last = None;
+        let bytes = &keys[..to];
         for place in 0..n {
-            let mut line = Line { bytes: &keys[..to], at };
-            let row = parse_key_line(&mut line, place as u32, &mut shared).map_err(|what| {
-                let rest = &keys[at..to];
-                let text = String::from_utf8_lossy(&rest[..crate::newline::find(rest).unwrap_or(rest.len())]);
-                format!("a key line with a bad {what}: {text:?}")
-            })?;
+            let (row, end) = match quick_key_line(bytes, at, place as u32, &mut shared) {
+                Some(read) => read,
+                None => {
+                    let mut line = Line { bytes, at };
+                    let row = parse_key_line(&mut line, place as u32, &mut shared).map_err(|what| {
+                        let rest = &keys[at..to];
+                        let text = String::from_utf8_lossy(
+                            &rest[..crate::newline::find(rest).unwrap_or(rest.len())],
+                        );
+                        format!("a key line with a bad {what}: {text:?}")
+                    })?;
+                    (row, line.at)
+                }
+            };
             if last.is_some_and(|last| last >= row.id) {
                 return Err(format!("todo {} is out of order", row.id));
             }
             last = Some(row.id);
             rows.push(Row::Stored(row));
-            at = line.at;
+            at = end;
         }
         Ok((rows, shared, at))
     }
@@ -860,6 +869,111 @@ fn parse_key_line(
     })
 }
 
+/// The key line at `bytes[at..]` when it is a plain one — no resume condition, no gate, every
+/// field as [`parse_key_line`] accepts it — with where the next line begins; `None` for any
+/// other, which [`parse_key_line`] then reads (and says what is wrong with). A goal reads a key
+/// line for every open todo, nearly all of them plain: this looks at each byte once, and at a
+/// word's first letter before the rest of it.
+#[inline]
+fn quick_key_line(bytes: &[u8], at: usize, place: u32, shared: &mut Shared) -> Option<(Stored, usize)> {
+    let rest = bytes.get(at..)?;
+    let mut i = 0;
+    // The id: `t` and up to 19 digits, no leading zero.
+    if rest.first() != Some(&b't') {
+        return None;
+    }
+    i += 1;
+    let id = quick_number(rest, &mut i, 19, b'\t')?;
+    let status = quick_word(rest, &mut i, TodoStatus::ALL, TodoStatus::as_str)?;
+    let priority = quick_word(rest, &mut i, Priority::ALL, Priority::as_str)?;
+    let role = quick_word(rest, &mut i, Role::ALL, Role::as_str)?;
+    let class = quick_word(rest, &mut i, TodoClass::ALL, TodoClass::as_str)?;
+    let claimed_by = quick_name(rest, &mut i, shared)?;
+    let assignee = quick_name(rest, &mut i, shared)?;
+    // No resume condition and no gate: two empty fields.
+    if rest.get(i..i + 2)? != b"\t\t" {
+        return None;
+    }
+    i += 2;
+    // The hash: sixteen bytes, neither a tab nor a newline among them, then a tab.
+    let hash = rest.get(i..i + HASH_LEN)?;
+    if hash.iter().fold(false, |bad, b| bad | (*b == b'\t') | (*b == b'\n'))
+        || rest.get(i + HASH_LEN) != Some(&b'\t')
+    {
+        return None;
+    }
+    i += HASH_LEN + 1;
+    let len = u32::try_from(quick_number(rest, &mut i, 10, b'\n')?).ok()?;
+    let row = Stored {
+        id: TodoId::from_number(id),
+        waits: 0,
+        line: u32::try_from(at).ok()?,
+        place,
+        len,
+        status,
+        priority,
+        role,
+        class,
+        claimed_by,
+        assignee,
+        todo: OnceLock::new(),
+    };
+    Some((row, at + i))
+}
+
+/// A decimal number of at most `max` digits, no leading zero, ended by `end` (taken too).
+#[inline]
+fn quick_number(rest: &[u8], i: &mut usize, max: usize, end: u8) -> Option<u64> {
+    debug_assert!(max <= 19);
+    let start = *i;
+    let mut n = 0u64;
+    loop {
+        let b = *rest.get(*i)?;
+        *i += 1;
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            let digits = *i - 1 - start;
+            let leading_zero = digits > 1 && rest[start] == b'0';
+            return (b == end && digits > 0 && !leading_zero).then_some(n);
+        }
+        if *i - start > max {
+            return None;
+        }
+        // Nineteen digits always fit in a u64.
+        n = n * 10 + u64::from(d);
+    }
+}
+
+/// One of the words `all` are written as, and its tab; the first letter is compared first.
+#[inline]
+fn quick_word<T: Copy>(rest: &[u8], i: &mut usize, all: &[T], name: impl Fn(T) -> &'static str) -> Option<T> {
+    let first = *rest.get(*i)?;
+    let w = all.iter().copied().find(|w| {
+        let word = name(*w).as_bytes();
+        word[0] == first
+            && rest.get(*i..*i + word.len()) == Some(word)
+            && rest.get(*i + word.len()) == Some(&b'\t')
+    })?;
+    *i += name(w).len() + 1;
+    Some(w)
+}
+
+/// An agent's field and its tab: 0 for none, else the agent's index in `shared`.
+#[inline]
+fn quick_name(rest: &[u8], i: &mut usize, shared: &mut Shared) -> Option<u32> {
+    if rest.get(*i) == Some(&b'\t') {
+        *i += 1;
+        return Some(0);
+    }
+    let field = rest.get(*i..)?;
+    let len = field.iter().position(|b| *b == b'\t' || *b == b'\n')?;
+    if field[len] != b'\t' {
+        return None;
+    }
+    *i += len + 1;
+    shared.named(&field[..len])
+}
+
 /// The offsets of `n` todos in a body file, from their line (`bytes`, its newline ending it;
 /// no line for none).
 fn offsets_line(bytes: &[u8], n: usize) -> std::result::Result<Vec<u64>, String> {
@@ -881,34 +995,41 @@ fn offsets_line(bytes: &[u8], n: usize) -> std::result::Result<Vec<u64>, String>
 fn parse_offsets(line: &[u8], n: usize) -> Option<Vec<u64>> {
     let mut offsets = Vec::with_capacity(n);
     crate::prefault::spare(&mut offsets);
-    let (mut number, mut digits) = (0u64, 0u32);
-    for &b in line {
-        if b == b' ' {
-            if digits == 0 {
-                return None;
-            }
-            offsets.push(number);
-            (number, digits) = (0, 0);
-            continue;
+    let mut at = 0;
+    loop {
+        let (number, end) = quick_offset(line, at).or_else(|| {
+            let end = line[at..].iter().position(|b| *b == b' ').map_or(line.len(), |len| at + len);
+            Some((parse_u64(&line[at..end])?, end))
+        })?;
+        offsets.push(number);
+        if end == line.len() {
+            return Some(offsets);
         }
-        let d = b.wrapping_sub(b'0');
-        // A digit, and no digit after a leading zero.
-        if d > 9 || (digits == 1 && number == 0) {
-            return None;
-        }
-        // Nineteen digits always fit in a u64; only a longer number can overflow.
-        number = if digits < 19 {
-            number * 10 + u64::from(d)
-        } else {
-            number.checked_mul(10)?.checked_add(u64::from(d))?
-        };
-        digits += 1;
+        at = end + 1;
     }
-    if digits == 0 {
+}
+
+/// The offset at `line[at..]` when it has one to seven digits and a space follows it, read
+/// from eight bytes at once: the number and where its space is. `None` for any other, which
+/// [`parse_u64`] then reads.
+#[inline]
+fn quick_offset(line: &[u8], at: usize) -> Option<(u64, usize)> {
+    let word: [u8; 8] = line.get(at..at.checked_add(8)?)?.try_into().ok()?;
+    // Digits become the bytes 0 to 9; every other byte is larger.
+    let x = u64::from_le_bytes(word) ^ 0x3030_3030_3030_3030;
+    // The high bit of each byte that is not a digit (no carry crosses a byte: 0x7f + 0x76 < 0x100).
+    let other = (((x & 0x7f7f_7f7f_7f7f_7f7f) + 0x7676_7676_7676_7676) | x) & 0x8080_8080_8080_8080;
+    let digits = (other.trailing_zeros() / 8) as usize;
+    if digits == 0 || digits == 8 || word[digits] != b' ' || (digits > 1 && word[0] == b'0') {
         return None;
     }
-    offsets.push(number);
-    Some(offsets)
+    // The digits, most significant first, moved up to the top bytes (zeros before them), then
+    // joined in pairs, fours and eights.
+    let mut v = x << (8 * (8 - digits));
+    v = (v.wrapping_mul(10).wrapping_add(v >> 8)) & 0x00ff_00ff_00ff_00ff;
+    v = (v.wrapping_mul(100).wrapping_add(v >> 16)) & 0x0000_ffff_0000_ffff;
+    v = (v.wrapping_mul(10_000).wrapping_add(v >> 32)) & 0xffff_ffff;
+    Some((v, at + digits))
 }
 
 /// A decimal number as ids and lengths are written: digits only, no leading zero, and no
@@ -926,6 +1047,116 @@ fn parse_u64(digits: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small deterministic generator for the tests below.
+    struct Dice(u64);
+
+    impl Dice {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((self.0 >> 33) % n as u64) as usize
+        }
+
+        fn pick<'a>(&mut self, all: &[&'a str]) -> &'a str {
+            all[self.below(all.len())]
+        }
+    }
+
+    /// A row's fields, to compare two readings of a line.
+    fn fields(s: &Stored) -> impl PartialEq + fmt::Debug {
+        (
+            s.id,
+            s.waits,
+            s.line,
+            s.place,
+            s.len,
+            s.status,
+            s.priority,
+            s.role,
+            s.class,
+            s.claimed_by,
+            s.assignee,
+        )
+    }
+
+    /// Whatever the quick reader accepts, the careful one reads the same: the same row, the
+    /// same end, the same agents named. Lines of every kind: plain ones, ones with near-miss
+    /// words, numbers and names, and plain ones with a byte changed or cut short.
+    #[test]
+    fn a_key_line_read_quickly_is_read_as_carefully() {
+        let mut dice = Dice(7);
+        let (mut quick, mut careful) = (0, 0);
+        for round in 0..60_000 {
+            let field = |dice: &mut Dice, plain: &[&str], odd: &[&str]| -> String {
+                if dice.below(20) == 0 { dice.pick(odd) } else { dice.pick(plain) }.to_owned()
+            };
+            let id = field(
+                &mut dice,
+                &["t1", "t20", "t9999999", "t18446744073709551615"],
+                &["t0", "t01", "t", "1", "t1x", "t99999999999999999999", "t18446744073709551616", "T1"],
+            );
+            let status = field(
+                &mut dice,
+                &["open", "blocked", "deferred", "done", "superseded"],
+                &["ope", "opens", "Open", "", "don", "closed"],
+            );
+            let priority = field(&mut dice, &["P0", "P1", "P2", "P3", "P4"], &["P5", "P", "P10", "p1", ""]);
+            let role = field(&mut dice, &["agent", "user"], &["agents", "use", "", "Agent"]);
+            let class = field(&mut dice, &["advance", "monitor", "blocker"], &["advanced", "mon", "", "a"]);
+            let claimed = field(&mut dice, &["", "", "claude-1", "codex-2"], &["Claude", "a b", "-x", "é"]);
+            let assignee = field(&mut dice, &["", "", "claude-1"], &["X", "1a"]);
+            let resume = field(
+                &mut dice,
+                &["", "", "", "todo:t3", "at:1700000000000", "gate:g2"],
+                &["todo:t", "at:x", "gate:2", "soon"],
+            );
+            let gate = field(&mut dice, &["", "", "", "g4"], &["g", "4", "g01"]);
+            let hash = field(
+                &mut dice,
+                &["NE4ljnOJy9ji9Kxs", "t_Kz1vZWLSGOnRH7"],
+                &["NE4ljnOJy9ji9Kx", "NE4ljnOJy9ji9Kxsx", "NE4ljnOJ\ty9ji9Kx", ""],
+            );
+            let len = field(&mut dice, &["240", "1", "4294967295"], &["0", "01", "4294967296", "", "12a"]);
+            let mut line = [id, status, priority, role, class, claimed, assignee, resume, gate, hash, len]
+                .join("\t")
+                .into_bytes();
+            line.push(b'\n');
+            match dice.below(6) {
+                0 => {
+                    let at = dice.below(line.len());
+                    line[at] = *b"\t\n0a -_\xff:".get(dice.below(9)).unwrap();
+                }
+                1 => line.truncate(dice.below(line.len())),
+                _ => {}
+            }
+            // A line after it, and something before it, as in a snapshot.
+            let mut bytes = b"prefix\n".to_vec();
+            let at = bytes.len();
+            bytes.extend_from_slice(&line);
+            bytes.extend_from_slice(b"t5\topen\n");
+            let to = if round % 2 == 0 { bytes.len() } else { at + line.len() };
+            let bytes = &bytes[..to];
+            let (mut a, mut b) = (Shared::default(), Shared::default());
+            let fast = quick_key_line(bytes, at, 3, &mut a);
+            let mut reading = Line { bytes, at };
+            let slow = parse_key_line(&mut reading, 3, &mut b);
+            match (fast, slow) {
+                (Some((row, end)), Ok(want)) => {
+                    assert_eq!(fields(&row), fields(&want), "{:?}", String::from_utf8_lossy(&line));
+                    assert_eq!(end, reading.at);
+                    assert_eq!(a.agents, b.agents);
+                    quick += 1;
+                }
+                (Some(_), Err(what)) => {
+                    panic!("read quickly, refused carefully ({what}): {:?}", String::from_utf8_lossy(&line))
+                }
+                (None, Ok(_)) => careful += 1,
+                (None, Err(_)) => {}
+            }
+        }
+        // Both kinds of line were met: most plain lines are read quickly, the others carefully.
+        assert!(quick > 5_000 && careful > 5_000, "{quick} read quickly, {careful} only carefully");
+    }
 
     /// A table re-based on what a commit of it wrote reads from there (every row stored, at
     /// the new body file), holds what it held, and copies its key lines as written; key lines
@@ -987,7 +1218,7 @@ mod tests {
         assert_eq!(again, *keys);
     }
 
-    /// Offsets read as the byte-at-a-time reader did: single spaces between, no leading zero
+    /// Offsets read as a byte-at-a-time reader does: single spaces between, no leading zero
     /// but for 0, nothing past `u64`.
     #[test]
     fn offsets_read_as_their_definition_says() {
@@ -1023,7 +1254,10 @@ mod tests {
             b"1a",
             b"10 0 3",
         ];
-        let pieces: [&[u8]; 6] = [b"0", b"1", b"9", b" ", b"x", b"99999999999"];
+        // Bytes next to the digits' (`/`, `:`) and past ASCII, which the eight-byte reader must
+        // tell from digits too.
+        let pieces: [&[u8]; 10] =
+            [b"0", b"1", b"9", b" ", b"x", b"99999999999", b"/", b":", b"\xb9", b"1234567"];
         let mut seed: u64 = 5;
         let sprayed = (0..20_000).map(|_| {
             let mut line = Vec::new();
