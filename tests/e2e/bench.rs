@@ -51,8 +51,8 @@ fn bench_quick_runs_end_to_end() {
 }
 
 /// `--startup` times `--version` against `should-run` on a long goal in alternating rounds,
-/// with each `--against` build's `--version` in the same rounds, then the same decision and a
-/// note from a long-lived `loopx mcp`; a missing build is refused.
+/// with each `--against` build's two in the same rounds, then the same decision and a note from
+/// a long-lived `loopx mcp`; a missing build is refused.
 #[test]
 fn bench_startup_alternates_version_and_should_run() {
     let dir = tempfile::tempdir().unwrap();
@@ -61,16 +61,22 @@ fn bench_startup_alternates_version_and_should_run() {
     let out =
         startup(&["--against".as_ref(), loopx_bin().as_os_str(), "--json".as_ref(), report.as_os_str()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("× --version's"));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).matches("× --version's").count(), 2);
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     let timings = r["timings"].as_array().unwrap();
     let names: Vec<&str> = timings.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names.len(), 5, "{names:?}");
-    assert_eq!(names[0], "start-up: loopx --version");
-    assert!(names[1].starts_with("start-up: ") && names[1].ends_with(" --version"), "{names:?}");
-    assert_eq!(names[2], "should-run, 1000 todos (90 % closed)");
-    assert_eq!(names[3], "loopx mcp should_run call, 1000 todos (90 % closed)");
-    assert_eq!(names[4], "loopx mcp update_task call, 1000 todos (90 % closed)");
+    let other = format!(": {}", loopx_bin().display());
+    assert_eq!(
+        names,
+        [
+            "start-up: loopx --version".to_owned(),
+            "should-run, 1000 todos (90 % closed)".to_owned(),
+            format!("start-up: loopx --version{other}"),
+            format!("should-run, 1000 todos (90 % closed){other}"),
+            "loopx mcp should_run call, 1000 todos (90 % closed)".to_owned(),
+            "loopx mcp update_task call, 1000 todos (90 % closed)".to_owned(),
+        ]
+    );
     assert!(timings.iter().all(|t| t["runs"] == 40 && t["p50_ms"].as_f64().unwrap() > 0.0), "{timings:?}");
     let missing = dir.path().join("no-such-loopx");
     let out = startup(&["--against".as_ref(), missing.as_os_str()]);

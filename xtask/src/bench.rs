@@ -1146,7 +1146,8 @@ fn drive_only(b: &mut Bench, workspace: &Path, quick: bool) -> Result<Report> {
 
 /// `loopx --version` and `should-run` on a goal of 100,000 todos (1,000 with `--quick`), 90 %
 /// closed, taken in alternating rounds so that both see the same machine: what a decision costs
-/// above starting the process. Each binary of `against` runs its `--version` in the same rounds.
+/// above starting the process. Each binary of `against` runs both in the same rounds, after
+/// loopx's own.
 fn startup(b: &mut Bench, against: &[PathBuf], quick: bool) -> Result<Vec<Stat>> {
     let (n, rounds, warm) = if quick { (1_000, 40, 5) } else { (100_000, 400, 20) };
     let label = format!("should-run, {n} todos (90 % closed)");
@@ -1155,32 +1156,33 @@ fn startup(b: &mut Bench, against: &[PathBuf], quick: bool) -> Result<Vec<Stat>>
     fixture("closed", &root, n as u64)?;
     fixture("todos", &root, 1)?;
     let home = b.dir.path().to_path_buf();
-    let mut bins = vec![("start-up: loopx --version".to_owned(), b.bin.clone())];
-    bins.extend(against.iter().map(|p| (format!("start-up: {} --version", p.display()), p.clone())));
+    let bins: Vec<&PathBuf> = std::iter::once(&b.bin).chain(against).collect();
     let mut version = vec![Vec::with_capacity(rounds); bins.len()];
-    let mut decide = Vec::with_capacity(rounds);
+    let mut decide = vec![Vec::with_capacity(rounds); bins.len()];
     for round in 0..warm + rounds {
-        for (i, (_, bin)) in bins.iter().enumerate() {
-            let (t, code, _, err, _) = run_with_input(bin, &home, &["--version"], &[], None)?;
-            if code != 0 {
-                bail!("{} --version failed ({code}): {err}", bin.display());
+        for (i, bin) in bins.iter().enumerate() {
+            for (args, dir, times) in
+                [(&["--version"][..], &home, &mut version[i]), (SHOULD_RUN, &root, &mut decide[i])]
+            {
+                let (t, code, _, err, _) = run_with_input(bin, dir, args, &[], None)?;
+                if code != 0 {
+                    bail!("{} {}: failed ({code}): {err}", bin.display(), args.join(" "));
+                }
+                if round >= warm {
+                    times.push(t.as_secs_f64() * 1e3);
+                }
             }
-            if round >= warm {
-                version[i].push(t.as_secs_f64() * 1e3);
-            }
-        }
-        let (t, code, _, err, _) = run_with_input(&b.bin, &root, SHOULD_RUN, &[], None)?;
-        if code != 0 {
-            bail!("{label}: loopx failed ({code}): {err}");
-        }
-        if round >= warm {
-            decide.push(t.as_secs_f64() * 1e3);
         }
     }
-    let mut stats: Vec<Stat> = bins.iter().zip(version).map(|((name, _), ms)| stat(name, ms, None)).collect();
-    stats.push(stat(&label, decide, None));
-    let ratio = stats.last().map_or(0.0, |s| s.p50_ms) / stats[0].p50_ms.max(f64::MIN_POSITIVE);
-    eprintln!("xtask: {label} p50 is {ratio:.2} × --version's");
+    let mut stats = Vec::new();
+    for (i, (version, decide)) in version.into_iter().zip(decide).enumerate() {
+        let of = if i == 0 { String::new() } else { format!(": {}", bins[i].display()) };
+        let version = stat(&format!("start-up: loopx --version{of}"), version, None);
+        let decide = stat(&format!("{label}{of}"), decide, None);
+        let ratio = decide.p50_ms / version.p50_ms.max(f64::MIN_POSITIVE);
+        eprintln!("xtask: {label}{of} p50 is {ratio:.2} × --version's");
+        stats.extend([version, decide]);
+    }
     stats.extend(mcp_calls(b, &root, n, if quick { 40 } else { 200 })?);
     Ok(stats)
 }

@@ -16,7 +16,7 @@ commands:
   bench [--quick] [--drive|--hooks|--report|--startup] [--json FILE]   fresh-process benchmarks of the release binary (see BENCHMARKS.md); --drive: only loopx drive's; --hooks: only the hook answers; --report: only loopx report's; --startup: --version against should-run on a long goal, alternated, then should_run and update_task calls to a long-lived loopx mcp there
         [--bin PATH]              (measure this binary instead of building the release one)
         [--against PATH]…         (these binaries in the same rounds, run by run: with --startup
-                                  their --version, with --hooks their hook answers)
+                                  their --version and should-run, with --hooks their hook answers)
   sim [--seed N] [--seeds K]     deterministic simulation of long-running goals, every invariant
       [--hours H] [--agents A]    checked after every step (default: seeds 1–20, i.e. K seeds
       [--store memory|files|both] from N, on both stores, 200 h, 4 agents, 1 job); a failure is
