@@ -34,8 +34,8 @@ pub struct Options {
     pub report_only: bool,
     /// Only start-up against `should-run` on a long goal (`--startup`).
     pub startup_only: bool,
-    /// Other binaries timed in the same rounds (`--against`): their `--version` with
-    /// `--startup`, their hook answers with `--hooks`.
+    /// Other binaries timed in the same rounds (`--against`): their `--version` and
+    /// `should-run` with `--startup`, their hook answers with `--hooks`.
     pub against: Vec<PathBuf>,
 }
 
