@@ -9,7 +9,7 @@ use loopx_tests::loopx_bin;
 /// `cargo xtask bench <args> --bin <the binary under test>`, its output.
 fn bench(args: &[&OsStr]) -> Output {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    Command::new(cargo)
+    loopx_tests::without_agent_marks(&mut Command::new(cargo))
         .args(["run", "--quiet", "--package", "xtask", "--", "bench"])
         .args(args)
         .arg("--bin")

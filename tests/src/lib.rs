@@ -70,6 +70,23 @@ pub fn ancestry_root() -> String {
     std::process::id().to_string()
 }
 
+/// `c` with every variable that says "an agent runs this" taken out of the environment it
+/// inherits: each host's session marks and the driver's `LOOPX_AGENT_ID` and `LOOPX_TURN_ID`.
+/// For a command a test runs with the machine's environment (`cargo`, the bench), whose loopx
+/// processes would read those marks from their parent: the test passes the same inside an agent
+/// host's shell as from a terminal.
+pub fn without_agent_marks(c: &mut Command) -> &mut Command {
+    for adapter in loopx_cli::registry::adapters() {
+        if let Some(env) = adapter.tool_env() {
+            c.env_remove(env.marker);
+            if let Some(session) = env.session {
+                c.env_remove(session);
+            }
+        }
+    }
+    c.env_remove("LOOPX_AGENT_ID").env_remove("LOOPX_TURN_ID")
+}
+
 /// A temporary project directory and a fake home, with nothing of the real user's.
 #[derive(Debug)]
 pub struct Sandbox {

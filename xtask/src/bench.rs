@@ -115,11 +115,19 @@ struct Bench {
 /// stores trusted) goes there, never into the home of whoever runs the bench.
 static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
-/// A command for the binary, with the bench's home.
+/// What the bench's loopx processes keep of the environment it runs in: where programs are,
+/// where temporary files go, and (debug builds, the tests) where loopx stops looking up the
+/// process tree. Nothing else: a session's or a driven turn's marks, a `LOOPX_*` setting or a
+/// locale would change what is measured.
+const KEPT_VARS: &[&str] = &["PATH", "TMPDIR", "LOOPX_TEST_ANCESTRY_ROOT"];
+
+/// A command for the binary, with the bench's home and nothing else of the environment but
+/// [`KEPT_VARS`].
 fn loopx_command(bin: &Path) -> Command {
     let mut cmd = Command::new(bin);
+    cmd.env_clear().envs(KEPT_VARS.iter().filter_map(|k| Some((k, std::env::var_os(k)?))));
     if let Some(home) = HOME.get() {
-        cmd.env("HOME", home).env_remove("XDG_CONFIG_HOME");
+        cmd.env("HOME", home);
     }
     cmd
 }
