@@ -223,6 +223,39 @@ impl<S: Store> StateKernel<S> {
         out.ok_or_else(|| Error::internal("transaction returned no receipt"))
     }
 
+    /// [`Self::mutate`] for a command that most often finds its work done (a loop armed again,
+    /// an agent registered or a session bound again, a take-over with no handoff waiting): when
+    /// it changes nothing in the state `read` (or, `None`, one read now), the no-op receipt
+    /// comes from that state without taking the goal's lock, as if the command had run just
+    /// then. Anything else (a change, a refusal, a key to replay) goes through the lock and is
+    /// decided again there.
+    #[allow(clippy::too_many_arguments)]
+    fn mutate_if_needed<T: Serialize + DeserializeOwned>(
+        &self,
+        read: Option<Arc<GoalState>>,
+        ctx: &CommandContext,
+        scope: &str,
+        request: &impl Serialize,
+        lane: impl Fn(&GoalState) -> Result<Lane>,
+        decide: impl Fn(&GoalState, &Actor) -> Result<Option<Event>>,
+        body: impl Fn(&GoalState) -> Result<T>,
+    ) -> Result<Receipt<T>> {
+        if ctx.key.is_none() {
+            let s = match read {
+                Some(s) => s,
+                None => self.read(ctx.goal.as_ref())?,
+            };
+            let unchanged = lane(&s)
+                .and_then(|l| rules::resolve_actor(&s, ctx, l))
+                .is_ok_and(|actor| matches!(decide(&s, &actor), Ok(None)));
+            if unchanged {
+                let goal_id = s.goal.id.clone();
+                return Ok(Receipt { goal_id, seq: s.seq, changed: false, body: body(&s)?, replayed: false });
+            }
+        }
+        self.mutate(ctx, scope, request, lane, decide, body)
+    }
+
     /// The receipt stored for this context's key, if the command was committed before.
     fn stored_receipt<T: DeserializeOwned>(
         &self,
@@ -840,7 +873,8 @@ impl<S: Store> Kernel for StateKernel<S> {
         // registers itself and is the actor; otherwise a person registers it.
         let joining = ctx.agent.as_ref() == Some(&id) || ctx.session.is_some();
         let ctx = &CommandContext { agent: joining.then(|| id.clone()), ..ctx.clone() };
-        self.mutate(
+        self.mutate_if_needed(
+            None,
             ctx,
             "agent.register",
             &req,
@@ -1139,7 +1173,8 @@ impl<S: Store> Kernel for StateKernel<S> {
             })
         };
         let taken = std::cell::Cell::new(None);
-        self.mutate(
+        self.mutate_if_needed(
+            Some(before),
             ctx,
             "handoff.accept",
             &req,
@@ -1589,7 +1624,8 @@ impl<S: Store> Kernel for StateKernel<S> {
 
     async fn bind_thread(&self, ctx: &CommandContext, req: BindThread) -> Result<Receipt<SessionView>> {
         let view = session_view(req.clone());
-        self.mutate(
+        self.mutate_if_needed(
+            None,
             ctx,
             "thread.bind",
             &req,
@@ -1618,7 +1654,8 @@ impl<S: Store> Kernel for StateKernel<S> {
 
     async fn set_armed(&self, ctx: &CommandContext, armed: bool) -> Result<Receipt<SessionView>> {
         let agent = ctx.agent.clone();
-        self.mutate(
+        self.mutate_if_needed(
+            None,
             ctx,
             "loop.arm",
             &armed,

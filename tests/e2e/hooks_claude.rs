@@ -126,6 +126,31 @@ fn slash_loopx_joins_as_this_sessions_own_agent() {
     );
 }
 
+/// A `/loopx` that finds its work done (the session joined, its loop armed, no handoff waiting)
+/// changes nothing, so it answers without the goal's lock: another process holding it does not
+/// hold the prompt up. One that adds a task needs the lock, and says the goal is busy.
+#[test]
+fn slash_loopx_with_nothing_to_change_answers_while_the_goal_is_locked() {
+    let s = Sandbox::new();
+    s.init();
+    let c = context(&prompt(&s, "sess-AAA-111", "/loopx write the parser"));
+    assert!(c.contains("loop armed") && c.contains("Added t1"), "{c}");
+    let lock = std::fs::OpenOptions::new().write(true).open(s.root.join(".loopx/goals/main/lock")).unwrap();
+    lock.lock().unwrap();
+    let locked = [("LOOPX_LOCK_TIMEOUT_MS", "50")];
+    let again = input(&s, "sess-AAA-111", json!({"hook_event_name": "UserPromptSubmit", "prompt": "/loopx"}));
+    let r = hook(&s, "user-prompt-submit", &again, &locked);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c = context(&serde_json::from_str(&r.stdout).unwrap());
+    assert!(c.contains("agent claude-sessaaa111 on goal main, loop armed") && c.contains("Next: t1"), "{c}");
+    let add =
+        input(&s, "sess-AAA-111", json!({"hook_event_name": "UserPromptSubmit", "prompt": "/loopx more"}));
+    let r = hook(&s, "user-prompt-submit", &add, &locked);
+    assert!(r.stderr.contains("goal main is busy"), "{r:?}");
+    lock.unlock().unwrap();
+    assert_eq!(s.json(&["todo", "list"])["todos"].as_array().unwrap().len(), 1);
+}
+
 #[test]
 fn slash_loopx_creates_the_project_and_goal_when_there_is_none() {
     let s = Sandbox::new();
