@@ -324,6 +324,33 @@ fn a_handoff_under_a_turn_id_is_made_once() {
     assert_eq!(events(&s.events_path("main")).len(), n, "the replay appended nothing");
 }
 
+/// A take-over repeated under its turn id is that turn's receipt again, though nothing waits any
+/// more: a keyed command is answered from what it stored, never decided afresh as a no-op.
+#[test]
+fn a_take_over_under_a_turn_id_is_replayed_not_redone() {
+    let s = started();
+    offer(&s, &[]);
+    let args = [
+        "resume",
+        "--host",
+        "claude-code",
+        "--agent-id",
+        "claude-1",
+        "--turn-instance-id",
+        "turn-9",
+        "--json",
+    ];
+    let first = s.ok(&args).json();
+    assert_eq!(first["changed"], true, "{first}");
+    let n = events(&s.events_path("main")).len();
+    let again = s.ok(&args).json();
+    // The receipt again, its body read from the goal as it is (not kept verbatim for a take-over).
+    for field in ["seq", "changed", "agent", "packet", "next_todo"] {
+        assert_eq!(again[field], first[field], "{field}: a replay is the first receipt, not a no-op's");
+    }
+    assert_eq!(events(&s.events_path("main")).len(), n, "the replay appended nothing");
+}
+
 #[test]
 fn kill_minus_nine_during_accept_leaves_it_accepted_or_pending_never_half() {
     let s = Sandbox::new();
