@@ -605,16 +605,25 @@ pub struct FileStore {
     kept: Mutex<HashMap<GoalId, Kept>>,
     /// What the last snapshot this store wrote holds besides the state's hashed bytes.
     wrote: Mutex<Option<Wrote>>,
+    /// `project.json` as this store last read it, by the file's mark then: read again only
+    /// when it has changed (every command reads it, some several times).
+    project: Mutex<Option<(FileMark, ProjectFile)>>,
 }
 
 /// A goal's state as a read decoded it or a transaction left it, kept for the next command of
-/// the same process (a long-lived one: the MCP server, `loopx drive`). A load whose snapshot is
-/// still the very bytes the state came from, and whose log still records their root, takes it
-/// instead of decoding those bytes again; every other check of a load is made as before.
+/// the same process (a long-lived one: the MCP server, `loopx drive`; or one hook's answer,
+/// which asks several questions). A read whose log still bears the mark it bore when the state
+/// was read takes the state as it is: nothing was committed, cut or edited since. Otherwise a
+/// load whose snapshot is still the very bytes the state came from, and whose log still
+/// records their root, takes it instead of decoding those bytes again; every other check of a
+/// load is made as before.
 struct Kept {
     source: Source,
     /// Shared with the reads that took it since.
     state: Arc<GoalState>,
+    /// The log's mark when a read found this state current (none after a transaction: its
+    /// state is read, and marked, again first).
+    log: Option<FileMark>,
     /// Set when a commit wrote the snapshot (its pieces: the header line, the state's hashed
     /// bytes, the offsets line): the state's stored rows still read from the snapshot before,
     /// and are re-based on this one when the state is next used.
@@ -726,10 +735,33 @@ impl FileStore {
             ))
             .with_hint("create one with: loopx init --goal-id main --objective \"…\""));
         }
-        if let Ok(p) = read_project(&layout) {
-            refuse_elsewhere(&layout, &p)?;
+        let project = match read_project_marked(&layout) {
+            Ok((p, mark)) => {
+                refuse_elsewhere(&layout, &p)?;
+                Some((mark, p))
+            }
+            Err(_) => None,
+        };
+        Ok(Self::new(layout, clock, reporter, options, project))
+    }
+
+    /// A store on `layout` that has read `project` (with its file's mark) already, if anything.
+    fn new(
+        layout: Layout,
+        clock: Arc<dyn Clock>,
+        reporter: Arc<dyn Reporter>,
+        options: StoreOptions,
+        project: Option<(FileMark, ProjectFile)>,
+    ) -> Self {
+        Self {
+            layout,
+            clock,
+            reporter,
+            options,
+            kept: Mutex::default(),
+            wrote: Mutex::default(),
+            project: Mutex::new(project),
         }
-        Ok(Self { layout, clock, reporter, options, kept: Mutex::default(), wrote: Mutex::default() })
     }
 
     /// Creates `.loopx/` (with its `.gitignore` and `project.json`) at `root`, or reuses the
@@ -745,8 +777,7 @@ impl FileStore {
             return Err(Error::not_found(format!("{} is not a directory", root.display()))
                 .with_hint("pass the project's directory with --project DIR"));
         }
-        let store =
-            Self { layout, clock, reporter, options, kept: Mutex::default(), wrote: Mutex::default() };
+        let store = Self::new(layout, clock, reporter, options, None);
         let created_project = !store.layout.project_file().exists();
         if !created_project {
             // Refuse to build on an unreadable project.json, or on one that points elsewhere.
@@ -860,7 +891,8 @@ impl FileStore {
             return Ok(Loaded::Stale);
         };
         let events = self.layout.events(id);
-        let (len, mtime) = log_stat(&events)?;
+        let mark = FileMark::of(&events)?;
+        let (len, mtime) = (mark.len, mark.mtime_ns);
         let current = file.schema_version == SNAPSHOT_SCHEMA_VERSION
             && &file.goal_id == id
             && file.log_len == len
@@ -895,7 +927,8 @@ impl FileStore {
             }
         };
         let root = log::last_root(&events, len).map_err(|e| Error::io("read", &events, &e))?;
-        let (state, source) = match self.kept_state(id, &bytes, root.as_deref(), body_file.clone(), take) {
+        let kept = self.kept_state(id, &bytes, root.as_deref(), body_file.clone(), take, mark);
+        let (state, source) = match kept {
             Some(kept) => kept,
             None => {
                 let Ok((state, hashed)) = codec::decode(&bytes, from, to, table::Bodies::File(body_file))
@@ -934,7 +967,8 @@ impl FileStore {
         // transaction keeps its state when it ends.
         let source = match source {
             Some(source) if !take => {
-                keep_in(&mut self.kept(), id, Kept { source, state: Arc::clone(&state), unbased: false });
+                let k = Kept { source, state: Arc::clone(&state), log: Some(mark), unbased: false };
+                keep_in(&mut self.kept(), id, k);
                 None
             }
             source => source,
@@ -956,7 +990,8 @@ impl FileStore {
 
     /// The state kept for goal `id` (see [`Kept`]), if `bytes` are the snapshot it was kept
     /// with and `root` the root the log records for it, its stored rows reading from `file`:
-    /// taken out for a transaction (`take`, with the snapshot to keep it by again), or copied.
+    /// taken out for a transaction (`take`, with the snapshot to keep it by again), or copied
+    /// and kept again under the log's `mark`.
     fn kept_state(
         &self,
         id: &GoalId,
@@ -964,6 +999,7 @@ impl FileStore {
         root: Option<&str>,
         file: Option<Arc<table::BodyFile>>,
         take: bool,
+        mark: FileMark,
     ) -> Option<(Arc<GoalState>, Option<Source>)> {
         let mut kept = self.kept();
         let k = kept.remove(id)?;
@@ -974,8 +1010,20 @@ impl FileStore {
         if take {
             return Some((state, Some(source)));
         }
-        keep_in(&mut kept, id, Kept { source, state: Arc::clone(&state), unbased: false });
+        keep_in(&mut kept, id, Kept { source, state: Arc::clone(&state), log: Some(mark), unbased: false });
         Some((state, None))
+    }
+
+    /// The state this store's last read of goal `id` found, if the log still bears the mark
+    /// it bore then (one `stat`): with nothing committed, cut or edited since, the snapshot
+    /// need not be read and checked again.
+    fn unchanged(&self, id: &GoalId) -> Option<Arc<GoalState>> {
+        let (state, mark) = {
+            let kept = self.kept();
+            let k = kept.get(id)?;
+            (Arc::clone(&k.state), k.log?)
+        };
+        (FileMark::of(&self.layout.events(id)).ok()? == mark).then_some(state)
     }
 
     fn kept(&self) -> MutexGuard<'_, HashMap<GoalId, Kept>> {
@@ -988,13 +1036,13 @@ impl FileStore {
         let wrote = self.wrote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         let kept = match txn.finish_written() {
             Some((state, None)) => {
-                source.map(|source| Kept { source, state: Arc::new(state), unbased: false })
+                source.map(|source| Kept { source, state: Arc::new(state), log: None, unbased: false })
             }
             Some((mut state, Some(Written { keys, root }))) => {
                 wrote.filter(|w| w.id == *id && w.seq == state.seq).map(|w| {
                     state.archived_now.clear();
                     let bytes = vec![Arc::new(w.header), Arc::new(keys), Arc::new(w.offsets)];
-                    Kept { source: Source { bytes, root }, state: Arc::new(state), unbased: true }
+                    Kept { source: Source { bytes, root }, state: Arc::new(state), log: None, unbased: true }
                 })
             }
             None => None,
@@ -1424,8 +1472,21 @@ pub fn stream_log(
 
 /// Reads `.loopx/project.json`, refusing one that is damaged or of another version.
 pub fn read_project(layout: &Layout) -> Result<ProjectFile> {
+    read_project_marked(layout).map(|(p, _)| p)
+}
+
+/// [`read_project`], with the mark of the very file read.
+fn read_project_marked(layout: &Layout) -> Result<(ProjectFile, FileMark)> {
+    use std::io::Read;
     let path = layout.project_file();
-    let bytes = fs::read(&path).map_err(|e| Error::io("read", &path, &e))?;
+    let read = || -> std::io::Result<(Vec<u8>, FileMark)> {
+        let mut file = fs::File::open(&path)?;
+        let meta = file.metadata()?;
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.read_to_end(&mut bytes)?;
+        Ok((bytes, FileMark::from(&meta)))
+    };
+    let (bytes, mark) = read().map_err(|e| Error::io("read", &path, &e))?;
     let p: ProjectFile = serde_json::from_slice(&bytes)
         .map_err(|e| Error::integrity(format!("{} is not valid: {e}", path.display())))?;
     if p.schema_version != STORE_SCHEMA_VERSION {
@@ -1436,7 +1497,7 @@ pub fn read_project(layout: &Layout) -> Result<ProjectFile> {
         ))
         .with_hint("use the loopx version that wrote this project"));
     }
-    Ok(p)
+    Ok((p, mark))
 }
 
 /// Creates `.loopx/` at `root` pointing at `store`, for a project whose state is kept there
@@ -1620,7 +1681,16 @@ impl FileStore {
 
 impl Store for FileStore {
     fn project(&self) -> Result<ProjectFile> {
-        read_project(&self.layout)
+        let path = self.layout.project_file();
+        let mut kept = self.project.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let (Some((mark, p)), Ok(now)) = (kept.as_ref(), FileMark::of(&path))
+            && *mark == now
+        {
+            return Ok(p.clone());
+        }
+        let (p, mark) = read_project_marked(&self.layout)?;
+        *kept = Some((mark, p.clone()));
+        Ok(p)
     }
 
     fn update_project(&self, f: &mut dyn FnMut(&mut ProjectFile) -> Result<bool>) -> Result<ProjectFile> {
@@ -1662,6 +1732,9 @@ impl Store for FileStore {
     }
 
     fn read(&self, id: &GoalId) -> Result<Arc<GoalState>> {
+        if let Some(state) = self.unchanged(id) {
+            return Ok(state);
+        }
         if let Loaded::Current(s, _) = self.load_snapshot(id, false)?
             && self.layout.goal_md(id).exists()
         {
@@ -1995,14 +2068,47 @@ pub fn chain_error(path: &Path, b: &log::ChainBreak) -> Error {
         .with_hint("run `loopx doctor` to see what is wrong; nothing was changed")
 }
 
-fn log_stat(path: &Path) -> Result<(u64, u64)> {
-    let meta = fs::metadata(path).map_err(|e| Error::io("read", path, &e))?;
-    let mtime = meta
-        .modified()
+/// What tells one version of a state file (a goal's log, `project.json`) from another: its
+/// length and modification time (what a snapshot records of its log), and on Unix which file
+/// it is and when its inode last changed. A commit appends to the log; `project.json` is
+/// replaced whole; a cut, a rewrite or a hand edit moves the change time, which no one can set
+/// back (a hand edit may restore the length and the modification time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileMark {
+    len: u64,
+    mtime_ns: u64,
+    file: (u64, u64, i64, i64),
+}
+
+impl FileMark {
+    fn of(path: &Path) -> Result<Self> {
+        fs::metadata(path).map(|m| Self::from(&m)).map_err(|e| Error::io("read", path, &e))
+    }
+}
+
+impl From<&fs::Metadata> for FileMark {
+    fn from(meta: &fs::Metadata) -> Self {
+        #[cfg(unix)]
+        let file = {
+            use std::os::unix::fs::MetadataExt;
+            (meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec())
+        };
+        #[cfg(not(unix))]
+        let file = (0, 0, 0, 0);
+        Self { len: meta.len(), mtime_ns: mtime_ns(meta), file }
+    }
+}
+
+fn mtime_ns(meta: &fs::Metadata) -> u64 {
+    meta.modified()
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    Ok((meta.len(), mtime))
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn log_stat(path: &Path) -> Result<(u64, u64)> {
+    let meta = fs::metadata(path).map_err(|e| Error::io("read", path, &e))?;
+    Ok((meta.len(), mtime_ns(&meta)))
 }
 
 #[cfg(test)]
@@ -2047,22 +2153,7 @@ mod tests {
     #[test]
     fn a_store_keeps_a_bounded_number_of_goals_states() {
         let dir = tempfile::tempdir().unwrap();
-        let open = || {
-            FileStore::open(
-                dir.path(),
-                Arc::new(crate::SystemClock),
-                Arc::new(crate::Silent),
-                StoreOptions::default(),
-            )
-            .unwrap()
-        };
-        let (store, _) = FileStore::init(
-            dir.path(),
-            Arc::new(crate::SystemClock),
-            Arc::new(crate::Silent),
-            StoreOptions::default(),
-        )
-        .unwrap();
+        let store = init_at(dir.path());
         let ids: Vec<GoalId> = (0..KEPT_GOALS + 3).map(|i| GoalId::new(&format!("g{i}")).unwrap()).collect();
         for id in &ids {
             let first = Event::GoalCreated { objective: format!("goal {id}"), title: None };
@@ -2074,7 +2165,129 @@ mod tests {
             assert!(store.kept().contains_key(id), "the goal just read is kept");
         }
         let last = ids.last().unwrap();
-        assert_eq!(*store.read(last).unwrap(), *open().read(last).unwrap());
+        assert_eq!(*store.read(last).unwrap(), *open_at(dir.path()).read(last).unwrap());
+    }
+
+    fn init_at(root: &Path) -> FileStore {
+        let (clock, reporter) = (Arc::new(crate::SystemClock), Arc::new(crate::Silent));
+        FileStore::init(root, clock, reporter, StoreOptions::default()).unwrap().0
+    }
+
+    fn open_at(root: &Path) -> FileStore {
+        let (clock, reporter) = (Arc::new(crate::SystemClock), Arc::new(crate::Silent));
+        FileStore::open(root, clock, reporter, StoreOptions::default()).unwrap()
+    }
+
+    /// A project with goal `main` in a temporary directory, and a second store on it (as
+    /// another process would open it).
+    fn two_stores() -> (tempfile::TempDir, FileStore, FileStore, GoalId) {
+        let dir = tempfile::tempdir().unwrap();
+        let a = init_at(dir.path());
+        let id = GoalId::new("main").unwrap();
+        a.create_goal(&id, Event::GoalCreated { objective: "o".into(), title: None }, true).unwrap();
+        let b = open_at(dir.path());
+        (dir, a, b, id)
+    }
+
+    fn add_todo(store: &FileStore, id: &GoalId, text: &str) {
+        use loopx_core::kernel::AddTodo;
+        use loopx_core::model::{Priority, Role, TodoClass};
+        let req = AddTodo {
+            text: text.into(),
+            priority: Priority::P1,
+            role: Role::Agent,
+            class: TodoClass::Advance,
+            scopes: vec![],
+            after_gate: None,
+            validation: None,
+        };
+        store
+            .transact(id, &mut |txn| {
+                let event = crate::rules::add_todo(txn.state(), &req)?;
+                txn.commit("user", event, None, false, |_| Ok(())).map(|_| ())
+            })
+            .unwrap();
+    }
+
+    /// Writes `bytes` over `path` in place and sets its modification time back to `meta`'s, as
+    /// a careful hand edit might; again until the inode's change time has moved on (its clock
+    /// ticks coarsely), which nothing sets back.
+    #[cfg(unix)]
+    fn edit_in_place(path: &Path, bytes: &str, meta: &fs::Metadata) {
+        use std::os::unix::fs::MetadataExt;
+        let changed = |m: fs::Metadata| (m.ctime(), m.ctime_nsec());
+        let before = changed(fs::metadata(path).unwrap());
+        loop {
+            fs::write(path, bytes).unwrap();
+            fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .unwrap()
+                .set_modified(meta.modified().unwrap())
+                .unwrap();
+            if changed(fs::metadata(path).unwrap()) != before {
+                return;
+            }
+        }
+    }
+
+    /// A second read of a goal whose log has not changed takes the state the first read
+    /// found, without reading the snapshot again; a commit by another store (another process)
+    /// is seen by the next read.
+    #[test]
+    fn a_read_takes_the_state_it_found_until_the_log_changes() {
+        let (dir, a, b, id) = two_stores();
+        let first = a.read(&id).unwrap();
+        let snapshot = dir.path().join(".loopx/goals/main/snapshot.json");
+        fs::write(&snapshot, b"not a snapshot").unwrap();
+        let again = a.read(&id).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "the state the first read found");
+        assert_eq!(fs::read(&snapshot).unwrap(), b"not a snapshot", "the snapshot was not read");
+        add_todo(&b, &id, "added elsewhere");
+        let after = a.read(&id).unwrap();
+        assert_eq!(after.seq, first.seq + 1, "the other store's commit is read");
+        assert_eq!(*after, *b.read(&id).unwrap());
+    }
+
+    /// An edit of the log that keeps its length and sets its modification time back still
+    /// changes its mark (the inode's change time): the next read checks the log again.
+    #[cfg(unix)]
+    #[test]
+    fn a_hand_edit_that_keeps_the_logs_length_and_time_is_read_again() {
+        let (dir, a, _b, id) = two_stores();
+        add_todo(&a, &id, "first");
+        a.read(&id).unwrap();
+        let kept = a.read(&id).unwrap();
+        let events = dir.path().join(".loopx/goals/main/events.jsonl");
+        let (bytes, meta) = (fs::read(&events).unwrap(), fs::metadata(&events).unwrap());
+        let text = String::from_utf8(bytes).unwrap().replacen("\"o\"", "\"x\"", 1);
+        assert_eq!(text.len(), usize::try_from(meta.len()).unwrap());
+        edit_in_place(&events, &text, &meta);
+        assert_eq!(fs::metadata(&events).unwrap().len(), meta.len());
+        assert_eq!(fs::metadata(&events).unwrap().modified().unwrap(), meta.modified().unwrap());
+        fs::remove_file(dir.path().join(".loopx/goals/main/snapshot.json")).unwrap();
+        let e = a.read(&id).map(|s| Arc::ptr_eq(&s, &kept)).unwrap_err();
+        assert_eq!(e.kind, loopx_core::ErrorKind::Integrity, "{e:?}");
+    }
+
+    /// `project.json` is read again once it changes: replaced whole, edited in place with its
+    /// length and time kept, or broken.
+    #[cfg(unix)]
+    #[test]
+    fn project_json_is_read_again_when_it_changes() {
+        let (dir, a, b, _) = two_stores();
+        let path = dir.path().join(".loopx/project.json");
+        assert_eq!(a.project().unwrap().goals.len(), 1);
+        let other = GoalId::new("other").unwrap();
+        b.create_goal(&other, Event::GoalCreated { objective: "o".into(), title: None }, false).unwrap();
+        assert_eq!(a.project().unwrap().goals.len(), 2, "replaced by another store");
+        let (text, meta) = (fs::read_to_string(&path).unwrap(), fs::metadata(&path).unwrap());
+        let edited = text.replacen("\"other\"", "\"otter\"", 1);
+        assert_ne!(edited, text);
+        edit_in_place(&path, &edited, &meta);
+        assert!(a.project().unwrap().has_goal(&GoalId::new("otter").unwrap()), "edited in place");
+        fs::write(&path, b"{").unwrap();
+        assert_eq!(a.project().unwrap_err().kind, loopx_core::ErrorKind::Integrity);
     }
 
     #[test]
