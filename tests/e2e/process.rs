@@ -87,3 +87,47 @@ fn arguments_reach_the_command_as_given() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("UTF-8"), "{out:?}");
     assert_eq!(s.tree(), before);
 }
+
+/// Where GCC ships its unwinder as a static archive, loopx has it linked in and loads no
+/// `libgcc_s.so.1` at start (`cli/build.rs`): the library's name is nowhere in the binary, so
+/// the dynamic loader is never asked for it. A compiler without the archive leaves the shared
+/// unwinder in, and there is nothing to check.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn loopx_loads_no_shared_unwinder_where_gcc_ships_the_static_one() {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let Ok(out) = Command::new(cc).arg("-print-file-name=libgcc_eh.a").output() else { return };
+    let archive = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if !(archive.is_absolute() && archive.is_file()) {
+        eprintln!("no libgcc_eh.a here: loopx keeps the shared unwinder");
+        return;
+    }
+    let binary = std::fs::read(loopx_bin()).unwrap();
+    let needed = b"libgcc_s.so.1";
+    assert!(
+        !binary.windows(needed.len()).any(|w| w == needed),
+        "{} still names libgcc_s.so.1: the static unwinder was not linked in",
+        loopx_bin().display()
+    );
+}
+
+/// With the unwinder linked in, a debug build's unwinding still works: a fault that unwinds
+/// from inside a commit (`LOOPX_FAULT=unwind-after-lock`, compiled only into debug builds)
+/// passes every frame back to the process's start, which exits 101 as a Rust `main` would; an
+/// unwinder that could not walk the frames would abort the process instead. Nothing was
+/// committed, and the goal's lock is free for the next command.
+#[test]
+fn an_unwinding_fault_reaches_the_start_and_exits_101() {
+    let s = Sandbox::new();
+    s.init();
+    let before = s.tree();
+    let run = s.run_with(
+        &["todo", "add", "--agent-id", "user", "--text", "never added"],
+        b"",
+        &[("LOOPX_FAULT", "unwind-after-lock"), ("LOOPX_LOCK_TIMEOUT_MS", "50")],
+    );
+    assert_eq!(run.code, 101, "{run:?}");
+    assert_eq!(s.tree(), before);
+    s.ok(&["todo", "add", "--agent-id", "user", "--text", "added"]);
+    assert_eq!(s.json(&["todo", "list"])["todos"][0]["text"], "added");
+}
