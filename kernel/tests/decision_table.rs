@@ -13,6 +13,7 @@ use loopx_core::kernel::{
 use loopx_core::model::{
     DeliveryOutcome, EvidenceKind, GateBlocks, GateStatus, Priority, ResumeWhen, Role, TodoClass,
 };
+use loopx_core::next::NextStep;
 use loopx_core::{AgentId, AgentType, ErrorKind, GateId, GoalId, Timestamp, TodoId};
 use loopx_kernel::decide::{self, Decision};
 use loopx_kernel::log::{EventLine, GENESIS};
@@ -489,9 +490,37 @@ fn row_6_spent_slots_throttle_until_one_frees() {
     let answer = decide::answer(&s.state, Some(&agent("a")), &d, by_type(), s.now, None);
     assert_eq!(answer.scheduler.action, SchedulerAction::WaitUntil);
     assert_eq!(answer.quota.next_slot_at, Some(frees));
+    // A heartbeat comes back when the slot frees: the whole minutes to it, rounded up.
+    let left = frees.unix_millis() - s.now.unix_millis();
+    assert!(left > 59 * 60_000, "{left} ms");
+    assert_eq!(answer.scheduler.cadence_minutes, Some(60));
+    assert_eq!(answer.scheduler.reason_code, "throttled");
+    assert_eq!(
+        (answer.scheduler.ack, answer.scheduler.fail),
+        (
+            Some(NextStep::SchedulerAck {
+                cadence_minutes: 60,
+                rrule: Some("FREQ=MINUTELY;INTERVAL=60".into())
+            }),
+            Some(NextStep::SchedulerFail)
+        )
+    );
     // Time passes: the window rolls and a slot frees.
     s.now = Timestamp::from_unix_millis(frees.unix_millis() + 1);
     check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
+
+    // No slot at all: nothing frees, so the heartbeat stops until the quota changes.
+    let mut z = Sim::new().agents(&["a"]);
+    z.todo("work", Priority::P1);
+    z.quota(QuotaChange { allowed_slots: Some(0), ..Default::default() });
+    let d = z.decide(Some("a"));
+    check(&d, DecisionKind::Wait, RunState::Throttled);
+    assert_eq!(d.reason, "the quota allows 0 slots; none are left");
+    let h = decide::answer(&z.state, Some(&agent("a")), &d, by_type(), z.now, None).scheduler;
+    assert_eq!(
+        (h.action, h.reason_code.as_str(), h.cadence_minutes, h.ack),
+        (SchedulerAction::StopUntilResume, "throttled", None, None)
+    );
 }
 
 #[test]
@@ -503,6 +532,8 @@ fn row_7_waiting_work_waits() {
     let d = s.decide(Some("a"));
     check(&d, DecisionKind::Wait, RunState::Waiting);
     assert_eq!(d.continuation, Continuation::Wait { until: Some(at), on: Some(format!("time:{at}")) });
+    let h = decide::answer(&s.state, Some(&agent("a")), &d, by_type(), s.now, None).scheduler;
+    assert_eq!((h.action, h.reason_code.as_str()), (SchedulerAction::WaitUntil, "waiting"));
     // Row 7 before row 9: waiting work is not a reason to replan. Due: it runs.
     s.now = Timestamp::from_unix_millis(at.unix_millis());
     check(&s.decide(Some("a")), DecisionKind::Run, RunState::Eligible);
@@ -619,6 +650,222 @@ fn scheduler_backs_off_over_unchanged_polls_and_resets_on_change() {
         (h.action, h.reason_code.as_str()),
         (SchedulerAction::StopUntilResume, "unchanged_poll_limit")
     );
+}
+
+// ---- what a row says, and the conditions inside rows 5b, 7 and 8 -------------------------------
+
+#[test]
+fn row_1_says_why_the_goal_stopped() {
+    let mut s = Sim::new().agents(&["a"]);
+    s.todo("work", Priority::P1);
+    s.stop();
+    assert_eq!(s.decide(Some("a")).reason, "the goal is stopped: \"lunch\"");
+    let mut s = Sim::new().agents(&["a"]);
+    s.todo("work", Priority::P1);
+    s.apply("user", Event::GoalStopped { reason: None });
+    assert_eq!(s.decide(Some("a")).reason, "the goal is stopped");
+    let mut s = Sim::new().agents(&["a"]);
+    s.todo("work", Priority::P1);
+    s.quota(QuotaChange { compute: Some(0.0), ..Default::default() });
+    assert_eq!(s.decide(Some("a")).reason, "compute is 0: the goal is paused for every agent");
+}
+
+#[test]
+fn row_3_names_the_budget_that_is_spent() {
+    let mut s = Sim::new().agents(&["a"]);
+    let x = s.todo("work", Priority::P1);
+    s.quota(QuotaChange { budget_tokens: Some(1000), ..Default::default() });
+    s.spend("a", x, Some(1000));
+    assert_eq!(s.decide(Some("a")).reason, "the token budget is spent (1000 of 1000)");
+    // Tokens left, money spent: the money budget is the one named.
+    let mut m = Sim::new().agents(&["a"]);
+    let y = m.todo("work", Priority::P1);
+    m.quota(QuotaChange { budget_tokens: Some(1000), budget_usd: Some(0.0), ..Default::default() });
+    m.spend("a", y, Some(10));
+    let d = m.decide(Some("a"));
+    check(&d, DecisionKind::Stop, RunState::BudgetExhausted);
+    assert_eq!(d.reason, "the money budget is spent ($0.00 of $0.00)");
+}
+
+#[test]
+fn row_5b_names_the_gate_in_the_reason_and_leaves_out_work_that_waits() {
+    let mut s = Sim::new().agents(&["a"]);
+    let x = s.todo("risky migration", Priority::P0);
+    let y = s.todo("safe refactor", Priority::P2);
+    let g = s.gate(GateBlocks::Todos(vec![x]));
+    let d = s.decide(Some("a"));
+    assert_eq!(d.reason, format!("{y} is the next open todo (P2); {g} waits for a person"));
+    // The gated todo waits on a time: the gate holds nothing runnable now, so the run is plain.
+    s.defer(x, ResumeWhen::At(Timestamp::from_unix_millis(T0 + 3_600_000)));
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Run, RunState::Eligible);
+    assert_eq!(
+        (d.selected, d.reason.as_str()),
+        (Some(y), format!("{y} is the next open todo (P2)").as_str())
+    );
+}
+
+#[test]
+fn row_7_a_third_agent_waits_for_work_handed_to_another() {
+    let mut s = Sim::new().agents(&["a", "b", "c"]);
+    let x = s.todo("handed", Priority::P1);
+    s.claim("a", x);
+    s.handoff("a", Some("b"), x, 3600);
+    let h = s.state.handoffs[0].clone();
+    let d = s.decide(Some("c"));
+    check(&d, DecisionKind::Wait, RunState::Waiting);
+    assert_eq!(d.reason, format!("{x} is handed off to b (codex-app) ({}); wait for it", h.id));
+    assert_eq!(
+        d.continuation,
+        Continuation::Wait { until: Some(h.expires_at), on: Some(format!("handoff {}", h.id)) }
+    );
+    // Closed while the handoff waits (a person completed it): it holds no one up any more;
+    // what c waits for is the work b holds.
+    let mut closed = s.clone();
+    let z = closed.todo("b's part", Priority::P2);
+    closed.claim("b", z);
+    closed.complete(x, false);
+    let d = closed.decide(Some("c"));
+    assert_eq!(d.continuation, Continuation::Wait { until: None, on: Some(format!("{z} claimed by b")) });
+    // The receiver runs it; once the handoff expires, it is open for anyone, c included.
+    check(&s.decide(Some("b")), DecisionKind::Run, RunState::Eligible);
+    s.now = Timestamp::from_unix_millis(h.expires_at.unix_millis() + 1);
+    let d = s.decide(Some("c"));
+    assert_eq!((d.selected, d.claim_required), (Some(x), true));
+}
+
+#[test]
+fn row_7_only_open_person_work_makes_the_agent_wait_for_a_person() {
+    let mut s = Sim::new().agents(&["a"]);
+    let built = s.todo("build it", Priority::P1);
+    s.complete(built, false);
+    let signed = s.todo_with("sign the draft", Priority::P1, Role::User, TodoClass::Advance);
+    s.complete(signed, false);
+    let publish = s.todo_with("publish the release", Priority::P2, Role::User, TodoClass::Advance);
+    let d = s.decide(Some("a"));
+    check(&d, DecisionKind::Wait, RunState::Waiting);
+    assert_eq!(d.reason, format!("only a person's work is left: {publish} \"publish the release\""));
+    assert_eq!(d.continuation, Continuation::Wait { until: None, on: Some(format!("user todo {publish}")) });
+    let channel = decide::answer(&s.state, Some(&agent("a")), &d, by_type(), s.now, None).user_channel;
+    assert_eq!((channel.notify, channel.user_todos), (true, 1), "the open person's todo, not the signed one");
+}
+
+#[test]
+fn row_8_says_whose_todo_it_is() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let x = s.todo("first step", Priority::P1);
+    let d = s.decide(Some("a"));
+    assert_eq!(d.reason, format!("{x} is the next open todo (P1)"));
+    let h = decide::answer(&s.state, Some(&agent("a")), &d, by_type(), s.now, None).scheduler;
+    assert_eq!((h.action, h.reason_code.as_str()), (SchedulerAction::RunNow, "eligible"));
+    s.claim("a", x);
+    assert_eq!(s.decide(Some("a")).reason, format!("continue {x}, which you hold"));
+    // Completed with a successor: the successor is assigned to the one who completed it.
+    let req = CompleteTodo {
+        todo: x,
+        evidence: Some(NewEvidence {
+            kind: EvidenceKind::Test,
+            summary: "the first step's test passes".into(),
+            command: None,
+            exit_code: None,
+            link: None,
+        }),
+        no_follow_up: false,
+        note: None,
+        next_todo: Some("second step".into()),
+    };
+    let e = rules::complete(&s.state, &Actor::Agent(agent("a")), &req, None, s.now).unwrap().unwrap();
+    s.apply("a", e);
+    let next = s.state.todos.last().unwrap().id;
+    let d = s.decide(Some("a"));
+    assert_eq!((d.selected, d.claim_required), (Some(next), true));
+    assert_eq!(d.reason, format!("{next} follows {x}, which you completed; claim it"));
+}
+
+#[test]
+fn a_check_gates_question_says_when_it_is_next_checked_and_a_persons_does_not() {
+    let mut s = Sim::new().agents(&["a"]);
+    let until = Timestamp::from_unix_millis(T0 + 3_600_000);
+    let req = AskGate {
+        question: "after the freeze".into(),
+        blocks: GateBlocks::Goal,
+        kind: loopx_core::model::GateKind::Timer { until },
+    };
+    let e = rules::ask_gate(&s.state, &req, s.now).unwrap();
+    s.apply("user", e);
+    let timer = s.state.gates.last().unwrap().clone();
+    let q = decide::open_question(&timer, 200);
+    assert_eq!(
+        (q.question.as_str(), q.kind.as_deref(), q.next_check_at),
+        ("after the freeze", Some("timer"), Some(until))
+    );
+    let q = decide::open_question(&timer, 6);
+    assert_eq!(q.question, "after…", "cut to its length, the cut marked");
+    let person = s.gate(GateBlocks::Goal);
+    let q = decide::open_question(s.state.gate(person).unwrap(), 200);
+    assert_eq!((q.kind, q.next_check_at), (None, None));
+}
+
+#[test]
+fn the_next_steps_and_the_persons_notice_follow_the_decision() {
+    use NextStep::{AcquireLease, AddTodo, Claim, Complete, ListGates, ListTodos, RefreshState, SpendSlot};
+    let said = |s: &Sim, who: Option<&str>| {
+        let a = who.map(agent);
+        let (me, d) = decide::decide(&s.state, a.as_ref(), s.now).unwrap();
+        let answer = decide::answer(&s.state, me.as_ref(), &d, by_type(), s.now, None);
+        (answer.next, answer.user_channel.notify)
+    };
+    let turn = |t: TodoId| [Complete { todo: t }, RefreshState { todo: t }, SpendSlot { todo: t }];
+
+    // Row 8: claim, then the turn; held already, the turn alone. No one is told anything.
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let x = s.todo("mine", Priority::P1);
+    let y = s.todo("free", Priority::P2);
+    s.todo_with("a person's", Priority::P3, Role::User, TodoClass::Advance);
+    let claim_then = |t| [vec![Claim { todo: t }], turn(t).to_vec()].concat();
+    assert_eq!(said(&s, Some("a")), (claim_then(x), false), "an open person's todo alone tells no one");
+    s.claim("a", x);
+    assert_eq!(said(&s, Some("a")), (turn(x).to_vec(), false));
+    // A hard-lease goal takes a lease instead of a claim, except on a todo handed over.
+    s.handoff("a", Some("b"), x, 3600);
+    let hard = loopx_core::kernel::SetGoal {
+        handoff_mode: Some(loopx_core::model::HandoffMode::HardLease),
+        ..Default::default()
+    };
+    s.apply("user", rules::set_goal(&s.state, &hard).unwrap().unwrap());
+    assert_eq!(said(&s, Some("b")).0, claim_then(x), "the claim takes the handoff over");
+    let mut c = s.clone();
+    c.apply(
+        "user",
+        Event::AgentRegistered { agent: agent("c"), agent_type: AgentType::from_static("codex-app") },
+    );
+    let lease_then = [vec![AcquireLease { todo: y, ttl: "45m".into() }], turn(y).to_vec()].concat();
+    assert_eq!(said(&c, Some("c")).0, lease_then);
+
+    // Row 9, row 5, a wait on time, a wait for the quota, the ends.
+    let mut s = Sim::new().agents(&["a"]);
+    assert_eq!(said(&s, Some("a")), (vec![AddTodo, ListTodos], false));
+    let x = s.todo("later", Priority::P1);
+    s.defer(x, ResumeWhen::At(Timestamp::from_unix_millis(T0 + 3_600_000)));
+    assert_eq!(said(&s, Some("a")), (vec![NextStep::ShouldRun], false), "a wait on time tells no one");
+    s.gate(GateBlocks::Goal);
+    assert_eq!(said(&s, Some("a")), (vec![ListGates, NextStep::ShouldRun], true));
+    let mut q = Sim::new().agents(&["a"]);
+    q.todo("work", Priority::P1);
+    q.quota(QuotaChange { allowed_slots: Some(0), ..Default::default() });
+    assert_eq!(said(&q, Some("a")), (vec![NextStep::ShouldRun], false), "a throttled agent tells no one");
+    let mut p = q.clone();
+    p.stop();
+    assert_eq!(said(&p, Some("a")).0, [NextStep::ResumeGoal]);
+    assert_eq!(said(&p, None).0, [NextStep::ResumeGoal], "an unidentified caller is told too");
+    q.quota(QuotaChange { compute: Some(0.0), ..Default::default() });
+    assert_eq!(said(&q, Some("a")).0, [NextStep::RestoreCompute]);
+    let mut t = Sim::new().agents(&["a"]);
+    let last = t.todo("last", Priority::P1);
+    t.complete(last, true);
+    assert_eq!(said(&t, Some("a")).0, [NextStep::Status], "terminal");
+    t.apply("user", rules::complete_goal(&t.state, None).unwrap().unwrap());
+    assert_eq!(said(&t, Some("a")).0, [NextStep::Status], "done");
 }
 
 // ---- metamorphic checks ----------------------------------------------------------------------
