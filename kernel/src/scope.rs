@@ -251,13 +251,21 @@ mod tests {
             ("*", ".hidden", true),
             ("docs/*.md", "docs/a.md", true),
             ("docs/*.md", "docs", false),
+            ("file[ab].rs", "fileb.rs", true),
+            ("file[ab].rs", "filec.rs", false),
+            ("v[a-]", "v-", true),
+            ("v[a-]", "va", true),
+            ("v[a-]", "vb", false),
         ] {
             assert_eq!(scope(&[glob]).allows(root, root, path), want, "{glob} on {path}");
         }
-        for bad in ["src/[", "src/{a,b", "src/a}", "[!", "{a,b"] {
+        for bad in ["src/[", "src/{a,b", "src/a}", "[!", "{a,b", "src/[]", "src/[!]"] {
             assert!(WriteScope::new(&[bad.to_owned()]).is_err(), "{bad} is refused");
         }
         let many = "{a,b,c,d}{a,b,c,d}{a,b,c,d}{a,b,c,d}{a,b}";
         assert!(WriteScope::new(&[many.to_owned()]).is_err(), "a glob of 512 alternatives is refused");
+        let most = "{a,b,c,d}{a,b,c,d}{a,b,c,d}{a,b,c,d}";
+        let s = WriteScope::new(&[most.to_owned()]).expect("256 alternatives are the most a glob may have");
+        assert!(s.allows(root, root, "dcba") && !s.allows(root, root, "dcbae"));
     }
 }

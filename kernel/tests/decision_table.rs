@@ -524,6 +524,34 @@ fn row_6_spent_slots_throttle_until_one_frees() {
 }
 
 #[test]
+fn the_quota_window_holds_the_spends_after_its_start_and_voided_ones_free_their_slots() {
+    const HOUR: i64 = 3_600_000;
+    let mut s = Sim::new().agents(&["a"]);
+    let x = s.todo("work", Priority::P1);
+    s.quota(QuotaChange { allowed_slots: Some(3), window_hours: Some(1), ..Default::default() });
+    for _ in 0..3 {
+        s.spend("a", x, None);
+    }
+    let at: Vec<Timestamp> = s.state.spends.iter().map(|p| p.at).collect();
+    let after = |t: Timestamp, ms: i64| Timestamp::from_unix_millis(t.unix_millis() + ms);
+    assert_eq!(loopx_kernel::quota::used_slots(&s.state, s.now), 3);
+    // Fewer slots allowed than already spent: free again when enough spends have left.
+    s.quota(QuotaChange { allowed_slots: Some(1), ..Default::default() });
+    assert_eq!(loopx_kernel::quota::next_slot_at(&s.state, s.now), Some(after(at[2], HOUR)));
+    // A spend made exactly a window ago has left it.
+    let edge = after(at[0], HOUR);
+    assert_eq!(loopx_kernel::quota::used_slots(&s.state, edge), 2);
+    s.quota(QuotaChange { allowed_slots: Some(2), ..Default::default() });
+    assert_eq!(loopx_kernel::quota::next_slot_at(&s.state, edge), Some(after(at[1], HOUR)));
+    // A voided spend takes no slot and frees none.
+    let first = s.state.spends[0].id;
+    let void = loopx_core::kernel::VoidSlot { spend: first, reason: Some("the turn crashed".into()) };
+    s.apply("user", rules::void_slot(&s.state, &void).unwrap().unwrap());
+    assert_eq!(loopx_kernel::quota::used_slots(&s.state, s.now), 2);
+    assert_eq!(loopx_kernel::quota::next_slot_at(&s.state, s.now), Some(after(at[1], HOUR)));
+}
+
+#[test]
 fn row_7_waiting_work_waits() {
     let mut s = Sim::new().agents(&["a"]);
     let x = s.todo("later", Priority::P1);
