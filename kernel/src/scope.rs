@@ -201,6 +201,7 @@ mod tests {
     fn globs_are_real_globs() {
         let root = Path::new("/p");
         let s = scope(&["src/**", "*.md"]);
+        assert_eq!(s.globs(), ["src/**", "*.md"], "kept as written, for the messages that name them");
         assert!(s.allows(root, root, "/p/src/a/b.rs"));
         assert!(s.allows(root, Path::new("/p/src"), "lib.rs"), "relative to the session's cwd");
         assert!(s.allows(root, root, "README.md"));
