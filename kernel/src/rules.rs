@@ -588,6 +588,8 @@ fn check_resume(state: &GoalState, todo: TodoId, r: &ResumeWhen) -> Result<()> {
         ResumeWhen::TodoDone(other) if state.is_archived(*other) => Ok(()),
         ResumeWhen::TodoDone(other) => find_todo(state, *other).map(|_| ()),
         ResumeWhen::At(_) => Ok(()),
+        // An answered gate is allowed too: the wait is over at once.
+        ResumeWhen::GateAnswered(g) if state.gate(*g).is_some() => Ok(()),
         ResumeWhen::GateAnswered(g) => {
             Err(Error::not_found(format!("gate {g} not found on goal {}", state.goal.id))
                 .with_hint("see the goal's gates")

@@ -552,6 +552,77 @@ fn the_quota_window_holds_the_spends_after_its_start_and_voided_ones_free_their_
 }
 
 #[test]
+fn work_after_a_todo_runs_once_it_is_done_archived_or_not_and_work_after_a_gate_once_answered() {
+    use loopx_kernel::state::CLOSED_KEPT;
+    let mut s = Sim::new().agents(&["a"]);
+    let first = s.todo("first", Priority::P1);
+    let gone = s.todo("replaced", Priority::P1);
+    let later = s.todo("after the first", Priority::P1);
+    s.defer(later, ResumeWhen::TodoDone(first));
+    let after_gone = s.todo("after the replaced one", Priority::P1);
+    s.defer(after_gone, ResumeWhen::TodoDone(gone));
+    let req = loopx_core::kernel::SupersedeTodo {
+        todo: gone,
+        by: vec![],
+        new_texts: vec!["its replacement".into()],
+        note: None,
+    };
+    s.apply("user", rules::supersede(&s.state, &Actor::User, &req, s.now).unwrap());
+    s.complete(first, false);
+    assert!(!s.state.is_waiting(s.state.todos.key(later).unwrap(), s.now));
+    // Closed todos past the ones kept live move to the archive: both of these.
+    for i in 0..CLOSED_KEPT {
+        let t = s.todo(&format!("filler {i}"), Priority::P3);
+        s.complete(t, false);
+    }
+    assert!(s.state.todos.key(first).is_none() && s.state.todos.key(gone).is_none(), "both archived");
+    assert!(!s.state.is_waiting(s.state.todos.key(later).unwrap(), s.now), "done, though archived");
+    assert!(
+        s.state.is_waiting(s.state.todos.key(after_gone).unwrap(), s.now),
+        "a replaced todo is never done"
+    );
+    let c = s.state.counts();
+    assert_eq!((c.total, c.done, c.superseded), (5 + CLOSED_KEPT, 1 + CLOSED_KEPT, 1), "{c:?}");
+    assert_eq!((c.open, c.deferred), (1, 2), "{c:?}");
+
+    // Done while it was deferred: never picked again, whatever its resume time says.
+    let mut d = Sim::new().agents(&["a"]);
+    let early = d.todo("deferred, then done", Priority::P0);
+    let other = d.todo("the rest", Priority::P2);
+    let at = Timestamp::from_unix_millis(T0 + 60_000);
+    d.defer(early, ResumeWhen::At(at));
+    d.complete(early, false);
+    d.now = Timestamp::from_unix_millis(at.unix_millis() + 1);
+    assert_eq!(d.decide(Some("a")).selected, Some(other));
+    // Deferred with nothing to resume on: set aside until a person opens it again.
+    let aside = d.todo("set aside", Priority::P0);
+    let req = loopx_core::kernel::UpdateTodo {
+        todo: aside,
+        text: None,
+        priority: None,
+        status: Some(loopx_core::model::TodoStatus::Deferred),
+        resume_when: None,
+        clear_claim: false,
+        note: None,
+        evidence: None,
+        claimed_by: None,
+        takeover_reason: None,
+    };
+    d.apply("user", rules::update(&d.state, &Actor::User, &req, d.now).unwrap().unwrap());
+    assert_eq!(d.decide(Some("a")).selected, Some(other));
+
+    let mut g = Sim::new().agents(&["a"]);
+    let x = g.todo("after the answer", Priority::P1);
+    let gate = g.gate(GateBlocks::Todos(vec![]));
+    g.defer(x, ResumeWhen::GateAnswered(gate));
+    check(&g.decide(Some("a")), DecisionKind::Wait, RunState::Waiting);
+    g.answer(gate, GateStatus::Approved);
+    let d = g.decide(Some("a"));
+    check(&d, DecisionKind::Run, RunState::Eligible);
+    assert_eq!(d.selected, Some(x));
+}
+
+#[test]
 fn row_7_waiting_work_waits() {
     let mut s = Sim::new().agents(&["a"]);
     let x = s.todo("later", Priority::P1);

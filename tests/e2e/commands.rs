@@ -234,6 +234,26 @@ fn updates_change_fields_but_never_complete() {
     assert_eq!(r["todo"]["resume_when"], serde_json::json!({"todo_done": "t1"}));
     let r = s.json(&["todo", "update", "--todo-id", "t2", "--agent-id", "a", "--status", "open"]);
     assert!(r["todo"].get("resume_when").is_none());
+    // Waiting on a gate's answer: a gate of the goal is taken, one it does not have is refused.
+    s.ok(&[
+        "gate",
+        "ask",
+        "--agent-id",
+        "a",
+        "--question",
+        "ship the docs on Friday?",
+        "--blocks",
+        "todos:t1",
+    ]);
+    let defer_until = |g: &str| {
+        ["todo", "update", "--todo-id", "t2", "--agent-id", "a", "--status", "deferred", "--resume-when", g]
+            .map(str::to_owned)
+    };
+    let r = s.json(&defer_until("gate:g1").each_ref().map(String::as_str));
+    assert_eq!(r["todo"]["resume_when"], serde_json::json!({"gate_answered": "g1"}));
+    let r = s.fails(1, &defer_until("gate:g9").each_ref().map(String::as_str));
+    assert!(r.stderr.contains("gate g9 not found"), "{}", r.stderr);
+    s.json(&["todo", "update", "--todo-id", "t2", "--agent-id", "a", "--status", "open"]);
 
     let r = s.fails(2, &["todo", "update", "--todo-id", "t2", "--agent-id", "a", "--status", "done"]);
     assert!(r.stderr.contains("loopx todo complete"), "{}", r.stderr);
@@ -252,21 +272,6 @@ fn updates_change_fields_but_never_complete() {
             "deferred",
             "--resume-when",
             "todo:t2",
-        ],
-    );
-    s.fails(
-        1,
-        &[
-            "todo",
-            "update",
-            "--todo-id",
-            "t2",
-            "--agent-id",
-            "a",
-            "--status",
-            "deferred",
-            "--resume-when",
-            "gate:g1",
         ],
     );
 
