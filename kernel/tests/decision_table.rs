@@ -270,6 +270,19 @@ fn row_1_a_completed_goal_stops_everyone_done_until_resumed() {
 }
 
 #[test]
+fn completing_a_goal_with_open_work_names_the_first_five_open_todos() {
+    let mut s = Sim::new().agents(&["a"]);
+    for i in 0..5 {
+        s.todo(&format!("work {i}"), Priority::P1);
+    }
+    let e = rules::complete_goal(&s.state, None).unwrap_err();
+    assert!(e.message.contains("5 open todos (t1, t2, t3, t4, t5);"), "{}", e.message);
+    s.todo("one more", Priority::P1);
+    let e = rules::complete_goal(&s.state, None).unwrap_err();
+    assert!(e.message.contains("6 open todos (t1, t2, t3, t4, t5, …);"), "{}", e.message);
+}
+
+#[test]
 fn row_2_identity_is_required() {
     let mut s = Sim::new().agents(&["a", "b"]);
     s.todo("work", Priority::P1);
@@ -549,6 +562,10 @@ fn the_quota_window_holds_the_spends_after_its_start_and_voided_ones_free_their_
     s.apply("user", rules::void_slot(&s.state, &void).unwrap().unwrap());
     assert_eq!(loopx_kernel::quota::used_slots(&s.state, s.now), 2);
     assert_eq!(loopx_kernel::quota::next_slot_at(&s.state, s.now), Some(after(at[1], HOUR)));
+    assert!(rules::void_slot(&s.state, &void).unwrap().is_none(), "voiding it again changes nothing");
+    let unknown =
+        loopx_core::kernel::VoidSlot { spend: loopx_core::ids::SpendId::from_number(99), reason: None };
+    assert_eq!(rules::void_slot(&s.state, &unknown).unwrap_err().kind, ErrorKind::NotFound);
 }
 
 #[test]
@@ -581,6 +598,27 @@ fn work_after_a_todo_runs_once_it_is_done_archived_or_not_and_work_after_a_gate_
         s.state.is_waiting(s.state.todos.key(after_gone).unwrap(), s.now),
         "a replaced todo is never done"
     );
+    // What a todo may wait for: not itself, not a todo or gate the goal lacks; an archived
+    // todo, yes.
+    let resume = |s: &Sim, todo: TodoId, when: ResumeWhen| {
+        let req = loopx_core::kernel::UpdateTodo {
+            todo,
+            text: None,
+            priority: None,
+            status: Some(loopx_core::model::TodoStatus::Deferred),
+            resume_when: Some(when),
+            clear_claim: false,
+            note: None,
+            evidence: None,
+            claimed_by: None,
+            takeover_reason: None,
+        };
+        rules::update(&s.state, &Actor::User, &req, s.now).map(|_| ()).map_err(|e| e.kind)
+    };
+    assert_eq!(resume(&s, later, ResumeWhen::TodoDone(later)), Err(ErrorKind::Usage));
+    assert_eq!(resume(&s, later, ResumeWhen::TodoDone(t(999))), Err(ErrorKind::NotFound));
+    assert_eq!(resume(&s, later, ResumeWhen::GateAnswered(GateId::from_number(9))), Err(ErrorKind::NotFound));
+    assert_eq!(resume(&s, later, ResumeWhen::TodoDone(first)), Ok(()));
     let c = s.state.counts();
     assert_eq!((c.total, c.done, c.superseded), (5 + CLOSED_KEPT, 1 + CLOSED_KEPT, 1), "{c:?}");
     assert_eq!((c.open, c.deferred), (1, 2), "{c:?}");
