@@ -154,20 +154,25 @@ impl Sim {
         self.apply(who, e);
     }
 
-    fn defer(&mut self, t: TodoId, when: ResumeWhen) {
+    /// A person sets `t` aside as deferred, to resume on `when` (or never by itself).
+    fn deferring(&self, t: TodoId, when: Option<ResumeWhen>) -> loopx_core::Result<Option<Event>> {
         let req = loopx_core::kernel::UpdateTodo {
             todo: t,
             text: None,
             priority: None,
             status: Some(loopx_core::model::TodoStatus::Deferred),
-            resume_when: Some(when),
+            resume_when: when,
             clear_claim: false,
             note: None,
             evidence: None,
             claimed_by: None,
             takeover_reason: None,
         };
-        let e = rules::update(&self.state, &Actor::User, &req, self.now).unwrap().unwrap();
+        rules::update(&self.state, &Actor::User, &req, self.now)
+    }
+
+    fn defer(&mut self, t: TodoId, when: ResumeWhen) {
+        let e = self.deferring(t, Some(when)).unwrap().unwrap();
         self.apply("user", e);
     }
 
@@ -601,19 +606,7 @@ fn work_after_a_todo_runs_once_it_is_done_archived_or_not_and_work_after_a_gate_
     // What a todo may wait for: not itself, not a todo or gate the goal lacks; an archived
     // todo, yes.
     let resume = |s: &Sim, todo: TodoId, when: ResumeWhen| {
-        let req = loopx_core::kernel::UpdateTodo {
-            todo,
-            text: None,
-            priority: None,
-            status: Some(loopx_core::model::TodoStatus::Deferred),
-            resume_when: Some(when),
-            clear_claim: false,
-            note: None,
-            evidence: None,
-            claimed_by: None,
-            takeover_reason: None,
-        };
-        rules::update(&s.state, &Actor::User, &req, s.now).map(|_| ()).map_err(|e| e.kind)
+        s.deferring(todo, Some(when)).map(|_| ()).map_err(|e| e.kind)
     };
     assert_eq!(resume(&s, later, ResumeWhen::TodoDone(later)), Err(ErrorKind::Usage));
     assert_eq!(resume(&s, later, ResumeWhen::TodoDone(t(999))), Err(ErrorKind::NotFound));
@@ -634,19 +627,7 @@ fn work_after_a_todo_runs_once_it_is_done_archived_or_not_and_work_after_a_gate_
     assert_eq!(d.decide(Some("a")).selected, Some(other));
     // Deferred with nothing to resume on: set aside until a person opens it again.
     let aside = d.todo("set aside", Priority::P0);
-    let req = loopx_core::kernel::UpdateTodo {
-        todo: aside,
-        text: None,
-        priority: None,
-        status: Some(loopx_core::model::TodoStatus::Deferred),
-        resume_when: None,
-        clear_claim: false,
-        note: None,
-        evidence: None,
-        claimed_by: None,
-        takeover_reason: None,
-    };
-    d.apply("user", rules::update(&d.state, &Actor::User, &req, d.now).unwrap().unwrap());
+    d.apply("user", d.deferring(aside, None).unwrap().unwrap());
     assert_eq!(d.decide(Some("a")).selected, Some(other));
 
     let mut g = Sim::new().agents(&["a"]);
