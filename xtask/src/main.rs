@@ -28,6 +28,10 @@ commands:
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if asks_for_help(&args) {
+        println!("{USAGE}");
+        return Ok(());
+    }
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("bench-fixture") => bench::build_fixture(&args[1..]),
@@ -71,12 +75,18 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("dist") => dist::dist(&workspace_root()).map(|_| ()),
-        Some("-h" | "--help") | None => {
+        None => {
             println!("{USAGE}");
             Ok(())
         }
         Some(other) => bail!("unknown xtask command {other:?}\n\n{USAGE}"),
     }
+}
+
+/// Whether the words ask for the usage: `-h` or `--help` anywhere, as in `cargo xtask bench
+/// --help` (no option of any command takes a value that begins with `-`).
+fn asks_for_help(args: &[String]) -> bool {
+    args.iter().any(|a| a == "-h" || a == "--help")
 }
 
 /// The workspace root: xtask's manifest directory's parent.
@@ -187,4 +197,20 @@ fn ci() -> Result<()> {
         tests.env("LOOPX_TEST_PG_URL", url);
     }
     run(if has_nextest { "cargo nextest run" } else { "cargo test" }, &mut tests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asks_for_help;
+
+    #[test]
+    fn help_is_asked_for_anywhere_among_the_words() {
+        let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        for asks in ["--help", "-h", "bench --help", "sim --seed 3 -h", "man --out x --help"] {
+            assert!(asks_for_help(&words(asks)), "{asks}");
+        }
+        for not in ["", "bench --hooks", "sim --steps 1,2", "bench --json help.json"] {
+            assert!(!asks_for_help(&words(not)), "{not}");
+        }
+    }
 }
