@@ -621,8 +621,8 @@ struct Kept {
     source: Source,
     /// Shared with the reads that took it since.
     state: Arc<GoalState>,
-    /// The log's mark when a read found this state current (none after a transaction: its
-    /// state is read, and marked, again first).
+    /// The log's mark when a read found this state current or a transaction left it (none
+    /// when the log could not be looked at then: the next load checks the snapshot).
     log: Option<FileMark>,
     /// Set when a commit wrote the snapshot (its pieces: the header line, the state's hashed
     /// bytes, the offsets line): the state's stored rows still read from the snapshot before,
@@ -1042,7 +1042,9 @@ impl FileStore {
     }
 
     /// Keeps the state transaction `txn` on goal `id` ends with, if it can be kept: loaded from
-    /// `source` and unchanged, or committed (and its snapshot written).
+    /// `source` and unchanged, or committed (and its snapshot written); marked with the log as
+    /// the transaction leaves it, so that a read finds it without reading the snapshot again
+    /// until another commit. Called under the goal's lock.
     fn keep(&self, id: &GoalId, txn: Txn<'_>, source: Option<Source>) {
         let wrote = self.wrote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         let kept = match txn.finish_written() {
@@ -1058,7 +1060,9 @@ impl FileStore {
             }
             None => None,
         };
-        if let Some(k) = kept {
+        if let Some(mut k) = kept {
+            // Under the goal's lock, the log is as this transaction left it.
+            k.log = FileMark::of(&self.layout.events(id)).ok();
             keep_in(&mut self.kept(), id, k);
         }
     }
@@ -1815,15 +1819,18 @@ impl Store for FileStore {
         self.fault_point("after-append");
         // The event is durable; the archive follows it (a crash before the snapshot is
         // written leaves a stale snapshot, and recovery rebuilds the archive from the log).
-        if !c.state.archived_now.is_empty()
-            && let Err(e) = self.append_archive(id, c.archive_before, &c.state.archived_now)
-        {
-            self.reporter.warn(&format!(
-                "the change is committed, but the archive could not be written ({}); the next command rebuilds it",
-                e.message
-            ));
-            let _ = fs::remove_file(self.layout.snapshot(id));
-        }
+        let archived = c.state.archived_now.is_empty()
+            || match self.append_archive(id, c.archive_before, &c.state.archived_now) {
+                Ok(()) => true,
+                Err(e) => {
+                    self.reporter.warn(&format!(
+                        "the change is committed, but the archive could not be written ({}); the next command rebuilds it",
+                        e.message
+                    ));
+                    let _ = fs::remove_file(self.layout.snapshot(id));
+                    false
+                }
+            };
         self.fault_point("after-archive");
         // The event is committed: whatever happens to the views now, the command succeeded.
         // A view that could not be written is stale, and the next command rebuilds it.
@@ -1832,6 +1839,10 @@ impl Store for FileStore {
                 "the change is committed, but the goal's views could not be written ({}); the next command rebuilds them",
                 e.message
             ));
+        }
+        if !archived {
+            // Nothing of this commit is kept: the next read checks the archive and rebuilds it.
+            self.wrote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         }
         Ok(())
     }
@@ -2258,6 +2269,25 @@ mod tests {
         let after = a.read(&id).unwrap();
         assert_eq!(after.seq, first.seq + 1, "the other store's commit is read");
         assert_eq!(*after, *b.read(&id).unwrap());
+    }
+
+    /// A read after this store's own commit takes the state the commit left without reading
+    /// the snapshot again; another store's commit after it is seen by the next read.
+    #[test]
+    fn a_read_after_its_own_commit_reads_nothing_else() {
+        let (dir, a, b, id) = two_stores();
+        add_todo(&a, &id, "first");
+        let snapshot = dir.path().join(".loopx/goals/main/snapshot.json");
+        let written = fs::read(&snapshot).unwrap();
+        fs::write(&snapshot, b"not a snapshot").unwrap();
+        let after = a.read(&id).unwrap();
+        assert_eq!(fs::read(&snapshot).unwrap(), b"not a snapshot", "the snapshot was not read");
+        assert_eq!(after.todos.iter().map(|t| t.text.clone()).collect::<Vec<_>>(), ["first"]);
+        fs::write(&snapshot, &written).unwrap();
+        add_todo(&b, &id, "added elsewhere");
+        let seen = a.read(&id).unwrap();
+        assert_eq!(seen.seq, after.seq + 1, "the other store's commit is read");
+        assert_eq!(*seen, *b.read(&id).unwrap());
     }
 
     /// A read after a commit takes the state the commit left, its unchanged rows still reading
