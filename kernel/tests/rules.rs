@@ -1,0 +1,401 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers of a test file
+//! The kernel's rules for changing work (`loopx_kernel::rules`), called directly on states built
+//! event by event: what an update records, what completing needs, who may take a claim over,
+//! what a lease allows, which todos a handoff carries and who receives it.
+
+use loopx_core::event::Event;
+use loopx_core::kernel::{
+    AcceptHandoff, CompleteTodo, LeaseOp, LeaseRequest, NewEvidence, OfferHandoff, QuotaChange, RefreshState,
+    SetGoal, SpendSlot, SupersedeTodo, UpdateTodo,
+};
+use loopx_core::model::{DeliveryOutcome, EvidenceKind, HandoffMode, Priority, Role, TodoClass};
+use loopx_core::next::NextStep;
+use loopx_core::{AgentType, ErrorKind, HandoffId, Result, Timestamp, TodoId};
+use loopx_kernel::rules::{self, Actor, MAX_HANDOFF_SECS, MAX_LEASE_SECS};
+
+mod support;
+use support::{Sim, agent};
+
+fn by(who: &str) -> Actor {
+    if who == "user" { Actor::User } else { Actor::Agent(agent(who)) }
+}
+
+fn evidence() -> NewEvidence {
+    NewEvidence {
+        kind: EvidenceKind::Test,
+        summary: "passes".into(),
+        command: None,
+        exit_code: None,
+        link: None,
+    }
+}
+
+impl Sim {
+    fn update(&self, who: &str, req: &UpdateTodo) -> Result<Option<Event>> {
+        rules::update(&self.state, &by(who), req, self.now)
+    }
+
+    fn completing(
+        &self,
+        who: &str,
+        t: TodoId,
+        proof: bool,
+        no_follow_up: bool,
+        note: bool,
+    ) -> Result<Option<Event>> {
+        let req = CompleteTodo {
+            todo: t,
+            evidence: proof.then(evidence),
+            no_follow_up,
+            note: note.then(|| "nothing more is needed".to_owned()),
+            next_todo: None,
+        };
+        rules::complete(&self.state, &by(who), &req, None, self.now)
+    }
+
+    fn leasing(&self, who: &str, t: TodoId, op: LeaseOp, key: Option<&str>) -> Result<Option<Event>> {
+        let req = LeaseRequest { todo: t, op, key: key.map(str::to_owned), expected_version: None };
+        rules::lease(&self.state, &by(who), &req, self.now)
+    }
+
+    fn lease(&mut self, who: &str, t: TodoId, secs: u64, scope: &[&str]) {
+        let op =
+            LeaseOp::Acquire { ttl_secs: secs, write_scope: scope.iter().map(|s| (*s).to_owned()).collect() };
+        let e = self.leasing(who, t, op, None).unwrap().unwrap();
+        self.apply(who, e);
+    }
+
+    fn hard_lease(&mut self) {
+        let req = SetGoal { handoff_mode: Some(HandoffMode::HardLease), ..SetGoal::default() };
+        let e = rules::set_goal(&self.state, &req).unwrap().unwrap();
+        self.apply("user", e);
+    }
+
+    fn later(&mut self, secs: i64) {
+        self.now = Timestamp::from_unix_millis(self.now.unix_millis() + secs * 1000);
+    }
+
+    fn offering(
+        &self,
+        who: &str,
+        host: &'static str,
+        to: Option<&str>,
+        todos: &[TodoId],
+        ttl_secs: u64,
+    ) -> Result<Event> {
+        let req = OfferHandoff {
+            to_host: AgentType::from_static(host),
+            to_agent: to.map(agent),
+            todos: todos.to_vec(),
+            note: None,
+            ttl_secs,
+        };
+        rules::offer_handoff(&self.state, &by(who), &req, self.now)
+    }
+
+    /// A turn of `who` on `t` written back, under `turn` if given.
+    fn write_back(&mut self, who: &str, t: TodoId, turn: Option<&str>) {
+        let req = RefreshState {
+            todo: t,
+            classification: "implement".into(),
+            delivery_outcome: DeliveryOutcome::OutcomeProgress,
+            next_action: None,
+        };
+        let e = rules::refresh_state(&self.state, &by(who), turn, &req, self.now).unwrap().unwrap();
+        self.apply(who, e);
+    }
+
+    fn spending(&self, who: &str, t: TodoId, turn: Option<&str>, usd: Option<f64>) -> Result<Event> {
+        let req = SpendSlot { todo: t, slots: 1, tokens: None, usd, dry_run: false };
+        rules::spend_slot(&self.state, &by(who), turn, &req, self.now)
+    }
+}
+
+fn kind<T: std::fmt::Debug>(r: Result<T>) -> ErrorKind {
+    r.unwrap_err().kind
+}
+
+fn message<T: std::fmt::Debug>(r: Result<T>) -> String {
+    r.unwrap_err().message
+}
+
+/// A goal with agents a, b and c and todo t1 claimed by a.
+fn claimed() -> (Sim, TodoId) {
+    let mut s = Sim::new().agents(&["a", "b", "c"]);
+    let t = s.todo("write the parser", Priority::P1);
+    s.claim("a", t);
+    (s, t)
+}
+
+#[test]
+fn an_update_records_only_what_it_changes() {
+    let (s, t) = claimed();
+    let same_text = UpdateTodo { text: Some("write the parser".into()), ..UpdateTodo::of(t) };
+    assert_eq!(s.update("a", &same_text).unwrap(), None, "the text it has: nothing to record");
+    let req = UpdateTodo { priority: Some(Priority::P0), ..same_text.clone() };
+    let Some(Event::TodoUpdated { text, priority, clear_claim, status, .. }) = s.update("a", &req).unwrap()
+    else {
+        panic!("an update")
+    };
+    assert_eq!((text, priority, clear_claim, status), (None, Some(Priority::P0), false, None));
+    let req = UpdateTodo {
+        text: Some("write the lexer".into()),
+        priority: Some(Priority::P1),
+        ..UpdateTodo::of(t)
+    };
+    let Some(Event::TodoUpdated { text, priority, .. }) = s.update("a", &req).unwrap() else {
+        panic!("an update")
+    };
+    assert_eq!((text.as_deref(), priority), (Some("write the lexer"), None), "P1 is its priority already");
+    let clear = UpdateTodo { clear_claim: true, ..UpdateTodo::of(t) };
+    let Some(Event::TodoUpdated { clear_claim, .. }) = s.update("a", &clear).unwrap() else {
+        panic!("an update")
+    };
+    assert!(clear_claim, "clearing the claim alone is an update");
+    assert_eq!(kind(s.update("b", &req)), ErrorKind::Conflict, "b cannot update a's todo");
+}
+
+#[test]
+fn a_takeover_needs_both_its_words_and_changes_nothing_else() {
+    let (s, t) = claimed();
+    let only_to = UpdateTodo { claimed_by: Some(agent("b")), ..UpdateTodo::of(t) };
+    assert!(message(s.update("user", &only_to)).contains("go together"));
+    let only_why = UpdateTodo { takeover_reason: Some("a is stuck".into()), ..UpdateTodo::of(t) };
+    assert!(message(s.update("user", &only_why)).contains("go together"));
+    let base = UpdateTodo::takeover(t, agent("b"), "a is stuck");
+    let others = [
+        UpdateTodo { text: Some("x".into()), ..base.clone() },
+        UpdateTodo { priority: Some(Priority::P0), ..base.clone() },
+        UpdateTodo { status: Some(loopx_core::model::TodoStatus::Blocked), ..base.clone() },
+        UpdateTodo { resume_when: Some(loopx_core::model::ResumeWhen::TodoDone(t)), ..base.clone() },
+        UpdateTodo { clear_claim: true, ..base.clone() },
+        UpdateTodo { note: Some("n".into()), ..base.clone() },
+        UpdateTodo { evidence: Some(evidence()), ..base.clone() },
+    ];
+    for req in &others {
+        assert!(message(s.update("user", req)).contains("changes only the claim"), "{req:?}");
+    }
+    let Some(Event::TodoTakenOver { from, to, .. }) = s.update("user", &base).unwrap() else {
+        panic!("a takeover")
+    };
+    assert_eq!((from, to), (agent("a"), agent("b")));
+    let to_holder = UpdateTodo::takeover(t, agent("a"), "no change");
+    assert_eq!(s.update("user", &to_holder).unwrap(), None, "to the agent that holds it: nothing");
+}
+
+#[test]
+fn a_claim_moves_by_its_holder_a_person_or_the_receiver_once_the_lease_expired() {
+    let (mut s, t) = claimed();
+    let to_b = UpdateTodo::takeover(t, agent("b"), "over to b");
+    assert!(s.update("a", &to_b).unwrap().is_some(), "the holder hands it over");
+    assert_eq!(kind(s.update("b", &to_b)), ErrorKind::Conflict, "no lease: b waits for a");
+    assert_eq!(kind(s.update("c", &to_b)), ErrorKind::Conflict, "c moves nobody's claim");
+    s.lease("a", t, 60, &[]);
+    assert_eq!(kind(s.update("b", &to_b)), ErrorKind::Conflict, "a's lease still runs");
+    s.later(120);
+    assert!(s.update("b", &to_b).unwrap().is_some(), "a's lease expired: b takes it");
+    assert_eq!(kind(s.update("c", &to_b)), ErrorKind::Conflict, "only the receiver, even then");
+}
+
+#[test]
+fn completing_an_agents_todo_needs_proof_or_a_reasoned_no_follow_up() {
+    let (mut s, t) = claimed();
+    assert!(message(s.completing("a", t, false, false, false)).contains("needs evidence"));
+    assert!(message(s.completing("a", t, false, true, false)).contains("needs evidence"), "no reason given");
+    assert!(
+        message(s.completing("a", t, false, false, true)).contains("needs evidence"),
+        "a note is no proof"
+    );
+    assert!(s.completing("a", t, false, true, true).unwrap().is_some());
+    assert!(s.completing("a", t, true, false, false).unwrap().is_some());
+    let mine = s.todo_with("sign the release", Priority::P1, Role::User, TodoClass::Advance);
+    assert!(
+        s.completing("user", mine, false, false, false).unwrap().is_some(),
+        "a person's todo, by the person"
+    );
+    assert_eq!(kind(s.completing("a", mine, true, false, false)), ErrorKind::Refused, "never by an agent");
+}
+
+#[test]
+fn in_hard_lease_mode_an_agent_acts_on_its_todo_only_under_its_own_running_lease() {
+    let (mut s, t) = claimed();
+    s.hard_lease();
+    assert!(message(s.completing("a", t, true, false, false)).contains("hard_lease"), "no lease");
+    s.lease("a", t, 60, &[]);
+    assert!(s.completing("a", t, true, false, false).unwrap().is_some(), "under a's lease");
+    assert_eq!(kind(s.completing("b", t, true, false, false)), ErrorKind::Conflict, "b holds nothing");
+    assert!(s.completing("user", t, true, false, false).unwrap().is_some(), "a person needs none");
+    s.later(120);
+    assert!(message(s.completing("a", t, true, false, false)).contains("hard_lease"), "the lease expired");
+}
+
+#[test]
+fn a_todo_is_superseded_by_another_but_never_by_itself() {
+    let (mut s, t) = claimed();
+    let other = s.todo("parse with a generator", Priority::P1);
+    let req = SupersedeTodo { todo: t, by: vec![other], new_texts: vec![], note: None };
+    let Event::TodoSuperseded { by: with, new, .. } =
+        rules::supersede(&s.state, &by("a"), &req, s.now).unwrap()
+    else {
+        panic!("a supersede")
+    };
+    assert_eq!((with, new.len()), (vec![other], 0));
+    let itself = SupersedeTodo { by: vec![t], ..req };
+    assert!(message(rules::supersede(&s.state, &by("a"), &itself, s.now)).contains("itself"));
+}
+
+#[test]
+fn write_scopes_overlap_when_one_may_name_a_path_of_the_other() {
+    let cases = [
+        ("src/a.rs", "src/a.rs", true),
+        ("src/a.rs", "src/b.rs", false),
+        ("src", "src/a.rs", false),
+        ("src/**", "src/a.rs", true),
+        ("src/a.rs", "src/**", true),
+        ("src/**", "src/a/**", true),
+        ("src/a/**", "src/**", true),
+        ("src/**", "docs/**", false),
+        ("src/*.rs", "docs/a.rs", false),
+    ];
+    for (a, b, overlap) in cases {
+        assert_eq!(rules::scopes_overlap(a, b), overlap, "{a} and {b}");
+    }
+}
+
+#[test]
+fn a_lease_is_its_holders_for_a_bounded_time_and_never_overrides_a_peer() {
+    let (mut s, t) = claimed();
+    let acquire = |secs| LeaseOp::Acquire { ttl_secs: secs, write_scope: vec![] };
+    assert_eq!(kind(s.leasing("a", t, acquire(0), None)), ErrorKind::Usage);
+    assert_eq!(kind(s.leasing("a", t, acquire(MAX_LEASE_SECS + 1), None)), ErrorKind::Usage);
+    assert!(s.leasing("a", t, acquire(MAX_LEASE_SECS), None).unwrap().is_some());
+    assert!(message(s.leasing("b", t, acquire(60), None)).contains("a lease never overrides a peer"));
+    let user_todo = s.todo_with("sign", Priority::P1, Role::User, TodoClass::Advance);
+    assert_eq!(kind(s.leasing("a", user_todo, acquire(60), None)), ErrorKind::Refused);
+    let versioned = |v| LeaseRequest { todo: t, op: acquire(60), key: None, expected_version: Some(v) };
+    assert_eq!(kind(rules::lease(&s.state, &by("a"), &versioned(7), s.now)), ErrorKind::Conflict);
+    assert!(rules::lease(&s.state, &by("a"), &versioned(0), s.now).unwrap().is_some());
+
+    let e = s.leasing("a", t, acquire(60), Some("k1")).unwrap().unwrap();
+    s.apply("a", e);
+    assert_eq!(
+        s.leasing("a", t, acquire(60), Some("k1")).unwrap(),
+        None,
+        "taken again with its key: nothing"
+    );
+    assert!(message(s.leasing("a", t, acquire(60), Some("k2"))).contains("you, under another key"));
+    assert!(message(s.leasing("b", t, acquire(60), Some("k1"))).contains("leased by a"));
+    let renew = || LeaseOp::Renew { ttl_secs: 60 };
+    assert!(s.leasing("a", t, renew(), Some("k1")).unwrap().is_some());
+    assert!(message(s.leasing("a", t, renew(), None)).contains("present it"));
+    assert_eq!(kind(s.leasing("b", t, renew(), Some("k1"))), ErrorKind::Conflict);
+    let transfer = |to: &str| LeaseOp::Transfer { to: agent(to) };
+    assert_eq!(s.leasing("a", t, transfer("a"), Some("k1")).unwrap(), None, "to itself: nothing");
+    assert!(matches!(
+        s.leasing("a", t, transfer("b"), Some("k1")).unwrap(),
+        Some(Event::LeaseTransferred { .. })
+    ));
+    s.later(120);
+    assert!(message(s.leasing("a", t, transfer("b"), Some("k1"))).contains("renew it first"));
+}
+
+#[test]
+fn a_lease_whose_scope_overlaps_another_running_lease_is_refused() {
+    let (mut s, t) = claimed();
+    s.lease("a", t, 60, &["src/**"]);
+    let u = s.todo("write the docs", Priority::P1);
+    s.claim("b", u);
+    let acquire = |scope: &str| LeaseOp::Acquire { ttl_secs: 60, write_scope: vec![scope.to_owned()] };
+    assert!(message(s.leasing("b", u, acquire("src/lexer.rs"), None)).contains("overlaps src/**"));
+    assert!(s.leasing("b", u, acquire("docs/**"), None).unwrap().is_some());
+    s.later(120);
+    assert!(s.leasing("b", u, acquire("src/lexer.rs"), None).unwrap().is_some(), "a's lease ran out");
+}
+
+#[test]
+fn a_handoff_waits_a_bounded_time_and_carries_the_todos_its_sender_holds() {
+    let (mut s, t) = claimed();
+    let done = s.todo("done already", Priority::P1);
+    s.claim("a", done);
+    s.complete(done, false);
+    let bs = s.todo("b's work", Priority::P1);
+    s.claim("b", bs);
+    assert_eq!(kind(s.offering("a", "codex-app", None, &[], 0)), ErrorKind::Usage);
+    assert_eq!(kind(s.offering("a", "codex-app", None, &[], MAX_HANDOFF_SECS + 1)), ErrorKind::Usage);
+    s.lease("a", t, 3600, &["src/**"]);
+    let Event::HandoffOffered { handoff } =
+        s.offering("a", "codex-app", None, &[], MAX_HANDOFF_SECS).unwrap()
+    else {
+        panic!("an offer")
+    };
+    let handed: Vec<TodoId> = handoff.todos.iter().map(|h| h.todo).collect();
+    assert_eq!(handed, [t], "only the open todos a holds");
+    let lease = s.state.todo(t).unwrap().lease.clone().unwrap();
+    // Asked for 3,600 s a second before the clock's event moved on, as it does every event.
+    let secs = (lease.expires_at.unix_millis() - lease.acquired_at.unix_millis()) / 1000;
+    assert_eq!(handoff.todos[0].lease_secs, Some(u64::try_from(secs).unwrap()), "its running lease's length");
+    assert_eq!(secs, 3599);
+    assert_eq!(handoff.todos[0].write_scope, ["src/**"]);
+    s.later(7200);
+    let Event::HandoffOffered { handoff } = s.offering("a", "codex-app", None, &[t], 60).unwrap() else {
+        panic!("an offer")
+    };
+    assert_eq!(
+        (handoff.todos[0].lease_secs, handoff.todos[0].write_scope.len()),
+        (None, 0),
+        "the lease expired"
+    );
+}
+
+#[test]
+fn a_handoffs_receiver_is_the_agent_named_for_its_host() {
+    let mut s = Sim::new().agents(&["a", "b", "d"]);
+    s.apply(
+        "user",
+        Event::AgentRegistered { agent: agent("c"), agent_type: AgentType::from_static("claude-code") },
+    );
+    let mut offer = |host: &'static str, to: &str| -> HandoffId {
+        let t = s.todo("work", Priority::P1);
+        s.claim("a", t);
+        let e = s.offering("a", host, Some(to), &[t], 3600).unwrap();
+        s.apply("a", e);
+        s.state.handoffs.last().unwrap().id
+    };
+    offer("claude-code", "c");
+    let to_b = offer("codex-app", "b");
+    let to_d = offer("codex-app", "d");
+    let receiver = |host: &'static str, handoff: Option<HandoffId>| {
+        rules::receiver(&s.state, &AcceptHandoff { host: AgentType::from_static(host), handoff }, s.now)
+            .unwrap()
+    };
+    assert_eq!(receiver("codex-app", None), agent("b"), "the first named for the host");
+    assert_eq!(receiver("codex-app", Some(to_d)), agent("d"));
+    assert_eq!(receiver("codex-app", Some(to_b)), agent("b"));
+    assert_eq!(receiver("claude-code", None), agent("c"));
+}
+
+#[test]
+fn a_spend_accounts_one_unspent_writeback_of_the_spender_while_the_goal_runs() {
+    let (mut s, t) = claimed();
+    let u = s.todo("other work", Priority::P1);
+    s.claim("a", u);
+    s.write_back("a", u, None);
+    assert!(message(s.spending("a", t, None, None)).contains("no unspent writeback"), "u's is not t's");
+    s.write_back("a", t, Some("turn-1"));
+    assert!(message(s.spending("b", t, None, None)).contains("no unspent writeback"), "a's is not b's");
+    assert!(message(s.spending("a", t, Some("turn-2"), None)).contains("no writeback"), "another turn");
+    assert!(s.spending("a", t, Some("turn-1"), None).is_ok());
+    for usd in [-0.01, f64::INFINITY, f64::NAN] {
+        assert_eq!(kind(s.spending("a", t, None, Some(usd))), ErrorKind::Usage, "{usd}");
+    }
+    for usd in [0.0, 0.42] {
+        assert!(s.spending("a", t, None, Some(usd)).is_ok(), "{usd}");
+    }
+    let mut paused = s.clone();
+    paused.quota(QuotaChange { compute: Some(0.0), ..QuotaChange::default() });
+    let e = paused.spending("a", t, None, None).unwrap_err();
+    assert_eq!(e.next.map(|n| n.steps), Some(vec![NextStep::RestoreCompute]));
+    s.stop();
+    let e = s.spending("a", t, None, None).unwrap_err();
+    assert_eq!(e.next.map(|n| n.steps), Some(vec![NextStep::ResumeGoal]));
+}
