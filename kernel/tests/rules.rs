@@ -289,6 +289,10 @@ fn a_lease_is_its_holders_for_a_bounded_time_and_never_overrides_a_peer() {
     assert!(s.leasing("a", t, renew(), Some("k1")).unwrap().is_some());
     assert!(message(s.leasing("a", t, renew(), None)).contains("present it"));
     assert_eq!(kind(s.leasing("b", t, renew(), Some("k1"))), ErrorKind::Conflict);
+    let mut released = s.clone();
+    let e = rules::release(&released.state, &by("a"), t, released.now).unwrap().unwrap();
+    released.apply("a", e);
+    assert_eq!(kind(released.leasing("a", t, renew(), Some("k1"))), ErrorKind::Conflict, "a let the todo go");
     let transfer = |to: &str| LeaseOp::Transfer { to: agent(to) };
     assert_eq!(s.leasing("a", t, transfer("a"), Some("k1")).unwrap(), None, "to itself: nothing");
     assert!(matches!(
@@ -308,6 +312,9 @@ fn a_lease_whose_scope_overlaps_another_running_lease_is_refused() {
     let acquire = |scope: &str| LeaseOp::Acquire { ttl_secs: 60, write_scope: vec![scope.to_owned()] };
     assert!(message(s.leasing("b", u, acquire("src/lexer.rs"), None)).contains("overlaps src/**"));
     assert!(s.leasing("b", u, acquire("docs/**"), None).unwrap().is_some());
+    let mut done = s.clone();
+    done.complete(t, false);
+    assert!(done.leasing("b", u, acquire("src/lexer.rs"), None).unwrap().is_some(), "a's todo is done");
     s.later(120);
     assert!(s.leasing("b", u, acquire("src/lexer.rs"), None).unwrap().is_some(), "a's lease ran out");
 }
@@ -398,4 +405,37 @@ fn a_spend_accounts_one_unspent_writeback_of_the_spender_while_the_goal_runs() {
     s.stop();
     let e = s.spending("a", t, None, None).unwrap_err();
     assert_eq!(e.next.map(|n| n.steps), Some(vec![NextStep::ResumeGoal]));
+}
+
+#[test]
+fn a_goal_takes_todos_up_to_its_maximum_of_live_ones() {
+    let mut s = Sim::new();
+    for _ in 1..rules::MAX_TODOS {
+        s.todo("one of many", Priority::P2);
+    }
+    let req = loopx_core::kernel::AddTodo::agent("the last that fits", Priority::P2);
+    let e = rules::add_todo(&s.state, &req).unwrap();
+    s.apply("user", e);
+    assert_eq!(s.state.todos.len(), rules::MAX_TODOS);
+    assert!(message(rules::add_todo(&s.state, &req)).contains("maximum"));
+}
+
+#[test]
+fn an_unnamed_receiver_is_the_only_other_agent_of_the_host() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    s.apply(
+        "user",
+        Event::AgentRegistered { agent: agent("c"), agent_type: AgentType::from_static("claude-code") },
+    );
+    let t = s.todo("work", Priority::P1);
+    s.claim("a", t);
+    let e = s.offering("a", "codex-app", None, &[t], 3600).unwrap();
+    s.apply("a", e);
+    let accept = AcceptHandoff { host: AgentType::from_static("codex-app"), handoff: None };
+    assert_eq!(rules::receiver(&s.state, &accept, s.now).unwrap(), agent("b"), "not its sender, not c");
+    s.apply(
+        "user",
+        Event::AgentRegistered { agent: agent("d"), agent_type: AgentType::from_static("codex-app") },
+    );
+    assert!(message(rules::receiver(&s.state, &accept, s.now)).contains("say which one"));
 }
