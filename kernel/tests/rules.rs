@@ -5,10 +5,12 @@
 
 use loopx_core::event::Event;
 use loopx_core::kernel::{
-    AcceptHandoff, CompleteTodo, LeaseOp, LeaseRequest, NewEvidence, OfferHandoff, QuotaChange, RefreshState,
-    SetGoal, SpendSlot, SupersedeTodo, UpdateTodo,
+    AcceptHandoff, BindThread, CompleteTodo, LeaseOp, LeaseRequest, NewEvidence, OfferHandoff, QuotaChange,
+    RefreshState, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo,
 };
-use loopx_core::model::{DeliveryOutcome, EvidenceKind, HandoffMode, Priority, Role, TodoClass};
+use loopx_core::model::{
+    DeliveryOutcome, EvidenceKind, HandoffMode, NotifyFormat, NotifyPolicy, Priority, Role, TodoClass,
+};
 use loopx_core::next::NextStep;
 use loopx_core::{AgentType, ErrorKind, HandoffId, Result, Timestamp, TodoId};
 use loopx_kernel::rules::{self, Actor, MAX_HANDOFF_SECS, MAX_LEASE_SECS};
@@ -438,4 +440,163 @@ fn an_unnamed_receiver_is_the_only_other_agent_of_the_host() {
         Event::AgentRegistered { agent: agent("d"), agent_type: AgentType::from_static("codex-app") },
     );
     assert!(message(rules::receiver(&s.state, &accept, s.now)).contains("say which one"));
+}
+
+/// A command's context: the agent it names, inside session `s1` of Claude Code if `in_session`.
+fn context(named: Option<&str>, in_session: bool) -> loopx_core::kernel::CommandContext {
+    loopx_core::kernel::CommandContext {
+        agent: named.map(agent),
+        session: in_session.then(|| BindThread { host: "claude-code".into(), thread: "s1".into() }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn inside_a_session_a_command_acts_as_the_sessions_agent_and_never_as_a_person() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let session = BindThread { host: "claude-code".into(), thread: "s1".into() };
+    let actor = |st: &Sim, named: Option<&str>| rules::session_agent(&st.state, &context(named, true));
+    assert!(message(actor(&s, None)).contains("has not joined"));
+    assert_eq!(actor(&s, Some("b")).unwrap(), Some(agent("b")), "not joined: the agent named");
+    let e = rules::bind_thread(&s.state, &by("a"), &session).unwrap().unwrap();
+    s.apply("a", e);
+    assert_eq!(actor(&s, None).unwrap(), Some(agent("a")));
+    assert_eq!(actor(&s, Some("a")).unwrap(), Some(agent("a")), "its own agent, named");
+    assert!(message(actor(&s, Some("b"))).contains("acts as agent a; it cannot act as b"));
+    assert!(message(actor(&s, Some("user"))).contains("cannot act as a person"));
+    assert_eq!(
+        rules::session_agent(&s.state, &context(Some("b"), false)).unwrap(),
+        Some(agent("b")),
+        "no session"
+    );
+}
+
+#[test]
+fn the_actor_is_a_person_unless_an_agent_is_named_or_implied_in_the_agent_lane() {
+    use rules::Lane;
+    let resolve = |st: &Sim, named: Option<&str>, lane: Lane| {
+        rules::resolve_actor(&st.state, &context(named, false), lane)
+    };
+    let one = Sim::new().agents(&["a"]);
+    assert_eq!(resolve(&one, None, Lane::Agent).unwrap(), Actor::Agent(agent("a")), "the only agent");
+    assert_eq!(resolve(&one, None, Lane::Person).unwrap(), Actor::User);
+    assert_eq!(resolve(&one, Some("user"), Lane::Agent).unwrap(), Actor::User, "a person, named");
+    assert_eq!(resolve(&one, Some("a"), Lane::Agent).unwrap(), Actor::Agent(agent("a")));
+    assert_eq!(kind(resolve(&one, Some("z"), Lane::Agent)), ErrorKind::Identity, "z is not registered");
+    assert_eq!(
+        resolve(&one, Some("z"), Lane::Joining).unwrap(),
+        Actor::Agent(agent("z")),
+        "z registers itself"
+    );
+    assert!(
+        message(resolve(&one, Some("a"), Lane::Governance("changing the quota")))
+            .contains("agent a cannot make it")
+    );
+    let two = Sim::new().agents(&["a", "b"]);
+    assert!(message(resolve(&two, None, Lane::Agent)).contains("say which one"));
+    assert!(
+        message(rules::resolve_actor(&two.state, &context(None, true), Lane::Governance("x")))
+            .contains("session")
+    );
+}
+
+#[test]
+fn a_goal_setting_records_only_what_it_changes() {
+    let mut s = Sim::new();
+    let set = |st: &Sim, req: SetGoal| rules::set_goal(&st.state, &req).unwrap();
+    assert_eq!(
+        set(&s, SetGoal { objective: Some("test".into()), ..SetGoal::default() }),
+        None,
+        "its objective"
+    );
+    let Some(Event::GoalUpdated { objective, title, clear_notify, .. }) =
+        set(&s, SetGoal { objective: Some("test".into()), title: Some("T".into()), ..SetGoal::default() })
+    else {
+        panic!("an update")
+    };
+    assert_eq!((objective, title.as_deref(), clear_notify), (None, Some("T"), false));
+    let Some(Event::GoalUpdated { objective, .. }) =
+        set(&s, SetGoal { objective: Some("new".into()), ..SetGoal::default() })
+    else {
+        panic!("an update")
+    };
+    assert_eq!(objective.as_deref(), Some("new"));
+    let scope = || Some(vec!["src/**".to_owned()]);
+    let e = set(&s, SetGoal { write_scope: scope(), ..SetGoal::default() }).unwrap();
+    s.apply("user", e);
+    assert_eq!(set(&s, SetGoal { write_scope: scope(), ..SetGoal::default() }), None, "its write scope");
+    let notify = |webhook: Option<&str>, command: Option<&str>| NotifyPolicy {
+        webhook: webhook.map(str::to_owned),
+        format: NotifyFormat::Generic,
+        command: command.map(|c| vec![c.to_owned()]),
+        remind_after_secs: None,
+    };
+    let bad = SetGoal { notify: Some(notify(None, None)), ..SetGoal::default() };
+    assert_eq!(kind(rules::set_goal(&s.state, &bad)), ErrorKind::Usage, "neither a webhook nor a command");
+    assert!(
+        set(&s, SetGoal { notify: Some(notify(None, Some("notify-send"))), ..SetGoal::default() }).is_some()
+    );
+    let hook = || Some(notify(Some("env:LOOPX_TEST_HOOK"), None));
+    let e = set(&s, SetGoal { notify: hook(), ..SetGoal::default() }).unwrap();
+    s.apply("user", e);
+    assert_eq!(set(&s, SetGoal { notify: hook(), ..SetGoal::default() }), None, "its notify policy");
+    let Some(Event::GoalUpdated { clear_notify, .. }) =
+        set(&s, SetGoal { title: Some("U".into()), ..SetGoal::default() })
+    else {
+        panic!("an update")
+    };
+    assert!(!clear_notify, "not asked to");
+    let clear = || SetGoal { clear_notify: true, ..SetGoal::default() };
+    let Some(Event::GoalUpdated { clear_notify, .. }) = set(&s, clear()) else { panic!("an update") };
+    assert!(clear_notify);
+    let e = set(&s, clear()).unwrap();
+    s.apply("user", e);
+    assert_eq!(set(&s, clear()), None, "no policy to clear");
+}
+
+#[test]
+fn evidence_names_a_command_that_was_run_and_numbers_after_what_the_same_commit_adds() {
+    let (s, t) = claimed();
+    let with_command = |argv: Vec<&str>| NewEvidence {
+        command: Some(argv.into_iter().map(str::to_owned).collect()),
+        ..evidence()
+    };
+    let make = |e: &NewEvidence, offset| rules::make_evidence(&s.state, &by("a"), t, e, s.now, offset);
+    assert_eq!(kind(make(&with_command(vec![]), 0)), ErrorKind::Usage, "no command");
+    let e = make(&with_command(vec!["cargo", "test"]), 2).unwrap();
+    assert_eq!(e.id.number(), s.state.next_evidence_id().number() + 2);
+    assert_eq!((e.author.as_str(), e.command.map(|c| c.join(" "))), ("a", Some("cargo test".to_owned())));
+}
+
+#[test]
+fn a_notify_policy_names_its_webhook_and_its_command_and_reminds_within_a_month() {
+    let policy = |webhook: Option<&str>, command: Option<Vec<&str>>, remind: Option<u64>| SetGoal {
+        notify: Some(NotifyPolicy {
+            webhook: webhook.map(str::to_owned),
+            format: NotifyFormat::Generic,
+            command: command.map(|c| c.into_iter().map(str::to_owned).collect()),
+            remind_after_secs: remind,
+        }),
+        ..SetGoal::default()
+    };
+    let s = Sim::new();
+    let ok = |req: SetGoal| rules::set_goal(&s.state, &req).is_ok();
+    assert!(ok(policy(Some("env:HOOK"), None, None)), "a webhook alone");
+    assert!(ok(policy(None, Some(vec!["notify-send", "loopx"]), None)), "a command alone");
+    assert!(!ok(policy(None, Some(vec![]), None)), "an empty command");
+    assert!(!ok(policy(None, Some(vec!["notify-send", "a\nb"]), None)), "a word that is not one");
+    assert!(ok(policy(None, Some(vec!["x"]), Some(1))));
+    assert!(ok(policy(None, Some(vec!["x"]), Some(30 * 86_400))));
+    assert!(!ok(policy(None, Some(vec!["x"]), Some(0))));
+    assert!(!ok(policy(None, Some(vec!["x"]), Some(30 * 86_400 + 1))));
+    let name = "N".repeat(64);
+    for good in ["env:LOOPX_HOOK_1", "config:team-alerts.v2", &format!("env:{name}")] {
+        assert!(rules::check_webhook(good).is_ok(), "{good}");
+    }
+    let long = format!("env:{name}N");
+    for bad in ["env:", "env:A-B", "config:", "config:a/b", "https://hooks.example.com/x", "HOOK", &long] {
+        assert_eq!(kind(rules::check_webhook(bad)), ErrorKind::Usage, "{bad}");
+    }
+    assert!(message(rules::check_webhook("env:A-B")).contains("invalid variable name"));
+    assert!(message(rules::check_webhook("config:a/b")).contains("invalid webhook name"));
 }
