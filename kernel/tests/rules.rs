@@ -600,3 +600,134 @@ fn a_notify_policy_names_its_webhook_and_its_command_and_reminds_within_a_month(
     assert!(message(rules::check_webhook("env:A-B")).contains("invalid variable name"));
     assert!(message(rules::check_webhook("config:a/b")).contains("invalid webhook name"));
 }
+
+#[test]
+fn an_agent_registers_once_under_one_type_and_never_as_a_reserved_name() {
+    let s = Sim::new().agents(&["a"]);
+    let register = |id: &str, host: &'static str, require_new: bool| {
+        let req = loopx_core::kernel::RegisterAgent {
+            id: loopx_core::AgentId::new(id).unwrap(),
+            agent_type: AgentType::from_static(host),
+            require_new,
+        };
+        rules::register_agent(&s.state, &req)
+    };
+    assert!(register("b", "codex-app", true).unwrap().is_some());
+    assert_eq!(register("a", "codex-app", false).unwrap(), None, "again, as it is");
+    assert_eq!(kind(register("a", "codex-app", true)), ErrorKind::Conflict);
+    assert_eq!(kind(register("a", "claude-code", false)), ErrorKind::Refused, "another type");
+    assert_eq!(kind(register("user", "codex-app", false)), ErrorKind::Usage);
+}
+
+#[test]
+fn a_todos_validation_is_a_command_with_a_bounded_timeout() {
+    let s = Sim::new();
+    let adding = |argv: Vec<&str>, timeout_secs: u64| {
+        let req = loopx_core::kernel::AddTodo {
+            validation: Some(loopx_core::model::Validation {
+                argv: argv.into_iter().map(str::to_owned).collect(),
+                timeout_secs,
+            }),
+            ..loopx_core::kernel::AddTodo::agent("parse", Priority::P1)
+        };
+        rules::add_todo(&s.state, &req)
+    };
+    assert!(adding(vec!["cargo", "test"], 1).is_ok());
+    assert!(adding(vec!["cargo", "test"], rules::MAX_VALIDATION_SECS).is_ok());
+    assert_eq!(kind(adding(vec!["cargo", "test"], 0)), ErrorKind::Usage);
+    assert_eq!(kind(adding(vec!["cargo", "test"], rules::MAX_VALIDATION_SECS + 1)), ErrorKind::Usage);
+    assert_eq!(kind(adding(vec![], 60)), ErrorKind::Usage, "no command");
+    assert_eq!(kind(adding(vec!["cargo", "a\nb"], 60)), ErrorKind::Usage, "a word that is not one");
+    let after = loopx_core::kernel::AddTodo {
+        after_gate: Some(loopx_core::GateId::from_number(9)),
+        ..loopx_core::kernel::AddTodo::agent("later", Priority::P1)
+    };
+    assert_eq!(kind(rules::add_todo(&s.state, &after)), ErrorKind::NotFound, "a gate the goal lacks");
+}
+
+#[test]
+fn a_session_acts_as_one_agent_and_an_agent_in_one_session_of_a_host() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let session = |thread: &str| BindThread { host: "claude-code".into(), thread: thread.into() };
+    let e = rules::bind_thread(&s.state, &by("a"), &session("s1")).unwrap().unwrap();
+    s.apply("a", e);
+    assert_eq!(rules::bind_thread(&s.state, &by("a"), &session("s1")).unwrap(), None, "bound already");
+    assert!(message(rules::bind_thread(&s.state, &by("b"), &session("s1"))).contains("already acts as a"));
+    assert!(
+        message(rules::bind_thread(&s.state, &by("a"), &session("s2"))).contains("never share an identity")
+    );
+    let codex = BindThread { host: "codex".into(), thread: "s2".into() };
+    assert!(rules::bind_thread(&s.state, &by("a"), &codex).unwrap().is_some(), "a session of another host");
+    let process = BindThread::process("claude-code", "1234.5678");
+    assert!(rules::bind_thread(&s.state, &by("a"), &process).unwrap().is_some(), "its session's process");
+
+    let unbind = |who: &str, whose: &str, thread: &str| {
+        rules::unbind_thread(&s.state, &by(who), &agent(whose), &session(thread))
+    };
+    assert_eq!(kind(unbind("b", "a", "s1")), ErrorKind::Refused, "another agent's");
+    assert_eq!(kind(unbind("user", "b", "s1")), ErrorKind::Conflict, "s1 is a's, not b's");
+    assert_eq!(unbind("user", "a", "s9").unwrap(), None, "not bound");
+    assert!(unbind("a", "a", "s1").unwrap().is_some());
+    assert!(unbind("user", "a", "s1").unwrap().is_some());
+
+    assert!(rules::stop_block(&s.state, &by("a"), &session("s1")).is_ok());
+    assert!(rules::stop_block(&s.state, &by("b"), &session("s7")).is_ok(), "an unbound session");
+    assert_eq!(kind(rules::stop_block(&s.state, &by("b"), &session("s1"))), ErrorKind::Identity);
+
+    assert_eq!(rules::set_armed(&s.state, &by("a"), false).unwrap(), None, "not armed");
+    let e = rules::set_armed(&s.state, &by("a"), true).unwrap().unwrap();
+    s.apply("a", e);
+    assert_eq!(rules::set_armed(&s.state, &by("a"), true).unwrap(), None, "armed already");
+    assert!(rules::set_armed(&s.state, &by("a"), false).unwrap().is_some());
+}
+
+#[test]
+fn a_scheduler_report_paces_within_a_day_and_names_a_plain_rrule() {
+    let s = Sim::new().agents(&["a"]);
+    let report = |cadence: Option<u32>, rrule: Option<&str>, error: Option<&str>| {
+        let req = loopx_core::kernel::SchedulerReport {
+            cadence_minutes: cadence,
+            rrule: rrule.map(str::to_owned),
+            error: error.map(str::to_owned),
+        };
+        rules::scheduler_report(&s.state, &by("a"), &req)
+    };
+    assert!(matches!(report(Some(1), None, None), Ok(Event::SchedulerAcked { .. })));
+    assert!(report(Some(1440), Some("FREQ=MINUTELY;INTERVAL=3"), None).is_ok());
+    assert_eq!(kind(report(Some(0), None, None)), ErrorKind::Usage);
+    assert_eq!(kind(report(Some(1441), None, None)), ErrorKind::Usage);
+    for bad in ["MINUTELY", "FREQ=minutely", &format!("FREQ={}", "1".repeat(200))] {
+        assert_eq!(kind(report(None, Some(bad), None)), ErrorKind::Usage, "{bad}");
+    }
+    assert!(matches!(report(None, None, Some("no heartbeat")), Ok(Event::SchedulerFailed { .. })));
+}
+
+#[test]
+fn a_writeback_is_classified_and_a_spent_turn_is_closed() {
+    let (mut s, t) = claimed();
+    let u = s.todo("other", Priority::P1);
+    s.claim("a", u);
+    let writing = |st: &Sim, todo: TodoId, turn: Option<&str>, classification: &str| {
+        let req = RefreshState {
+            todo,
+            classification: classification.into(),
+            delivery_outcome: DeliveryOutcome::OutcomeProgress,
+            next_action: None,
+        };
+        rules::refresh_state(&st.state, &by("a"), turn, &req, st.now)
+    };
+    let longest = "a".repeat(32);
+    for good in ["implement", "fix-it_2", "a", longest.as_str()] {
+        assert!(writing(&s, t, None, good).is_ok(), "{good}");
+    }
+    for bad in ["", "Implement", "1st", "-fix", "fix it", &"a".repeat(33)] {
+        assert_eq!(kind(writing(&s, t, None, bad)), ErrorKind::Usage, "{bad}");
+    }
+    s.write_back("a", t, Some("turn-1"));
+    let e = s.spending("a", t, Some("turn-1"), None).unwrap();
+    s.apply("a", e);
+    assert_eq!(writing(&s, t, Some("turn-1"), "implement").unwrap(), None, "written back and spent already");
+    assert!(message(writing(&s, u, Some("turn-1"), "implement")).contains("already wrote back"));
+    assert!(writing(&s, u, Some("turn-2"), "implement").unwrap().is_some(), "a new turn");
+    assert!(writing(&s, t, None, "implement").unwrap().is_some(), "no turn named");
+}
