@@ -731,3 +731,73 @@ fn a_writeback_is_classified_and_a_spent_turn_is_closed() {
     assert!(writing(&s, u, Some("turn-2"), "implement").unwrap().is_some(), "a new turn");
     assert!(writing(&s, t, None, "implement").unwrap().is_some(), "no turn named");
 }
+
+#[test]
+fn a_handoff_is_taken_over_once_by_its_receiver_while_it_waits_or_cancelled_by_its_sender() {
+    let (mut s, t) = claimed();
+    let e = s.offering("a", "codex-app", Some("b"), &[t], 3600).unwrap();
+    s.apply("a", e);
+    let h = s.state.handoffs.last().unwrap().id;
+    let accept = |st: &Sim, who: &str, host: &'static str, handoff: Option<HandoffId>| {
+        let req = AcceptHandoff { host: AgentType::from_static(host), handoff };
+        rules::accept_handoff(&st.state, &by(who), &req, st.now)
+    };
+    let cancel = |st: &Sim, who: &str| {
+        let req = loopx_core::kernel::CancelHandoff { handoff: h, reason: None };
+        rules::cancel_handoff(&st.state, &by(who), &req, st.now)
+    };
+    assert_eq!(kind(accept(&s, "b", "claude-code", Some(h))), ErrorKind::Usage, "b acts through codex-app");
+    assert!(message(accept(&s, "c", "codex-app", Some(h))).contains("not c"));
+    assert_eq!(accept(&s, "c", "codex-app", None).unwrap(), None, "nothing waits for c");
+    assert_eq!(kind(cancel(&s, "c")), ErrorKind::Refused, "not c's to cancel");
+
+    let mut expired = s.clone();
+    expired.later(7200);
+    assert!(message(accept(&expired, "b", "codex-app", Some(h))).contains("expired"));
+    assert!(message(cancel(&expired, "user")).contains("expired"));
+
+    let mut cancelled = s.clone();
+    let e = cancel(&cancelled, "a").unwrap().unwrap();
+    cancelled.apply("a", e);
+    assert_eq!(cancel(&cancelled, "user").unwrap(), None, "cancelled already");
+    assert!(message(accept(&cancelled, "b", "codex-app", Some(h))).contains("cancelled"));
+
+    let Some(Event::HandoffAccepted { todos, registered, .. }) = accept(&s, "b", "codex-app", None).unwrap()
+    else {
+        panic!("a take-over")
+    };
+    assert_eq!((todos, registered), (vec![t], None));
+    let e = accept(&s, "b", "codex-app", Some(h)).unwrap().unwrap();
+    s.apply("b", e);
+    assert_eq!(accept(&s, "b", "codex-app", Some(h)).unwrap(), None, "taken over already");
+    assert!(message(accept(&s, "c", "codex-app", Some(h))).contains("taken over by b"));
+    assert!(message(cancel(&s, "a")).contains("already taken over"));
+}
+
+#[test]
+fn a_handoff_whose_todo_changed_since_is_not_taken_over_and_a_new_agent_registers_by_taking_one() {
+    let (mut s, t) = claimed();
+    let e = s.offering("a", "codex-app", None, &[t], 3600).unwrap();
+    s.apply("a", e);
+    let req = AcceptHandoff { host: AgentType::from_static("codex-app"), handoff: None };
+    let Some(Event::HandoffAccepted { registered, .. }) =
+        rules::accept_handoff(&s.state, &by("n"), &req, s.now).unwrap()
+    else {
+        panic!("a take-over")
+    };
+    assert_eq!(registered, Some(AgentType::from_static("codex-app")), "n was not registered");
+    let mut leased = s.clone();
+    leased.apply(
+        "user",
+        Event::LeaseAcquired {
+            todo: t,
+            owner: agent("a"),
+            expires_at: Timestamp::from_unix_millis(s.now.unix_millis() + 60_000),
+            key: None,
+            write_scope: vec![],
+        },
+    );
+    assert!(
+        message(rules::accept_handoff(&leased.state, &by("b"), &req, leased.now)).contains("changed since")
+    );
+}
