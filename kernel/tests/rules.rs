@@ -800,4 +800,65 @@ fn a_handoff_whose_todo_changed_since_is_not_taken_over_and_a_new_agent_register
     assert!(
         message(rules::accept_handoff(&leased.state, &by("b"), &req, leased.now)).contains("changed since")
     );
+    let mut claimed = s.clone();
+    claimed.apply("c", Event::TodoClaimed { todo: t, agent: agent("c") });
+    assert!(
+        message(rules::accept_handoff(&claimed.state, &by("b"), &req, claimed.now)).contains("claimed by c")
+    );
+    leased.apply("a", Event::TodoReleased { todo: t });
+    assert!(
+        message(rules::accept_handoff(&leased.state, &by("b"), &req, leased.now)).contains("lease version")
+    );
+}
+
+#[test]
+fn a_session_is_named_by_short_printable_words_and_never_by_a_placeholder() {
+    let s = Sim::new().agents(&["a"]);
+    let bind = |host: &str, thread: &str| {
+        rules::bind_thread(&s.state, &by("a"), &BindThread { host: host.into(), thread: thread.into() })
+    };
+    let longest = "x".repeat(200);
+    assert!(bind("claude-code", &longest).is_ok());
+    let too_long = "x".repeat(201);
+    for (host, thread) in [
+        ("claude-code", ""),
+        ("", "s1"),
+        ("claude-code", "s 1"),
+        ("claude code", "s1"),
+        ("claude-code", &too_long),
+    ] {
+        assert_eq!(kind(bind(host, thread)), ErrorKind::Usage, "{host:?} {thread:?}");
+    }
+    assert!(message(bind("claude-code", "<session-id>")).contains("placeholder"));
+}
+
+#[test]
+fn a_quota_change_stays_within_its_bounds() {
+    let s = Sim::new();
+    let ok = |change: QuotaChange| {
+        rules::set_goal(&s.state, &SetGoal { quota: change, ..SetGoal::default() }).is_ok()
+    };
+    let window = |h| QuotaChange { window_hours: Some(h), ..QuotaChange::default() };
+    let slot = |m| QuotaChange { slot_minutes: Some(m), ..QuotaChange::default() };
+    let usd = |u| QuotaChange { budget_usd: Some(u), ..QuotaChange::default() };
+    let compute = |c| QuotaChange { compute: Some(c), ..QuotaChange::default() };
+    for (change, fits) in [
+        (window(1), true),
+        (window(rules::MAX_WINDOW_HOURS), true),
+        (window(0), false),
+        (window(rules::MAX_WINDOW_HOURS + 1), false),
+        (slot(1), true),
+        (slot(1440), true),
+        (slot(0), false),
+        (slot(1441), false),
+        (usd(0.0), true),
+        (usd(25.0), true),
+        (usd(-0.5), false),
+        (usd(f64::INFINITY), false),
+        (compute(0.0), true),
+        (compute(1.0), true),
+        (compute(1.5), false),
+    ] {
+        assert_eq!(ok(change.clone()), fits, "{change:?}");
+    }
 }
