@@ -5,13 +5,15 @@
 
 use loopx_core::event::Event;
 use loopx_core::kernel::{
-    AcceptHandoff, BindThread, CompleteTodo, LeaseOp, LeaseRequest, NewEvidence, OfferHandoff, QuotaChange,
-    RefreshState, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo,
+    AcceptHandoff, AskGate, BindThread, CompleteTodo, LeaseOp, LeaseRequest, NewEvidence, OfferHandoff,
+    QuotaChange, RefreshState, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo,
 };
 use loopx_core::model::{
-    DeliveryOutcome, EvidenceKind, HandoffMode, NotifyFormat, NotifyPolicy, Priority, Role, TodoClass,
+    DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, HandoffMode, NotifyFormat, NotifyPolicy,
+    Priority, PullRef, Role, TodoClass,
 };
 use loopx_core::next::NextStep;
+use loopx_core::traits::{EvidenceDraft, TransitionProposal};
 use loopx_core::{AgentType, ErrorKind, HandoffId, Result, Timestamp, TodoId};
 use loopx_kernel::rules::{self, Actor, MAX_HANDOFF_SECS, MAX_LEASE_SECS};
 
@@ -861,4 +863,104 @@ fn a_quota_change_stays_within_its_bounds() {
     ] {
         assert_eq!(ok(change.clone()), fits, "{change:?}");
     }
+}
+
+fn ask(s: &Sim, kind: GateKind) -> Result<Event> {
+    let req = AskGate { question: "is it green?".into(), blocks: GateBlocks::Goal, kind };
+    rules::ask_gate(&s.state, &req, s.now)
+}
+
+#[test]
+fn a_gate_loopx_checks_runs_a_real_command_for_a_bounded_time_at_a_bounded_pace() {
+    let s = Sim::new();
+    let command = |argv: Vec<&str>, every_secs, timeout_secs| GateKind::Command {
+        argv: argv.into_iter().map(str::to_owned).collect(),
+        every_secs,
+        timeout_secs,
+    };
+    for (kind, fits) in [
+        (command(vec!["cargo", "test"], 60, 1), true),
+        (command(vec!["cargo", "test"], rules::MAX_EVERY_SECS, rules::MAX_CHECK_SECS), true),
+        (command(vec![], 60, 60), false),
+        (command(vec!["cargo", "a\nb"], 60, 60), false),
+        (command(vec!["cargo"], 60, 0), false),
+        (command(vec!["cargo"], 60, rules::MAX_CHECK_SECS + 1), false),
+        (command(vec!["cargo"], 59, 60), false),
+        (command(vec!["cargo"], rules::MAX_EVERY_SECS + 1, 60), false),
+    ] {
+        assert_eq!(ask(&s, kind.clone()).is_ok(), fits, "{kind:?}");
+    }
+}
+
+#[test]
+fn a_checked_gate_retries_an_unknown_sooner_and_opens_a_rejected_ci_gate_only_for_a_new_head() {
+    let mut s = Sim::new();
+    let pr = PullRef { owner: "o".into(), repo: "r".into(), number: 7 };
+    let e = ask(&s, GateKind::Ci { pr, required: vec![], every_secs: 600 }).unwrap();
+    s.apply("user", e);
+    let g = s.state.gates.last().unwrap().id;
+    let waiting = TransitionProposal::KeepWaiting { reason: "pending".into(), head_sha: None, url: None };
+    let next_after = |st: &Sim, unknown: Option<&str>, p: &TransitionProposal| {
+        let Some(Event::GateChecked { check, verdict, .. }) =
+            rules::gate_checked(&st.state, g, p, unknown, st.now).unwrap()
+        else {
+            panic!("a check")
+        };
+        ((check.next_at.unix_millis() - st.now.unix_millis()) / 1000, verdict)
+    };
+    assert_eq!(next_after(&s, Some("offline"), &waiting), (60, None));
+    let e = rules::gate_checked(&s.state, g, &waiting, Some("offline"), s.now).unwrap().unwrap();
+    s.apply("loopx", e);
+    assert_eq!(next_after(&s, Some("offline"), &waiting), (120, None), "backs off a minute a time");
+    assert_eq!(next_after(&s, None, &waiting), (600, None), "seen: its own period");
+
+    let answer = |status, head: &str| TransitionProposal::AnswerGate {
+        gate: g,
+        status,
+        summary: "checks".into(),
+        head_sha: Some(head.to_owned()),
+        url: None,
+    };
+    let e =
+        rules::gate_checked(&s.state, g, &answer(GateStatus::Rejected, "abc"), None, s.now).unwrap().unwrap();
+    s.apply("loopx", e);
+    assert_eq!(s.state.gates.last().unwrap().status, GateStatus::Rejected);
+    assert_eq!(next_after(&s, None, &answer(GateStatus::Rejected, "abc")).1, None, "the same head");
+    assert_eq!(
+        next_after(&s, None, &answer(GateStatus::Rejected, "def")).1,
+        Some(GateStatus::Open),
+        "a new head"
+    );
+    let no_head = TransitionProposal::KeepWaiting { reason: "no head".into(), head_sha: None, url: None };
+    assert_eq!(next_after(&s, None, &no_head).1, None);
+
+    let mut answered = Sim::new();
+    let e = ask(
+        &answered,
+        GateKind::Timer { until: Timestamp::from_unix_millis(answered.now.unix_millis() + 1) },
+    )
+    .unwrap();
+    answered.apply("user", e);
+    let t = answered.state.gates.last().unwrap().id;
+    answered.answer(t, GateStatus::Approved);
+    assert_eq!(
+        rules::gate_checked(&answered.state, t, &waiting, None, answered.now).unwrap(),
+        None,
+        "answered"
+    );
+}
+
+#[test]
+fn evidence_a_check_drafted_numbers_after_what_the_same_commit_adds() {
+    let (s, t) = claimed();
+    let draft = EvidenceDraft {
+        kind: EvidenceKind::Test,
+        summary: "cargo test passed".into(),
+        command: Some(vec!["cargo".into(), "test".into()]),
+        exit_code: Some(0),
+        output_digest: None,
+    };
+    let e = rules::evidence_from_draft(&s.state, "loopx", t, &draft, s.now, 3);
+    assert_eq!(e.id.number(), s.state.next_evidence_id().number() + 3);
+    assert_eq!((e.author.as_str(), e.exit_code), ("loopx", Some(0)));
 }
