@@ -964,3 +964,32 @@ fn evidence_a_check_drafted_numbers_after_what_the_same_commit_adds() {
     assert_eq!(e.id.number(), s.state.next_evidence_id().number() + 3);
     assert_eq!((e.author.as_str(), e.exit_code), ("loopx", Some(0)));
 }
+
+#[test]
+fn a_handed_todo_waits_for_its_receiver_and_a_closed_one_for_nobody() {
+    let (mut s, t) = claimed();
+    let e = s.offering("a", "codex-app", Some("b"), &[t], 3600).unwrap();
+    s.apply("a", e);
+    let acquire = || LeaseOp::Acquire { ttl_secs: 60, write_scope: vec![] };
+    assert!(message(s.leasing("b", t, acquire(), None)).contains("take the handoff over"));
+    assert!(message(s.leasing("c", t, acquire(), None)).contains("handed off to"));
+    let (mut done, u) = claimed();
+    done.complete(u, false);
+    let req = UpdateTodo { priority: Some(Priority::P0), ..UpdateTodo::of(u) };
+    assert!(message(done.update("user", &req)).contains("cannot update"));
+}
+
+#[test]
+fn notes_and_write_scopes_are_checked_before_anything_is_recorded() {
+    let (s, t) = claimed();
+    let long = "n".repeat(loopx_core::model::MAX_TEXT_LEN + 1);
+    let noted = UpdateTodo { note: Some(long), ..UpdateTodo::of(t) };
+    assert_eq!(kind(s.update("a", &noted)), ErrorKind::Usage);
+    let scoped = |scope: &str| loopx_core::kernel::AddTodo {
+        scopes: vec![scope.to_owned()],
+        ..loopx_core::kernel::AddTodo::agent("scoped", Priority::P1)
+    };
+    assert!(rules::add_todo(&s.state, &scoped("src/**")).is_ok());
+    assert_eq!(kind(rules::add_todo(&s.state, &scoped("src/[a"))), ErrorKind::Usage, "an unclosed class");
+    assert_eq!(kind(rules::add_todo(&s.state, &scoped("src/\u{7}"))), ErrorKind::Usage, "not a word");
+}
