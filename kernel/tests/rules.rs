@@ -993,3 +993,28 @@ fn notes_and_write_scopes_are_checked_before_anything_is_recorded() {
     assert_eq!(kind(rules::add_todo(&s.state, &scoped("src/[a"))), ErrorKind::Usage, "an unclosed class");
     assert_eq!(kind(rules::add_todo(&s.state, &scoped("src/\u{7}"))), ErrorKind::Usage, "not a word");
 }
+
+#[test]
+fn a_turn_decided_for_a_todo_writes_back_and_spends_for_that_todo_only() {
+    let (mut s, t) = claimed();
+    let u = s.todo("other", Priority::P2);
+    let d = s.decide(Some("a"));
+    let record = loopx_core::decision::DecisionRecord {
+        agent: agent("a"),
+        turn: "turn-1".into(),
+        state: d.state,
+        continuation: d.continuation.clone(),
+    };
+    assert_eq!(record.todo(), Some(t), "the turn runs a's claimed todo");
+    s.apply("a", Event::DecisionRecorded { record });
+    let req = |todo| RefreshState {
+        todo,
+        classification: "implement".into(),
+        delivery_outcome: DeliveryOutcome::OutcomeProgress,
+        next_action: None,
+    };
+    let other = rules::refresh_state(&s.state, &by("a"), Some("turn-1"), &req(u), s.now);
+    assert!(message(other).contains("was decided for"));
+    assert!(message(s.spending("a", u, Some("turn-1"), None)).contains("was decided for"));
+    assert!(rules::refresh_state(&s.state, &by("a"), Some("turn-1"), &req(t), s.now).unwrap().is_some());
+}
