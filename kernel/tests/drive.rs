@@ -17,6 +17,8 @@ use loopx_core::{AgentId, AgentType, Clock, ErrorKind, GoalId, IdempotencyKey, T
 use loopx_kernel::drive::PromptFor;
 use loopx_kernel::{MemKernel, MemStore, Silent};
 
+mod support;
+
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     let mut f = std::pin::pin!(f);
     let mut cx = Context::from_waker(std::task::Waker::noop());
@@ -99,13 +101,7 @@ impl World {
         block_on(self.k.claim_todo(&self.ctx(None), todo)).unwrap();
         let done = CompleteTodo {
             todo,
-            evidence: Some(NewEvidence {
-                kind: EvidenceKind::Test,
-                summary: "passes".into(),
-                command: None,
-                exit_code: None,
-                link: None,
-            }),
+            evidence: Some(support::evidence()),
             no_follow_up: false,
             note: None,
             next_todo: None,

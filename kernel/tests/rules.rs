@@ -18,20 +18,10 @@ use loopx_core::{AgentType, ErrorKind, HandoffId, Result, Timestamp, TodoId};
 use loopx_kernel::rules::{self, Actor, MAX_HANDOFF_SECS, MAX_LEASE_SECS};
 
 mod support;
-use support::{Sim, agent};
+use support::{Sim, agent, evidence};
 
 fn by(who: &str) -> Actor {
     if who == "user" { Actor::User } else { Actor::Agent(agent(who)) }
-}
-
-fn evidence() -> NewEvidence {
-    NewEvidence {
-        kind: EvidenceKind::Test,
-        summary: "passes".into(),
-        command: None,
-        exit_code: None,
-        link: None,
-    }
 }
 
 impl Sim {

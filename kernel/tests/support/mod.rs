@@ -72,15 +72,7 @@ impl Sim {
     }
 
     pub fn todo_with(&mut self, text: &str, priority: Priority, role: Role, class: TodoClass) -> TodoId {
-        let req = AddTodo {
-            text: text.into(),
-            priority,
-            role,
-            class,
-            scopes: vec![],
-            after_gate: None,
-            validation: None,
-        };
+        let req = AddTodo { role, class, ..AddTodo::agent(text, priority) };
         let e = rules::add_todo(&self.state, &req).unwrap();
         self.apply("user", e);
         self.state.todos.last().unwrap().id
@@ -96,19 +88,8 @@ impl Sim {
     }
 
     pub fn complete(&mut self, t: TodoId, no_follow_up: bool) {
-        let req = CompleteTodo {
-            todo: t,
-            evidence: Some(NewEvidence {
-                kind: EvidenceKind::Test,
-                summary: "passes".into(),
-                command: None,
-                exit_code: None,
-                link: None,
-            }),
-            no_follow_up,
-            note: None,
-            next_todo: None,
-        };
+        let req =
+            CompleteTodo { todo: t, evidence: Some(evidence()), no_follow_up, note: None, next_todo: None };
         let e = rules::complete(&self.state, &Actor::User, &req, None, self.now).unwrap().unwrap();
         self.apply("user", e);
     }
@@ -152,16 +133,9 @@ impl Sim {
     /// A person sets `t` aside as deferred, to resume on `when` (or never by itself).
     pub fn deferring(&self, t: TodoId, when: Option<ResumeWhen>) -> loopx_core::Result<Option<Event>> {
         let req = loopx_core::kernel::UpdateTodo {
-            todo: t,
-            text: None,
-            priority: None,
             status: Some(loopx_core::model::TodoStatus::Deferred),
             resume_when: when,
-            clear_claim: false,
-            note: None,
-            evidence: None,
-            claimed_by: None,
-            takeover_reason: None,
+            ..loopx_core::kernel::UpdateTodo::of(t)
         };
         rules::update(&self.state, &Actor::User, &req, self.now)
     }
@@ -196,6 +170,17 @@ impl Sim {
     pub fn decide_err(&self, who: Option<&str>) -> ErrorKind {
         let a = who.map(agent);
         decide::decide(&self.state, a.as_ref(), self.now).unwrap_err().kind
+    }
+}
+
+/// Proof that a test passed, as an agent gives it.
+pub fn evidence() -> NewEvidence {
+    NewEvidence {
+        kind: EvidenceKind::Test,
+        summary: "passes".into(),
+        command: None,
+        exit_code: None,
+        link: None,
     }
 }
 
