@@ -15,7 +15,7 @@ use loopx_kernel::feed::{ChangeFeed, FileFeed};
 use loopx_kernel::migrate;
 use loopx_kernel::project::{Layout, StoreRef};
 use loopx_kernel::store::read_project;
-use loopx_kernel::{Reporter, Store, StoreOpener, StoreOptions, open_file_store};
+use loopx_kernel::{FileStore, Opened, Reporter, Store, StoreOpener, StoreOptions};
 use loopx_pgstore::{Listener, PgStore};
 
 use crate::Env;
@@ -36,9 +36,11 @@ fn open(
     reporter: Arc<dyn Reporter>,
     options: &StoreOptions,
 ) -> Result<Box<dyn Store>> {
-    match named_store(root) {
-        None => open_file_store(root, clock, reporter, options),
-        Some(s) => {
+    let files =
+        FileStore::open_or_elsewhere(root, Arc::clone(&clock), Arc::clone(&reporter), options.clone())?;
+    match files {
+        Opened::Files(store) => Ok(store),
+        Opened::Elsewhere(s) => {
             let url = connect_url(root, &s)?;
             Ok(Box::new(PgStore::connect(&url, &s.project, root, clock, reporter, options)?))
         }

@@ -8,7 +8,7 @@
 //! `.loopx/` and keep their links by design.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 
 use loopx_core::{Error, Result};
@@ -335,18 +335,41 @@ pub fn read_config<T: serde::de::DeserializeOwned>(
 /// is read into ([`crate::prefault`]).
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
     let read = || -> std::io::Result<Vec<u8>> {
-        let mut file = File::open(path)?;
-        let len = file.metadata().map_or(0, |m| usize::try_from(m.len()).unwrap_or(0));
-        let mut bytes = Vec::new();
-        bytes.try_reserve_exact(len)?;
-        crate::prefault::spare(&mut bytes);
-        file.read_to_end(&mut bytes)?;
-        Ok(bytes)
+        let file = File::open(path)?;
+        let len = file.metadata().map_or(0, |m| m.len());
+        read_whole(&file, len)
     };
     match read() {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io("read", path, &e)),
+    }
+}
+
+/// Reads regular file `file` from where it stands to its end, given the size it had when
+/// opened: into a buffer a byte larger, mapped in at once when large, so that the one read
+/// that fills it short says it has reached the end (a regular file reads short only there).
+/// `read_to_end` would ask for the size and the position again, and read once more to find
+/// the end.
+pub fn read_whole(file: &File, len: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(usize::try_from(len).unwrap_or(0).saturating_add(1))?;
+    crate::prefault::spare(&mut bytes);
+    #[cfg(unix)]
+    loop {
+        let room = bytes.capacity() - bytes.len();
+        match rustix::io::read(file, rustix::buffer::spare_capacity(&mut bytes)) {
+            Ok(n) if n < room => return Ok(bytes),
+            // It grew since: read on.
+            Ok(_) => bytes.try_reserve(bytes.capacity().max(32))?,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        std::io::Read::read_to_end(&mut &*file, &mut bytes)?;
+        Ok(bytes)
     }
 }
 
@@ -416,6 +439,24 @@ fn tempfile_in(dir: &Path, target: &Path) -> Result<(File, std::path::PathBuf)> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file is read whole whatever size it is said to have: the size it had when opened, or
+    /// a smaller one when it grew since (a read that fills the buffer reads on).
+    #[test]
+    fn a_file_is_read_whole_from_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        for len in [0usize, 1, 4095, 4096, 40_000, 100_000] {
+            let p = dir.path().join(format!("f{len}"));
+            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            fs::write(&p, &bytes).unwrap();
+            for said in [len as u64, (len / 2) as u64, 0] {
+                let file = File::open(&p).unwrap();
+                assert_eq!(read_whole(&file, said).unwrap(), bytes, "{len} bytes, {said} said");
+            }
+        }
+        assert_eq!(read_optional(&dir.path().join("f40000")).unwrap().unwrap().len(), 40_000);
+        assert_eq!(read_optional(&dir.path().join("missing")).unwrap(), None);
+    }
 
     #[test]
     fn a_bare_file_name_is_written_in_the_working_directory() {

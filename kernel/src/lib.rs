@@ -40,7 +40,7 @@ use std::fmt;
 pub use mem_store::MemStore;
 pub use project::{Layout, find_root};
 pub use state_kernel::{Board, DynKernel, FileKernel, MemKernel, StateKernel};
-pub use store::{FileStore, InitOutcome, Store, StoreOpener, StoreOptions, open_file_store};
+pub use store::{FileStore, InitOutcome, Opened, Store, StoreOpener, StoreOptions, open_file_store};
 
 /// Where the kernel tells people what happened on the side: recoveries, lock waits. The CLI
 /// prints these on stderr; a library caller may collect them.

@@ -718,14 +718,37 @@ pub struct InitOutcome {
     pub created_project: bool,
 }
 
+/// What a project keeps its state in, as its `.loopx/project.json` says: this directory's files,
+/// or another store (which only the command line opens).
+#[derive(Debug)]
+pub enum Opened {
+    Files(Box<FileStore>),
+    Elsewhere(StoreRef),
+}
+
 impl FileStore {
-    /// Opens the project at `root`, which must hold `.loopx/project.json`.
+    /// Opens the project at `root`, which must hold `.loopx/project.json` and keep its state in
+    /// `.loopx/`.
     pub fn open(
         root: &Path,
         clock: Arc<dyn Clock>,
         reporter: Arc<dyn Reporter>,
         options: StoreOptions,
     ) -> Result<Self> {
+        match Self::open_or_elsewhere(root, clock, reporter, options)? {
+            Opened::Files(store) => Ok(*store),
+            Opened::Elsewhere(s) => Err(kept_elsewhere(root, &s)),
+        }
+    }
+
+    /// Opens the project at `root` if it keeps its state in `.loopx/`, or says which store it
+    /// keeps it in, reading `project.json` once either way.
+    pub fn open_or_elsewhere(
+        root: &Path,
+        clock: Arc<dyn Clock>,
+        reporter: Arc<dyn Reporter>,
+        options: StoreOptions,
+    ) -> Result<Opened> {
         let layout = Layout::new(root);
         kfs::check_state_file(&layout.state_dir())?;
         kfs::check_state_file(&layout.project_file())?;
@@ -737,13 +760,13 @@ impl FileStore {
             .with_hint("create one with: loopx init --goal-id main --objective \"…\""));
         }
         let project = match read_project_marked(&layout) {
-            Ok((p, mark)) => {
-                refuse_elsewhere(&layout, &p)?;
-                Some((mark, p))
-            }
+            Ok((ProjectFile { store: Some(s), .. }, _)) => return Ok(Opened::Elsewhere(s)),
+            Ok((p, mark)) => Some((mark, p)),
+            // A damaged project.json is the file store's to report, and `doctor --repair`'s to
+            // mend.
             Err(_) => None,
         };
-        Ok(Self::new(layout, clock, reporter, options, project))
+        Ok(Opened::Files(Box::new(Self::new(layout, clock, reporter, options, project))))
     }
 
     /// A store on `layout` that has read `project` (with its file's mark) already, if anything.
@@ -782,7 +805,9 @@ impl FileStore {
         let created_project = !store.layout.project_file().exists();
         if !created_project {
             // Refuse to build on an unreadable project.json, or on one that points elsewhere.
-            refuse_elsewhere(&store.layout, &store.project()?)?;
+            if let Some(s) = store.project()?.store {
+                return Err(kept_elsewhere(root, &s));
+            }
         }
         create_state_dir(&store.layout)?;
         if created_project {
@@ -1492,14 +1517,11 @@ pub fn read_project(layout: &Layout) -> Result<ProjectFile> {
 
 /// [`read_project`], with the mark of the very file read.
 fn read_project_marked(layout: &Layout) -> Result<(ProjectFile, FileMark)> {
-    use std::io::Read;
     let path = layout.project_file();
     let read = || -> std::io::Result<(Vec<u8>, FileMark)> {
-        let mut file = fs::File::open(&path)?;
+        let file = fs::File::open(&path)?;
         let meta = file.metadata()?;
-        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-        file.read_to_end(&mut bytes)?;
-        Ok((bytes, FileMark::from(&meta)))
+        Ok((kfs::read_whole(&file, meta.len())?, FileMark::from(&meta)))
     };
     let (bytes, mark) = read().map_err(|e| Error::io("read", &path, &e))?;
     let p: ProjectFile = serde_json::from_slice(&bytes)
@@ -1562,19 +1584,16 @@ pub(crate) fn write_project_file(layout: &Layout, p: &ProjectFile) -> Result<()>
     kfs::atomic_write(&layout.project_file(), &bytes)
 }
 
-/// Refuses to keep a project's state in `.loopx/` when its `project.json` points elsewhere.
-fn refuse_elsewhere(layout: &Layout, p: &ProjectFile) -> Result<()> {
-    match &p.store {
-        None => Ok(()),
-        Some(s) => Err(Error::refused(format!(
-            "{} keeps its state in {} at {} (project {}), not in .loopx/",
-            layout.root().display(),
-            s.kind,
-            s.url,
-            s.project
-        ))
-        .with_hint("use the loopx command line, which opens that store (loopx status)")),
-    }
+/// The refusal to keep a project's state in `.loopx/` when its `project.json` names store `s`.
+fn kept_elsewhere(root: &Path, s: &StoreRef) -> Error {
+    Error::refused(format!(
+        "{} keeps its state in {} at {} (project {}), not in .loopx/",
+        root.display(),
+        s.kind,
+        s.url,
+        s.project
+    ))
+    .with_hint("use the loopx command line, which opens that store (loopx status)")
 }
 
 /// `doctor --repair`: what can be mended without losing committed data is mended, and what
@@ -2188,6 +2207,48 @@ mod tests {
         }
         let last = ids.last().unwrap();
         assert_eq!(*store.read(last).unwrap(), *open_at(dir.path()).read(last).unwrap());
+    }
+
+    /// A project whose `project.json` names another store opens as that store's name (read
+    /// once), and the file store refuses it, naming it; one that keeps its state here opens as
+    /// the file store.
+    #[test]
+    fn a_project_kept_elsewhere_is_named_not_opened() {
+        let (clock, reporter) = (Arc::new(crate::SystemClock), Arc::new(crate::Silent));
+        let open = |root: &Path| {
+            FileStore::open_or_elsewhere(root, clock.clone(), reporter.clone(), StoreOptions::default())
+        };
+        let here = tempfile::tempdir().unwrap();
+        init_at(here.path());
+        assert!(matches!(open(here.path()), Ok(Opened::Files(_))));
+
+        let there = tempfile::tempdir().unwrap();
+        let named = StoreRef {
+            kind: "postgres".into(),
+            url: "postgres://loopx@127.0.0.1:5432/loopx".into(),
+            project: "shared".into(),
+        };
+        init_pointer(there.path(), &named).unwrap();
+        match open(there.path()) {
+            Ok(Opened::Elsewhere(s)) => assert_eq!(s, named),
+            other => panic!("not named: {other:?}"),
+        }
+        let e = FileStore::open(there.path(), clock.clone(), reporter.clone(), StoreOptions::default())
+            .unwrap_err();
+        assert!(
+            e.message.contains(
+                "keeps its state in postgres at postgres://loopx@127.0.0.1:5432/loopx (project shared)"
+            ),
+            "{}",
+            e.message
+        );
+        let e = FileStore::init(there.path(), clock.clone(), reporter.clone(), StoreOptions::default())
+            .unwrap_err();
+        assert!(e.message.contains("not in .loopx/"), "{}", e.message);
+
+        let none = tempfile::tempdir().unwrap();
+        let e = open(none.path()).unwrap_err();
+        assert!(e.message.contains("is not a loopx project"), "{}", e.message);
     }
 
     fn init_at(root: &Path) -> FileStore {

@@ -99,25 +99,26 @@ pub fn kill_marked(vars: &[String]) -> usize {
 /// How long [`kill_marked`] waits for what it killed to end.
 const KILL_WAIT: Duration = Duration::from_secs(2);
 
-/// A file of `/proc`, whole. Its size reads as 0, so `std::fs::read` would ask for it and then
-/// read it 32 bytes at first; one read into a page is usually all of it (a walk of the process
-/// tree reads three files an ancestor, on every command).
+/// A file of `/proc`, whole. Its size reads as 0, so `std::fs::read` would ask for it, read it
+/// 32 bytes at first and then once more to find its end. A `/proc` file gives all it has up to
+/// the size asked for in one call, so a read that leaves room is the last: one read into a page
+/// is usually all of it, into a buffer nothing has to clear first (a walk of the process tree
+/// reads three files an ancestor, on every command).
 fn proc_file(path: &str) -> std::io::Result<Vec<u8>> {
-    let mut file = std::fs::File::open(path)?;
-    let mut buf = vec![0; 4096];
-    let mut len = 0;
+    let file = std::fs::File::open(path)?;
+    let mut buf = Vec::with_capacity(4096);
+    #[cfg(unix)]
     loop {
-        if len == buf.len() {
-            buf.resize(len * 2, 0);
-        }
-        match file.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+        let room = buf.capacity() - buf.len();
+        match rustix::io::read(&file, rustix::buffer::spare_capacity(&mut buf)) {
+            Ok(n) if n < room => break,
+            Ok(_) => buf.reserve(buf.capacity()),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
-    buf.truncate(len);
+    #[cfg(not(unix))]
+    (&file).read_to_end(&mut buf)?;
     Ok(buf)
 }
 
