@@ -210,6 +210,56 @@ fn hook_fast(args: &[std::ffi::OsString]) -> Option<args::HookArgs> {
     })
 }
 
+/// `loopx quota should-run …` in the plain forms agents write every turn, read without clap:
+/// building the `quota` command's parser costs more than the decision on a small goal (0.64 M
+/// instructions of 1.79 M). Only `--agent-id`, `--turn-instance-id` (or `--idempotency-key`),
+/// `--runtime-profile`, `--goal-id` (each once, as `--flag value` or `--flag=value`, the value
+/// not empty and not starting with `-`) and `--json` are taken, and only when the environment
+/// sets none of the variables clap would read (`LOOPX_PROJECT`, `LOOPX_GOAL_ID`); anything
+/// else is clap's to read, and to refuse. `env` reads a variable.
+fn should_run_fast(args: &[std::ffi::OsString], env: impl Fn(&str) -> bool) -> Option<args::Cli> {
+    let words: Vec<&str> = args.iter().skip(1).map(|a| a.to_str()).collect::<Option<_>>()?;
+    let ["quota", "should-run", rest @ ..] = &words[..] else { return None };
+    if env("LOOPX_PROJECT") || env("LOOPX_GOAL_ID") {
+        return None;
+    }
+    let (mut agent_id, mut turn, mut profile, mut goal_id, mut json) = (None, None, None, None, false);
+    let mut rest = rest.iter();
+    while let Some(word) = rest.next() {
+        if *word == "--json" && !json {
+            json = true;
+            continue;
+        }
+        let (flag, value) = match word.split_once('=') {
+            Some((flag, value)) => (flag, value),
+            None => (*word, *rest.next()?),
+        };
+        let slot = match flag {
+            "--agent-id" => &mut agent_id,
+            "--turn-instance-id" | "--idempotency-key" => &mut turn,
+            "--runtime-profile" => &mut profile,
+            "--goal-id" => &mut goal_id,
+            _ => return None,
+        };
+        if slot.is_some() || value.is_empty() || value.starts_with('-') {
+            return None;
+        }
+        *slot = Some(value.to_owned());
+    }
+    Some(args::Cli {
+        project: None,
+        goal_id,
+        json,
+        color: args::ColorChoice::Auto,
+        command: args::Command::Quota(args::QuotaCommand::ShouldRun {
+            runtime_profile: profile,
+            acting: args::Acting { agent_id, turn_instance_id: turn },
+        }),
+        session: None,
+        driven: None,
+    })
+}
+
 /// A hook's identity check, then its answer: what follows the parse of `loopx hook …`. A hook's
 /// session is in its stdin, so only the environment's marks are read here.
 fn run_hook_checked(a: &args::HookArgs) -> ! {
@@ -264,7 +314,11 @@ fn cli_main() -> i32 {
         run_hook_checked(&a)
     }
     let hook = hook_words(&raw_args());
-    let cli = match Cli::try_parse_from(start::args()) {
+    let parsed = match should_run_fast(start::args(), |k| std::env::var_os(k).is_some()) {
+        Some(cli) => Ok(cli),
+        None => Cli::try_parse_from(start::args()),
+    };
+    let cli = match parsed {
         Ok(mut cli) => {
             if let args::Command::Hook(a) = &cli.command {
                 run_hook_checked(a)
@@ -467,6 +521,75 @@ mod tests {
             let mut bytes = argv(&["hook", "claude-code", "stop"]);
             bytes[2] = std::ffi::OsString::from_vec(b"caf\xe9".to_vec());
             assert!(hook_fast(&bytes).is_none());
+        }
+    }
+
+    /// Whatever the quick reading of `quota should-run` takes, clap reads to the same command
+    /// line; every other spelling, and anything clap would refuse, read from the environment or
+    /// answer itself (`--help`), is left to clap.
+    #[test]
+    fn should_runs_words_read_quickly_are_read_as_clap_reads_them() {
+        let taken: &[&[&str]] = &[
+            &["quota", "should-run"],
+            &["quota", "should-run", "--json"],
+            &["quota", "should-run", "--agent-id", "a", "--json"],
+            &["quota", "should-run", "--json", "--agent-id=a"],
+            &[
+                "quota",
+                "should-run",
+                "--agent-id",
+                "codex-1",
+                "--turn-instance-id",
+                "t-9",
+                "--runtime-profile",
+                "claude_loop",
+                "--goal-id",
+                "main",
+                "--json",
+            ],
+            &["quota", "should-run", "--idempotency-key", "k=1", "--agent-id", "Not An Id"],
+            &["quota", "should-run", "--goal-id=g2", "--runtime-profile=manual"],
+        ];
+        // clap reads these from the environment when the words do not give them; the quick
+        // reading leaves any command line to clap when they are set.
+        let from_env = |k: &str| std::env::var_os(k).is_some();
+        for words in taken {
+            let quick =
+                should_run_fast(&argv(words), |_| false).unwrap_or_else(|| panic!("{words:?} not taken"));
+            let mut cli = Cli::try_parse_from(argv(words)).unwrap();
+            if from_env("LOOPX_PROJECT") {
+                cli.project = None;
+            }
+            if from_env("LOOPX_GOAL_ID") && !words.iter().any(|w| w.starts_with("--goal-id")) {
+                cli.goal_id = None;
+            }
+            assert_eq!(format!("{quick:?}"), format!("{cli:?}"), "{words:?}");
+        }
+        let left: &[&[&str]] = &[
+            &["quota"],
+            &["quota", "should-run", "--agent-id"],
+            &["quota", "should-run", "--agent-id="],
+            &["quota", "should-run", "--agent-id", "-x"],
+            &["quota", "should-run", "--agent-id", ""],
+            &["quota", "should-run", "--agent-id", "a", "--agent-id", "b"],
+            &["quota", "should-run", "--json", "--json"],
+            &["quota", "should-run", "--json=true"],
+            &["quota", "should-run", "--agent", "a"],
+            &["quota", "should-run", "--project", "."],
+            &["quota", "should-run", "--color", "never"],
+            &["quota", "should-run", "--help"],
+            &["quota", "should-run", "-h"],
+            &["quota", "should-run", "extra"],
+            &["--json", "quota", "should-run"],
+            &["quota", "spend-slot", "--todo-id", "t1"],
+            &["status"],
+        ];
+        for words in left {
+            assert!(should_run_fast(&argv(words), |_| false).is_none(), "{words:?} taken");
+        }
+        for var in ["LOOPX_PROJECT", "LOOPX_GOAL_ID"] {
+            let words = argv(&["quota", "should-run", "--agent-id", "a"]);
+            assert!(should_run_fast(&words, |k| k == var).is_none(), "taken with {var} set");
         }
     }
 }
