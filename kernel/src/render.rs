@@ -120,18 +120,19 @@ pub fn goal_md(state: &GoalState) -> String {
     }
     if !state.agents.is_empty() {
         let _ = writeln!(out, "\n## Next per agent\n");
-        for a in &state.agents {
+        let ids: Vec<&loopx_core::AgentId> = state.agents.iter().map(|a| &a.id).collect();
+        for (a, pick) in ids.iter().zip(state.picks(&ids, now)) {
             // A gate on the whole goal, or on this agent, holds its work (as should-run says).
-            if let Some(g) = state.holding_gate(Some(&a.id)) {
-                let _ = writeln!(out, "- {}: held until {} closes", a.id, g.id);
+            if let Some(g) = state.holding_gate(Some(a)) {
+                let _ = writeln!(out, "- {a}: held until {} closes", g.id);
                 continue;
             }
-            match state.pick(Some(&a.id), now) {
+            match pick {
                 Some(t) => {
-                    let _ = writeln!(out, "- {}: {} {} {}", a.id, t.id, t.priority, one_line(&t.text));
+                    let _ = writeln!(out, "- {a}: {} {} {}", t.id, t.priority, one_line(&t.text));
                 }
                 None => {
-                    let _ = writeln!(out, "- {}: nothing to pick up", a.id);
+                    let _ = writeln!(out, "- {a}: nothing to pick up");
                 }
             }
         }

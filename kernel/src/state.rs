@@ -1233,6 +1233,47 @@ impl GoalState {
         best.and_then(|(.., id)| self.todo(id))
     }
 
+    /// What [`Self::pick`] gives each of `agents`, in one pass over the todos for all of them
+    /// while no handoff is pending (GOAL.md and `status` name every agent's next todo): the best
+    /// todo nobody holds is then the same for each, and an agent's own held todos come before
+    /// it. An agent a taken handoff handed todos to, or any while one is pending, is picked for
+    /// alone.
+    pub fn picks(&self, agents: &[&AgentId], now: Timestamp) -> Vec<Option<&Todo>> {
+        if self.handoffs.iter().any(|h| h.is_pending(now)) {
+            return agents.iter().map(|a| self.pick(Some(a), now)).collect();
+        }
+        let mut free: Option<(loopx_core::model::Priority, TodoId)> = None;
+        let mut held: Vec<Option<(loopx_core::model::Priority, TodoId)>> = vec![None; agents.len()];
+        for t in self.todos.keys() {
+            if !self.candidate(t, t.holder()) {
+                continue;
+            }
+            let best = match t.holder() {
+                None => &mut free,
+                Some(h) => match agents.iter().position(|a| *a == h) {
+                    Some(i) => &mut held[i],
+                    None => continue,
+                },
+            };
+            let rank = (t.priority, t.id);
+            // What cannot rank first is not looked at further (gates, resume times).
+            if best.is_some_and(|b| b <= rank) || self.is_waiting(t, now) || self.gate_holding(t).is_some() {
+                continue;
+            }
+            *best = Some(rank);
+        }
+        agents
+            .iter()
+            .zip(held)
+            .map(|(a, held)| {
+                if !self.handed_to(a, now).is_empty() {
+                    return self.pick(Some(a), now);
+                }
+                held.or(free).and_then(|(_, id)| self.todo(id))
+            })
+            .collect()
+    }
+
     pub fn next_for(&self, agent: Option<&AgentId>, now: Timestamp) -> Option<TodoSummary> {
         self.pick(agent, now).map(TodoSummary::from)
     }

@@ -650,12 +650,13 @@ fn status_view(s: &GoalState, now: loopx_core::Timestamp) -> StatusView {
     // An open gate on the whole goal (or on one agent) holds its work: nothing is next there,
     // as should-run says.
     let held = |agent: Option<&AgentId>| s.holding_gate(agent).is_some();
-    let next_by_agent = s
-        .agents
+    let ids: Vec<&AgentId> = s.agents.iter().map(|a| &a.id).collect();
+    let next_by_agent = ids
         .iter()
-        .map(|a| AgentNext {
-            agent: a.id.clone(),
-            todo: if held(Some(&a.id)) { None } else { s.next_for(Some(&a.id), now) },
+        .zip(s.picks(&ids, now))
+        .map(|(a, pick)| AgentNext {
+            agent: (*a).clone(),
+            todo: if held(Some(a)) { None } else { pick.map(TodoSummary::from) },
         })
         .collect();
     StatusView {

@@ -10,7 +10,7 @@ use loopx_core::kernel::{
 };
 use loopx_core::model::{
     DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, HandoffMode, NotifyFormat, NotifyPolicy,
-    Priority, PullRef, Role, TodoClass,
+    Priority, PullRef, ResumeWhen, Role, TodoClass,
 };
 use loopx_core::next::NextStep;
 use loopx_core::traits::{EvidenceDraft, TransitionProposal};
@@ -1007,4 +1007,47 @@ fn a_turn_decided_for_a_todo_writes_back_and_spends_for_that_todo_only() {
     assert!(message(other).contains("was decided for"));
     assert!(message(s.spending("a", u, Some("turn-1"), None)).contains("was decided for"));
     assert!(rules::refresh_state(&s.state, &by("a"), Some("turn-1"), &req(t), s.now).unwrap().is_some());
+}
+
+/// Every agent's next todo found in one pass (GOAL.md, `status`) is the one `pick` finds for it
+/// alone: its own held work first, then the best todo nobody holds that is due and not held by
+/// a gate; an agent handed work, or anyone while a handoff waits, is picked for alone.
+#[test]
+fn each_agents_next_todo_in_one_pass_is_the_one_picked_for_it_alone() {
+    let mut s = Sim::new().agents(&["a", "b", "c", "d"]);
+    let later = s.todo("later, free", Priority::P2);
+    let _second = s.todo("same priority, added after", Priority::P2);
+    let waiting = s.todo("waits for an hour", Priority::P1);
+    let held_b = s.todo("b's", Priority::P3);
+    let held_c = s.todo("c's", Priority::P1);
+    let gated = s.todo("held by a gate", Priority::P0);
+    s.todo_with("a person's", Priority::P0, Role::User, TodoClass::Advance);
+    s.todo_with("a blocker", Priority::P0, Role::Agent, TodoClass::Blocker);
+    s.claim("b", held_b);
+    s.claim("c", held_c);
+    s.gate(GateBlocks::Todos(vec![gated]));
+    let in_an_hour = Timestamp::from_unix_millis(s.now.unix_millis() + 3_600_000);
+    s.defer(waiting, ResumeWhen::At(in_an_hour));
+    let ids = [agent("a"), agent("b"), agent("c"), agent("d"), agent("nobody")];
+    let refs: Vec<_> = ids.iter().collect();
+    let check = |s: &Sim, now: Timestamp, want: [Option<TodoId>; 5]| {
+        let one_by_one: Vec<_> = refs.iter().map(|a| s.state.pick(Some(a), now).map(|t| t.id)).collect();
+        let together: Vec<_> = s.state.picks(&refs, now).into_iter().map(|t| t.map(|t| t.id)).collect();
+        assert_eq!(together, one_by_one, "at {now}");
+        assert_eq!(together, want, "at {now}");
+    };
+    check(&s, s.now, [Some(later), Some(held_b), Some(held_c), Some(later), Some(later)]);
+    check(&s, in_an_hour, [Some(waiting), Some(held_b), Some(held_c), Some(waiting), Some(waiting)]);
+    // c hands its todo to a: while the handoff waits, it is reserved for a.
+    s.handoff("c", Some("a"), held_c, 3600);
+    check(&s, s.now, [Some(held_c), Some(held_b), Some(later), Some(later), Some(later)]);
+    // Taken over, it is a's: a picks it for itself.
+    let req = AcceptHandoff { host: AgentType::from_static("codex-app"), handoff: None };
+    let e = rules::accept_handoff(&s.state, &Actor::Agent(agent("a")), &req, s.now).unwrap().unwrap();
+    s.apply("a", e);
+    check(&s, s.now, [Some(held_c), Some(held_b), Some(later), Some(later), Some(later)]);
+    // What was handed to a comes before a's own work, even of a higher priority.
+    let own = s.todo("a's own", Priority::P0);
+    s.claim("a", own);
+    check(&s, s.now, [Some(held_c), Some(held_b), Some(later), Some(later), Some(later)]);
 }
