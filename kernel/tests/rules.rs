@@ -18,7 +18,7 @@ use loopx_core::{AgentType, ErrorKind, HandoffId, Result, Timestamp, TodoId};
 use loopx_kernel::rules::{self, Actor, MAX_HANDOFF_SECS, MAX_LEASE_SECS};
 
 mod support;
-use support::{Sim, agent, evidence};
+use support::{Sim, agent, evidence, t};
 
 fn by(who: &str) -> Actor {
     if who == "user" { Actor::User } else { Actor::Agent(agent(who)) }
@@ -1050,4 +1050,58 @@ fn each_agents_next_todo_in_one_pass_is_the_one_picked_for_it_alone() {
     let own = s.todo("a's own", Priority::P0);
     s.claim("a", own);
     check(&s, s.now, [Some(held_c), Some(held_b), Some(later), Some(later), Some(later)]);
+}
+
+/// The 64 most recently closed todos stay live with their evidence, each piece numbered after
+/// the last and listed on its todo; the 65th closed moves the oldest, evidence and all, into
+/// the archive, and new todos are numbered on from every todo ever added.
+#[test]
+fn closed_todos_stay_live_up_to_the_kept_number_then_the_oldest_is_archived_with_its_evidence() {
+    use loopx_kernel::state::CLOSED_KEPT;
+    let mut s = Sim::new().agents(&["a"]);
+    let first = s.todo("first", Priority::P1);
+    s.complete(first, true);
+    let e1 = loopx_core::EvidenceId::from_number(1);
+    assert_eq!(s.state.todo(first).unwrap().evidence, vec![e1]);
+    assert_eq!(
+        (s.state.evidence_total, s.state.next_evidence_id()),
+        (1, loopx_core::EvidenceId::from_number(2))
+    );
+    for i in 1..CLOSED_KEPT {
+        let t = s.todo(&format!("filler {i}"), Priority::P3);
+        s.complete(t, false);
+    }
+    let n = CLOSED_KEPT as u64;
+    assert_eq!(s.state.evidence_total, n);
+    assert_eq!(s.state.archive.todos, 0, "{CLOSED_KEPT} closed: all live");
+    assert!(s.state.todos.key(first).is_some() && s.state.evidence(e1).is_some());
+    let one_more = s.todo("one more", Priority::P3);
+    s.complete(one_more, false);
+    let a = &s.state.archive;
+    assert_eq!((a.todos, a.done, a.evidence), (1, 1, 1), "the oldest archived");
+    assert_eq!(a.last_evidence.as_ref().map(|e| e.id), Some(e1));
+    assert!(a.no_followup, "it was completed with no follow-up");
+    assert!(s.state.todos.key(first).is_none() && s.state.is_archived(first));
+    assert!(s.state.evidence(e1).is_none(), "its evidence went with it");
+    let first_line = s.state.archived_now.clone();
+    assert_eq!(first_line.len(), 1);
+    assert_eq!(
+        (a.bytes, &a.hash),
+        (first_line[0].len() as u64 + 1, &loopx_kernel::log::line_hash(first_line[0].as_bytes()))
+    );
+    // The next one: the head counts both, names the newer evidence, and chains the lines.
+    let next = s.todo("and one more", Priority::P3);
+    s.complete(next, false);
+    let a = &s.state.archive;
+    assert_eq!((a.todos, a.done, a.evidence), (2, 2, 2));
+    assert_eq!(a.last_evidence.as_ref().map(|e| e.id), Some(loopx_core::EvidenceId::from_number(2)));
+    let [line] = s.state.archived_now.as_slice() else { panic!("one line archived") };
+    assert_eq!(a.bytes, first_line[0].len() as u64 + 1 + line.len() as u64 + 1);
+    assert_eq!(a.hash, loopx_kernel::log::line_hash(line.as_bytes()));
+    let second: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(second["prev"], loopx_kernel::log::line_hash(first_line[0].as_bytes()));
+    assert!(!s.state.is_archived(one_more));
+    assert_eq!(s.state.todo(one_more).unwrap().evidence, vec![loopx_core::EvidenceId::from_number(n + 1)]);
+    // Ids go on from every todo ever added, archived ones too.
+    assert_eq!((s.state.next_todo_id(0), s.state.next_todo_id(2)), (t(n + 3), t(n + 5)));
 }
