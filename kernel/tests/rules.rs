@@ -1105,3 +1105,30 @@ fn closed_todos_stay_live_up_to_the_kept_number_then_the_oldest_is_archived_with
     // Ids go on from every todo ever added, archived ones too.
     assert_eq!((s.state.next_todo_id(0), s.state.next_todo_id(2)), (t(n + 3), t(n + 5)));
 }
+
+/// A goal's counts: every live todo by its status, and the archived ones done or superseded.
+#[test]
+fn counts_count_every_live_todo_by_its_status() {
+    let mut s = Sim::new().agents(&["a"]);
+    let ids: Vec<TodoId> = (0..8).map(|i| s.todo(&format!("todo {i}"), Priority::P2)).collect();
+    for &b in &ids[..2] {
+        let req = loopx_core::kernel::UpdateTodo {
+            status: Some(loopx_core::model::TodoStatus::Blocked),
+            ..loopx_core::kernel::UpdateTodo::of(b)
+        };
+        s.apply("user", rules::update(&s.state, &Actor::User, &req, s.now).unwrap().unwrap());
+    }
+    s.defer(ids[2], ResumeWhen::TodoDone(ids[3]));
+    s.complete(ids[3], false);
+    for &gone in &ids[4..6] {
+        let req = loopx_core::kernel::SupersedeTodo {
+            todo: gone,
+            by: vec![],
+            new_texts: vec![format!("instead of {gone}")],
+            note: None,
+        };
+        s.apply("user", rules::supersede(&s.state, &Actor::User, &req, s.now).unwrap());
+    }
+    let c = s.state.counts();
+    assert_eq!((c.total, c.open, c.blocked, c.deferred, c.done, c.superseded), (10, 4, 2, 1, 1, 2), "{c:?}");
+}
