@@ -212,7 +212,7 @@ fn hook_fast(args: &[std::ffi::OsString]) -> Option<args::HookArgs> {
 
 /// `loopx quota should-run …` in the plain forms agents write every turn, read without clap:
 /// building the `quota` command's parser costs more than the decision on a small goal (0.64 M
-/// instructions of 1.79 M). Only `--agent-id`, `--turn-instance-id` (or `--idempotency-key`),
+/// instructions of 1.84 M). Only `--agent-id`, `--turn-instance-id` (or `--idempotency-key`),
 /// `--runtime-profile`, `--goal-id` (each once, as `--flag value` or `--flag=value`, the value
 /// not empty and not starting with `-`) and `--json` are taken, and only when the environment
 /// sets none of the variables clap would read (`LOOPX_PROJECT`, `LOOPX_GOAL_ID`); anything
