@@ -1062,6 +1062,32 @@ impl FileStore {
         (FileMark::of(&self.layout.events(id)).ok()? == mark).then_some(state)
     }
 
+    /// Under the goal's lock, for a transaction: the state this process last found current,
+    /// taken out, if the log still bears the mark it bore then. The mark is what a read trusts
+    /// (see [`Self::unchanged`]), and under the lock no one commits, so the snapshot need not
+    /// be read and checked again: a hook that reads its goal and then adds a todo reads the
+    /// snapshot once. A state a commit left (its rows not yet re-based on the snapshot it
+    /// wrote), or a goal whose GOAL.md is missing, takes the full load.
+    fn take_unchanged(&self, id: &GoalId) -> Option<Locked> {
+        let mut kept = self.kept();
+        let k = kept.get(id)?;
+        if k.unbased || k.log? != FileMark::of(&self.layout.events(id)).ok()? {
+            return None;
+        }
+        let first = k.source.bytes.first()?;
+        let header: SnapshotHeader = serde_json::from_slice(&first[..crate::newline::find(first)?]).ok()?;
+        if !self.layout.goal_md(id).exists() {
+            return None;
+        }
+        let k = kept.remove(id)?;
+        Some(Locked {
+            state: Arc::unwrap_or_clone(k.state),
+            head: header.head,
+            views: Some(header.goal_md_digest),
+            source: Some(k.source),
+        })
+    }
+
     fn kept(&self) -> MutexGuard<'_, HashMap<GoalId, Kept>> {
         self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -1095,6 +1121,9 @@ impl FileStore {
     /// Under the goal lock: the current state, recovering from a crash if needed; a state kept
     /// by the last transaction is taken out of the store for this one (`take`) or copied.
     fn load_locked(&self, id: &GoalId, take: bool) -> Result<Locked> {
+        if take && let Some(locked) = self.take_unchanged(id) {
+            return Ok(locked);
+        }
         let loaded = self.load_snapshot(id, take)?;
         if let Loaded::Current(s, mut source) = loaded {
             if !self.layout.goal_md(id).exists() {
@@ -2330,6 +2359,46 @@ mod tests {
         let after = a.read(&id).unwrap();
         assert_eq!(after.seq, first.seq + 1, "the other store's commit is read");
         assert_eq!(*after, *b.read(&id).unwrap());
+    }
+
+    /// What a store warned of.
+    #[derive(Debug, Default)]
+    struct Heard(std::sync::Mutex<Vec<String>>);
+
+    impl crate::Reporter for Heard {
+        fn warn(&self, message: &str) {
+            self.0.lock().unwrap().push(message.to_owned());
+        }
+        fn waiting_for_lock(&self, _: &str, _: &str) {}
+    }
+
+    /// A transaction after a read, the log as the read found it, takes the state the read
+    /// found without reading the snapshot again (under the goal's lock no one commits); after
+    /// another store's commit it reads the snapshot, and commits after that commit.
+    #[test]
+    fn a_transaction_after_a_read_takes_its_state_until_the_log_changes() {
+        let (dir, _, b, id) = two_stores();
+        let heard = Arc::new(Heard::default());
+        let a =
+            FileStore::open(dir.path(), Arc::new(crate::SystemClock), heard.clone(), StoreOptions::default())
+                .unwrap();
+        let seq = a.read(&id).unwrap().seq;
+        let snapshot = dir.path().join(".loopx/goals/main/snapshot.json");
+        fs::write(&snapshot, b"not a snapshot").unwrap();
+        add_todo(&a, &id, "first");
+        assert_eq!(*heard.0.lock().unwrap(), Vec::<String>::new(), "the snapshot was not read");
+        let after = open_at(dir.path()).read(&id).unwrap();
+        assert_eq!(after.seq, seq + 1);
+        assert_eq!(*after, *a.read(&id).unwrap());
+
+        let c = open_at(dir.path());
+        c.read(&id).unwrap();
+        add_todo(&b, &id, "added elsewhere");
+        add_todo(&c, &id, "second");
+        let texts: Vec<String> = c.read(&id).unwrap().todos.iter().map(|t| t.text.clone()).collect();
+        assert_eq!(texts, ["first", "added elsewhere", "second"], "the other store's commit is read");
+        assert_eq!(*c.read(&id).unwrap(), *open_at(dir.path()).read(&id).unwrap());
+        assert!(c.scan(&id).is_ok(), "the log's chain holds");
     }
 
     /// A read after this store's own commit takes the state the commit left without reading
