@@ -1132,3 +1132,264 @@ fn counts_count_every_live_todo_by_its_status() {
     let c = s.state.counts();
     assert_eq!((c.total, c.open, c.blocked, c.deferred, c.done, c.superseded), (10, 4, 2, 1, 1, 2), "{c:?}");
 }
+
+/// A status set by hand ends the todo's resume condition unless it defers the todo, which
+/// keeps the one it had.
+#[test]
+fn a_status_other_than_deferred_ends_the_resume_condition() {
+    let mut s = Sim::new().agents(&["a"]);
+    let (first, second) = (s.todo("first", Priority::P1), s.todo("second", Priority::P1));
+    s.defer(first, ResumeWhen::TodoDone(second));
+    let resume = |s: &Sim| s.state.todo(first).unwrap().resume_when.clone();
+    assert_eq!(resume(&s), Some(ResumeWhen::TodoDone(second)));
+    let status = |status| UpdateTodo { status: Some(status), ..UpdateTodo::of(first) };
+    let e = Event::TodoUpdated {
+        todo: first,
+        text: None,
+        priority: None,
+        status: Some(loopx_core::model::TodoStatus::Deferred),
+        resume_when: None,
+        clear_claim: false,
+        note: None,
+        evidence: None,
+    };
+    s.apply("user", e);
+    assert_eq!(resume(&s), Some(ResumeWhen::TodoDone(second)), "deferred again: the condition stays");
+    let e = s.update("user", &status(loopx_core::model::TodoStatus::Open)).unwrap().unwrap();
+    s.apply("user", e);
+    assert_eq!(resume(&s), None, "open: nothing to resume on");
+}
+
+/// Every change to a todo's lease moves its version on by one: acquired, renewed,
+/// transferred, released, taken over with it, and handed off and accepted with one.
+#[test]
+fn each_change_to_a_lease_moves_its_version_on_by_one() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let todo = s.todo("leased", Priority::P1);
+    let version = |s: &Sim| s.state.todo(todo).unwrap().lease_version;
+    let mut expect = 0;
+    let mut step = |s: &mut Sim, who: &str, e: Event| {
+        s.apply(who, e);
+        expect += 1;
+        assert_eq!(version(s), expect, "after {}", s.state.seq);
+    };
+    let until = Timestamp::from_unix_millis(s.now.unix_millis() + 3_600_000);
+    let acquired =
+        Event::LeaseAcquired { todo, owner: agent("a"), expires_at: until, key: None, write_scope: vec![] };
+    step(&mut s, "a", acquired.clone());
+    step(&mut s, "a", Event::LeaseRenewed { todo, expires_at: until });
+    step(&mut s, "a", Event::LeaseTransferred { todo, to: agent("b") });
+    step(&mut s, "b", Event::LeaseReleased { todo });
+    step(&mut s, "a", acquired);
+    let taken = Event::TodoTakenOver { todo, from: agent("a"), to: agent("b"), reason: "stale".into() };
+    step(&mut s, "b", taken.clone());
+    // Taken over with no lease: nothing to move on.
+    s.apply("a", taken);
+    assert_eq!(version(&s), expect, "no lease, no change");
+    s.lease("b", todo, 600, &[]);
+    expect += 1;
+    s.handoff("b", Some("a"), todo, 3600);
+    expect += 1;
+    assert_eq!(version(&s), expect, "a lease given up with the todo");
+    let req = AcceptHandoff { host: AgentType::from_static("codex-app"), handoff: None };
+    let e = rules::accept_handoff(&s.state, &by("a"), &req, s.now).unwrap().unwrap();
+    s.apply("a", e);
+    assert_eq!(version(&s), expect + 1, "the lease handed with it, taken");
+}
+
+/// A handoff cancelled gives its todos back to the agent that offered them, unless one was
+/// closed or someone else holds it meanwhile.
+#[test]
+fn a_cancelled_handoff_gives_back_only_open_todos_nobody_holds() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let (back, done, held) =
+        (s.todo("back", Priority::P1), s.todo("done", Priority::P1), s.todo("held", Priority::P1));
+    for t in [back, done, held] {
+        s.claim("a", t);
+    }
+    let req = OfferHandoff {
+        to_host: AgentType::from_static("codex-app"),
+        to_agent: None,
+        todos: vec![back, done, held],
+        note: None,
+        ttl_secs: 3600,
+    };
+    let e = rules::offer_handoff(&s.state, &by("a"), &req, s.now).unwrap();
+    s.apply("a", e);
+    s.complete(done, false);
+    s.apply("user", Event::TodoClaimed { todo: held, agent: agent("b") });
+    let handoff = s.state.handoffs[0].id;
+    s.apply("user", Event::HandoffCancelled { handoff, reason: None });
+    let holder = |t| s.state.todo(t).unwrap().claimed_by.clone();
+    assert_eq!(holder(back), Some(agent("a")), "given back");
+    assert_eq!(holder(done), None, "closed: left as it is");
+    assert_eq!(holder(held), Some(agent("b")), "held by another: left to it");
+}
+
+/// What the fold keeps of decisions, runs and turn ends is bounded to its number exactly, the
+/// oldest leaving first, while the totals count every one.
+#[test]
+fn the_folds_bounded_records_keep_their_number_and_count_every_one() {
+    use loopx_core::continuation::Continuation;
+    use loopx_core::decision::{DecisionRecord, RunState};
+    use loopx_core::drive::{TurnEnd, TurnExit, TurnUsage};
+    use loopx_core::model::RunRecord;
+    use loopx_kernel::state::{DECISIONS_KEPT, RUNS_KEPT, TURN_ENDS_KEPT};
+    let mut s = Sim::new().agents(&["a"]);
+    let todo = s.todo("work", Priority::P1);
+    for i in 0..=DECISIONS_KEPT {
+        let record = DecisionRecord {
+            agent: agent("a"),
+            turn: format!("turn-{i}"),
+            state: RunState::Eligible,
+            continuation: Continuation::Replan { reason: "nothing".into() },
+        };
+        s.apply("a", Event::DecisionRecorded { record });
+    }
+    assert_eq!((s.state.decisions.len(), s.state.decision_order.len()), (DECISIONS_KEPT, DECISIONS_KEPT));
+    assert!(s.state.decision_order.front().is_some_and(|k| k.ends_with("turn-1")), "the oldest left");
+
+    for _ in 0..=RUNS_KEPT {
+        let run = RunRecord {
+            id: s.state.next_run_id(),
+            agent: agent("a"),
+            todo,
+            turn: None,
+            classification: "implement".into(),
+            delivery_outcome: DeliveryOutcome::OutcomeProgress,
+            next_action: None,
+            at: s.now,
+            spent_by: None,
+        };
+        s.apply("a", Event::RunRecorded { run });
+    }
+    assert_eq!((s.state.runs.len(), s.state.runs_total), (RUNS_KEPT, RUNS_KEPT as u64 + 1));
+    assert_eq!(s.state.runs.front().map(|r| r.id.number()), Some(2), "the oldest left");
+
+    // A driver's turns: one that fails (no writeback) and the ones that follow.
+    let until = Timestamp::from_unix_millis(s.now.unix_millis() + 3_600_000);
+    let lease = loopx_core::drive::DriverLease {
+        agent: agent("a"),
+        id: "d1".into(),
+        host: "claude-code".into(),
+        machine: "m".into(),
+        pid: 1,
+        since: s.now,
+        expires_at: until,
+        turn: None,
+        todo: None,
+        turns: 0,
+    };
+    s.apply("a", Event::DriverStarted { lease, replaced: None });
+    for i in 0..=TURN_ENDS_KEPT {
+        let turn = format!("turn-{i}");
+        let renewed = Event::DriverRenewed {
+            agent: agent("a"),
+            id: "d1".into(),
+            expires_at: until,
+            turn: Some(turn.clone()),
+            todo: Some(todo),
+        };
+        s.apply("a", renewed);
+        let end = TurnEnd {
+            agent: agent("a"),
+            turn,
+            todo: Some(todo),
+            exit: TurnExit::Exited,
+            exit_code: Some(0),
+            signal: None,
+            started_at: s.now,
+            ended_at: s.now,
+            run: (i > 0).then(|| loopx_core::RunId::from_number(1)),
+            spent_by: None,
+            usage: TurnUsage::default(),
+            tail: None,
+            note: None,
+        };
+        s.apply("a", Event::TurnEnded { end, spend: None });
+    }
+    let n = TURN_ENDS_KEPT as u64 + 1;
+    assert_eq!(s.state.turn_ends.len(), TURN_ENDS_KEPT);
+    assert_eq!((s.state.turns_ended_total, s.state.turns_failed_total), (n, 1));
+    assert_eq!(s.state.turn_ends.front().map(|e| e.turn.as_str()), Some("turn-1"), "the oldest left");
+    let d = &s.state.drivers[&agent("a")];
+    assert_eq!(
+        (d.turns, d.turn.as_ref(), d.todo),
+        (n, None, None),
+        "each turn ended is counted on its driver"
+    );
+}
+
+/// Spending adds up the tokens and money and numbers the spends; a spend a week older than the
+/// newest leaves the list, one exactly a week older stays; voiding takes its tokens and money
+/// back, once.
+#[test]
+fn spends_add_up_leave_after_a_week_and_void_back() {
+    use loopx_core::model::Spend;
+    use loopx_kernel::state::SPEND_HORIZON_MS;
+    let mut s = Sim::new().agents(&["a"]);
+    let todo = s.todo("work", Priority::P1);
+    let t0 = s.now.unix_millis() + 1000;
+    let spend_at = |s: &mut Sim, at: i64, tokens: u64, usd: f64| {
+        s.now = Timestamp::from_unix_millis(at - 1000);
+        let spend = Spend {
+            id: s.state.next_spend_id(),
+            agent: agent("a"),
+            todo,
+            run: loopx_core::RunId::from_number(1),
+            turn: None,
+            slots: 1,
+            tokens: Some(tokens),
+            usd: Some(usd),
+            at: Timestamp::from_unix_millis(at),
+            voided: false,
+        };
+        s.apply("a", Event::SlotSpent { spend });
+    };
+    spend_at(&mut s, t0, 100, 1.5);
+    spend_at(&mut s, t0 + 1000, 20, 0.25);
+    assert_eq!((s.state.tokens_used, s.state.usd_used, s.state.spends_total), (120, 1.75, 2));
+    let kept = |s: &Sim| s.state.spends.iter().map(|x| x.id.number()).collect::<Vec<_>>();
+    spend_at(&mut s, t0 + SPEND_HORIZON_MS + 500, 3, 0.5);
+    assert_eq!(kept(&s), [2, 3], "the spend over a week older left");
+    spend_at(&mut s, t0 + 1000 + SPEND_HORIZON_MS, 4, 0.5);
+    assert_eq!(kept(&s), [2, 3, 4], "the one exactly a week older stays");
+    assert_eq!((s.state.tokens_used, s.state.usd_used, s.state.spends_total), (127, 2.75, 4));
+    let void = Event::SlotVoided { spend: loopx_core::SpendId::from_number(3), reason: None };
+    s.apply("user", void.clone());
+    assert_eq!((s.state.tokens_used, s.state.usd_used), (124, 2.25));
+    s.apply("user", void);
+    assert_eq!((s.state.tokens_used, s.state.usd_used), (124, 2.25), "voided once");
+}
+
+/// Arming a loop lists its agent once; disarming takes it, and only it, off.
+#[test]
+fn arming_lists_each_agent_once_and_disarming_only_that_one() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    for (who, armed) in [("a", true), ("a", true), ("b", true)] {
+        s.apply(who, Event::LoopArmed { agent: agent(who), armed });
+    }
+    assert_eq!(s.state.armed, [agent("a"), agent("b")]);
+    s.apply("a", Event::LoopArmed { agent: agent("a"), armed: false });
+    assert_eq!(s.state.armed, [agent("b")]);
+}
+
+/// The finish notice counts failures for the same finished work and starts again when the
+/// number of finished todos changes.
+#[test]
+fn the_finish_notice_starts_again_when_the_finished_work_changes() {
+    let mut s = Sim::new();
+    let failed = |todos| Event::FinishNotified {
+        todos,
+        channel: "command".into(),
+        attempt: false,
+        error: Some("boom".into()),
+    };
+    s.apply("user", failed(3));
+    s.apply("user", failed(3));
+    let n = s.state.finish_notice.clone().unwrap();
+    assert_eq!((n.todos, n.notified.failures), (3, 2));
+    s.apply("user", failed(4));
+    let n = s.state.finish_notice.clone().unwrap();
+    assert_eq!((n.todos, n.notified.failures), (4, 1));
+}
