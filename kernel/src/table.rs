@@ -86,13 +86,57 @@ pub struct BodyFile {
     /// The event whose commit began the file (its name's N).
     pub generation: u64,
     pub path: PathBuf,
-    file: Mutex<File>,
+    file: Mutex<Window>,
     /// Bytes read todo by todo so far; past an eighth of the file, the rest of what is asked
     /// for comes from one read of the whole file (a listing decodes every todo; a decision one,
     /// GOAL.md a few dozen).
     read: AtomicU64,
     len: u64,
     whole: OnceLock<Vec<u8>>,
+}
+
+/// The body file, open, and the last stretch of it read: from the second todo read on, todos
+/// that follow each other in the file are read together (GOAL.md lists the first few dozen open
+/// ones, most often written one after the other), a read of [`WINDOW`] bytes for many of a few
+/// hundred; a decision, which reads one todo, reads only it.
+#[derive(Debug)]
+struct Window {
+    file: File,
+    at: u64,
+    bytes: Vec<u8>,
+    /// Whether a todo was read before (the next read reads ahead).
+    again: bool,
+}
+
+/// How much of the body file one read of a todo reads ahead.
+const WINDOW: usize = 16 * 1024;
+
+impl Window {
+    /// `len` bytes from `at`: from the stretch last read when they are in it, else from a new
+    /// stretch read there, of up to [`WINDOW`] bytes but not past `end` (what the file held when
+    /// it was opened: what follows may still be being written).
+    fn read(&mut self, at: u64, len: usize, end: u64) -> std::io::Result<Vec<u8>> {
+        let inside = |w: &Self| {
+            let from = usize::try_from(at.checked_sub(w.at)?).ok()?;
+            w.bytes.get(from..from.checked_add(len)?).map(<[u8]>::to_vec)
+        };
+        if let Some(bytes) = inside(self) {
+            return Ok(bytes);
+        }
+        let ahead = usize::try_from(end.saturating_sub(at)).unwrap_or(usize::MAX).min(WINDOW);
+        if !std::mem::replace(&mut self.again, true) || ahead < len {
+            let mut buf = vec![0; len];
+            read_at(&mut self.file, at, &mut buf)?;
+            return Ok(buf);
+        }
+        self.bytes.resize(ahead, 0);
+        if let Err(e) = read_at(&mut self.file, at, &mut self.bytes) {
+            self.bytes.clear();
+            return Err(e);
+        }
+        self.at = at;
+        Ok(self.bytes[..len].to_vec())
+    }
 }
 
 impl BodyFile {
@@ -102,7 +146,7 @@ impl BodyFile {
         Ok(BodyFile {
             generation,
             path: path.to_owned(),
-            file: Mutex::new(file),
+            file: Mutex::new(Window { file, at: 0, bytes: Vec::new(), again: false }),
             read: AtomicU64::new(0),
             len,
             whole: OnceLock::new(),
@@ -119,18 +163,16 @@ impl BodyFile {
             let at = slice(whole)?;
             return Ok(Cow::Borrowed(&whole[at..at + len]));
         }
-        let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut window = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if self.read.fetch_add(len as u64, Ordering::Relaxed) >= self.len / 8 {
             let mut all = Vec::new();
-            file.seek(SeekFrom::Start(0))?;
-            file.read_to_end(&mut all)?;
+            window.file.seek(SeekFrom::Start(0))?;
+            window.file.read_to_end(&mut all)?;
             let whole = self.whole.get_or_init(|| all);
             let at = slice(whole)?;
             return Ok(Cow::Borrowed(&whole[at..at + len]));
         }
-        let mut buf = vec![0; len];
-        read_at(&mut file, at, &mut buf)?;
-        Ok(Cow::Owned(buf))
+        window.read(at, len, self.len).map(Cow::Owned)
     }
 }
 
@@ -1047,6 +1089,45 @@ fn parse_u64(digits: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body file reads what is asked of it wherever it is: the first todo alone, the next
+    /// ones from a stretch read ahead (not past what the file held when opened), a todo past
+    /// that stretch or past that end by itself, and past the file's end not at all.
+    #[test]
+    fn a_body_file_reads_each_todo_as_the_file_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("todos-1.dat");
+        let held: Vec<u8> = (0..3 * WINDOW + 100).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &held).unwrap();
+        let file = BodyFile::open(&path, 1).unwrap();
+        // Written after the file was opened: read, but never read ahead into.
+        let mut more = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut more, &[7; 300]).unwrap();
+        let mut all = held.clone();
+        all.extend_from_slice(&[7; 300]);
+        let window = || {
+            let w = file.file.lock().unwrap();
+            (w.at, w.bytes.len())
+        };
+        let read = |at: usize, len: usize| {
+            let got = file.read(at as u64, len).unwrap().into_owned();
+            assert_eq!(got, all[at..at + len], "{len} bytes at {at}");
+        };
+        read(10, 20);
+        assert_eq!(window(), (0, 0), "the first todo is read alone");
+        read(100, 50);
+        assert_eq!(window(), (100, WINDOW), "the next reads ahead");
+        read(100 + WINDOW - 30, 30);
+        read(200, 10);
+        assert_eq!(window(), (100, WINDOW), "what the stretch holds comes from it");
+        read(100 + WINDOW - 10, 20);
+        assert_eq!(window(), (100 + WINDOW as u64 - 10, WINDOW), "what it does not, from a new one");
+        read(3 * WINDOW + 50, 40);
+        assert_eq!(window(), (3 * WINDOW as u64 + 50, 50), "up to the end the file had when opened");
+        read(3 * WINDOW + 90, 110);
+        assert_eq!(window(), (3 * WINDOW as u64 + 50, 50), "past it, the todo alone");
+        assert!(file.read(all.len() as u64 - 10, 20).is_err(), "past the file's end");
+    }
 
     /// A small deterministic generator for the tests below.
     struct Dice(u64);
