@@ -1393,3 +1393,130 @@ fn the_finish_notice_starts_again_when_the_finished_work_changes() {
     let n = s.state.finish_notice.clone().unwrap();
     assert_eq!((n.todos, n.notified.failures), (4, 1));
 }
+
+/// A notice records when it was tried; an attempt (a try whose outcome is not known yet)
+/// nothing more, a delivery when it was sent or, for a reminder, reminded, and a failure how
+/// many there were and the last error, which a later delivery clears.
+#[test]
+fn a_notice_records_attempts_deliveries_reminders_and_failures_apart() {
+    let mut s = Sim::new().agents(&["a"]);
+    let gate = s.gate(GateBlocks::Goal);
+    let notified = |s: &mut Sim, reminder: bool, attempt: bool, error: Option<&str>| {
+        let e = Event::GateNotified {
+            gate,
+            channel: "command".into(),
+            reminder,
+            attempt,
+            error: error.map(str::to_owned),
+        };
+        s.apply("user", e);
+        let at = s.now;
+        (s.state.gates[0].notified.clone().unwrap(), at)
+    };
+    let (n, at) = notified(&mut s, false, true, Some("not known yet"));
+    assert_eq!(
+        (n.tried_at, n.sent_at, n.reminded_at, n.failures, n.last_error),
+        (Some(at), None, None, 0, None)
+    );
+    let (n, at) = notified(&mut s, false, false, Some("boom"));
+    assert_eq!(
+        (n.tried_at, n.sent_at, n.failures, n.last_error.as_deref()),
+        (Some(at), None, 1, Some("boom"))
+    );
+    let (n, sent) = notified(&mut s, false, false, None);
+    assert_eq!((n.sent_at, n.reminded_at, n.failures, n.last_error), (Some(sent), None, 1, None));
+    let (n, reminded) = notified(&mut s, true, false, None);
+    assert_eq!((n.sent_at, n.reminded_at, n.tried_at), (Some(sent), Some(reminded), Some(reminded)));
+}
+
+/// A step folded in for a settlement is folded in as the next line: a decision it records is
+/// recorded at the next line's number. A driver's lease is named by its agent and its id, and a
+/// turn's end by its agent and its turn, both.
+#[test]
+fn steps_fold_as_the_next_line_and_drivers_and_turn_ends_are_named_in_full() {
+    use loopx_core::continuation::Continuation;
+    use loopx_core::decision::{DecisionRecord, RunState};
+    use loopx_core::drive::{DriverLease, TurnEnd, TurnExit, TurnUsage};
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let record = DecisionRecord {
+        agent: agent("a"),
+        turn: "t1".into(),
+        state: RunState::Eligible,
+        continuation: Continuation::Replan { reason: "nothing".into() },
+    };
+    let next = s.state.seq + 1;
+    s.state.apply_step(&Event::DecisionRecorded { record }, s.now, "a").unwrap();
+    let recorded = s.state.decisions.values().next().unwrap().read().unwrap();
+    assert_eq!(recorded.seq, next);
+
+    let until = Timestamp::from_unix_millis(s.now.unix_millis() + 3_600_000);
+    let lease = DriverLease {
+        agent: agent("a"),
+        id: "d1".into(),
+        host: "claude-code".into(),
+        machine: "m".into(),
+        pid: 1,
+        since: s.now,
+        expires_at: until,
+        turn: None,
+        todo: None,
+        turns: 0,
+    };
+    s.apply("a", Event::DriverStarted { lease, replaced: None });
+    let renew = |id: &str| Event::DriverRenewed {
+        agent: agent("a"),
+        id: id.into(),
+        expires_at: until,
+        turn: None,
+        todo: None,
+    };
+    assert!(s.state.apply_step(&renew("d2"), s.now, "a").is_err(), "another lease of the same agent");
+    assert!(s.state.apply_step(&renew("d1"), s.now, "a").is_ok());
+
+    let end = |who: &str, turn: &str| TurnEnd {
+        agent: agent(who),
+        turn: turn.into(),
+        todo: None,
+        exit: TurnExit::Exited,
+        exit_code: Some(0),
+        signal: None,
+        started_at: s.now,
+        ended_at: s.now,
+        run: None,
+        spent_by: None,
+        usage: TurnUsage::default(),
+        tail: None,
+        note: None,
+    };
+    let (a1, b2) = (end("a", "t1"), end("b", "t2"));
+    s.apply("a", Event::TurnEnded { end: a1.clone(), spend: None });
+    s.apply("b", Event::TurnEnded { end: b2.clone(), spend: None });
+    assert_eq!(s.state.turn_end(&agent("a"), "t1"), Some(&a1));
+    assert_eq!(s.state.turn_end(&agent("b"), "t2"), Some(&b2));
+    assert_eq!(s.state.turn_end(&agent("a"), "t2"), None, "b's turn, not a's");
+    assert_eq!(s.state.turn_end(&agent("b"), "t1"), None);
+}
+
+/// A keyed line's key and receipt are kept, up to their number, the oldest leaving first.
+#[test]
+fn receipts_keep_their_number_the_oldest_leaving_first() {
+    use loopx_kernel::state::RECEIPTS_KEPT;
+    let mut s = Sim::new();
+    for i in 0..=RECEIPTS_KEPT as u64 {
+        let line = loopx_kernel::log::EventLine {
+            seq: s.state.seq + 1 + i,
+            at: s.now,
+            actor: "user".into(),
+            event: Event::GoalResumed {},
+            turn: Some(format!("key-{i}")),
+            receipt: Some(serde_json::json!({ "n": i })),
+            root: None,
+            prev: String::new(),
+            signature: None,
+        };
+        s.state.keep_receipt(&line).unwrap();
+    }
+    assert_eq!((s.state.receipts.len(), s.state.receipt_order.len()), (RECEIPTS_KEPT, RECEIPTS_KEPT));
+    assert!(!s.state.receipts.contains_key("key-0"), "the oldest left");
+    assert_eq!(s.state.receipt_order.front().map(String::as_str), Some("key-1"));
+}
