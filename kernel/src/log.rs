@@ -385,6 +385,39 @@ mod tests {
         assert!(is_legacy_root(&old), "{old}");
     }
 
+    /// Every log ever written carries these hashes, so their encoding is fixed: the values
+    /// below were computed apart from loopx (Python's `hashlib`, `blake3` and `base64`).
+    #[test]
+    fn roots_and_line_hashes_are_encoded_as_logs_carry_them() {
+        assert_eq!(state_root(b"{}"), "bbkbdEN78m1bCmm7F");
+        assert_eq!(state_root(b"loopx"), "bbxcGG6LkITd2_Mbf");
+        assert_eq!(legacy_state_root(b"{}"), "RBNvo1WzZ4oRRq0W");
+        assert_eq!(legacy_state_root(b"loopx"), "fQLfEDVuAYOCynzR");
+        assert_eq!(line_hash(b"{}"), "44136fa355b3678a1146ad16f7e8649e");
+        assert_eq!(line_hash(b"loopx"), "7d02df10356e018382ca7cd167ad1f94");
+    }
+
+    /// A log followed line by line names its head (the last line's hash, or the genesis before
+    /// any) and how many lines it checked; a break names the line and the byte it begins at.
+    #[test]
+    fn a_follow_names_its_head_its_count_and_where_a_break_begins() {
+        assert_eq!(scan(b"").unwrap().head(), GENESIS);
+        let log = chain(3);
+        let lines: Vec<&str> = log.lines().collect();
+        let mut follow = Follow::default();
+        assert_eq!((follow.head(), follow.lines()), (GENESIS, 0));
+        for l in &lines[..2] {
+            follow.line(l.as_bytes()).unwrap();
+        }
+        assert_eq!((follow.head(), follow.lines()), (line_hash(lines[1].as_bytes()).as_str(), 2));
+        assert_eq!(scan(log.as_bytes()).unwrap().head(), line_hash(lines[2].as_bytes()));
+
+        let broken = log.replacen("\"seq\":3", "\"seq\":4", 1);
+        let (partial, b) = scan(broken.as_bytes()).unwrap_err();
+        assert_eq!((b.line, b.offset), (3, (lines[0].len() + 1 + lines[1].len() + 1) as u64));
+        assert_eq!(partial.head(), line_hash(lines[1].as_bytes()));
+    }
+
     #[test]
     fn a_valid_chain_scans() {
         let log = chain(3);
