@@ -65,6 +65,50 @@ impl Sim {
         self.apply("user", e);
     }
 
+    /// Starts `who`'s driver with lease `id`, held for an hour; returns when it expires.
+    fn start_driver(&mut self, who: &str, id: &str) -> Timestamp {
+        let until = Timestamp::from_unix_millis(self.now.unix_millis() + 3_600_000);
+        let lease = loopx_core::drive::DriverLease {
+            agent: agent(who),
+            id: id.into(),
+            host: "claude-code".into(),
+            machine: "m".into(),
+            pid: 1,
+            since: self.now,
+            expires_at: until,
+            turn: None,
+            todo: None,
+            turns: 0,
+        };
+        self.apply(who, Event::DriverStarted { lease, replaced: None });
+        until
+    }
+
+    /// How `who`'s turn `turn` on `todo` ended now: exit 0, written back as `run` (none: failed).
+    fn turn_end(
+        &self,
+        who: &str,
+        turn: &str,
+        todo: Option<TodoId>,
+        run: Option<loopx_core::RunId>,
+    ) -> loopx_core::drive::TurnEnd {
+        loopx_core::drive::TurnEnd {
+            agent: agent(who),
+            turn: turn.into(),
+            todo,
+            exit: loopx_core::drive::TurnExit::Exited,
+            exit_code: Some(0),
+            signal: None,
+            started_at: self.now,
+            ended_at: self.now,
+            run,
+            spent_by: None,
+            usage: loopx_core::drive::TurnUsage::default(),
+            tail: None,
+            note: None,
+        }
+    }
+
     fn later(&mut self, secs: i64) {
         self.now = Timestamp::from_unix_millis(self.now.unix_millis() + secs * 1000);
     }
@@ -1232,7 +1276,6 @@ fn a_cancelled_handoff_gives_back_only_open_todos_nobody_holds() {
 fn the_folds_bounded_records_keep_their_number_and_count_every_one() {
     use loopx_core::continuation::Continuation;
     use loopx_core::decision::{DecisionRecord, RunState};
-    use loopx_core::drive::{TurnEnd, TurnExit, TurnUsage};
     use loopx_core::model::RunRecord;
     use loopx_kernel::state::{DECISIONS_KEPT, RUNS_KEPT, TURN_ENDS_KEPT};
     let mut s = Sim::new().agents(&["a"]);
@@ -1267,20 +1310,7 @@ fn the_folds_bounded_records_keep_their_number_and_count_every_one() {
     assert_eq!(s.state.runs.front().map(|r| r.id.number()), Some(2), "the oldest left");
 
     // A driver's turns: one that fails (no writeback) and the ones that follow.
-    let until = Timestamp::from_unix_millis(s.now.unix_millis() + 3_600_000);
-    let lease = loopx_core::drive::DriverLease {
-        agent: agent("a"),
-        id: "d1".into(),
-        host: "claude-code".into(),
-        machine: "m".into(),
-        pid: 1,
-        since: s.now,
-        expires_at: until,
-        turn: None,
-        todo: None,
-        turns: 0,
-    };
-    s.apply("a", Event::DriverStarted { lease, replaced: None });
+    let until = s.start_driver("a", "d1");
     for i in 0..=TURN_ENDS_KEPT {
         let turn = format!("turn-{i}");
         let renewed = Event::DriverRenewed {
@@ -1291,21 +1321,7 @@ fn the_folds_bounded_records_keep_their_number_and_count_every_one() {
             todo: Some(todo),
         };
         s.apply("a", renewed);
-        let end = TurnEnd {
-            agent: agent("a"),
-            turn,
-            todo: Some(todo),
-            exit: TurnExit::Exited,
-            exit_code: Some(0),
-            signal: None,
-            started_at: s.now,
-            ended_at: s.now,
-            run: (i > 0).then(|| loopx_core::RunId::from_number(1)),
-            spent_by: None,
-            usage: TurnUsage::default(),
-            tail: None,
-            note: None,
-        };
+        let end = s.turn_end("a", &turn, Some(todo), (i > 0).then(|| loopx_core::RunId::from_number(1)));
         s.apply("a", Event::TurnEnded { end, spend: None });
     }
     let n = TURN_ENDS_KEPT as u64 + 1;
@@ -1436,7 +1452,6 @@ fn a_notice_records_attempts_deliveries_reminders_and_failures_apart() {
 fn steps_fold_as_the_next_line_and_drivers_and_turn_ends_are_named_in_full() {
     use loopx_core::continuation::Continuation;
     use loopx_core::decision::{DecisionRecord, RunState};
-    use loopx_core::drive::{DriverLease, TurnEnd, TurnExit, TurnUsage};
     let mut s = Sim::new().agents(&["a", "b"]);
     let record = DecisionRecord {
         agent: agent("a"),
@@ -1449,20 +1464,7 @@ fn steps_fold_as_the_next_line_and_drivers_and_turn_ends_are_named_in_full() {
     let recorded = s.state.decisions.values().next().unwrap().read().unwrap();
     assert_eq!(recorded.seq, next);
 
-    let until = Timestamp::from_unix_millis(s.now.unix_millis() + 3_600_000);
-    let lease = DriverLease {
-        agent: agent("a"),
-        id: "d1".into(),
-        host: "claude-code".into(),
-        machine: "m".into(),
-        pid: 1,
-        since: s.now,
-        expires_at: until,
-        turn: None,
-        todo: None,
-        turns: 0,
-    };
-    s.apply("a", Event::DriverStarted { lease, replaced: None });
+    let until = s.start_driver("a", "d1");
     let renew = |id: &str| Event::DriverRenewed {
         agent: agent("a"),
         id: id.into(),
@@ -1473,22 +1475,7 @@ fn steps_fold_as_the_next_line_and_drivers_and_turn_ends_are_named_in_full() {
     assert!(s.state.apply_step(&renew("d2"), s.now, "a").is_err(), "another lease of the same agent");
     assert!(s.state.apply_step(&renew("d1"), s.now, "a").is_ok());
 
-    let end = |who: &str, turn: &str| TurnEnd {
-        agent: agent(who),
-        turn: turn.into(),
-        todo: None,
-        exit: TurnExit::Exited,
-        exit_code: Some(0),
-        signal: None,
-        started_at: s.now,
-        ended_at: s.now,
-        run: None,
-        spent_by: None,
-        usage: TurnUsage::default(),
-        tail: None,
-        note: None,
-    };
-    let (a1, b2) = (end("a", "t1"), end("b", "t2"));
+    let (a1, b2) = (s.turn_end("a", "t1", None, None), s.turn_end("b", "t2", None, None));
     s.apply("a", Event::TurnEnded { end: a1.clone(), spend: None });
     s.apply("b", Event::TurnEnded { end: b2.clone(), spend: None });
     assert_eq!(s.state.turn_end(&agent("a"), "t1"), Some(&a1));
