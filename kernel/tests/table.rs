@@ -154,3 +154,37 @@ fn a_read_table_changed_here_and_there_encodes_as_one_never_stored() {
     let kept: Vec<_> = back.todos.keys().map(|k| k.id).collect();
     assert_eq!(kept, [ids[0], ids[1], ids[3], ids[4], ids[5], ids[6]]);
 }
+
+/// A state written before the table form, one JSON document (an old snapshot, an old database
+/// row), still decodes, whole, and is told from the table form by its first bytes.
+#[test]
+fn a_state_in_the_older_json_form_still_decodes() {
+    let s = goal();
+    let json = serde_json::to_vec(&s).unwrap();
+    assert!(!codec::is_table_form(&json));
+    assert!(codec::is_table_form(&codec::encode_keys(&s, 0).unwrap()));
+    let src = Arc::new(json);
+    let (back, end) = codec::decode(&src, 0, src.len(), Bodies::Inline).unwrap();
+    assert_eq!(end, src.len(), "all of it is hashed");
+    assert_eq!(back, s);
+}
+
+/// Where the key lines begin and how many there are, read from the first two lines alone:
+/// after the marker line and the head's JSON line, one line per todo.
+#[test]
+fn the_key_lines_follow_the_marker_and_the_head() {
+    let s = goal();
+    let keys = codec::encode_keys(&s, 0).unwrap();
+    let (at, n) = codec::key_lines(&keys).unwrap();
+    assert_eq!((n, s.todos.len()), (8, 8));
+    let head_at = keys.iter().position(|b| *b == b'\n').unwrap() + 1;
+    assert_eq!(keys[at - 1], b'\n', "the head's line ends where the key lines begin");
+    let head: serde_json::Value = serde_json::from_slice(&keys[head_at..at - 1]).unwrap();
+    assert_eq!(head["todos"], serde_json::json!([]), "the head lists no todos");
+    let lines: Vec<&[u8]> = keys[at..].split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), n);
+    for (line, key) in lines.iter().zip(s.todos.keys()) {
+        assert!(line.starts_with(format!("{}\t", key.id).as_bytes()), "{}", String::from_utf8_lossy(line));
+    }
+    assert_eq!(codec::key_lines(&serde_json::to_vec(&s).unwrap()), None, "the older form has none");
+}
