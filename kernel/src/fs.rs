@@ -5,22 +5,88 @@
 //! `.loopx` down is checked not to be a symbolic link before anything is written
 //! ([`refuse_links`]), so a link planted there (`.loopx/goals/g2 -> /elsewhere`, or `.loopx`
 //! itself) never sends a write outside the project. Host files an install edits are outside
-//! `.loopx/` and keep their links by design.
+//! `.loopx/` and keep their links by design. Within one transaction ([`RealDirs`]) a directory
+//! found real is not looked at again; every file is, each time.
 
+use std::cell::RefCell;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use loopx_core::{Error, Result};
+
+thread_local! {
+    /// The directories found real (directories, not links) on this thread since its
+    /// [`RealDirs`] began; `None` outside one.
+    static REAL_DIRS: RefCell<Option<Vec<PathBuf>>> = const { RefCell::new(None) };
+}
+
+/// One transaction's checks of the directories on the way to its files: while it lives, a
+/// directory of `.loopx/` found real on this thread is not looked at again (a commit writes five
+/// files in one goal's directory, and each write checked `.loopx`, `goals` and the goal's
+/// directory anew). The checks were never atomic with the writes that follow them: they refuse
+/// a link planted in `.loopx/`, which one check in a transaction, under the goal's lock, refuses
+/// as surely as five. Files are checked each time. Begun while one lives, it is that one.
+#[derive(Debug)]
+pub struct RealDirs {
+    /// Whether this one began the thread's memory (and forgets it when dropped).
+    began: bool,
+    /// The memory is this thread's: the scope must end on the thread it began on.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl RealDirs {
+    pub fn begin() -> RealDirs {
+        let began = REAL_DIRS.with(|r| {
+            let mut r = r.borrow_mut();
+            let began = r.is_none();
+            if began {
+                *r = Some(Vec::new());
+            }
+            began
+        });
+        RealDirs { began, _thread: std::marker::PhantomData }
+    }
+
+    fn known(dir: &Path) -> bool {
+        REAL_DIRS.with(|r| r.borrow().as_ref().is_some_and(|dirs| dirs.iter().any(|d| d == dir)))
+    }
+
+    fn found(dir: &Path) {
+        REAL_DIRS.with(|r| {
+            if let Some(dirs) = r.borrow_mut().as_mut()
+                && !dirs.iter().any(|d| d == dir)
+            {
+                dirs.push(dir.to_owned());
+            }
+        });
+    }
+}
+
+impl Drop for RealDirs {
+    fn drop(&mut self) {
+        if self.began {
+            REAL_DIRS.with(|r| r.borrow_mut().take());
+        }
+    }
+}
 
 /// Refuses `path` when a component of it from `.loopx` down (the file itself included) is a
 /// symbolic link or, for a directory on the way, not a directory. A path with no `.loopx`
 /// component is not loopx's state and is not checked.
 pub fn refuse_links(path: &Path) -> Result<()> {
+    refuse_links_from(path, 0)
+}
+
+/// [`refuse_links`] from the `skip`th component up: `path`'s directories alone when `skip` is 1.
+fn refuse_links_from(path: &Path, skip: usize) -> Result<()> {
     let Some(top) = path.ancestors().position(|a| a.file_name().is_some_and(|n| n == ".loopx")) else {
         return Ok(());
     };
-    for (i, a) in path.ancestors().take(top + 1).enumerate() {
+    for (i, a) in path.ancestors().take(top + 1).enumerate().skip(skip) {
+        if i > 0 && RealDirs::known(a) {
+            continue;
+        }
         match fs::symlink_metadata(a) {
             Ok(m) if m.file_type().is_symlink() => {
                 return Err(Error::integrity(format!(
@@ -32,6 +98,7 @@ pub fn refuse_links(path: &Path) -> Result<()> {
             Ok(m) if i > 0 && !m.is_dir() => {
                 return Err(Error::integrity(format!("{} is not a directory", a.display())));
             }
+            Ok(m) if m.is_dir() => RealDirs::found(a),
             _ => {}
         }
     }
@@ -217,7 +284,8 @@ pub fn no_follow(o: &mut OpenOptions) -> &mut OpenOptions {
 
 /// Refuses a state path that is a symbolic link or not a regular file (a missing one is fine):
 /// loopx keeps its state only in regular files inside `.loopx/`, and writes nowhere else.
-pub fn check_state_file(path: &Path) -> Result<()> {
+/// Returns what it found there, `None` for nothing.
+pub fn check_state_file(path: &Path) -> Result<Option<fs::Metadata>> {
     match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => Err(Error::integrity(format!(
             "{} is a symbolic link; loopx keeps its state only in regular files inside .loopx/ and will not follow it",
@@ -228,8 +296,21 @@ pub fn check_state_file(path: &Path) -> Result<()> {
             "{} is not a regular file; loopx will not read or write it",
             path.display()
         ))),
-        _ => Ok(()),
+        Ok(m) => {
+            if m.is_dir() {
+                RealDirs::found(path);
+            }
+            Ok(Some(m))
+        }
+        Err(_) => Ok(None),
     }
+}
+
+/// [`check_state_file`] and [`refuse_links`] at once, the path itself looked at once: what a
+/// file about to be opened for writing passes.
+pub fn check_state_path(path: &Path) -> Result<()> {
+    check_state_file(path)?;
+    refuse_links_from(path, 1)
 }
 
 /// Appends one line and makes it durable before returning.
@@ -245,8 +326,7 @@ pub fn append_view(file: &mut File, path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Opens a file for appending, creating it.
 pub fn open_append(path: &Path) -> Result<File> {
-    refuse_links(path)?;
-    check_state_file(path)?;
+    check_state_path(path)?;
     no_follow(OpenOptions::new().create(true).append(true))
         .open(path)
         .map_err(|e| Error::io("open", path, &e))
@@ -254,8 +334,7 @@ pub fn open_append(path: &Path) -> Result<File> {
 
 /// Cuts `path` to `len` bytes durably (used to drop a torn final line).
 pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
-    refuse_links(path)?;
-    check_state_file(path)?;
+    check_state_path(path)?;
     let file =
         no_follow(OpenOptions::new().write(true)).open(path).map_err(|e| Error::io("open", path, &e))?;
     file.set_len(len).map_err(|e| Error::io("truncate", path, &e))?;
@@ -481,6 +560,55 @@ mod tests {
         }
         assert_eq!(stale_temp_files(dir.path()), vec![tmp]);
         writer.wait().unwrap();
+    }
+
+    /// In a transaction's scope each directory of `.loopx/` is looked at once, and each file
+    /// every time; once the scope ends (or in another thread, which has none) a directory is
+    /// looked at again.
+    #[cfg(unix)]
+    #[test]
+    fn a_transaction_looks_at_each_directory_once_and_each_file_every_time() {
+        let root = tempfile::tempdir().unwrap();
+        let goal = root.path().join(".loopx/goals/g");
+        fs::create_dir_all(&goal).unwrap();
+        let file = goal.join("events.jsonl");
+        fs::write(&file, b"").unwrap();
+        let elsewhere = root.path().join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        let plant = |target: &Path, at: &Path| {
+            let moved = at.with_extension("moved");
+            fs::rename(at, &moved).unwrap();
+            std::os::unix::fs::symlink(target, at).unwrap();
+            moved
+        };
+        let unplant = |at: &Path, moved: &Path| {
+            fs::remove_file(at).unwrap();
+            fs::rename(moved, at).unwrap();
+        };
+        {
+            let _dirs = RealDirs::begin();
+            let _inner = RealDirs::begin();
+            check_state_path(&file).unwrap();
+            let moved = plant(&elsewhere, &goal);
+            check_state_path(&file).unwrap();
+            unplant(&goal, &moved);
+            let moved = plant(&elsewhere.join("x"), &file);
+            assert!(check_state_path(&file).is_err(), "the file itself, every time");
+            assert!(refuse_links(&file).is_err(), "the file itself, every time");
+            unplant(&file, &moved);
+            drop(_inner);
+            let moved = plant(&elsewhere, &goal);
+            std::thread::scope(|s| {
+                s.spawn(|| assert!(check_state_path(&file).is_err(), "another thread looks again"));
+            });
+            check_state_path(&file).unwrap();
+            unplant(&goal, &moved);
+        }
+        let moved = plant(&elsewhere, &goal);
+        assert!(check_state_path(&file).is_err(), "after the scope, every directory again");
+        assert!(refuse_links(&file).is_err());
+        unplant(&goal, &moved);
+        check_state_path(&file).unwrap();
     }
 
     #[test]

@@ -58,8 +58,7 @@ pub fn acquire(
     reporter: Arc<dyn Reporter>,
 ) -> Result<LockGuard> {
     let start = Instant::now();
-    crate::fs::check_state_file(path)?;
-    crate::fs::refuse_links(path)?;
+    crate::fs::check_state_path(path)?;
     let mut file =
         crate::fs::no_follow(OpenOptions::new().read(true).write(true).create(true).truncate(false))
             .open(path)

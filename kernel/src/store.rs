@@ -891,10 +891,13 @@ impl FileStore {
     }
 
     fn goal_exists_check(&self, id: &GoalId) -> Result<()> {
+        let events = self.layout.events(id);
+        let mut found = false;
         for p in self.state_paths(Some(id)) {
-            kfs::check_state_file(&p)?;
+            let m = kfs::check_state_file(&p)?;
+            found |= p == events && m.is_some_and(|m| m.is_file());
         }
-        if self.layout.events(id).is_file() {
+        if found {
             return Ok(());
         }
         Err(Error::integrity(format!(
@@ -1811,6 +1814,7 @@ impl Store for FileStore {
     }
 
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
+        let _dirs = kfs::RealDirs::begin();
         self.goal_exists_check(id)?;
         let _guard = self.lock_goal(id)?;
         self.wrote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
