@@ -17,6 +17,9 @@ fn invisible(c: char) -> bool {
 /// the text is cut at `max` characters (with `…`). One pass: GOAL.md and every hook's text
 /// flatten a few dozen texts each.
 pub fn flatten(s: &str, max: usize) -> String {
+    if already_flat(s, max) {
+        return s.to_owned();
+    }
     let mut flat = String::with_capacity(s.len());
     let (mut chars, mut gap) = (0usize, false);
     for c in s.chars() {
@@ -40,16 +43,31 @@ pub fn flatten(s: &str, max: usize) -> String {
     flat
 }
 
+/// Whether [`flatten`] leaves `s` as it is: printable ASCII words with single spaces between
+/// them, no longer than `max`. Most texts are; they are copied, not rebuilt a character at a time.
+fn already_flat(s: &str, max: usize) -> bool {
+    let b = s.as_bytes();
+    b.len() <= max
+        && b.first() != Some(&b' ')
+        && b.last() != Some(&b' ')
+        && b.iter().all(|c| (b' '..=b'~').contains(c))
+        && !b.windows(2).any(|w| w == b"  ")
+}
+
 /// [`flatten`]ed and in double quotes (inner quotes escaped): unmistakably a value.
 pub fn quoted(s: &str, max: usize) -> String {
     let flat = flatten(s, max);
     let mut q = String::with_capacity(flat.len() + 2);
     q.push('"');
-    for c in flat.chars() {
-        if matches!(c, '"' | '\\') {
-            q.push('\\');
+    if flat.bytes().any(|b| matches!(b, b'"' | b'\\')) {
+        for c in flat.chars() {
+            if matches!(c, '"' | '\\') {
+                q.push('\\');
+            }
+            q.push(c);
         }
-        q.push(c);
+    } else {
+        q.push_str(&flat);
     }
     q.push('"');
     q
