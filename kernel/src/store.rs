@@ -2405,6 +2405,36 @@ mod tests {
         assert!(c.scan(&id).is_ok(), "the log's chain holds");
     }
 
+    /// A commit appends the todos it changed to the body file its state's other todos are in,
+    /// by this store or another: the goal keeps one body file, which only grows, and every
+    /// store reads the same todos from it.
+    #[test]
+    fn commits_append_to_the_body_file_the_todos_are_in() {
+        let (dir, a, b, id) = two_stores();
+        let goal = dir.path().join(".loopx/goals/main");
+        let bodies = || -> Vec<(String, u64)> {
+            let mut v: Vec<(String, u64)> = fs::read_dir(&goal)
+                .unwrap()
+                .flatten()
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
+                .filter(|(n, _)| n.starts_with("todos-"))
+                .collect();
+            v.sort();
+            v
+        };
+        add_todo(&a, &id, "first");
+        let [(name, first)] = &bodies()[..] else { panic!("one body file: {:?}", bodies()) };
+        let (name, first) = (name.clone(), *first);
+        add_todo(&a, &id, "second");
+        add_todo(&b, &id, "third");
+        let [(after, len)] = &bodies()[..] else { panic!("one body file: {:?}", bodies()) };
+        assert_eq!(after, &name, "the same file");
+        assert!(*len > first, "grown: {first} then {len}");
+        let texts: Vec<String> =
+            open_at(dir.path()).read(&id).unwrap().todos.iter().map(|t| t.text.clone()).collect();
+        assert_eq!(texts, ["first", "second", "third"]);
+    }
+
     /// A read after this store's own commit takes the state the commit left without reading
     /// the snapshot again; another store's commit after it is seen by the next read.
     #[test]

@@ -1127,6 +1127,13 @@ mod tests {
         read(3 * WINDOW + 90, 110);
         assert_eq!(window(), (3 * WINDOW as u64 + 50, 50), "past it, the todo alone");
         assert!(file.read(all.len() as u64 - 10, 20).is_err(), "past the file's end");
+        // Past an eighth of the file read todo by todo, the rest comes from the whole of it.
+        let again = BodyFile::open(&path, 1).unwrap();
+        let eighth = all.len().div_ceil(8);
+        assert_eq!(*again.read(0, eighth).unwrap(), all[..eighth]);
+        assert!(again.whole.get().is_none(), "an eighth read todo by todo");
+        assert_eq!(*again.read(eighth as u64 + 5, 30).unwrap(), all[eighth + 5..eighth + 35]);
+        assert!(again.whole.get().is_some(), "then the whole file");
     }
 
     /// A small deterministic generator for the tests below.

@@ -29,16 +29,18 @@ fn line(seq: u64, actor: &str, event: Event) -> EventLine {
     }
 }
 
+/// Applies `e` by `actor` as the next event of `s`.
+fn apply(s: &mut GoalState, actor: &str, e: Event) {
+    let l = line(s.seq + 1, actor, e);
+    s.apply(&l).unwrap();
+}
+
 /// A goal with an agent, eight todos of mixed priority and role, one claimed, one deferred
 /// until another is done.
 fn goal() -> GoalState {
     let first = line(1, "user", Event::GoalCreated { objective: "table".into(), title: None });
     let mut s = GoalState::genesis(&GoalId::new("g").unwrap(), &first).unwrap();
     let a = AgentId::new("a").unwrap();
-    let apply = |s: &mut GoalState, actor: &str, e: Event| {
-        let l = line(s.seq + 1, actor, e);
-        s.apply(&l).unwrap();
-    };
     apply(
         &mut s,
         "user",
@@ -187,4 +189,56 @@ fn the_key_lines_follow_the_marker_and_the_head() {
         assert!(line.starts_with(format!("{}\t", key.id).as_bytes()), "{}", String::from_utf8_lossy(line));
     }
     assert_eq!(codec::key_lines(&serde_json::to_vec(&s).unwrap()), None, "the older form has none");
+}
+
+/// Key lines naming two agents (a claimer each) decode to each todo's own: the agents a table's
+/// rows name are kept once each and told apart.
+#[test]
+fn key_lines_naming_two_agents_decode_to_each_its_own() {
+    let mut s = goal();
+    let b = AgentId::new("b").unwrap();
+    apply(
+        &mut s,
+        "user",
+        Event::AgentRegistered { agent: b.clone(), agent_type: AgentType::from_static("cursor") },
+    );
+    let t5 = s.todos.keys().nth(4).unwrap().id;
+    let e = rules::claim(&s, &Actor::Agent(b.clone()), t5, Timestamp::from_unix_millis(1_900_000_000_000));
+    apply(&mut s, "b", e.unwrap().unwrap());
+    let claimers = |s: &GoalState| s.todos.keys().map(|k| k.claimed_by.cloned()).collect::<Vec<_>>();
+    let back = decode(&codec::encode_state(&s).unwrap()).unwrap();
+    assert_eq!(claimers(&back), claimers(&s));
+    assert!(claimers(&s).contains(&Some(AgentId::new("a").unwrap())) && claimers(&s).contains(&Some(b)));
+}
+
+/// A todo pushed with an id below the last takes its place by id: the table stays in id
+/// order, and each todo is found by its id.
+#[test]
+fn a_todo_pushed_out_of_order_takes_its_place_by_id() {
+    let s = goal();
+    let mut table = s.todos.clone();
+    let ids: Vec<_> = table.keys().map(|k| k.id).collect();
+    let third = table.remove(ids[2]).unwrap();
+    let first = table.remove(ids[0]).unwrap();
+    table.push(third.clone());
+    table.push(first.clone());
+    assert_eq!(table.keys().map(|k| k.id).collect::<Vec<_>>(), ids);
+    assert_eq!(table.get(ids[2]), Some(&third));
+    assert_eq!(table.get(ids[0]), Some(&first));
+    assert_eq!(table, s.todos);
+}
+
+/// Two tables are equal when they hold the same todos: one todo changed, or one fewer, and
+/// they are not.
+#[test]
+fn tables_differing_in_one_todo_are_not_equal() {
+    let s = goal();
+    let id = s.todos.keys().nth(4).unwrap().id;
+    let mut changed = s.todos.clone();
+    changed.get_mut(id).unwrap().text = "changed".into();
+    assert_ne!(changed, s.todos);
+    let mut fewer = s.todos.clone();
+    fewer.remove(id).unwrap();
+    assert_ne!(fewer, s.todos);
+    assert_eq!(s.todos.clone(), s.todos);
 }
