@@ -1281,9 +1281,11 @@ mod tests {
         for n in 1..=3 {
             first.push(todo(n, "first"));
         }
-        let (keys, offsets, file) = write(&first, 1);
-        let src = Arc::new([keys.as_slice(), &offsets].concat());
-        let (mut table, _) = TodoTable::decode(&src, 0, src.len(), 3, Bodies::File(Some(file))).unwrap();
+        let (first_keys, first_offsets, first_file) = write(&first, 1);
+        let src = Arc::new([first_keys.as_slice(), &first_offsets].concat());
+        assert!(TodoTable::decode(&src, 0, src.len(), 3, Bodies::File(None)).is_err(), "no body file");
+        let (mut table, _) =
+            TodoTable::decode(&src, 0, src.len(), 3, Bodies::File(Some(Arc::clone(&first_file)))).unwrap();
         table.get_mut(TodoId::from_number(2)).unwrap().text = "changed".into();
         table.push(todo(4, "added"));
         let expected: Vec<Todo> = table.iter().cloned().collect();
@@ -1294,6 +1296,12 @@ mod tests {
             other.rebase(&keys, 0, 4, Some(Arc::clone(&file)), &offsets).is_err(),
             "another table's keys"
         );
+        assert!(
+            table.clone().rebase(&first_keys, 0, 3, Some(first_file), &first_offsets).is_err(),
+            "the keys of its first rows alone"
+        );
+        assert!(table.clone().rebase(&keys, 0, 4, None, &offsets).is_err(), "no body file");
+        assert!(format!("{table:?}").contains("\"added\""), "its todos, listed");
         let rebased = table.rebase(&keys, 0, 4, Some(file), &offsets).unwrap();
         let places = rebased.places(Some(2)).unwrap();
         assert!(
