@@ -1246,6 +1246,30 @@ mod tests {
         assert!(quick > 5_000 && careful > 5_000, "{quick} read quickly, {careful} only carefully");
     }
 
+    /// A key line whose hash is not followed by its tab is refused by both readers, whatever
+    /// follows: the hash is taken at its fixed width, so the tab after it is all that tells
+    /// where the length begins.
+    #[test]
+    fn a_hash_not_followed_by_its_tab_is_refused() {
+        for line in [
+            &b"t1\topen\tP1\tagent\tadvance\t\t\t\t\tNE4ljnOJy9ji9Kxs240\n"[..],
+            b"t1\topen\tP1\tagent\tadvance\t\t\t\t\tNE4ljnOJy9ji9Kxsx\t240\n",
+            b"t1\topen\tP1\tagent\tadvance\t\t\t\t\tNE4ljnOJy9ji9K\t\t240\n",
+        ] {
+            let text = String::from_utf8_lossy(line);
+            assert!(quick_key_line(line, 0, 0, &mut Shared::default()).is_none(), "{text:?}");
+            let mut reading = Line { bytes: line, at: 0 };
+            assert_eq!(
+                parse_key_line(&mut reading, 0, &mut Shared::default()).err(),
+                Some("hash"),
+                "{text:?}"
+            );
+        }
+        let good = b"t1\topen\tP1\tagent\tadvance\t\t\t\t\tNE4ljnOJy9ji9Kxs\t240\n";
+        let mut reading = Line { bytes: good, at: 0 };
+        assert_eq!(parse_key_line(&mut reading, 0, &mut Shared::default()).map(|s| s.len), Ok(240));
+    }
+
     /// A table re-based on what a commit of it wrote reads from there (every row stored, at
     /// the new body file), holds what it held, and copies its key lines as written; key lines
     /// that are not the table's are refused.
