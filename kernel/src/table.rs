@@ -1270,6 +1270,43 @@ mod tests {
         assert_eq!(parse_key_line(&mut reading, 0, &mut Shared::default()).map(|s| s.len), Ok(240));
     }
 
+    /// The careful reader names the field it refuses, in lines the quick one leaves to it.
+    #[test]
+    fn a_bad_field_is_named() {
+        let line = |resume: &str, gate: &str| {
+            format!("t1\topen\tP1\tagent\tadvance\t\t\t{resume}\t{gate}\tNE4ljnOJy9ji9Kxs\t240\n")
+        };
+        for (bytes, field) in [
+            (line("", "4"), "gate"),
+            (line("", "g"), "gate"),
+            (line("", "gx"), "gate"),
+            (line("soon", ""), "resume condition"),
+            (line("todo:t", ""), "resume condition"),
+            (line("at:x", ""), "resume condition"),
+            (line("gate:2", ""), "resume condition"),
+            ("t1\topen\tP9\tagent\tadvance\t\t\t\t\tNE4ljnOJy9ji9Kxs\t240\n".to_owned(), "priority"),
+        ] {
+            let mut reading = Line { bytes: bytes.as_bytes(), at: 0 };
+            assert_eq!(
+                parse_key_line(&mut reading, 0, &mut Shared::default()).err(),
+                Some(field),
+                "{bytes:?}"
+            );
+        }
+        for (bytes, resume, gate) in [
+            (line("todo:t3", "g4"), Some(ResumeWhen::TodoDone(TodoId::from_number(3))), Some(4)),
+            (line("gate:g2", ""), Some(ResumeWhen::GateAnswered(GateId::from_number(2))), None),
+            (line("", ""), None, None),
+        ] {
+            let mut shared = Shared::default();
+            let row = parse_key_line(&mut Line { bytes: bytes.as_bytes(), at: 0 }, 0, &mut shared).unwrap();
+            let origin = shared.origin(&Arc::default(), Source::Inline(Arc::default()), vec![]);
+            let key = row.key(&origin);
+            assert_eq!(key.resume_when, resume.as_ref(), "{bytes:?}");
+            assert_eq!(key.after_gate, gate.map(GateId::from_number), "{bytes:?}");
+        }
+    }
+
     /// A table re-based on what a commit of it wrote reads from there (every row stored, at
     /// the new body file), holds what it held, and copies its key lines as written; key lines
     /// that are not the table's are refused.
