@@ -1204,7 +1204,11 @@ mod tests {
                 &["NE4ljnOJy9ji9Kxs", "t_Kz1vZWLSGOnRH7"],
                 &["NE4ljnOJy9ji9Kx", "NE4ljnOJy9ji9Kxsx", "NE4ljnOJ\ty9ji9Kx", ""],
             );
-            let len = field(&mut dice, &["240", "1", "4294967295"], &["0", "01", "4294967296", "", "12a"]);
+            let len = field(
+                &mut dice,
+                &["240", "1", "4294967295"],
+                &["0", "01", "4294967296", "", "12a", "123456789012345678901234"],
+            );
             let mut line = [id, status, priority, role, class, claimed, assignee, resume, gate, hash, len]
                 .join("\t")
                 .into_bytes();
