@@ -1379,6 +1379,23 @@ mod tests {
         assert_eq!(again, *keys);
     }
 
+    /// The eight-byte reader reads every offset of one to seven digits followed by a space
+    /// itself (the reason a long offsets line reads quickly) and leaves every other to the
+    /// careful reader.
+    #[test]
+    fn short_offsets_are_read_eight_bytes_at_a_time() {
+        for n in [0u64, 7, 42, 999, 1000, 65_536, 1_234_567, 9_999_999] {
+            let line = format!("{n} 12345678");
+            assert_eq!(quick_offset(line.as_bytes(), 0), Some((n, n.to_string().len())), "{line}");
+            let line = format!("9 {n} 12345678");
+            assert_eq!(quick_offset(line.as_bytes(), 2), Some((n, 2 + n.to_string().len())), "{line}");
+        }
+        for line in ["12345678 1", "01 234567", "1x 234567", "1234567", " 1 234567", "1/ 234567", "1: 234567"]
+        {
+            assert_eq!(quick_offset(line.as_bytes(), 0), None, "{line}");
+        }
+    }
+
     /// Offsets read as a byte-at-a-time reader does: single spaces between, no leading zero
     /// but for 0, nothing past `u64`.
     #[test]
