@@ -1433,9 +1433,10 @@ mod tests {
             b"10 0 3",
         ];
         // Bytes next to the digits' (`/`, `:`) and past ASCII, which the eight-byte reader must
-        // tell from digits too.
-        let pieces: [&[u8]; 10] =
-            [b"0", b"1", b"9", b" ", b"x", b"99999999999", b"/", b":", b"\xb9", b"1234567"];
+        // tell from digits too (0xba and 0xff differ from a digit's bits only in the high bit
+        // and above nine).
+        let pieces: [&[u8]; 12] =
+            [b"0", b"1", b"9", b" ", b"x", b"99999999999", b"/", b":", b"\xb9", b"\xba", b"\xff", b"1234567"];
         let mut seed: u64 = 5;
         let sprayed = (0..20_000).map(|_| {
             let mut line = Vec::new();
