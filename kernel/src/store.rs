@@ -902,7 +902,7 @@ impl FileStore {
         }
         Err(Error::integrity(format!(
             "goal {id} is listed in project.json but its event log {} is missing",
-            self.layout.events(id).display()
+            events.display()
         )))
     }
 
