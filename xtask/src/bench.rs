@@ -302,20 +302,22 @@ fn swap_strings(v: &mut serde_json::Value, swap: &[(String, String)]) {
 /// Every host's hook answers, from its adapter's own samples (what the host writes to each
 /// hook's stdin), on a goal with 1,000 todos: each sample's directory and session become this
 /// project and a session of the bench's, joined and armed first through the host's entry
-/// command where it has one. Each answer is checked against the host's protocol. Each binary
-/// of `against` answers the same samples in the same rounds, run by run after the bench's own,
-/// so a machine whose speed wanders in a sitting moves both alike.
+/// command where it has one. Each host starts on a goal of its own: the prompts and stops of
+/// the hosts measured before it would otherwise have grown the goal it is measured on (a host's
+/// prompt adds a todo each time it answers). Each answer is checked against the host's
+/// protocol. Each binary of `against` answers the same samples in the same rounds, run by run
+/// after the bench's own, so a machine whose speed wanders in a sitting moves both alike.
 fn hooks(b: &mut Bench, against: &[PathBuf], warm: usize, runs: usize) -> Result<Vec<Stat>> {
     use loopx_core::host::{HostAnswer, HostEventKind};
 
-    let root = b.project("hooks")?;
-    fixture("todos", &root, 1_000)?;
     // The stop driver commits a continuation each time: give it a cap it never reaches.
     let env = [("LOOPX_STOP_CAP", "100000")];
-    let bins: Vec<&PathBuf> = std::iter::once(&b.bin).chain(against).collect();
+    let bins: Vec<PathBuf> = std::iter::once(&b.bin).chain(against).cloned().collect();
     let mut out = Vec::new();
     for a in loopx_cli::registry::adapters() {
         let host = a.host();
+        let root = b.project(&format!("hooks-{host}"))?;
+        fixture("todos", &root, 1_000)?;
         let samples = a.samples();
         let input = |i: usize, s: &loopx_core::host::HookSample, prompt: Option<&str>| -> Result<PathBuf> {
             let mut swap = vec![(s.expected.session.clone(), format!("bench-{host}"))];
