@@ -304,6 +304,7 @@ fn write_scopes_overlap_when_one_may_name_a_path_of_the_other() {
 fn a_lease_is_its_holders_for_a_bounded_time_and_never_overrides_a_peer() {
     let (mut s, t) = claimed();
     let acquire = |secs| LeaseOp::Acquire { ttl_secs: secs, write_scope: vec![] };
+    assert_eq!(MAX_LEASE_SECS, 604_800, "a lease lasts up to a week");
     assert_eq!(kind(s.leasing("a", t, acquire(0), None)), ErrorKind::Usage);
     assert_eq!(kind(s.leasing("a", t, acquire(MAX_LEASE_SECS + 1), None)), ErrorKind::Usage);
     assert!(s.leasing("a", t, acquire(MAX_LEASE_SECS), None).unwrap().is_some());
@@ -365,6 +366,7 @@ fn a_handoff_waits_a_bounded_time_and_carries_the_todos_its_sender_holds() {
     s.complete(done, false);
     let bs = s.todo("b's work", Priority::P1);
     s.claim("b", bs);
+    assert_eq!(MAX_HANDOFF_SECS, 604_800, "a handoff waits up to a week");
     assert_eq!(kind(s.offering("a", "codex-app", None, &[], 0)), ErrorKind::Usage);
     assert_eq!(kind(s.offering("a", "codex-app", None, &[], MAX_HANDOFF_SECS + 1)), ErrorKind::Usage);
     s.lease("a", t, 3600, &["src/**"]);
@@ -668,6 +670,8 @@ fn a_todos_validation_is_a_command_with_a_bounded_timeout() {
         };
         rules::add_todo(&s.state, &req)
     };
+    // A validation may run for up to six hours.
+    assert_eq!(rules::MAX_VALIDATION_SECS, 21_600);
     assert!(adding(vec!["cargo", "test"], 1).is_ok());
     assert!(adding(vec!["cargo", "test"], rules::MAX_VALIDATION_SECS).is_ok());
     assert_eq!(kind(adding(vec!["cargo", "test"], 0)), ErrorKind::Usage);
@@ -907,6 +911,8 @@ fn ask(s: &Sim, kind: GateKind) -> Result<Event> {
 #[test]
 fn a_gate_loopx_checks_runs_a_real_command_for_a_bounded_time_at_a_bounded_pace() {
     let s = Sim::new();
+    // A check may run for up to six hours, and is checked at least once a day.
+    assert_eq!((rules::MAX_CHECK_SECS, rules::MAX_EVERY_SECS), (21_600, 86_400));
     let command = |argv: Vec<&str>, every_secs, timeout_secs| GateKind::Command {
         argv: argv.into_iter().map(str::to_owned).collect(),
         every_secs,
