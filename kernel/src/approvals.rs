@@ -219,17 +219,27 @@ mod tests {
         assert!(a.may_run(&theirs, "a1", "user").unwrap().is_some());
         assert!(a.may_run(&theirs, "a1", "a2").unwrap().is_some());
         assert!(a.may_run(&theirs, "a2", "a2").unwrap().is_some(), "the log's author is not this machine's");
-        assert!(a.may_run(&foreign, "user", "user").unwrap().is_some(), "arrived with the project");
-        assert!(a.may_run(&foreign, "a1", "a1").unwrap().is_some());
+        let why =
+            |author: &str| a.may_run(&foreign, author, author).unwrap().map(|w| w.why).unwrap_or_default();
+        assert!(why("user").starts_with("it came with the project"), "{}", why("user"));
+        assert!(why("a1").starts_with("it was written by agent a1 elsewhere"), "{}", why("a1"));
         assert!(a.approve(&theirs, now).unwrap());
         assert!(!a.approve(&theirs, now).unwrap());
         assert_eq!(a.may_run(&theirs, "a1", "user").unwrap(), None);
         a.written(&theirs, "a3", now).unwrap();
         assert_eq!(a.lookup(&theirs).unwrap().unwrap().by, "a1", "the first writer stays");
+        assert_eq!(read(&dir.path().join("commands.json")).unwrap().commands.len(), 2, "a record a command");
         let other = Approvals::new(dir.path().join("commands.json"), &dir.path().join("clone"));
         assert!(
             other.may_run(&mine, "user", "user").unwrap().is_some(),
             "another directory is another project"
         );
+        other.written(&mine, "a5", now).unwrap();
+        assert_eq!(
+            other.may_run(&mine, "a5", "a5").unwrap(),
+            None,
+            "recorded there too, as that agent's own"
+        );
+        assert_eq!(a.lookup(&mine).unwrap().unwrap().by, "user", "and here still the person's");
     }
 }
