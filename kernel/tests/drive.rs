@@ -187,6 +187,24 @@ fn a_lease_refuses_bad_requests_and_persons() {
     assert_eq!(w.lease("a", short).unwrap_err().kind, ErrorKind::Usage);
     assert_eq!(w.lease("has space", start("other", 1, None)).unwrap_err().kind, ErrorKind::Usage);
     assert_eq!(w.lease("a", start("Not A Host", 1, None)).unwrap_err().kind, ErrorKind::Usage);
+    // A driver lease lasts up to a day; a host's name is up to 64 letters.
+    assert_eq!(loopx_kernel::drive::MAX_LEASE_SECS, 86_400);
+    let starting = |host: String, ttl_secs| DriverOp::Start {
+        host,
+        machine: "box".into(),
+        pid: 1,
+        ttl_secs,
+        replaces: None,
+    };
+    for (host, ttl_secs, fits) in [
+        ("a".repeat(64), 86_400, true),
+        ("a".repeat(65), 600, false),
+        (String::new(), 600, false),
+        ("other".to_owned(), 86_401, false),
+    ] {
+        let started = World::new().lease("a", starting(host.clone(), ttl_secs));
+        assert_eq!(started.is_ok(), fits, "{host:?} for {ttl_secs} s");
+    }
     let as_person = CommandContext { agent: Some(AgentId::new("user").unwrap()), ..w.person() };
     let person =
         block_on(w.k.drive_lease(&as_person, DriverRequest { id: "a".into(), op: start("other", 1, None) }))
