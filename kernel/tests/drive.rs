@@ -187,23 +187,28 @@ fn a_lease_refuses_bad_requests_and_persons() {
     assert_eq!(w.lease("a", short).unwrap_err().kind, ErrorKind::Usage);
     assert_eq!(w.lease("has space", start("other", 1, None)).unwrap_err().kind, ErrorKind::Usage);
     assert_eq!(w.lease("a", start("Not A Host", 1, None)).unwrap_err().kind, ErrorKind::Usage);
-    // A driver lease lasts up to a day; a host's name is up to 64 letters.
+    // A driver lease lasts up to a day; a host's name is up to 64 letters; a machine's name is
+    // some text on one line, up to its limit.
     assert_eq!(loopx_kernel::drive::MAX_LEASE_SECS, 86_400);
-    let starting = |host: String, ttl_secs| DriverOp::Start {
+    let max = loopx_core::drive::MAX_MACHINE_LEN;
+    let starting = |host: String, machine: String, ttl_secs| DriverOp::Start {
         host,
-        machine: "box".into(),
+        machine,
         pid: 1,
         ttl_secs,
         replaces: None,
     };
-    for (host, ttl_secs, fits) in [
-        ("a".repeat(64), 86_400, true),
-        ("a".repeat(65), 600, false),
-        (String::new(), 600, false),
-        ("other".to_owned(), 86_401, false),
+    for (host, machine, ttl_secs, fits) in [
+        ("a".repeat(64), "m".repeat(max), 86_400, true),
+        ("a".repeat(65), "box".to_owned(), 600, false),
+        (String::new(), "box".to_owned(), 600, false),
+        ("other".to_owned(), "box".to_owned(), 86_401, false),
+        ("other".to_owned(), "m".repeat(max + 1), 600, false),
+        ("other".to_owned(), "  ".to_owned(), 600, false),
+        ("other".to_owned(), "box\n2".to_owned(), 600, false),
     ] {
-        let started = World::new().lease("a", starting(host.clone(), ttl_secs));
-        assert_eq!(started.is_ok(), fits, "{host:?} for {ttl_secs} s");
+        let started = World::new().lease("a", starting(host.clone(), machine.clone(), ttl_secs));
+        assert_eq!(started.is_ok(), fits, "{host:?} on {machine:?} for {ttl_secs} s");
     }
     let as_person = CommandContext { agent: Some(AgentId::new("user").unwrap()), ..w.person() };
     let person =
