@@ -445,3 +445,56 @@ fn the_turn_prompt_stays_in_its_budget_on_a_big_goal() {
     assert!(tight.len() <= 2500 && tight.len() < prompt.len(), "{} bytes", tight.len());
     assert!(tight.contains("refresh-state"));
 }
+
+#[test]
+fn a_renewal_that_changes_nothing_records_nothing() {
+    let w = World::new();
+    w.add("parse the header");
+    w.lease("a", start("other", 10, None)).unwrap();
+    let todo = w.decide("d-1").selected_todo.unwrap().id;
+    let renew = |ttl_secs, turn: Option<&str>, todo| {
+        w.lease("a", DriverOp::Renew { ttl_secs, turn: turn.map(str::to_owned), todo }).unwrap().changed
+    };
+    // Started for 600 s: renewing to the same end, or an earlier one, with no turn, is nothing.
+    assert!(!renew(600, None, None));
+    assert!(!renew(300, None, None));
+    assert!(renew(601, None, None), "a later end");
+    assert!(renew(60, Some("d-1"), None), "a turn begun");
+    assert!(renew(60, Some("d-1"), Some(todo)), "the turn's todo");
+    assert!(!renew(60, Some("d-1"), Some(todo)));
+    assert!(renew(60, None, Some(todo)), "the turn over");
+}
+
+#[test]
+fn a_turns_end_refuses_a_session_id_or_a_cost_no_host_reports() {
+    let w = World::new();
+    w.lease("a", start("other", 10, None)).unwrap();
+    let max = loopx_core::drive::MAX_SESSION_LEN;
+    for (i, (session, usd, fits)) in [
+        ("s".repeat(max), Some(0.0), true),
+        ("s".repeat(max + 1), None, false),
+        ("s-1\n2".to_owned(), None, false),
+        ("s-1".to_owned(), Some(-0.01), false),
+        ("s-1".to_owned(), Some(f64::NAN), false),
+        ("s-1".to_owned(), Some(f64::INFINITY), false),
+        ("s-1".to_owned(), Some(1.5), true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let req = EndTurn {
+            turn: format!("d-{i}"),
+            exit: TurnExit::Exited,
+            exit_code: Some(0),
+            signal: None,
+            started_at: w.clock.now(),
+            usage: TurnUsage { session: Some(session.clone()), tokens: None, usd },
+            tail: None,
+        };
+        let ended = block_on(w.k.end_turn(&w.ctx(None), req));
+        assert_eq!(ended.is_ok(), fits, "{session:?} costing {usd:?}: {ended:?}");
+        if let Err(e) = ended {
+            assert_eq!(e.kind, ErrorKind::Usage);
+        }
+    }
+}
