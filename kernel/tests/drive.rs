@@ -15,6 +15,7 @@ use loopx_core::kernel::*;
 use loopx_core::model::{DeliveryOutcome, EvidenceKind, Priority};
 use loopx_core::{AgentId, AgentType, Clock, ErrorKind, GoalId, IdempotencyKey, Timestamp};
 use loopx_kernel::drive::PromptFor;
+use loopx_kernel::rules::Actor;
 use loopx_kernel::{MemKernel, MemStore, Silent};
 
 mod support;
@@ -497,4 +498,42 @@ fn a_turns_end_refuses_a_session_id_or_a_cost_no_host_reports() {
             assert_eq!(e.kind, ErrorKind::Usage);
         }
     }
+}
+
+/// A turn is known by its own run alone: another turn's writeback is neither its run nor its
+/// spend, and once ended it takes only its own writeback again.
+#[test]
+fn a_turn_is_known_by_its_own_writeback_alone() {
+    let w = World::new();
+    w.add("parse the header");
+    w.add("write the tests");
+    w.lease("a", start("other", 10, None)).unwrap();
+    w.work("d-1");
+    let first = block_on(w.k.turn(None, &bot(), "d-1")).unwrap();
+    assert!(first.run.is_some() && first.end.is_none(), "written back, not yet ended: {first:?}");
+    let done = first.todo.unwrap();
+    assert!(w.end("d-1", TurnExit::Exited, TurnUsage::default()).spent_by.is_some());
+    // The turn's own writeback, delivered again once its receipt is no longer kept, changes
+    // nothing; one for another todo is refused.
+    let second = w.decide("d-2").selected_todo.unwrap().id;
+    assert_ne!(second, done);
+    let state = loopx_kernel::store::Store::read(w.k.store(), &w.goal).unwrap();
+    let writing = |todo| {
+        let req = RefreshState {
+            todo,
+            classification: "implement".into(),
+            delivery_outcome: DeliveryOutcome::OutcomeProgress,
+            next_action: None,
+        };
+        loopx_kernel::rules::refresh_state(&state, &Actor::Agent(bot()), Some("d-1"), &req, w.clock.now())
+    };
+    assert!(writing(done).unwrap().is_none());
+    assert_eq!(writing(second).unwrap_err().kind, ErrorKind::Refused);
+    assert_eq!(w.write_back("d-1", second).unwrap_err().kind, ErrorKind::Refused);
+    // The second turn wrote nothing back: it has no run, and its end spends nothing.
+    let view = block_on(w.k.turn(None, &bot(), "d-2")).unwrap();
+    assert_eq!((view.todo, view.run, view.spent_by), (Some(second), None, None));
+    let end = w.end("d-2", TurnExit::Exited, TurnUsage::default());
+    assert_eq!((end.run, end.spent_by), (None, None));
+    assert_eq!(w.spends(), 1);
 }
