@@ -537,3 +537,74 @@ fn a_turn_is_known_by_its_own_writeback_alone() {
     assert_eq!((end.run, end.spent_by), (None, None));
     assert_eq!(w.spends(), 1);
 }
+
+/// Each optional part of the turn prompt is there only with something in it, and lists all it
+/// has room for: the todo's notes, the person's answers (not loopx's own), the open questions
+/// and the recent evidence.
+#[test]
+fn the_turn_prompt_has_a_part_only_for_what_it_lists() {
+    use loopx_core::model::{GateBlocks, GateKind, GateStatus};
+    use loopx_core::{GateId, TodoId};
+    let w = World::new();
+    w.add("parse the header");
+    w.add("write the tests");
+    let (t1, t2) = (TodoId::from_number(1), TodoId::from_number(2));
+    let prompt = |turn: &str| {
+        let a = w.decide(turn);
+        assert_eq!(a.selected_todo.as_ref().map(|t| t.id), Some(t1));
+        w.k.turn_prompt(None, &a, &PromptFor { loopx: "loopx", turn, budget: 16_000 }).unwrap()
+    };
+    let parts = ["Notes on it:", "latest answers:", "Still waiting on the person", "Recent evidence:"];
+    let bare = prompt("d-1");
+    for part in parts {
+        assert!(!bare.contains(part), "{part:?} in:\n{bare}");
+    }
+
+    for note in ["the header is big-endian", "mind the checksum"] {
+        let update = UpdateTodo { note: Some(note.into()), ..UpdateTodo::of(t1) };
+        block_on(w.k.update_todo(&w.person(), update)).unwrap();
+    }
+    let ask = |question: &str, kind| {
+        let req = AskGate { question: question.into(), blocks: GateBlocks::Todos(vec![t2]), kind };
+        block_on(w.k.ask_gate(&w.ctx(None), req)).unwrap().body.gate.id
+    };
+    for (n, question) in ["which endianness?", "which checksum?"].into_iter().enumerate() {
+        let gate = ask(question, GateKind::Person);
+        let answer = AnswerGate { gate, status: GateStatus::Approved, note: Some(format!("answer {n}")) };
+        block_on(w.k.answer_gate(&w.person(), answer)).unwrap();
+    }
+    // A timer loopx closes itself is no answer of the person's.
+    let timer = ask("wait for the window", GateKind::Timer { until: w.clock.now() });
+    block_on(w.k.poll_gates(&w.person(), Some(timer))).unwrap();
+    assert_eq!(timer, GateId::from_number(3));
+    ask("may the tests use the network?", GateKind::Person);
+    ask("which fixtures?", GateKind::Person);
+    for summary in ["parsed the sample", "fuzzed for an hour"] {
+        let e = AddEvidence {
+            todo: t1,
+            evidence: NewEvidence {
+                kind: EvidenceKind::Note,
+                summary: summary.into(),
+                command: None,
+                exit_code: None,
+                link: None,
+            },
+        };
+        block_on(w.k.add_evidence(&w.ctx(None), e)).unwrap();
+    }
+
+    let full = prompt("d-2");
+    for part in parts.into_iter().chain([
+        "the header is big-endian",
+        "mind the checksum",
+        "which endianness?",
+        "which checksum?",
+        "may the tests use the network?",
+        "which fixtures?",
+        "parsed the sample",
+        "fuzzed for an hour",
+    ]) {
+        assert!(full.contains(part), "{part:?} missing from:\n{full}");
+    }
+    assert!(!full.contains("wait for the window"), "{full}");
+}
