@@ -484,4 +484,189 @@ mod tests {
         assert_eq!(verdict(&t.validate(g, &at(999)).unwrap()), None);
         assert_eq!(verdict(&t.validate(g, &at(1000)).unwrap()), Some(GateStatus::Approved));
     }
+
+    /// Every kind of gate has its own capability, named as the log and the docs name it, and
+    /// asks the world for what it reads: nothing for a person or a timer.
+    #[test]
+    fn each_kind_reads_its_own_observation() {
+        let pr = loopx_core::model::PullRef { owner: "o".into(), repo: "r".into(), number: 7 };
+        let command = GateKind::Command { argv: vec!["make".into()], every_secs: 60, timeout_secs: 90 };
+        let kinds = [
+            (GateKind::Person, "person"),
+            (GateKind::Timer { until: Timestamp::from_unix_millis(0) }, "timer"),
+            (command.clone(), "validation-command"),
+            (GateKind::Ci { pr: pr.clone(), required: vec![], every_secs: 600 }, "ci-green"),
+            (GateKind::PrMerged { pr: pr.clone(), every_secs: 600 }, "pr-merged"),
+        ];
+        for (kind, name) in &kinds {
+            assert_eq!(capability(kind).name(), *name);
+        }
+        let root = std::path::Path::new("/p");
+        assert_eq!(request(&GateKind::Person, root), None);
+        assert_eq!(request(&kinds[1].0, root), None);
+        assert_eq!(
+            request(&command, root),
+            Some(ObservationRequest::RunCommand {
+                argv: vec!["make".into()],
+                cwd: root.into(),
+                timeout_ms: 90_000
+            })
+        );
+        let pull = Some(ObservationRequest::PullRequest { owner: "o".into(), repo: "r".into(), number: 7 });
+        assert_eq!(request(&kinds[3].0, root), pull);
+        assert_eq!(request(&kinds[4].0, root), pull);
+    }
+
+    /// A commit is named by its first seven characters; a completed run of a check stands
+    /// against a queued re-run of it, and otherwise the later run does.
+    #[test]
+    fn a_check_reads_its_latest_completed_run() {
+        assert_eq!(short("abc1234def"), "abc1234");
+        assert_eq!(short("abc"), "abc");
+        let run = |status: &str, conclusion: Option<&str>| CheckResult {
+            name: "test".into(),
+            status: status.into(),
+            conclusion: conclusion.map(Into::into),
+        };
+        let (failed, queued, passed) =
+            (run("completed", Some("failure")), run("queued", None), run("completed", Some("success")));
+        let runs = [failed.clone(), queued.clone()];
+        assert_eq!(latest(&runs), [&failed]);
+        let runs = [queued.clone(), failed.clone()];
+        assert_eq!(latest(&runs), [&failed]);
+        let runs = [failed, queued, passed.clone()];
+        assert_eq!(latest(&runs), [&passed]);
+    }
+
+    /// A failed notice waits a minute, then twice as long after each failure, up to an hour.
+    #[test]
+    fn a_failed_notice_backs_off_to_an_hour() {
+        let waits: Vec<i64> = [0, 1, 2, 5, 6, 7, 40].into_iter().map(notice_backoff_ms).collect();
+        assert_eq!(waits, [60_000, 120_000, 240_000, 1_920_000, 3_600_000, 3_600_000, 3_600_000]);
+    }
+
+    /// When the person is told: the first notice at once; after a failure, once the back-off
+    /// has passed; an attempt with no outcome yet left to its process for a minute; the
+    /// reminder once its delay has passed, once.
+    #[test]
+    fn a_notice_is_due_first_at_once_then_after_back_off_and_the_reminder_once() {
+        let at = |s: i64| Some(Timestamp::from_unix_millis(s * 1000));
+        let now = Timestamp::from_unix_millis(1_000_000_000);
+        let ago = |s: i64| at(1_000_000 - s);
+        let remind = |secs| NotifyPolicy {
+            webhook: None,
+            format: loopx_core::model::NotifyFormat::Generic,
+            command: Some(vec!["notify-send".into()]),
+            remind_after_secs: secs,
+        };
+        let quiet = remind(None);
+        let state = |sent, reminded, tried, failures| NotifyState {
+            sent_at: sent,
+            reminded_at: reminded,
+            tried_at: tried,
+            failures,
+            last_error: None,
+        };
+        let cases = [
+            (state(None, None, None, 0), quiet.clone(), Some(false), "never told"),
+            (state(None, None, ago(119), 1), quiet.clone(), None, "failed 119 s ago"),
+            (state(None, None, ago(120), 1), quiet.clone(), Some(false), "failed 120 s ago"),
+            (state(None, None, ago(59), 0), quiet.clone(), None, "in flight for 59 s"),
+            (state(None, None, ago(60), 0), quiet.clone(), Some(false), "in flight for a minute"),
+            (state(ago(10), None, ago(10), 0), quiet.clone(), None, "told, no reminder asked"),
+            (state(ago(10), None, ago(10), 0), remind(Some(11)), None, "reminder not yet due"),
+            (state(ago(10), None, ago(10), 0), remind(Some(10)), Some(true), "reminder due"),
+            (state(ago(10), None, ago(5), 1), remind(Some(1)), None, "reminder failed 5 s ago"),
+            (state(ago(200), None, ago(120), 1), remind(Some(1)), Some(true), "reminder failed 120 s ago"),
+            (state(ago(10), ago(5), ago(5), 0), remind(Some(1)), None, "reminded"),
+        ];
+        for (n, policy, due, what) in cases {
+            assert_eq!(notify_due(n, &policy, now), due, "{what}");
+        }
+    }
+
+    /// Only an open person's gate is told about.
+    #[test]
+    fn only_an_open_persons_gate_is_told_about() {
+        let gate = |kind, status| Gate {
+            id: GateId::from_number(1),
+            question: "ship it?".into(),
+            blocks: loopx_core::model::GateBlocks::Goal,
+            kind,
+            status,
+            asked_by: "a".into(),
+            asked_at: Timestamp::from_unix_millis(0),
+            answered_by: None,
+            answered_at: None,
+            note: None,
+            check: None,
+            notified: None,
+        };
+        let policy = NotifyPolicy {
+            webhook: None,
+            format: loopx_core::model::NotifyFormat::Generic,
+            command: Some(vec!["notify-send".into()]),
+            remind_after_secs: None,
+        };
+        let now = Timestamp::from_unix_millis(1_000);
+        let timer = GateKind::Timer { until: now };
+        assert_eq!(notice_due(&gate(GateKind::Person, GateStatus::Open), &policy, now), Some(false));
+        assert_eq!(notice_due(&gate(GateKind::Person, GateStatus::Approved), &policy, now), None);
+        assert_eq!(notice_due(&gate(timer.clone(), GateStatus::Open), &policy, now), None);
+        assert_eq!(notice_due(&gate(timer, GateStatus::Rejected), &policy, now), None);
+    }
+
+    /// A command's exit is the evidence: a todo completes on 0 and is refused otherwise; a
+    /// gate is approved on 0 and otherwise waits for its next check.
+    #[test]
+    fn a_command_completes_a_todo_or_a_gate_only_when_it_exits_0() {
+        let exit = |code| Observation::CommandExited {
+            argv: vec!["make".into(), "test it".into()],
+            exit_code: code,
+            output_digest: "d1".into(),
+            duration_ms: 12,
+        };
+        let todo = Subject::Todo(loopx_core::TodoId::from_number(3));
+        let gate = Subject::Gate(GateId::from_number(2));
+        let summary = |code| command_evidence(&exit(code)).unwrap().summary;
+        assert_eq!(summary(Some(0)), "validation `make 'test it'` passed in 12 ms");
+        assert_eq!(summary(Some(2)), "validation `make 'test it'` failed with exit code 2");
+        assert_eq!(summary(None), "validation `make 'test it'` was killed after 12 ms");
+        let e = command_evidence(&exit(Some(2))).unwrap();
+        assert_eq!(
+            (e.kind, e.exit_code, e.output_digest.as_deref()),
+            (EvidenceKind::Command, Some(2), Some("d1"))
+        );
+        assert_eq!(e.command, Some(vec!["make".to_owned(), "test it".to_owned()]));
+        assert_eq!(
+            command_evidence(&Observation::TimeObserved { now: Timestamp::from_unix_millis(0) }),
+            None
+        );
+
+        let c = CommandPassed;
+        assert!(matches!(c.validate(todo, &exit(Some(0))), Ok(TransitionProposal::CompleteTodo { .. })));
+        assert_eq!(c.validate(todo, &exit(Some(1))).unwrap_err().reason, summary(Some(1)));
+        assert_eq!(verdict(&c.validate(gate, &exit(Some(0))).unwrap()), Some(GateStatus::Approved));
+        match c.validate(gate, &exit(None)).unwrap() {
+            TransitionProposal::KeepWaiting { reason, .. } => {
+                assert_eq!(reason, "check `make 'test it'` was killed after 12 ms");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The channels a notice went out on, as its record names them.
+    #[test]
+    fn a_notice_names_its_channels() {
+        let policy = |webhook: Option<&str>, command: bool| NotifyPolicy {
+            webhook: webhook.map(str::to_owned),
+            format: loopx_core::model::NotifyFormat::Generic,
+            command: command.then(|| vec!["notify-send".to_owned()]),
+            remind_after_secs: None,
+        };
+        assert_eq!(channels(&policy(Some("env:HOOK"), true)), "webhook,command");
+        assert_eq!(channels(&policy(Some("env:HOOK"), false)), "webhook");
+        assert_eq!(channels(&policy(None, true)), "command");
+        assert_eq!(channels(&policy(None, false)), "");
+    }
 }

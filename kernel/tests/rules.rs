@@ -9,8 +9,8 @@ use loopx_core::kernel::{
     QuotaChange, RefreshState, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo,
 };
 use loopx_core::model::{
-    DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, HandoffMode, NotifyFormat, NotifyPolicy,
-    Priority, PullRef, ResumeWhen, Role, TodoClass,
+    DeliveryOutcome, EvidenceKind, GateBlocks, GateCheck, GateKind, GateStatus, HandoffMode, NotifyFormat,
+    NotifyPolicy, Priority, PullRef, ResumeWhen, Role, TodoClass,
 };
 use loopx_core::next::NextStep;
 use loopx_core::traits::{EvidenceDraft, TransitionProposal};
@@ -18,7 +18,7 @@ use loopx_core::{AgentType, ErrorKind, HandoffId, Result, Timestamp, TodoId};
 use loopx_kernel::rules::{self, Actor, MAX_HANDOFF_SECS, MAX_LEASE_SECS};
 
 mod support;
-use support::{Sim, agent, evidence, t};
+use support::{Sim, T0, agent, evidence, t};
 
 fn by(who: &str) -> Actor {
     if who == "user" { Actor::User } else { Actor::Agent(agent(who)) }
@@ -1512,4 +1512,134 @@ fn receipts_keep_their_number_the_oldest_leaving_first() {
     assert_eq!((s.state.receipts.len(), s.state.receipt_order.len()), (RECEIPTS_KEPT, RECEIPTS_KEPT));
     assert!(!s.state.receipts.contains_key("key-0"), "the oldest left");
     assert_eq!(s.state.receipt_order.front().map(String::as_str), Some("key-1"));
+}
+
+/// A provider and a notifier that are there and never reach anything: what the gate rules ask
+/// of a runtime is only whether it has them.
+struct Unreachable;
+
+#[async_trait::async_trait]
+impl loopx_core::traits::Provider for Unreachable {
+    fn name(&self) -> &'static str {
+        "unreachable"
+    }
+    async fn observe(
+        &self,
+        _: &loopx_core::traits::ObservationRequest,
+    ) -> Result<loopx_core::traits::Observation> {
+        Err(loopx_core::Error::usage("nothing is reachable here"))
+    }
+}
+
+#[async_trait::async_trait]
+impl loopx_core::traits::Notifier for Unreachable {
+    async fn notify(&self, _: &NotifyPolicy, _: &loopx_core::traits::Notification) -> Result<String> {
+        Err(loopx_core::Error::usage("nobody is reachable here"))
+    }
+}
+
+fn runtime(processes: bool, pulls: bool, notifier: bool) -> loopx_kernel::gates::GateRuntime {
+    let provider =
+        || Some(std::sync::Arc::new(Unreachable) as std::sync::Arc<dyn loopx_core::traits::Provider>);
+    loopx_kernel::gates::GateRuntime {
+        processes: processes.then(provider).flatten(),
+        pulls: pulls.then(provider).flatten(),
+        notifier: notifier
+            .then(|| std::sync::Arc::new(Unreachable) as std::sync::Arc<dyn loopx_core::traits::Notifier>),
+        ..loopx_kernel::gates::GateRuntime::default()
+    }
+}
+
+fn notify_by_command() -> NotifyPolicy {
+    NotifyPolicy {
+        webhook: None,
+        format: NotifyFormat::Generic,
+        command: Some(vec!["notify-send".into()]),
+        remind_after_secs: None,
+    }
+}
+
+/// The gates due for a check: those whose time came, not checked in the last minute, of a kind
+/// this machine has the means to check (only timers, where it is asked to be quick).
+#[test]
+fn the_gates_due_are_those_whose_time_came_that_this_machine_can_check() {
+    use loopx_core::GateId;
+    use loopx_kernel::gates::due;
+    let mut s = Sim::new();
+    let at = |ms: i64| Timestamp::from_unix_millis(T0 + ms);
+    let pr = PullRef::parse("o/r#1").unwrap();
+    for kind in [
+        GateKind::Person,
+        GateKind::Timer { until: at(60_000) },
+        GateKind::Timer { until: at(3_600_000) },
+        GateKind::Command { argv: vec!["make".into()], every_secs: 60, timeout_secs: 60 },
+        GateKind::Ci { pr: pr.clone(), required: vec![], every_secs: 600 },
+        GateKind::PrMerged { pr, every_secs: 600 },
+    ] {
+        let e = ask(&s, kind).unwrap();
+        s.apply("a", e);
+    }
+    let g = GateId::from_number;
+    let now = at(60_000);
+    assert_eq!(due(&s.state, at(59_999), &runtime(false, false, false), false), []);
+    assert_eq!(due(&s.state, now, &runtime(false, false, false), false), [g(2)]);
+    assert_eq!(due(&s.state, now, &runtime(true, false, false), false), [g(2), g(4)]);
+    assert_eq!(due(&s.state, now, &runtime(false, true, false), false), [g(2), g(5), g(6)]);
+    assert_eq!(due(&s.state, now, &runtime(true, true, false), true), [g(2)], "timers only");
+    assert_eq!(due(&s.state, now, &runtime(true, true, false), false), [g(2), g(4), g(5), g(6)]);
+    assert_eq!(due(&s.state, at(3_600_000), &runtime(false, false, false), false), [g(2), g(3)]);
+    // Checked just now and due again at once (a check that could not see the world): not
+    // before a minute has passed.
+    let check = GateCheck {
+        at: now,
+        summary: "could not run".into(),
+        head_sha: None,
+        url: None,
+        next_at: now,
+        unknown: 1,
+    };
+    s.apply("loopx", Event::GateChecked { gate: g(4), check, verdict: None });
+    assert_eq!(due(&s.state, now, &runtime(true, false, false), false), [g(2)]);
+    assert_eq!(due(&s.state, at(119_999), &runtime(true, false, false), false), [g(2)]);
+    assert_eq!(due(&s.state, at(120_000), &runtime(true, false, false), false), [g(2), g(4)]);
+}
+
+/// A person is told of their open gates, and that the goal's work is finished (once each time
+/// it finishes), only when the goal says how and this machine can.
+#[test]
+fn a_person_is_told_only_how_the_goal_says_once_each_time_its_work_finishes() {
+    use loopx_kernel::gates::{finish_notice_due, notices_due};
+    let mut s = Sim::new();
+    let t1 = s.todo("parse", Priority::P1);
+    let (told, silent) = (runtime(false, false, true), runtime(false, false, false));
+    assert!(!finish_notice_due(&s.state, s.now, &told), "no policy");
+    let e = rules::set_goal(&s.state, &SetGoal { notify: Some(notify_by_command()), ..SetGoal::default() });
+    s.apply("user", e.unwrap().unwrap());
+    assert!(!finish_notice_due(&s.state, s.now, &told), "work left");
+    let e = ask(&s, GateKind::Person).unwrap();
+    s.apply("a", e);
+    let gate = loopx_core::GateId::from_number(1);
+    assert_eq!(notices_due(&s.state, s.now, &told), [(gate, false)]);
+    assert_eq!(notices_due(&s.state, s.now, &silent), []);
+    let e = rules::answer_gate(
+        &s.state,
+        &by("user"),
+        &loopx_core::kernel::AnswerGate { gate, status: GateStatus::Approved, note: None },
+    );
+    s.apply("user", e.unwrap());
+    assert_eq!(notices_due(&s.state, s.now, &told), []);
+
+    s.complete(t1, true);
+    assert!(finish_notice_due(&s.state, s.now, &told));
+    assert!(!finish_notice_due(&s.state, s.now, &silent));
+    let told_once =
+        |todos| Event::FinishNotified { todos, channel: "command".into(), attempt: false, error: None };
+    s.apply("loopx", told_once(1));
+    assert!(!finish_notice_due(&s.state, s.now, &told), "told of this finish");
+    // Work added and finished again is a new finish.
+    let t2 = s.todo("and the tests", Priority::P1);
+    s.complete(t2, true);
+    assert!(finish_notice_due(&s.state, s.now, &told));
+    s.apply("loopx", told_once(2));
+    assert!(!finish_notice_due(&s.state, s.now, &told));
 }
