@@ -204,6 +204,10 @@ mod tests {
     #[test]
     fn a_key_seals_unseals_and_signs_one_message() {
         let (file, key) = create("correct horse battery").unwrap();
+        // Sealed at OWASP's least cost for Argon2id: 19 MiB, two passes.
+        assert_eq!((file.kdf.alg.as_str(), file.kdf.memory_kib, file.kdf.passes), ("argon2id", 19_456, 2));
+        // Shown, the key is its public half alone.
+        assert_eq!(format!("{key:?}"), format!("PersonKey({})", file.public_key));
         assert!(create("short").is_err());
         assert!(unlock(&file, "wrong horse battery").is_err());
         let again = unlock(&file, "correct horse battery").unwrap();

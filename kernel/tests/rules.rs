@@ -1581,6 +1581,8 @@ fn the_gates_due_are_those_whose_time_came_that_this_machine_can_check() {
     }
     let g = GateId::from_number;
     let now = at(60_000);
+    let shown = format!("{:?}", runtime(true, false, true));
+    assert!(shown.contains(r#"processes: Some("unreachable"), notifier: true"#), "{shown}");
     assert_eq!(due(&s.state, at(59_999), &runtime(false, false, false), false), []);
     assert_eq!(due(&s.state, now, &runtime(false, false, false), false), [g(2)]);
     assert_eq!(due(&s.state, now, &runtime(true, false, false), false), [g(2), g(4)]);
