@@ -228,4 +228,25 @@ mod tests {
         assert!(!verify(&stranger.public_key(), &m, &sig));
         assert!(!verify("zz", &m, &sig) && !verify(&file.public_key, &m, "00"));
     }
+
+    /// The key file is written once, for its owner alone, and read back as written.
+    #[test]
+    fn a_key_file_is_written_once_for_its_owner_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys").join("person.json");
+        assert_eq!(read(&path).unwrap(), None);
+        let (file, _) = create("correct horse battery").unwrap();
+        write(&path, &file).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(file.clone()));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+        let (other, _) = create("another passphrase").unwrap();
+        assert_eq!(write(&path, &other).unwrap_err().kind, loopx_core::ErrorKind::Refused);
+        assert_eq!(read(&path).unwrap(), Some(file.clone()), "the first key stays");
+        assert!(is_public_key(&file.public_key));
+        assert!(!is_public_key("zz") && !is_public_key(&file.public_key[2..]));
+    }
 }
