@@ -208,7 +208,10 @@ mod tests {
         assert_eq!((file.kdf.alg.as_str(), file.kdf.memory_kib, file.kdf.passes), ("argon2id", 19_456, 2));
         // Shown, the key is its public half alone.
         assert_eq!(format!("{key:?}"), format!("PersonKey({})", file.public_key));
-        assert!(create("short").is_err());
+        // Eight characters at the least.
+        assert_eq!(MIN_PASSPHRASE, 8);
+        assert!(create("eight ch").is_ok());
+        assert_eq!(create("seven c").unwrap_err().kind, loopx_core::ErrorKind::Usage);
         assert!(unlock(&file, "wrong horse battery").is_err());
         let again = unlock(&file, "correct horse battery").unwrap();
         assert_eq!(again.public_key(), file.public_key);
