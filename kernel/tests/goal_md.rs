@@ -150,3 +150,18 @@ fn goal_md_asks_about_finished_work_and_says_why_a_goal_stopped() {
     assert!(md.contains("Status: stopped (\"lunch\") · 0 open"), "{md}");
     assert!(!md.contains("## Needs you"), "a stopped goal's work is not finished: {md}");
 }
+
+/// A question alone, or a person's todo alone, is enough for "Needs you".
+#[test]
+fn goal_md_needs_you_for_a_question_or_a_todo_of_yours_alone() {
+    let mut asked = Sim::new();
+    asked.todo("parse", Priority::P1);
+    asked.gate(GateBlocks::Goal);
+    let md = goal_md(&asked.state);
+    assert!(md.contains("\n## Needs you\n\n- g1 \"may I?\" (blocks goal)"), "{md}");
+    let mut yours = Sim::new();
+    yours.todo("parse", Priority::P1);
+    yours.todo_with("choose a licence", Priority::P1, Role::User, TodoClass::Advance);
+    let md = goal_md(&yours.state);
+    assert!(md.contains("\n## Needs you\n\n- [ ] t2 P1 \"choose a licence\"\n"), "{md}");
+}
