@@ -161,7 +161,9 @@ mod tests {
     #[test]
     fn a_holder_record_has_one_width_and_reads_back_trimmed() {
         let long = format!("pid 7 ({}) since now", "é".repeat(300));
-        for stamp in ["pid 1 (loopx status) since 2026-12-02T08:00:00.000Z", long.as_str()] {
+        // The same at an odd offset: the record's last byte would fall inside a character.
+        let odd = format!("pid 10 ({}) since now", "é".repeat(300));
+        for stamp in ["pid 1 (loopx status) since 2026-12-02T08:00:00.000Z", long.as_str(), odd.as_str()] {
             let record = stamp_record(stamp);
             assert_eq!((record.len(), record.last()), (STAMP_LEN, Some(&b'\n')));
             let text = std::str::from_utf8(&record).unwrap();
@@ -181,5 +183,64 @@ mod tests {
             file.write_all(&stamp_record(stamp)).unwrap();
         }
         assert_eq!(read_holder(&mut file), "pid 2 (loopx todo add) since then");
+    }
+
+    /// What a lock tells its reporter; the first wait it hears of is sent on.
+    #[derive(Debug)]
+    struct Heard {
+        told: std::sync::Mutex<Option<mpsc::Sender<String>>>,
+        released: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Reporter for Heard {
+        fn warn(&self, _: &str) {}
+        fn waiting_for_lock(&self, what: &str, holder: &str) {
+            if let Some(tx) = self.told.lock().unwrap().take() {
+                let _ = tx.send(format!("{what}: {holder}"));
+            }
+        }
+        fn lock_released(&self, what: &str, _: Duration, _: Duration) {
+            self.released.lock().unwrap().push(what.to_owned());
+        }
+    }
+
+    /// A waiter gives up after its wait, naming the holder; a longer one is told whom it waits
+    /// for and takes the lock the moment it is let go, and then holds it.
+    #[test]
+    fn a_waiter_hears_of_the_holder_and_takes_the_lock_once_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".loopx").join("lock");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let (tx, told) = mpsc::channel();
+        let heard = Arc::new(Heard { told: std::sync::Mutex::new(Some(tx)), released: Default::default() });
+        let since = loopx_core::Timestamp::from_unix_millis(0);
+        let take = |holder: &str, ms: u64| {
+            acquire(&path, "goal g", holder, since, Duration::from_millis(ms), heard.clone())
+        };
+        let first = take("first", 1_000).unwrap();
+        let busy = take("second", 50).unwrap_err();
+        assert_eq!(busy.kind, loopx_core::ErrorKind::Busy);
+        let pid = std::process::id();
+        let expected =
+            format!("goal g is busy: its lock has been held for over 50 ms by pid {pid} (first) since");
+        assert!(busy.message.starts_with(&expected), "{}", busy.message);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| take("second", 60_000));
+            // Let go only once the waiter has said whom it waits for.
+            let heard_of =
+                told.recv_timeout(Duration::from_secs(60)).expect("the waiter says whom it waits for");
+            assert!(heard_of.starts_with(&format!("goal g: pid {pid} (first) since")), "{heard_of}");
+            drop(first);
+            let second = waiter.join().unwrap().unwrap();
+            assert_eq!(*heard.released.lock().unwrap(), ["goal g"]);
+            assert_eq!(
+                take("third", 50).unwrap_err().kind,
+                loopx_core::ErrorKind::Busy,
+                "held after the wait"
+            );
+            drop(second);
+        });
+        drop(take("third", 50).unwrap());
+        assert_eq!(heard.released.lock().unwrap().len(), 3);
     }
 }
