@@ -1,32 +1,97 @@
 //! A state's stored form: a marker line with the number of todos, the state's head (the state
-//! without its todos) as one JSON line, then the todos' key lines ([`crate::table`]). The
-//! state root hashes that form ([`encode_keys`]); the todos' JSON follows where the store
-//! keeps it ([`Bodies`]). A state without the marker is the older form: one JSON document.
+//! without its todos) as one JSON line, the glance (the few todos a decision may need, see
+//! [`Glance`]), then the todos' key lines ([`crate::table`]). The state root hashes that form
+//! ([`encode_keys`]) in two parts, what a glance reads and the key lines, so a decision can check
+//! the part it reads without reading the rest ([`crate::log::state_root`]); the todos' JSON
+//! follows where the store keeps it ([`Bodies`]). Older forms are still read: the table form
+//! without a glance (`loopx-state 3`), and before it one JSON document.
 
 use std::sync::Arc;
 
 use serde::ser::{self, Serialize, SerializeStruct, Serializer};
 
-use loopx_core::{Error, Result};
+use loopx_core::{Error, Result, TodoId};
 
 use crate::state::GoalState;
 use crate::table::{Bodies, TodoTable};
 
-/// How the first line of a state in the table form begins (the number of todos follows); a
-/// state without it is the older JSON form.
-const MARKER: &[u8] = b"loopx-state 3 ";
+/// How the first line of a state in the table form begins: the number of todos follows, and
+/// then how many bytes the head and the glance after the marker line take.
+const MARKER: &[u8] = b"loopx-state 4 ";
 
-/// What a state's root hashes: the marker line with the number of todos, the state's head as
-/// one JSON line, and a key line per todo (with its JSON's hash and length).
+/// The table form before the glance: the marker with the number of todos, the head, the key
+/// lines. Still read, and encoded to check a root an older loopx recorded.
+const MARKER_3: &[u8] = b"loopx-state 3 ";
+
+/// The glance's first line begins so; the counts and the number of its key lines follow.
+const GLANCE: &[u8] = b"glance ";
+
+/// What a decision needs of a goal's todos when its best todo is among a few: kept in the
+/// state's form right after its head, so a decision reads and checks that part alone. It
+/// holds the key lines, in id order, of the [`GLANCE_FREE`] best todos an agent could pick
+/// that nobody holds (by priority, then creation), every one an agent holds or waits for (up
+/// to [`GLANCE_HELD`]) and every open todo of a person's (up to [`GLANCE_USER`]), with how
+/// many of each the goal has: a glance vouches for a pick only when it holds everything that
+/// could rank before it ([`crate::decide::decide_at_a_glance`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Glance {
+    /// Todos an agent could pick that nobody holds.
+    pub free: usize,
+    /// Todos an agent could pick that an agent holds (claimed or waiting for it).
+    pub held: usize,
+    /// Open todos of a person's.
+    pub user: usize,
+}
+
+/// How many of the best free todos a glance holds.
+pub const GLANCE_FREE: usize = 16;
+/// How many held todos a glance holds at most (with more, it vouches for nothing).
+pub const GLANCE_HELD: usize = 16;
+/// How many open todos of a person's a glance holds at most.
+pub const GLANCE_USER: usize = 16;
+
+/// What a state's root hashes: the marker line (the number of todos, and the length of the
+/// head and glance that follow it), the state's head as one JSON line, the glance, and a key
+/// line per todo (with its JSON's hash and length).
 pub fn encode_keys(state: &GoalState, hint: usize) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(hint + hint / 16);
+    let mut keys = Vec::with_capacity(hint);
+    let starts = state.todos.encode_keys_into(&mut keys)?;
+    let mut glance = encode_head(state)?;
+    let (rows, counts) = state.todos.glance();
+    glance.extend_from_slice(GLANCE);
+    glance.extend_from_slice(
+        format!("{} {} {} {}\n", counts.free, counts.held, counts.user, rows.len()).as_bytes(),
+    );
+    for i in rows {
+        let at = starts[i] as usize;
+        let end = starts.get(i + 1).map_or(keys.len(), |e| *e as usize);
+        glance.extend_from_slice(&keys[at..end]);
+    }
+    let marker = format!("{} {}\n", state.todos.len(), glance.len());
+    let mut out = Vec::with_capacity(MARKER.len() + marker.len() + glance.len() + keys.len());
     out.extend_from_slice(MARKER);
+    out.extend_from_slice(marker.as_bytes());
+    out.extend_from_slice(&glance);
+    out.extend_from_slice(&keys);
+    Ok(out)
+}
+
+/// The form an older loopx hashed (`loopx-state 3`: no glance), to check a root it recorded.
+pub fn encode_keys_3(state: &GoalState) -> Result<Vec<u8>> {
+    let mut out = MARKER_3.to_vec();
     out.extend_from_slice(format!("{}\n", state.todos.len()).as_bytes());
+    out.extend_from_slice(&encode_head(state)?);
+    state.todos.encode_keys_into(&mut out)?;
+    Ok(out)
+}
+
+/// The state's head as one JSON line.
+fn encode_head(state: &GoalState) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(4096);
     state
         .serialize(HeadOnly(&mut serde_json::Serializer::new(&mut out)))
         .map_err(|e| Error::internal(format!("cannot encode the state: {e}")))?;
     out.push(b'\n');
-    state.todos.encode_keys_into(&mut out)?;
     Ok(out)
 }
 
@@ -40,24 +105,63 @@ pub fn encode_state(state: &GoalState) -> Result<Vec<u8>> {
 
 /// Whether `bytes` are a state in the table form (rather than the older JSON).
 pub fn is_table_form(bytes: &[u8]) -> bool {
-    bytes.starts_with(MARKER)
+    bytes.starts_with(MARKER) || bytes.starts_with(MARKER_3)
 }
 
-/// A state in the table form's first two lines: the number of todos, where the head's JSON
-/// is, and where the key lines begin (offsets into `bytes`).
-fn frame(bytes: &[u8]) -> std::result::Result<(usize, std::ops::Range<usize>, usize), String> {
-    let rest = bytes.strip_prefix(MARKER).ok_or("not the table form")?;
+/// Where the part of a state's form in the table form that a glance reads ends (the marker
+/// line, the head and the glance), when the form has a glance: the state root hashes that part
+/// and the key lines after it apart ([`crate::log::state_root`]).
+pub fn glance_end(bytes: &[u8]) -> Option<usize> {
+    glance_len(bytes).filter(|end| *end <= bytes.len())
+}
+
+/// Where a glance ends, as the marker line at the start of `bytes` says (which may be all that
+/// `bytes` holds of it yet).
+pub fn glance_len(bytes: &[u8]) -> Option<usize> {
+    let rest = bytes.strip_prefix(MARKER)?;
+    let nl = crate::newline::find(rest)?;
+    let (_, len) = std::str::from_utf8(&rest[..nl]).ok()?.split_once(' ')?;
+    (MARKER.len() + nl + 1).checked_add(len.parse().ok()?)
+}
+
+/// A state in the table form, framed: its number of todos, where its head's JSON is, where
+/// its glance's first line is (none in the older form), and where its key lines begin
+/// (offsets into the bytes framed).
+struct Frame {
+    n: usize,
+    head: std::ops::Range<usize>,
+    glance: Option<usize>,
+    keys: usize,
+}
+
+fn frame(bytes: &[u8]) -> std::result::Result<Frame, String> {
+    let (rest, glance) = match bytes.strip_prefix(MARKER) {
+        Some(rest) => (rest, true),
+        None => (bytes.strip_prefix(MARKER_3).ok_or("not the table form")?, false),
+    };
     let nl = crate::newline::find(rest).ok_or("a line without its end")?;
-    let n = std::str::from_utf8(&rest[..nl]).ok().and_then(|n| n.parse().ok()).ok_or("a bad todo count")?;
+    let line = std::str::from_utf8(&rest[..nl]).map_err(|_| "a bad todo count")?;
+    let (n, end) = if glance {
+        let end = glance_end(bytes).ok_or("a bad glance length")?;
+        (line.split_once(' ').map_or("", |(n, _)| n), Some(end))
+    } else {
+        (line, None)
+    };
+    let n = n.parse().map_err(|_| "a bad todo count")?;
     let head = MARKER.len() + nl + 1;
     let len = crate::newline::find(&bytes[head..]).ok_or("a line without its end")?;
-    Ok((n, head..head + len, head + len + 1))
+    let after = head + len + 1;
+    Ok(match end {
+        Some(end) if end >= after => Frame { n, head: head..head + len, glance: Some(after), keys: end },
+        Some(_) => return Err("a bad glance length".to_owned()),
+        None => Frame { n, head: head..head + len, glance: None, keys: after },
+    })
 }
 
 /// Where the key lines of a state in the table form begin, and how many todos it has: what
 /// [`decode`] reads before them, without decoding the head.
 pub fn key_lines(bytes: &[u8]) -> Option<(usize, usize)> {
-    frame(bytes).ok().map(|(n, _, at)| (at, n))
+    frame(bytes).ok().map(|f| (f.keys, f.n))
 }
 
 /// Reads a state from `src[from..to]`, in the table form or the older JSON, with its todos
@@ -73,16 +177,71 @@ pub fn decode(
     if !is_table_form(bytes) {
         return serde_json::from_slice(bytes).map(|s| (s, to)).map_err(|e| e.to_string());
     }
-    let (n, head, at) = frame(bytes)?;
-    let mut state: GoalState =
-        serde_json::from_slice(&bytes[head]).map_err(|e| format!("the state's head: {e}"))?;
+    let f = frame(bytes)?;
+    let mut state = decode_head(&bytes[f.head])?;
+    let (todos, keys_end) = TodoTable::decode(src, from + f.keys, to, f.n, bodies)?;
+    state.todos = todos;
+    Ok((state, keys_end))
+}
+
+fn decode_head(bytes: &[u8]) -> std::result::Result<GoalState, String> {
+    let state: GoalState = serde_json::from_slice(bytes).map_err(|e| format!("the state's head: {e}"))?;
     if !state.todos.is_empty() {
         return Err("the state's head lists todos".to_owned());
     }
-    let at = from + at;
-    let (todos, keys_end) = TodoTable::decode(src, at, to, n, bodies)?;
+    Ok(state)
+}
+
+/// Reads a state's head and its glance from `src[from..]` (as far as the glance ends: what a
+/// decision reads of a snapshot): a state whose todos are the glance's only, their JSON in
+/// `file` at `offsets` (one for each of the glance's key lines), and the glance's counts.
+/// `None` for a form without a glance. Only a decision the glance vouches for may be taken from
+/// such a state ([`crate::decide::decide_at_a_glance`]).
+pub fn decode_glance(
+    src: &Arc<Vec<u8>>,
+    from: usize,
+    file: Option<Arc<crate::table::BodyFile>>,
+    offsets: Vec<u64>,
+) -> std::result::Result<Option<(GoalState, Glance)>, String> {
+    let bytes = &src[from..];
+    if !bytes.starts_with(MARKER) {
+        return Ok(None);
+    }
+    let f = frame(bytes)?;
+    let at = f.glance.ok_or("no glance")?;
+    let nl = crate::newline::find(&bytes[at..]).ok_or("a line without its end")?;
+    let line = bytes[at..at + nl].strip_prefix(GLANCE).ok_or("a bad glance")?;
+    let numbers: Vec<usize> = std::str::from_utf8(line)
+        .map_err(|_| "a bad glance")?
+        .split(' ')
+        .map(str::parse)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| "a bad glance")?;
+    let &[free, held, user, rows] = numbers.as_slice() else { return Err("a bad glance".to_owned()) };
+    if offsets.len() != rows {
+        return Err("the glance's offsets do not match its todos".to_owned());
+    }
+    let mut state = decode_head(&bytes[f.head])?;
+    let keys_at = from + at + nl + 1;
+    let (todos, end) = TodoTable::decode_at(src, keys_at, from + f.keys, rows, file, offsets)?;
+    if end != from + f.keys {
+        return Err("the glance's key lines do not end it".to_owned());
+    }
     state.todos = todos;
-    Ok((state, keys_end))
+    Ok(Some((state, Glance { free, held, user })))
+}
+
+/// The todos a state's glance holds, by id: where the store finds their JSON for the header.
+pub fn glance_ids(bytes: &[u8]) -> Vec<TodoId> {
+    let Ok(f) = frame(bytes) else { return Vec::new() };
+    let Some(at) = f.glance else { return Vec::new() };
+    let block = &bytes[at..f.keys];
+    block
+        .split(|b| *b == b'\n')
+        .skip(1)
+        .filter_map(|line| line.split(|b| *b == b'\t').next())
+        .filter_map(|id| std::str::from_utf8(id).ok()?.parse().ok())
+        .collect()
 }
 
 /// The state's field its head leaves empty.

@@ -25,11 +25,12 @@ use loopx_core::decision::{
     DecisionKind, OpenQuestion, RunState, SchedulerAction, SchedulerHint, SelectedTodo, ShouldRunAnswer,
     TurnRef, UserChannel,
 };
-use loopx_core::model::{GateBlocks, GateStatus, GoalStatus, HandoffMode, ResumeWhen, Role};
+use loopx_core::model::{GateBlocks, GateStatus, GoalStatus, HandoffMode, HandoffStatus, ResumeWhen, Role};
 use loopx_core::next::NextStep;
 use loopx_core::untrusted::quoted;
 use loopx_core::{AgentId, Error, GateId, Result, Timestamp, TodoId};
 
+use crate::codec::Glance;
 use crate::quota;
 use crate::state::GoalState;
 
@@ -138,6 +139,42 @@ pub fn decide(
     // Row 2.
     let me = resolve_agent(state, requested)?;
     Ok((Some(me.clone()), decide_for(state, &me, now)))
+}
+
+/// The decision for `requested` taken from a glance at the goal ([`Glance`]: `state` holds the
+/// glance's todos alone, `glance` says how many the goal has), when the glance vouches for it;
+/// `None` sends the caller to the whole state. It vouches for a run of a todo it holds: every
+/// todo that could rank before that one is in it (the best free todos, and every held one),
+/// and so is every todo the rest of the answer counts (a person's open ones). A decision that
+/// reads beyond the todos it ranks is never taken from it: when a gate may hold todos back
+/// (every todo is looked at for it), a handoff is pending or was taken over (handed todos rank
+/// first, whichever they are), or a todo in it waits for another (looked up by id).
+pub fn decide_at_a_glance(
+    state: &GoalState,
+    glance: Glance,
+    requested: Option<&AgentId>,
+    now: Timestamp,
+) -> Option<(Option<AgentId>, Decision)> {
+    let handed = state
+        .handoffs
+        .iter()
+        .any(|h| matches!(h.status_at(now), HandoffStatus::Pending | HandoffStatus::Accepted));
+    if state.gates_may_hold() || handed {
+        return None;
+    }
+    let (mut held, mut user) = (0, 0);
+    for k in state.todos.keys() {
+        if matches!(k.resume_when, Some(ResumeWhen::TodoDone(_))) {
+            return None;
+        }
+        held += usize::from(k.is_agent_work() && k.holder().is_some());
+        user += usize::from(k.role == Role::User && !k.status.is_closed());
+    }
+    if held != glance.held || user != glance.user {
+        return None;
+    }
+    let (agent, d) = decide(state, requested, now).ok()?;
+    (d.decision == DecisionKind::Run && d.selected.is_some()).then_some((agent, d))
 }
 
 fn decide_for(state: &GoalState, me: &AgentId, now: Timestamp) -> Decision {

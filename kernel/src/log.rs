@@ -140,13 +140,39 @@ impl EventLine {
     }
 }
 
-/// The state root of a state's canonical bytes (what the snapshot holds, byte for byte): `b`
-/// and the first 96 bits of BLAKE3 in unpadded base64url, 17 characters, since every line
-/// carries one. BLAKE3 because a command hashes the whole live state it reads.
+/// The state root of a state's canonical bytes (what the snapshot holds, byte for byte), 17
+/// characters, since every line carries one. BLAKE3 because a command hashes the live state it
+/// reads. A form with a glance ([`crate::codec::glance_end`]) is hashed in two parts, the
+/// glance's part and the key lines after it, and its root is `c` and the first 96 bits of
+/// BLAKE3 over the two parts' hashes ([`glance_root`]): a decision that reads the glance alone
+/// checks it with the key lines' hash the snapshot records. Any other form's root is `b` and
+/// the first 96 bits of BLAKE3 over it. Both in unpadded base64url.
 pub fn state_root(state: &[u8]) -> String {
+    state_root_parts(state).0
+}
+
+/// [`state_root`], and for a form with a glance the hash of its key lines, which a snapshot
+/// records for a glance to be checked with.
+pub fn state_root_parts(state: &[u8]) -> (String, Option<[u8; 32]>) {
+    if let Some(end) = crate::codec::glance_end(state) {
+        let (glance, keys) = state.split_at(end);
+        let keys = *blake3::hash(keys).as_bytes();
+        return (glance_root(blake3::hash(glance).as_bytes(), &keys), Some(keys));
+    }
     let mut out = String::with_capacity(17);
     out.push('b');
     base64_96(blake3::hash(state).as_bytes(), &mut out);
+    (out, None)
+}
+
+/// The root of a form with a glance, from the hashes of its two parts (see [`state_root`]).
+pub fn glance_root(glance: &[u8; 32], keys: &[u8; 32]) -> String {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(glance);
+    hasher.update(keys);
+    let mut out = String::with_capacity(17);
+    out.push('c');
+    base64_96(hasher.finalize().as_bytes(), &mut out);
     out
 }
 

@@ -10,8 +10,8 @@ use loopx_core::event::Event;
 use loopx_core::kernel::{TodoCounts, TodoSummary};
 use loopx_core::model::{
     Agent, Completion, CompletionContinuation, Evidence, Gate, GateBlocks, GateStatus, Goal, GoalStatus,
-    Handoff, HandoffMode, HandoffStatus, Lease, NewTodo, Note, NotifyState, QuotaPolicy, ResumeWhen, Role,
-    RunRecord, Spend, Todo, TodoClass, TodoStatus,
+    Handoff, HandoffMode, HandoffStatus, Lease, NewTodo, Note, NotifyState, QuotaPolicy, ResumeWhen,
+    RunRecord, Spend, Todo, TodoStatus,
 };
 use loopx_core::{AgentId, EvidenceId, GateId, GoalId, HandoffId, RunId, SpendId, Timestamp, TodoId};
 
@@ -1192,10 +1192,7 @@ impl GoalState {
     /// Agent work `agent` could pick up if nothing held it back: open (or deferred with a
     /// resume condition) `advance` or `monitor` agent todos that nobody else holds.
     pub fn candidate(&self, t: KeyRef<'_>, agent: Option<&AgentId>) -> bool {
-        t.role == Role::Agent
-            && t.class != TodoClass::Blocker
-            && (t.status == TodoStatus::Open || (t.status == TodoStatus::Deferred && t.resume_when.is_some()))
-            && t.holder().is_none_or(|c| Some(c) == agent)
+        t.is_agent_work() && t.holder().is_none_or(|c| Some(c) == agent)
     }
 
     /// The todo the decision recorded for `agent`'s `turn` bound, if the turn is known and

@@ -1327,6 +1327,15 @@ impl<S: Store> Kernel for StateKernel<S> {
         let pacing = self.pacing(forced.as_ref());
         let mut now = self.now();
         let Some(turn) = &ctx.key else {
+            // Most decisions are a pick among a goal's best few todos: a glance at them, when
+            // it vouches for one, answers without reading the rest.
+            if let Some((s, glance)) = self.store.glance(&goal)?
+                && !self.poll_needed(&s, now)
+                && let Ok(agent) = rules::session_agent(&s, ctx)
+                && let Some((agent, d)) = decide::decide_at_a_glance(&s, glance, agent.as_ref(), now)
+            {
+                return Ok(decide::answer(&s, agent.as_ref(), &d, pacing, now, None));
+            }
             let mut s = self.store.read(&goal)?;
             if self.poll_needed(&s, now) {
                 // A question that will be refused changes nothing: refuse it before checking.

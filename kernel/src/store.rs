@@ -29,12 +29,14 @@ use crate::render;
 use crate::state::{ArchiveHead, ArchivedTodo, GoalState, StoredReceipt};
 use crate::table;
 
-/// The version of `snapshot.json`. Version 3 holds the live state in the table form (a record
-/// per todo, decoded when used: [`crate::table`]); version 2 held it as one JSON document, and
+/// The version of `snapshot.json`. Version 4 holds the live state in the table form with its
+/// glance ([`crate::codec::Glance`]), and names the hash of its key lines and where the glance's
+/// todos are, so that a decision reads the head and the glance alone; version 3 held the table
+/// form without a glance (a record per todo, decoded when used: [`crate::table`]); version 2 held it as one JSON document, and
 /// version 1 held the whole state, archive included. An older snapshot is rebuilt from the log
 /// on first use; going from version 1 also writes the archive and records the upgrade as an
 /// event.
-pub const SNAPSHOT_SCHEMA_VERSION: u32 = 3;
+pub const SNAPSHOT_SCHEMA_VERSION: u32 = 4;
 
 /// How long a command waits for a goal lock before it fails with "busy".
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -61,6 +63,12 @@ pub trait Store: Doctor + Send + Sync + fmt::Debug {
     fn create_goal(&self, id: &GoalId, first: Event, make_default: bool) -> Result<GoalState>;
     /// The current state of a goal. Takes no lock when the snapshot is current.
     fn read(&self, id: &GoalId) -> Result<Arc<GoalState>>;
+    /// A glance at a goal: its state with the glance's todos alone, and the glance's counts
+    /// ([`codec::decode_glance`]), when the store can read that part of the state by itself,
+    /// checked against the log, and it is current. `None` sends the caller to [`Store::read`].
+    fn glance(&self, _id: &GoalId) -> Result<Option<(GoalState, codec::Glance)>> {
+        Ok(None)
+    }
     /// Runs `f` under the goal lock with the current state; `f` commits at most one event.
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()>;
     /// Every committed line, verified. For history and doctor; costs O(log).
@@ -149,6 +157,9 @@ impl Store for Box<dyn Store> {
     fn read(&self, id: &GoalId) -> Result<Arc<GoalState>> {
         (**self).read(id)
     }
+    fn glance(&self, id: &GoalId) -> Result<Option<(GoalState, codec::Glance)>> {
+        (**self).glance(id)
+    }
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
         (**self).transact(id, f)
     }
@@ -209,6 +220,8 @@ pub struct Commit<'a> {
     /// `state`'s canonical encoding, whose root the line records.
     /// The state's hashed form ([`codec::encode_keys`]).
     pub state_keys: &'a [u8],
+    /// The hash of its key lines ([`log::state_root_parts`]), when it has a glance.
+    pub keys_hash: Option<[u8; 32]>,
     /// The archive before the event (the todos it archived are `state.archived_now`).
     pub archive_before: &'a ArchiveHead,
     /// What the store's views were when the transaction loaded them (the file store: GOAL.md's
@@ -263,6 +276,26 @@ struct SnapshotHeader {
     goal_md_digest: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     bodies: Option<BodiesRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    glance: Option<GlanceRef>,
+}
+
+/// What [`FileStore::write_bodies`] wrote: the body file, the offsets line, whether the file is
+/// new, and the offsets of the rows it was asked for.
+struct BodiesWritten {
+    file: Option<BodiesRef>,
+    offsets: Vec<u8>,
+    fresh: bool,
+    wanted: Vec<u64>,
+}
+
+/// What a glance at the state needs besides the glance itself: the BLAKE3 hash of the key
+/// lines after it (hex), with which the glance's own hash makes the state root, and where in
+/// the body file each of its todos is.
+#[derive(Debug, Serialize, Deserialize)]
+struct GlanceRef {
+    keys: String,
+    at: Vec<u64>,
 }
 
 /// The body file a snapshot's todos are in, with its size and time when the snapshot was
@@ -273,6 +306,52 @@ struct BodiesRef {
     generation: u64,
     len: u64,
     mtime_ns: u64,
+}
+
+/// `bytes` in lowercase hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The 32 bytes `text` spells in lowercase hex ([`hex`]), if it spells them.
+fn unhex(text: &str) -> Option<[u8; 32]> {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let digits = text.as_bytes();
+    if digits.len() != 64 {
+        return None;
+    }
+    let mut out = [0; 32];
+    for (byte, pair) in out.iter_mut().zip(digits.chunks(2)) {
+        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(out)
+}
+
+/// Reads `file` from `at` into `buf` until it is full or the file ends; how much it read.
+fn read_at_most(file: &fs::File, at: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    #[cfg(unix)]
+    let read = |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_at(file, buf, at);
+    #[cfg(not(unix))]
+    let read = |buf: &mut [u8], at: u64| {
+        use std::io::{Read, Seek};
+        let mut f = file;
+        f.seek(std::io::SeekFrom::Start(at))?;
+        f.read(buf)
+    };
+    let mut n = 0;
+    while n < buf.len() {
+        match read(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// Appends `n` in decimal, without an allocation (a snapshot lists an offset per live todo).
@@ -526,7 +605,8 @@ impl<'a> Txn<'a> {
             next.keep_receipt(&line).map_err(Error::internal)?;
         }
         let state_keys = codec::encode_keys(next, self.size_hint)?;
-        line.root = Some(log::state_root(&state_keys));
+        let (root, keys_hash) = log::state_root_parts(&state_keys);
+        line.root = Some(root);
         let text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
         let hash = log::line_hash(text.as_bytes());
@@ -538,6 +618,7 @@ impl<'a> Txn<'a> {
                 hash: &hash,
                 state: &self.state,
                 state_keys: &state_keys,
+                keys_hash,
                 archive_before,
                 views: views.as_deref(),
             },
@@ -608,6 +689,9 @@ pub struct FileStore {
     /// `project.json` as this store last read it, by the file's mark then: read again only
     /// when it has changed (every command reads it, some several times).
     project: Mutex<Option<(FileMark, ProjectFile)>>,
+    /// The goals this store has glanced at ([`Store::glance`]): a process that asks about a
+    /// goal again lives long enough to keep its whole state, which it then reads (and keeps).
+    glanced: Mutex<std::collections::HashSet<GoalId>>,
 }
 
 /// A goal's state as a read decoded it or a transaction left it, kept for the next command of
@@ -785,6 +869,7 @@ impl FileStore {
             kept: Mutex::default(),
             wrote: Mutex::default(),
             project: Mutex::new(project),
+            glanced: Mutex::default(),
         }
     }
 
@@ -929,31 +1014,9 @@ impl FileStore {
         if !current {
             return Ok(Loaded::Stale);
         }
-        let body_file = match &file.bodies {
-            None => None,
-            Some(b) => {
-                let path = self.layout.bodies(id, b.generation);
-                if kfs::check_state_file(&path).is_err() {
-                    return Ok(Loaded::Stale);
-                }
-                match log_stat(&path) {
-                    Ok(stat) if stat == (b.len, b.mtime_ns) => {}
-                    // The log has not moved since the snapshot (checked above): no commit
-                    // wrote this file since.
-                    Ok(_) => {
-                        let name =
-                            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                        return Ok(Loaded::Tampered(format!(
-                            "{name} changed after the snapshot was written"
-                        )));
-                    }
-                    Err(_) => return Ok(Loaded::Stale),
-                }
-                match table::BodyFile::open(&path, b.generation) {
-                    Ok(f) => Some(Arc::new(f)),
-                    Err(_) => return Ok(Loaded::Stale),
-                }
-            }
+        let body_file = match self.open_bodies(id, file.bodies.as_ref()) {
+            Ok(f) => f,
+            Err(loaded) => return Ok(loaded),
         };
         let root = log::last_root(&events, len).map_err(|e| Error::io("read", &events, &e))?;
         let kept = self.kept_state(id, &bytes, root.as_deref(), body_file.clone(), take, mark);
@@ -971,11 +1034,11 @@ impl FileStore {
                     ))
                 };
                 let source = match root {
-                    Some(r) if log::is_legacy_root(&r) => {
-                        // A log whose last line an older loopx wrote has a root of the older
-                        // kind (and no root before that); its next commit writes one of the new
-                        // kind.
-                        if r != log::legacy_state_root(&legacy_json(&state)?) {
+                    Some(r) if log::is_legacy_root(&r) || r.starts_with('b') => {
+                        // A log whose last line an older loopx wrote has a root of an older
+                        // kind, over the state as it encoded it; its next commit writes one of
+                        // the new kind.
+                        if !root_matches(&r, &state)? {
                             return tampered();
                         }
                         None
@@ -1015,6 +1078,97 @@ impl FileStore {
             }),
             source,
         ))
+    }
+
+    /// The body file a snapshot names, opened, when it is as the snapshot found it; else what
+    /// that makes of the snapshot.
+    fn open_bodies(
+        &self,
+        id: &GoalId,
+        bodies: Option<&BodiesRef>,
+    ) -> std::result::Result<Option<Arc<table::BodyFile>>, Loaded> {
+        let Some(b) = bodies else { return Ok(None) };
+        let path = self.layout.bodies(id, b.generation);
+        if kfs::check_state_file(&path).is_err() {
+            return Err(Loaded::Stale);
+        }
+        match log_stat(&path) {
+            Ok(stat) if stat == (b.len, b.mtime_ns) => {}
+            // The log has not moved since the snapshot (checked before): no commit wrote this
+            // file since.
+            Ok(_) => {
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                return Err(Loaded::Tampered(format!("{name} changed after the snapshot was written")));
+            }
+            Err(_) => return Err(Loaded::Stale),
+        }
+        match table::BodyFile::open(&path, b.generation) {
+            Ok(f) => Ok(Some(Arc::new(f))),
+            Err(_) => Err(Loaded::Stale),
+        }
+    }
+
+    /// A glance at goal `id` (see [`Store::glance`]): the snapshot read as far as its glance
+    /// ends, checked as a load checks it (its header against the log and the body file, the
+    /// glance against the log's last root with the key lines' hash the header records), but
+    /// for the key lines, which are neither read nor hashed. `None` whenever anything is not
+    /// as a current snapshot's: the whole load then finds out what.
+    fn glance_at(&self, id: &GoalId) -> Result<Option<(GoalState, codec::Glance)>> {
+        /// Enough for the header, the head and the glance of most goals at one read.
+        const FIRST_READ: usize = 16 * 1024;
+        let again =
+            !self.glanced.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id.clone());
+        if again || self.kept().contains_key(id) {
+            // A state at hand is as cheap to take whole; so is one a second question keeps.
+            return Ok(None);
+        }
+        let path = self.layout.snapshot(id);
+        let Ok(file) = fs::File::open(&path) else { return Ok(None) };
+        let mut bytes = vec![0; FIRST_READ];
+        let n = read_at_most(&file, 0, &mut bytes).map_err(|e| Error::io("read", &path, &e))?;
+        bytes.truncate(n);
+        let Some(nl) = crate::newline::find(&bytes) else { return Ok(None) };
+        let Ok(header) = serde_json::from_slice::<SnapshotHeader>(&bytes[..nl]) else { return Ok(None) };
+        let from = nl + 1;
+        let Some(end) = codec::glance_len(&bytes[from..]).and_then(|len| len.checked_add(from)) else {
+            return Ok(None);
+        };
+        if end > bytes.len() {
+            let have = bytes.len();
+            bytes.resize(end, 0);
+            if read_at_most(&file, have as u64, &mut bytes[have..])
+                .map_err(|e| Error::io("read", &path, &e))?
+                != end - have
+            {
+                return Ok(None);
+            }
+        }
+        bytes.truncate(end);
+        let events = self.layout.events(id);
+        let mark = FileMark::of(&events)?;
+        let Some(glance) = header.glance.filter(|_| {
+            header.schema_version == SNAPSHOT_SCHEMA_VERSION
+                && &header.goal_id == id
+                && header.log_len == mark.len
+                && header.log_mtime_ns == mark.mtime_ns
+        }) else {
+            return Ok(None);
+        };
+        let Ok(body_file) = self.open_bodies(id, header.bodies.as_ref()) else { return Ok(None) };
+        let Some(keys) = unhex(&glance.keys) else { return Ok(None) };
+        let root = log::last_root(&events, mark.len).map_err(|e| Error::io("read", &events, &e))?;
+        if root != Some(log::glance_root(blake3::hash(&bytes[from..]).as_bytes(), &keys)) {
+            return Ok(None);
+        }
+        let bytes = Arc::new(bytes);
+        let Ok(Some((state, counts))) = codec::decode_glance(&bytes, from, body_file, glance.at) else {
+            return Ok(None);
+        };
+        // What a read checks besides: an archive not shorter than the state says, and GOAL.md.
+        if archive_len(&self.layout.archive(id))? < state.archive.bytes || !self.layout.goal_md(id).exists() {
+            return Ok(None);
+        }
+        Ok(Some((state, counts)))
     }
 
     /// The state kept for goal `id` (see [`Kept`]), if `bytes` are the snapshot it was kept
@@ -1227,7 +1381,7 @@ impl FileStore {
         head: &str,
         prior_md: Option<&str>,
     ) -> Result<()> {
-        self.write_projections_json(id, state, &codec::encode_keys(state, 0)?, head, prior_md)
+        self.write_projections_json(id, state, &codec::encode_keys(state, 0)?, None, head, prior_md)
     }
 
     /// [`FileStore::write_projections`] with the state already encoded (the bytes its root
@@ -1237,6 +1391,7 @@ impl FileStore {
         id: &GoalId,
         state: &GoalState,
         state_keys: &[u8],
+        keys_hash: Option<[u8; 32]>,
         head: &str,
         prior_md: Option<&str>,
     ) -> Result<()> {
@@ -1264,8 +1419,15 @@ impl FileStore {
             ));
         }
         kfs::write_view_if_changed(&md_path, md.as_bytes(), existing.as_deref())?;
-        let (bodies, offsets, fresh) = self.write_bodies(id, state)?;
+        let glanced: Vec<usize> =
+            codec::glance_ids(state_keys).into_iter().filter_map(|t| state.todos.position(t)).collect();
+        let BodiesWritten { file: bodies, offsets, fresh, wanted: at } =
+            self.write_bodies(id, state, &glanced)?;
         self.fault_point("after-bodies");
+        let glance = codec::glance_end(state_keys).map(|end| GlanceRef {
+            keys: hex(&keys_hash.unwrap_or_else(|| *blake3::hash(&state_keys[end..]).as_bytes())),
+            at,
+        });
         let (log_len, log_mtime_ns) = log_stat(&self.layout.events(id))?;
         let header = SnapshotHeader {
             schema_version: SNAPSHOT_SCHEMA_VERSION,
@@ -1276,6 +1438,7 @@ impl FileStore {
             log_mtime_ns,
             goal_md_digest: log::line_hash(md.as_bytes()),
             bodies,
+            glance,
         };
         let mut header = serde_json::to_vec(&header)
             .map_err(|e| Error::internal(format!("cannot encode snapshot: {e}")))?;
@@ -1294,10 +1457,11 @@ impl FileStore {
 
     /// Puts the live todos' JSON in a body file: appended to the current one, or, when that
     /// is more than half dead or there is none, all of them in a new one named for this commit.
-    /// Returns the file, the offsets line, and whether the file is new.
-    fn write_bodies(&self, id: &GoalId, state: &GoalState) -> Result<(Option<BodiesRef>, Vec<u8>, bool)> {
+    /// Returns the file, the offsets line, whether the file is new, and the offsets of the
+    /// rows at the places `wanted` names (in order).
+    fn write_bodies(&self, id: &GoalId, state: &GoalState, wanted: &[usize]) -> Result<BodiesWritten> {
         if state.todos.is_empty() {
-            return Ok((None, Vec::new(), false));
+            return Ok(BodiesWritten { file: None, offsets: Vec::new(), fresh: false, wanted: Vec::new() });
         }
         let current = state.todos.body_file().cloned();
         let current_len = current.as_ref().and_then(|f| fs::metadata(&f.path).ok()).map(|m| m.len());
@@ -1316,7 +1480,8 @@ impl FileStore {
         };
         let mut offsets = Vec::with_capacity(places.len() * 8);
         let mut out = Vec::new();
-        for place in &places {
+        let mut picked = Vec::with_capacity(wanted.len());
+        for (i, place) in places.iter().enumerate() {
             let off = match place {
                 table::Place::At(off, _) => *off,
                 table::Place::Write(b) => {
@@ -1326,6 +1491,9 @@ impl FileStore {
                     at - b.len() as u64 - 1
                 }
             };
+            if wanted.get(picked.len()) == Some(&i) {
+                picked.push(off);
+            }
             if !offsets.is_empty() {
                 offsets.push(b' ');
             }
@@ -1342,7 +1510,12 @@ impl FileStore {
             std::io::Write::write_all(&mut file, &out).map_err(|e| Error::io("append to", &path, &e))?;
         }
         let (len, mtime_ns) = log_stat(&path)?;
-        Ok((Some(BodiesRef { generation, len, mtime_ns }), offsets, fresh))
+        Ok(BodiesWritten {
+            file: Some(BodiesRef { generation, len, mtime_ns }),
+            offsets,
+            fresh,
+            wanted: picked,
+        })
     }
 
     /// Removes the goal's body files other than generation `keep` (best effort: one left
@@ -1395,10 +1568,14 @@ pub fn legacy_json(state: &GoalState) -> Result<Vec<u8>> {
     serde_json::to_vec(state).map_err(|e| Error::internal(format!("cannot encode the state: {e}")))
 }
 
-/// Whether `root`, from a log line, is the root of `state`.
+/// Whether `root`, from a log line, is the root of `state`: in the form its kind names (an
+/// older loopx's JSON, the table form without a glance, or with one).
 pub fn root_matches(root: &str, state: &GoalState) -> Result<bool> {
     if log::is_legacy_root(root) {
         return Ok(root == log::legacy_state_root(&legacy_json(state)?));
+    }
+    if root.starts_with('b') {
+        return Ok(root == log::state_root(&codec::encode_keys_3(state)?));
     }
     Ok(root == root_of(state)?)
 }
@@ -1460,7 +1637,7 @@ impl FileStore {
         if !archived.is_empty() {
             self.append_archive(id, &archive_before, &archived)?;
         }
-        self.write_projections_json(id, &state, &state_keys, &head, None)?;
+        self.write_projections_json(id, &state, &state_keys, None, &head, None)?;
         Ok(n)
     }
 }
@@ -1797,6 +1974,10 @@ impl Store for FileStore {
         Ok(state)
     }
 
+    fn glance(&self, id: &GoalId) -> Result<Option<(GoalState, codec::Glance)>> {
+        self.glance_at(id)
+    }
+
     fn read(&self, id: &GoalId) -> Result<Arc<GoalState>> {
         if let Some(state) = self.unchanged(id) {
             return Ok(state);
@@ -1886,7 +2067,7 @@ impl Store for FileStore {
         self.fault_point("after-archive");
         // The event is committed: whatever happens to the views now, the command succeeded.
         // A view that could not be written is stale, and the next command rebuilds it.
-        if let Err(e) = self.write_projections_json(id, c.state, c.state_keys, c.hash, c.views) {
+        if let Err(e) = self.write_projections_json(id, c.state, c.state_keys, c.keys_hash, c.hash, c.views) {
             self.reporter.warn(&format!(
                 "the change is committed, but the goal's views could not be written ({}); the next command rebuilds them",
                 e.message
@@ -2345,6 +2526,73 @@ mod tests {
                 return;
             }
         }
+    }
+
+    /// A glance at a goal of 20 todos: the snapshot read as far as its glance (the 16 best
+    /// todos) and checked against the log, the same head and todos as a read, and a decision
+    /// taken from it; after another store's commit, the new state.
+    #[test]
+    fn a_glance_reads_the_snapshot_as_far_as_its_glance() {
+        let (_dir, a, b, id) = two_stores();
+        for i in 0..20 {
+            add_todo(&a, &id, &format!("todo {i}"));
+        }
+        let (g, counts) = b.glance(&id).unwrap().expect("a glance at a current snapshot");
+        assert_eq!((counts.free, counts.held, counts.user), (20, 0, 0));
+        let whole = open_at(a.root()).read(&id).unwrap();
+        assert_eq!((g.seq, &g.goal, &g.agents), (whole.seq, &whole.goal, &whole.agents));
+        let held: Vec<_> = g.todos.iter().cloned().collect();
+        assert_eq!(held, whole.todos.iter().take(codec::GLANCE_FREE).cloned().collect::<Vec<_>>());
+        add_todo(&a, &id, "one more");
+        let (g, counts) = open_at(a.root()).glance(&id).unwrap().unwrap();
+        assert_eq!((g.seq, counts.free), (whole.seq + 1, 21));
+        // A store that glanced once, or holds the state it read, takes it whole instead.
+        assert!(b.glance(&id).unwrap().is_none());
+        let c = open_at(a.root());
+        c.read(&id).unwrap();
+        assert!(c.glance(&id).unwrap().is_none());
+    }
+
+    /// A glance is taken only from a snapshot a whole load would trust: its glance edited, the
+    /// key lines' hash it records changed, an older snapshot, or a log that moved, and there is
+    /// none (the whole load then finds out what). A key line beyond the glance is neither read
+    /// nor hashed: the glance stands, and the next whole load finds the edit.
+    #[cfg(unix)]
+    #[test]
+    fn a_glance_is_taken_only_from_a_snapshot_a_load_would_trust() {
+        let (dir, a, _, id) = two_stores();
+        for i in 0..20 {
+            add_todo(&a, &id, &format!("todo {i}"));
+        }
+        let path = a.layout.snapshot(&id);
+        let meta = fs::metadata(&path).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        let glance = |edit: &dyn Fn(&str) -> String| {
+            edit_in_place(&path, &edit(&text), &meta);
+            let taken = open_at(dir.path()).glance(&id).unwrap().is_some();
+            edit_in_place(&path, &text, &meta);
+            taken
+        };
+        assert!(glance(&|t| t.to_owned()));
+        assert!(!glance(&|t| t.replacen("t5\topen\tP1", "t5\topen\tP0", 1)), "its glance edited");
+        let keys = text.split("\"keys\":\"").nth(1).unwrap()[..64].to_owned();
+        assert!(!glance(&|t| t.replacen(&keys, &"0".repeat(64), 1)), "the key lines' hash changed");
+        assert!(!glance(&|t| t.replacen("\"schema_version\":4", "\"schema_version\":3", 1)), "older");
+        // The 20th todo's key line is the last, past the glance.
+        let last = "t20\topen\tP1";
+        assert!(text.matches(last).count() == 1, "t20 is outside the glance");
+        assert!(glance(&|t| t.replacen(last, "t20\topen\tP0", 1)));
+        edit_in_place(&path, &text.replacen(last, "t20\topen\tP0", 1), &meta);
+        assert!(matches!(open_at(dir.path()).load_snapshot(&id, false).unwrap(), Loaded::Tampered(_)));
+        edit_in_place(&path, &text, &meta);
+        let events = a.layout.events(&id);
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&events)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now())
+            .unwrap();
+        assert!(open_at(dir.path()).glance(&id).unwrap().is_none(), "the log moved");
     }
 
     /// A second read of a goal whose log has not changed takes the state the first read

@@ -59,6 +59,15 @@ impl<'a> KeyRef<'a> {
     pub fn holder(&self) -> Option<&'a AgentId> {
         self.claimed_by.or(self.assignee)
     }
+
+    /// Agent work an agent could pick up, whoever holds it: an open (or deferred with a resume
+    /// condition) `advance` or `monitor` agent todo.
+    pub fn is_agent_work(&self) -> bool {
+        self.role == Role::Agent
+            && self.class != TodoClass::Blocker
+            && (self.status == TodoStatus::Open
+                || (self.status == TodoStatus::Deferred && self.resume_when.is_some()))
+    }
 }
 
 impl<'a> From<&'a Todo> for KeyRef<'a> {
@@ -402,6 +411,11 @@ impl TodoTable {
         self.rows.binary_search_by_key(&id, Self::id_of).ok()
     }
 
+    /// Where the todo with `id` is among the table's rows (in id order).
+    pub fn position(&self, id: TodoId) -> Option<usize> {
+        self.index(id)
+    }
+
     /// The todo with `id`, decoded.
     pub fn get(&self, id: TodoId) -> Option<&Todo> {
         self.index(id).map(|i| self.todo_of(&self.rows[i]))
@@ -504,8 +518,10 @@ impl TodoTable {
         Ok(())
     }
 
-    /// Appends the key lines: stored rows' as they were read, the others' made anew.
-    pub(crate) fn encode_keys_into(&self, out: &mut Vec<u8>) -> Result<()> {
+    /// Appends the key lines: stored rows' as they were read, the others' made anew. Returns
+    /// where each row's line begins in `out`.
+    pub(crate) fn encode_keys_into(&self, out: &mut Vec<u8>) -> Result<Vec<u32>> {
+        let mut starts = Vec::with_capacity(self.rows.len());
         // Stored rows next to each other in the origin are copied as one run of lines.
         let mut run: Option<(&Stored, &Stored)> = None;
         let flush = |run: &mut Option<(&Stored, &Stored)>, out: &mut Vec<u8>| {
@@ -514,24 +530,72 @@ impl TodoTable {
                 out.extend_from_slice(&self.origin.keys[first.line as usize..end]);
             }
         };
+        let position = |out: &Vec<u8>| {
+            u32::try_from(out.len()).map_err(|_| Error::internal("a state larger than 4 GiB"))
+        };
         for row in &self.rows {
             match row {
                 Row::Stored(s) => match &mut run {
-                    Some((_, last)) if last.place + 1 == s.place => *last = s,
+                    Some((first, last)) if last.place + 1 == s.place => {
+                        *last = s;
+                        // Where the line will be once the run is copied.
+                        let at = position(out)? + (s.line - first.line);
+                        starts.push(at);
+                    }
                     _ => {
                         flush(&mut run, out);
                         run = Some((s, s));
+                        starts.push(position(out)?);
                     }
                 },
                 Row::Owned(t) => {
                     flush(&mut run, out);
+                    starts.push(position(out)?);
                     let body = encode_todo(t)?;
                     key_line(KeyRef::from(&**t), &body_hash(&body), body.len(), out);
                 }
             }
         }
         flush(&mut run, out);
-        Ok(())
+        Ok(starts)
+    }
+
+    /// The rows a glance holds ([`crate::codec::Glance`]), by place in id order, and how many
+    /// of each kind the table has.
+    pub(crate) fn glance(&self) -> (Vec<usize>, crate::codec::Glance) {
+        use crate::codec::{GLANCE_FREE, GLANCE_HELD, GLANCE_USER};
+        let mut counts = crate::codec::Glance::default();
+        // The best free rows so far, by (priority, place): rows come in id order, so a row
+        // ranks before one already kept only by a higher priority.
+        let mut free: Vec<(Priority, usize)> = Vec::with_capacity(GLANCE_FREE + 1);
+        let mut held = Vec::new();
+        let mut user = Vec::new();
+        for (i, row) in self.rows.iter().enumerate() {
+            let k = self.key_of(row);
+            if k.is_agent_work() {
+                if k.holder().is_some() {
+                    counts.held += 1;
+                    if held.len() < GLANCE_HELD {
+                        held.push(i);
+                    }
+                } else {
+                    counts.free += 1;
+                    if free.len() < GLANCE_FREE || free.last().is_some_and(|(p, _)| k.priority < *p) {
+                        let at = free.partition_point(|(p, _)| *p <= k.priority);
+                        free.insert(at, (k.priority, i));
+                        free.truncate(GLANCE_FREE);
+                    }
+                }
+            } else if k.role == Role::User && !k.status.is_closed() {
+                counts.user += 1;
+                if user.len() < GLANCE_USER {
+                    user.push(i);
+                }
+            }
+        }
+        let mut rows: Vec<usize> = free.into_iter().map(|(_, i)| i).chain(held).chain(user).collect();
+        rows.sort_unstable();
+        (rows, counts)
     }
 
     /// Reads `n` key lines from `keys[at..to]` into rows; returns them, what they share (the
@@ -731,6 +795,28 @@ impl TodoTable {
             }
             Bodies::File(_) => offsets_line(&src[keys_end..to], n)?,
         };
+        Ok((TodoTable { rows, origin: shared.origin(src, src_of, offsets) }, keys_end))
+    }
+
+    /// The key lines of `n` todos from `src[at..to]`, their JSON in `file` at `offsets` (one
+    /// for each): a glance's todos. Returns the table and where the key lines end.
+    pub fn decode_at(
+        src: &Arc<Vec<u8>>,
+        at: usize,
+        to: usize,
+        n: usize,
+        file: Option<Arc<BodyFile>>,
+        offsets: Vec<u64>,
+    ) -> std::result::Result<(Self, usize), String> {
+        let src_of = match file {
+            Some(f) => Source::File(f),
+            None if n == 0 => Source::Inline(Arc::clone(src)),
+            None => return Err("no body file".to_owned()),
+        };
+        if offsets.len() != n {
+            return Err("the offsets do not match the todos".to_owned());
+        }
+        let (rows, shared, keys_end) = TodoTable::decode_keys(src, at, to, n)?;
         Ok((TodoTable { rows, origin: shared.origin(src, src_of, offsets) }, keys_end))
     }
 

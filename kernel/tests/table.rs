@@ -171,20 +171,27 @@ fn a_state_in_the_older_json_form_still_decodes() {
     assert_eq!(back, s);
 }
 
-/// Where the key lines begin and how many there are, read from the first two lines alone:
-/// after the marker line and the head's JSON line, one line per todo.
+/// Where the key lines begin and how many there are, read from the marker line alone: after
+/// it, the head's JSON line and the glance (its line, then its todos' key lines), one line per
+/// todo.
 #[test]
-fn the_key_lines_follow_the_marker_and_the_head() {
+fn the_key_lines_follow_the_marker_the_head_and_the_glance() {
     let s = goal();
     let keys = codec::encode_keys(&s, 0).unwrap();
     let (at, n) = codec::key_lines(&keys).unwrap();
     assert_eq!((n, s.todos.len()), (8, 8));
-    let head_at = keys.iter().position(|b| *b == b'\n').unwrap() + 1;
-    assert_eq!(keys[at - 1], b'\n', "the head's line ends where the key lines begin");
-    let head: serde_json::Value = serde_json::from_slice(&keys[head_at..at - 1]).unwrap();
+    assert_eq!(codec::glance_end(&keys), Some(at), "the glance ends where the key lines begin");
+    let line = |from: usize| from + keys[from..].iter().position(|b| *b == b'\n').unwrap() + 1;
+    let head_at = line(0);
+    let glance_at = line(head_at);
+    let head: serde_json::Value = serde_json::from_slice(&keys[head_at..glance_at - 1]).unwrap();
     assert_eq!(head["todos"], serde_json::json!([]), "the head lists no todos");
+    let glance: Vec<&[u8]> = keys[glance_at..at].split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+    // Six agent todos nobody holds, one the agent claimed, one of the person's: all of them.
+    assert_eq!(glance[0], b"glance 6 1 1 8");
     let lines: Vec<&[u8]> = keys[at..].split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
     assert_eq!(lines.len(), n);
+    assert_eq!(glance[1..], lines[..], "a glance holding every todo holds each as its key line");
     for (line, key) in lines.iter().zip(s.todos.keys()) {
         assert!(line.starts_with(format!("{}\t", key.id).as_bytes()), "{}", String::from_utf8_lossy(line));
     }

@@ -84,7 +84,7 @@ fn a_store_from_before_the_table_is_upgraded_on_first_use() {
     assert_eq!(std::fs::read(s.events_path("main")).unwrap(), log_before);
     assert_eq!(std::fs::read(&archive).unwrap(), archive_before);
     let snapshot = std::fs::read_to_string(s.state_dir().join("goals/main/snapshot.json")).unwrap();
-    assert!(snapshot.starts_with("{\"schema_version\":3,"), "{snapshot}");
+    assert!(snapshot.starts_with("{\"schema_version\":4,"), "{snapshot}");
     assert_eq!(body_files(&s).len(), 1);
     for (args, file) in [
         (&["status"][..], "status.json"),
@@ -110,10 +110,18 @@ fn a_store_from_before_the_table_is_upgraded_on_first_use() {
     assert_eq!(log[..log_before.len()], log_before[..], "the old log is kept as it was");
 }
 
-/// What a snapshot's state root covers: its lines after the header, but the body offsets.
+/// What a snapshot's state root covers, as the release before the glance encoded it: its lines
+/// after the header but the body offsets; of a snapshot with a glance, its marker line as that
+/// release wrote it (the number of todos alone) and no glance.
 fn hashed_form(snapshot: &[u8]) -> Vec<u8> {
     let text = std::str::from_utf8(snapshot).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    if let Some(marker) = lines[1].strip_prefix("loopx-state 4 ") {
+        lines[1] = format!("loopx-state 3 {}", marker.split(' ').next().unwrap());
+        let glance: Vec<usize> =
+            lines[3].strip_prefix("glance ").unwrap().split(' ').map(|n| n.parse().unwrap()).collect();
+        lines.drain(3..4 + glance[3]);
+    }
     assert!(lines.len() > 3 && lines[1].starts_with("loopx-state 3 "), "{text}");
     lines[1..lines.len() - 1].join("\n").into_bytes()
 }
@@ -146,7 +154,9 @@ fn a_store_of_the_release_before_the_open_host_catalog_verifies_byte_for_byte() 
     assert!(r.stderr.contains("rebuilt from the event log"), "{}", r.stderr);
     assert_eq!(r.json(), expected(&want, "agent-list.json"));
     assert_eq!(s.json(&["doctor"])["healthy"], true);
-    assert_eq!(hashed_form(&read("snapshot.json")), state, "the state encodes as the release did");
+    let snapshot = read("snapshot.json");
+    assert!(snapshot.starts_with(b"{\"schema_version\":4,"), "the snapshot is of this loopx");
+    assert_eq!(hashed_form(&snapshot), state, "the state encodes as the release did, but for its glance");
     assert!(read("events.jsonl") == log, "the log is as it was");
     // GOAL.md is as the release wrote it but for the event number its status line no longer
     // shows, and for one section: that release listed a next todo for each agent while the
@@ -166,4 +176,35 @@ fn a_store_of_the_release_before_the_open_host_catalog_verifies_byte_for_byte() 
         format!("{before}## Next per agent\n\n{held}{after}"),
         "GOAL.md is as it was, but for the work g2 holds"
     );
+}
+
+/// `quota should-run` reads the snapshot only as far as its glance (the head and the few todos
+/// a decision may need), checked against the log: with everything after the glance cut away,
+/// it answers as before and says nothing, while a command that reads the whole state finds the
+/// snapshot short and rebuilds it from the log.
+#[test]
+fn should_run_reads_the_snapshot_only_as_far_as_its_glance() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "codex-app"]);
+    for i in 0..24 {
+        s.ok(&["todo", "add", "--text", &format!("todo {i}")]);
+    }
+    let ask = ["quota", "should-run", "--agent-id", "a"];
+    let before = s.json(&ask);
+    let path = s.state_dir().join("goals/main/snapshot.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The header line, the marker line, then as many bytes as the marker says.
+    let header = text.find('\n').unwrap() + 1;
+    let marker = header + text[header..].find('\n').unwrap() + 1;
+    let len: usize = text[header..marker - 1].rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(!text[..marker + len].contains("\nt24\t"), "the glance holds the 16 best todos, not t24");
+    std::fs::write(&path, &text[..marker + len]).unwrap();
+    let r = s.ok(&["quota", "should-run", "--agent-id", "a", "--json"]);
+    assert!(r.stderr.is_empty(), "answered at a glance: {}", r.stderr);
+    assert_eq!(r.json(), before);
+    let r = s.ok(&["status", "--json"]);
+    assert!(r.stderr.contains("rebuilt"), "{}", r.stderr);
+    assert_eq!(s.json(&ask), before);
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
 }
