@@ -311,3 +311,18 @@ fn only_a_run_is_taken_from_a_glance() {
     done.complete(t, true);
     assert!(!vouches(&done, dir.path()));
 }
+
+/// A glance's todos are read from the body file the snapshot names: a glance holding todos
+/// with none named is refused, and one holding none needs none.
+#[test]
+fn a_glance_holding_todos_needs_their_body_file() {
+    let sim = goal_of(3);
+    let form = codec::encode_keys(&sim.state, 0).unwrap();
+    let src = Arc::new(form[..codec::glance_end(&form).unwrap()].to_vec());
+    assert!(codec::decode_glance(&src, 0, None, vec![0, 1, 2]).is_err());
+    assert!(codec::decode_glance(&src, 0, None, vec![0, 1]).is_err(), "an offset for each");
+    let empty = Sim::new().agents(&["a"]);
+    let form = codec::encode_keys(&empty.state, 0).unwrap();
+    let (g, counts) = codec::decode_glance(&Arc::new(form), 0, None, vec![]).unwrap().unwrap();
+    assert_eq!((g.todos.len(), counts), (0, Glance::default()));
+}

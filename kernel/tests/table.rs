@@ -249,3 +249,36 @@ fn tables_differing_in_one_todo_are_not_equal() {
     assert_ne!(fewer, s.todos);
     assert_eq!(s.todos.clone(), s.todos);
 }
+
+/// The form before the glance (`loopx-state 3`), which roots an older loopx recorded hash: the
+/// marker with the number of todos alone, the head, the key lines. It decodes to the same
+/// state; a `b` root over it is the state's root of that kind, and the `c` root over the form
+/// with a glance hashes its two parts apart, each part counting.
+#[test]
+fn the_form_before_the_glance_is_still_encoded_decoded_and_checked() {
+    use loopx_kernel::log;
+    use loopx_kernel::store::{root_matches, root_of};
+    let s = goal();
+    let now = codec::encode_keys(&s, 0).unwrap();
+    let older = codec::encode_keys_3(&s).unwrap();
+    let (at, n) = codec::key_lines(&now).unwrap();
+    let head_at = now.iter().position(|b| *b == b'\n').unwrap() + 1;
+    let head_end = head_at + now[head_at..].iter().position(|b| *b == b'\n').unwrap() + 1;
+    let expected = [format!("loopx-state 3 {n}\n").as_bytes(), &now[head_at..head_end], &now[at..]].concat();
+    assert_eq!(older, expected);
+    let mut whole = older.clone();
+    s.todos.append_bodies(&mut whole).unwrap();
+    let src = Arc::new(whole);
+    let (back, end) = codec::decode(&src, 0, src.len(), Bodies::Inline).unwrap();
+    assert_eq!((end, &back), (older.len(), &s), "the hashed part ends where the todos' JSON begins");
+    let b = log::state_root(&older);
+    assert!(b.starts_with('b') && root_matches(&b, &s).unwrap(), "{b}");
+    let c = root_of(&s).unwrap();
+    assert!(c.starts_with('c') && c == log::state_root(&now) && root_matches(&c, &s).unwrap(), "{c}");
+    assert!(!root_matches(&b.replacen('b', "c", 1), &s).unwrap());
+    let glance_end = codec::glance_end(&now).unwrap();
+    let (glance, keys) = (blake3::hash(&now[..glance_end]), blake3::hash(&now[glance_end..]));
+    assert_eq!(log::glance_root(glance.as_bytes(), keys.as_bytes()), c);
+    assert_eq!(log::state_root_parts(&now).1, Some(*keys.as_bytes()));
+    assert_ne!(log::glance_root(keys.as_bytes(), glance.as_bytes()), c, "each part in its place");
+}
