@@ -452,6 +452,30 @@ pub fn read_whole(file: &File, len: u64) -> std::io::Result<Vec<u8>> {
     }
 }
 
+/// Reads `file` from `at` into `buf` until it is full or the file ends, without moving the
+/// file's position (one call where the system reads at an offset); how much it read.
+pub fn read_at_most(file: &File, at: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    #[cfg(unix)]
+    let read = |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_at(file, buf, at);
+    #[cfg(not(unix))]
+    let read = |buf: &mut [u8], at: u64| {
+        use std::io::{Read, Seek};
+        let mut f = file;
+        f.seek(std::io::SeekFrom::Start(at))?;
+        f.read(buf)
+    };
+    let mut n = 0;
+    while n < buf.len() {
+        match read(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
 /// The directory `path` is in: `.` for a bare file name.
 fn parent(path: &Path) -> Result<&Path> {
     match path.parent() {

@@ -331,29 +331,6 @@ fn unhex(text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// Reads `file` from `at` into `buf` until it is full or the file ends; how much it read.
-fn read_at_most(file: &fs::File, at: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-    #[cfg(unix)]
-    let read = |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_at(file, buf, at);
-    #[cfg(not(unix))]
-    let read = |buf: &mut [u8], at: u64| {
-        use std::io::{Read, Seek};
-        let mut f = file;
-        f.seek(std::io::SeekFrom::Start(at))?;
-        f.read(buf)
-    };
-    let mut n = 0;
-    while n < buf.len() {
-        match read(&mut buf[n..], at + n as u64) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
 /// Appends `n` in decimal, without an allocation (a snapshot lists an offset per live todo).
 fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
@@ -1125,7 +1102,7 @@ impl FileStore {
         let path = self.layout.snapshot(id);
         let Ok(file) = fs::File::open(&path) else { return Ok(None) };
         let mut bytes = vec![0; FIRST_READ];
-        let n = read_at_most(&file, 0, &mut bytes).map_err(|e| Error::io("read", &path, &e))?;
+        let n = kfs::read_at_most(&file, 0, &mut bytes).map_err(|e| Error::io("read", &path, &e))?;
         bytes.truncate(n);
         let Some(nl) = crate::newline::find(&bytes) else { return Ok(None) };
         let Ok(header) = serde_json::from_slice::<SnapshotHeader>(&bytes[..nl]) else { return Ok(None) };
@@ -1136,7 +1113,7 @@ impl FileStore {
         if end > bytes.len() {
             let have = bytes.len();
             bytes.resize(end, 0);
-            if read_at_most(&file, have as u64, &mut bytes[have..])
+            if kfs::read_at_most(&file, have as u64, &mut bytes[have..])
                 .map_err(|e| Error::io("read", &path, &e))?
                 != end - have
             {

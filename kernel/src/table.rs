@@ -188,15 +188,10 @@ impl BodyFile {
 /// Reads `buf.len()` bytes of `file` from `at`: one call where the system reads at an offset
 /// (GOAL.md reads a few dozen todos a commit).
 fn read_at(file: &mut File, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        std::os::unix::fs::FileExt::read_exact_at(file, buf, at)
+    if crate::fs::read_at_most(file, at, buf)? < buf.len() {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
-    #[cfg(not(unix))]
-    {
-        file.seek(SeekFrom::Start(at))?;
-        file.read_exact(buf)
-    }
+    Ok(())
 }
 
 /// Where a stored row's JSON is.
