@@ -383,6 +383,11 @@ pub fn status(s: &StatusView, style: Style) -> String {
     let finished = if s.work_finished { " · its work is finished" } else { "" };
     let _ = writeln!(out, "goal {} — {state}{finished}", style.bold(s.goal_id.as_str()));
     let _ = writeln!(out, "objective:   {}", one(&s.objective));
+    if s.goal_status == GoalStatus::Stopped {
+        let why = s.stop_reason.as_deref().map(|r| format!("\"{}\"; ", one(r))).unwrap_or_default();
+        let _ =
+            writeln!(out, "stopped:     {why}agents start no turn until a person runs: loopx goal resume");
+    }
     const COLUMN: usize = 13;
     let confirm = s.work_finished.then(|| {
         format!(
@@ -408,10 +413,17 @@ pub fn status(s: &StatusView, style: Style) -> String {
     for (i, n) in needs.iter().enumerate() {
         let _ = writeln!(out, "{} {n}", if i == 0 { "needs you:  " } else { "            " });
     }
-    if s.next_by_agent.is_empty() {
+    // While the goal is not active the kernel starts no agent: said where the todos are named.
+    let paused = if s.goal_status == GoalStatus::Stopped { " (once the goal resumes)" } else { "" };
+    if s.goal_status == GoalStatus::Done {
+        let _ = writeln!(
+            out,
+            "next:        nothing: the goal is done; to add work, resume it: loopx goal resume"
+        );
+    } else if s.next_by_agent.is_empty() {
         match &s.next_todo {
             Some(t) => {
-                let _ = writeln!(out, "next:        {} {} {}", t.id, t.priority, one(&t.text));
+                let _ = writeln!(out, "next:        {} {} {}{paused}", t.id, t.priority, one(&t.text));
             }
             None if s.counts.open > 0 => {
                 let _ =
@@ -426,12 +438,13 @@ pub fn status(s: &StatusView, style: Style) -> String {
     for g in s.gates.iter().filter(|g| g.kind.is_some()) {
         let _ = writeln!(out, "waits on:    {}", check_line(g));
     }
-    for n in &s.next_by_agent {
+    for n in s.next_by_agent.iter().filter(|_| s.goal_status != GoalStatus::Done) {
         // A gate on the whole goal, or on this agent, holds its work (as should-run says).
         let holder = s.gates.iter().find(|g| g.blocks == "goal" || g.blocks == format!("agent:{}", n.agent));
         let idle =
             holder.map_or("nothing to pick up".to_owned(), |g| format!("held until {} closes", g.gate));
-        let what = n.todo.as_ref().map_or(idle, |t| format!("{} {} {}", t.id, t.priority, one(&t.text)));
+        let what =
+            n.todo.as_ref().map_or(idle, |t| format!("{} {} {}{paused}", t.id, t.priority, one(&t.text)));
         let _ = writeln!(out, "next for {}: {what}", n.agent);
     }
     for c in &s.in_progress {

@@ -422,6 +422,9 @@ pub struct StatusView {
     pub goal_id: GoalId,
     pub objective: String,
     pub goal_status: GoalStatus,
+    /// Why a person stopped the goal, when it is stopped and they said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
     /// The goal is active and its work is finished (every todo closed, one with nothing to
     /// follow, no gate open): a person confirms it (`loopx goal complete`) or adds work. Left
     /// out while false.

@@ -663,6 +663,7 @@ fn status_view(s: &GoalState, now: loopx_core::Timestamp) -> StatusView {
         goal_id: s.goal.id.clone(),
         objective: s.goal.objective.clone(),
         goal_status: s.goal.status,
+        stop_reason: s.goal.stop_reason.clone(),
         work_finished: s.work_finished(),
         gates,
         needs_user,

@@ -80,7 +80,14 @@ fn a_finished_goal_asks_the_person_and_the_person_completes_it() {
     // Done: every agent stops (done), the person's inbox is empty, status says done.
     let st = s.json(&["status"]);
     assert_eq!((&st["goal_status"], st.get("work_finished")), (&"done".into(), None), "{st}");
-    assert!(s.ok(&["status"]).stdout.starts_with("goal main — done\n"));
+    let text = s.ok(&["status"]).stdout;
+    assert!(text.starts_with("goal main — done\n"), "{text}");
+    assert!(
+        text.contains(
+            "\nnext:        nothing: the goal is done; to add work, resume it: loopx goal resume\n"
+        ),
+        "{text}"
+    );
     let ask = s.json(&["quota", "should-run", "--agent-id", "a"]);
     assert_eq!((&ask["decision"], &ask["state"]), (&"stop".into(), &"done".into()), "{ask}");
     assert_eq!(ask["continuation"]["cause"], "done", "{ask}");
@@ -118,4 +125,29 @@ fn an_mcp_settlement_that_finishes_the_work_tells_the_person_at_once() {
     m.ok("complete_task", done);
     let sent: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&notice).unwrap()).unwrap();
     assert_eq!(sent["kind"], "finished", "{sent}");
+}
+
+/// `status` says why a stopped goal waits and how it resumes, and names the next todos as the
+/// kernel will start them: once the goal resumes.
+#[test]
+fn status_says_why_a_stopped_goal_waits_and_how_it_resumes() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["todo", "add", "--text", "write the parser"]);
+    s.ok(&["goal", "stop", "--reason", "lunch"]);
+    let text = s.ok(&["status"]).stdout;
+    assert!(text.starts_with("goal main — stopped\nobjective:   "), "{text}");
+    let stopped = "\nstopped:     \"lunch\"; agents start no turn until a person runs: loopx goal resume\n";
+    assert!(text.contains(stopped), "{text}");
+    assert!(text.contains("\nnext:        t1 P2 write the parser (once the goal resumes)\n"), "{text}");
+    assert_eq!(s.json(&["status"])["stop_reason"], "lunch");
+    s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "codex-cli"]);
+    let text = s.ok(&["status"]).stdout;
+    assert!(text.contains("\nnext for a: t1 P2 write the parser (once the goal resumes)\n"), "{text}");
+    let ask = s.json(&["quota", "should-run", "--agent-id", "a"]);
+    assert_eq!((&ask["decision"], &ask["state"]), (&"stop".into(), &"paused".into()), "{ask}");
+    s.ok(&["goal", "resume"]);
+    let text = s.ok(&["status"]).stdout;
+    assert!(text.contains("\nnext for a: t1 P2 write the parser\n") && !text.contains("stopped"), "{text}");
+    assert_eq!(s.json(&["status"]).get("stop_reason"), None, "left out while active");
 }
