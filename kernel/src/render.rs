@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use loopx_core::model::{Role, TodoStatus};
+use loopx_core::model::{GoalStatus, Role, TodoStatus};
 use loopx_core::untrusted::{flatten, quoted};
 
 use crate::state::GoalState;
@@ -118,8 +118,10 @@ pub fn goal_md(state: &GoalState) -> String {
             );
         }
     }
-    if !state.agents.is_empty() {
-        let _ = writeln!(out, "\n## Next per agent\n");
+    // A done goal starts no agent; a stopped one starts them once a person resumes it.
+    if !state.agents.is_empty() && g.status != GoalStatus::Done {
+        let when = if g.status == GoalStatus::Stopped { ", once the goal resumes" } else { "" };
+        let _ = writeln!(out, "\n## Next per agent{when}\n");
         let ids: Vec<&loopx_core::AgentId> = state.agents.iter().map(|a| &a.id).collect();
         for (a, pick) in ids.iter().zip(state.picks(&ids, now)) {
             // A gate on the whole goal, or on this agent, holds its work (as should-run says).

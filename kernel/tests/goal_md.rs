@@ -2,6 +2,7 @@
 //! GOAL.md (`loopx_kernel::render`) for a goal with something in every section, built through
 //! the kernel's rules: each line a person reads, in its order.
 
+use loopx_core::event::Event;
 use loopx_core::model::{GateBlocks, GateKind, Priority, ResumeWhen, Role, TodoClass};
 use loopx_core::{Timestamp, TodoId};
 use loopx_kernel::render::goal_md;
@@ -149,6 +150,25 @@ fn goal_md_asks_about_finished_work_and_says_why_a_goal_stopped() {
     let md = goal_md(&s.state);
     assert!(md.contains("Status: stopped (\"lunch\") · 0 open"), "{md}");
     assert!(!md.contains("## Needs you"), "a stopped goal's work is not finished: {md}");
+}
+
+/// The next todo of each agent is named as the kernel will start it: a stopped goal's once
+/// it resumes, a done goal's not at all.
+#[test]
+fn goal_md_names_next_todos_only_where_agents_will_start_them() {
+    let mut s = Sim::new().agents(&["a"]);
+    s.todo("parse", Priority::P1);
+    let md = goal_md(&s.state);
+    assert!(md.contains("\n## Next per agent\n\n- a: t1 P1 \"parse\"\n"), "{md}");
+    s.stop();
+    let md = goal_md(&s.state);
+    assert!(md.contains("\n## Next per agent, once the goal resumes\n\n- a: t1 P1 \"parse\"\n"), "{md}");
+    s.apply("user", Event::GoalResumed {});
+    s.complete(t(1), true);
+    s.apply("user", Event::GoalCompleted { note: None });
+    let md = goal_md(&s.state);
+    assert!(md.contains("Status: done · 0 open"), "{md}");
+    assert!(!md.contains("## Next"), "a done goal starts no agent: {md}");
 }
 
 /// A question alone, or a person's todo alone, is enough for "Needs you".
