@@ -438,7 +438,7 @@ pub fn status(s: &StatusView, style: Style) -> String {
     for g in s.gates.iter().filter(|g| g.kind.is_some()) {
         let _ = writeln!(out, "waits on:    {}", check_line(g));
     }
-    for n in s.next_by_agent.iter().filter(|_| s.goal_status != GoalStatus::Done) {
+    for n in &s.next_by_agent {
         // A gate on the whole goal, or on this agent, holds its work (as should-run says).
         let holder = s.gates.iter().find(|g| g.blocks == "goal" || g.blocks == format!("agent:{}", n.agent));
         let idle =

@@ -435,6 +435,7 @@ pub struct StatusView {
     /// Everything waiting on a person: the open gates first, then user todos.
     pub needs_user: Vec<UserItem>,
     pub next_todo: Option<TodoSummary>,
+    /// Each agent's next todo, as should-run would pick it; none on a done goal.
     pub next_by_agent: Vec<AgentNext>,
     pub quota: QuotaView,
     pub runs: u64,

@@ -13,7 +13,7 @@ use loopx_core::decision::{ShouldRunAnswer, TurnRef};
 use loopx_core::event::Event;
 use loopx_core::kernel::*;
 use loopx_core::model::RuntimeProfile;
-use loopx_core::model::{Gate, GateKind};
+use loopx_core::model::{Gate, GateKind, GoalStatus};
 use loopx_core::traits::{Capability, EvidenceDraft, Subject, TransitionProposal};
 use loopx_core::traits::{Notification, Observation, ObservationRequest};
 use loopx_core::{AgentId, Clock, Error, GateId, GoalId, Result, Timestamp, TodoId};
@@ -650,7 +650,9 @@ fn status_view(s: &GoalState, now: loopx_core::Timestamp) -> StatusView {
     // An open gate on the whole goal (or on one agent) holds its work: nothing is next there,
     // as should-run says.
     let held = |agent: Option<&AgentId>| s.holding_gate(agent).is_some();
-    let ids: Vec<&AgentId> = s.agents.iter().map(|a| &a.id).collect();
+    // A done goal starts no agent: no agent has a next todo there.
+    let ids: Vec<&AgentId> =
+        if s.goal.status == GoalStatus::Done { Vec::new() } else { s.agents.iter().map(|a| &a.id).collect() };
     let next_by_agent = ids
         .iter()
         .zip(s.picks(&ids, now))

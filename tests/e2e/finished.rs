@@ -80,6 +80,7 @@ fn a_finished_goal_asks_the_person_and_the_person_completes_it() {
     // Done: every agent stops (done), the person's inbox is empty, status says done.
     let st = s.json(&["status"]);
     assert_eq!((&st["goal_status"], st.get("work_finished")), (&"done".into(), None), "{st}");
+    assert_eq!(st["next_by_agent"], serde_json::json!([]), "a done goal starts no agent: {st}");
     let text = s.ok(&["status"]).stdout;
     assert!(text.starts_with("goal main — done\n"), "{text}");
     assert!(
