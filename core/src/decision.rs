@@ -213,6 +213,7 @@ pub struct ShouldRunAnswer {
 /// A decision recorded for a turn.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionRecord {
+    #[serde(default = "crate::line::lines_agent", skip_serializing_if = "crate::line::is_lines_agent")]
     pub agent: AgentId,
     pub turn: String,
     pub state: RunState,

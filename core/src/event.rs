@@ -91,6 +91,7 @@ pub enum Event {
     },
     TodoClaimed {
         todo: TodoId,
+        #[serde(default = "crate::line::lines_agent", skip_serializing_if = "crate::line::is_lines_agent")]
         agent: AgentId,
     },
     TodoReleased {
@@ -341,6 +342,21 @@ impl Event {
                 | Event::GateAnswered { .. }
                 | Event::PersonKeySet { .. }
         )
+    }
+
+    /// When the event's own records say it happened: the time of its spend, run or evidence.
+    /// A commit writes its line at that time when it can (the records then leave their time
+    /// out, [`crate::line`]).
+    pub fn own_time(&self) -> Option<Timestamp> {
+        match self {
+            Event::SlotSpent { spend } | Event::TurnEnded { spend: Some(spend), .. } => Some(spend.at),
+            Event::RunRecorded { run } => Some(run.at),
+            Event::EvidenceAdded { evidence } => Some(evidence.at),
+            Event::TodoUpdated { evidence: Some(evidence), .. } => Some(evidence.at),
+            Event::TodoCompleted { evidence, .. } => evidence.first().map(|e| e.at),
+            Event::TurnSettled { steps } => steps.iter().find_map(Event::own_time),
+            _ => None,
+        }
     }
 
     /// Whether the event may be a step of a [`Event::TurnSettled`].

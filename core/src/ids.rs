@@ -107,6 +107,11 @@ impl AgentId {
     /// Actor names that are never agents: people act as `user`, the kernel as `loopx`.
     pub const RESERVED: [&'static str; 2] = ["user", "loopx"];
 
+    /// `user`: the actor a person acts as.
+    pub fn user() -> Self {
+        Self("user".to_owned())
+    }
+
     /// Validates an id for registration: the pattern, and not a reserved actor name.
     pub fn new_registrable(s: &str) -> Result<Self, Error> {
         let id = Self::new(s)?;

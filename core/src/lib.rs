@@ -10,6 +10,7 @@ pub mod event;
 pub mod host;
 pub mod ids;
 pub mod kernel;
+pub mod line;
 pub mod model;
 pub mod next;
 pub mod prose;

@@ -501,7 +501,9 @@ pub struct Evidence {
     pub output_digest: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+    #[serde(default = "crate::line::lines_author", skip_serializing_if = "crate::line::is_lines_author")]
     pub author: String,
+    #[serde(default = "crate::line::lines_time", skip_serializing_if = "crate::line::is_lines_time")]
     pub at: Timestamp,
 }
 
@@ -787,14 +789,16 @@ pub struct NotifyPolicy {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRecord {
     pub id: RunId,
+    #[serde(default = "crate::line::lines_agent", skip_serializing_if = "crate::line::is_lines_agent")]
     pub agent: AgentId,
     pub todo: TodoId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default = "crate::line::lines_turn", skip_serializing_if = "crate::line::leaves_out_turn")]
     pub turn: Option<String>,
     pub classification: String,
     pub delivery_outcome: DeliveryOutcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_action: Option<String>,
+    #[serde(default = "crate::line::lines_time", skip_serializing_if = "crate::line::is_lines_time")]
     pub at: Timestamp,
     /// The spend that accounted this writeback, once there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -805,16 +809,18 @@ pub struct RunRecord {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Spend {
     pub id: SpendId,
+    #[serde(default = "crate::line::lines_agent", skip_serializing_if = "crate::line::is_lines_agent")]
     pub agent: AgentId,
     pub todo: TodoId,
     pub run: RunId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default = "crate::line::lines_turn", skip_serializing_if = "crate::line::leaves_out_turn")]
     pub turn: Option<String>,
     pub slots: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usd: Option<f64>,
+    #[serde(default = "crate::line::lines_time", skip_serializing_if = "crate::line::is_lines_time")]
     pub at: Timestamp,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub voided: bool,

@@ -12,12 +12,15 @@ use sha2::{Digest, Sha256};
 
 use loopx_core::Timestamp;
 use loopx_core::event::Event;
+use loopx_core::line::{Line, Scope};
 
 /// The `prev` of the first line.
 pub const GENESIS: &str = "00000000000000000000000000000000";
 
-/// One line of `events.jsonl`.
+/// One line of `events.jsonl`. The records its event carries leave out what the line says
+/// already: their time, agent or turn when it is the line's ([`loopx_core::line`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(remote = "Self")]
 pub struct EventLine {
     pub seq: u64,
     pub at: Timestamp,
@@ -105,19 +108,29 @@ impl<'de> serde::de::MapAccess<'de> for Adjacent<'de> {
     }
 }
 
+impl Serialize for EventLine {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let _line = Scope::enter(Line { at: self.at, actor: self.actor.clone(), key: self.turn.clone() });
+        EventLine::serialize(self, s)
+    }
+}
+
 impl<'de> Deserialize<'de> for EventLine {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error as _;
         let w = WireLine::deserialize(d)?;
         let adjacent = Adjacent { kind: Some(&w.kind), data: Some(w.data) };
-        let event = Event::deserialize(serde::de::value::MapAccessDeserializer::new(adjacent))
-            .map_err(D::Error::custom)?;
+        // The line's own fields are moved into its scope and back, not copied.
+        let scope = Scope::enter(Line { at: w.at, actor: w.actor, key: w.turn });
+        let event = Event::deserialize(serde::de::value::MapAccessDeserializer::new(adjacent));
+        let line = scope.leave().ok_or_else(|| D::Error::custom("a line's scope was left twice"))?;
+        let event = event.map_err(D::Error::custom)?;
         Ok(EventLine {
             seq: w.seq,
-            at: w.at,
-            actor: w.actor,
+            at: line.at,
+            actor: line.actor,
             event,
-            turn: w.turn,
+            turn: line.key,
             receipt: w.receipt,
             root: w.root,
             prev: w.prev,
@@ -474,6 +487,60 @@ mod tests {
         let (partial, err) = scan(&bytes).unwrap_err();
         assert!(err.line == 2 || err.line == 3, "{err:?}");
         assert!(partial.lines.len() < 3);
+    }
+
+    /// A tick's lines as an older loopx wrote them, every record whole; the times, agents and
+    /// turns are the lines' own.
+    const WHOLE: [&str; 5] = [
+        r#"{"seq":6,"at":"2026-12-06T14:33:27.281Z","actor":"a","kind":"decision_recorded","data":{"record":{"agent":"a","turn":"t-9","state":"eligible","continuation":{"action":"run","todo":"t1","claim_required":true}}},"root":"c1QbN0OYB6tiM5if5","prev":"2800cabff1960bd4b7687d2cdb4a0c98"}"#,
+        r#"{"seq":7,"at":"2026-12-06T14:33:27.386Z","actor":"a","kind":"todo_claimed","data":{"todo":"t1","agent":"a"},"turn":"todo.claim:a:t-9#6e140517","root":"cBsVH4_1sl_bw8NBU","prev":"06fec6e086aace41120814692f6bb6f9"}"#,
+        r#"{"seq":8,"at":"2026-12-06T14:33:27.391Z","actor":"a","kind":"todo_completed","data":{"todo":"t1","continuation":"active_goal","evidence":[{"id":"e1","todo":"t1","kind":"note","summary":"bench","author":"a","at":"2026-12-06T14:33:27.391Z"}]},"turn":"todo.complete:a:t-9#6a59c6cf","root":"cvNuI0-yBPPk4Yo_U","prev":"4a84fb996f4a64190f8bf4116b586e98"}"#,
+        r#"{"seq":9,"at":"2026-12-06T14:33:27.394Z","actor":"a","kind":"run_recorded","data":{"run":{"id":"r1","agent":"a","todo":"t1","turn":"t-9","classification":"bench","delivery_outcome":"outcome_progress","at":"2026-12-06T14:33:27.394Z"}},"turn":"refresh-state:a:t-9#f98f75c8","root":"cSVmPoXoJ9T6dxqeu","prev":"9c80741031803b7bd85219ea87021e7b"}"#,
+        r#"{"seq":10,"at":"2026-12-06T14:33:27.399Z","actor":"a","kind":"slot_spent","data":{"spend":{"id":"s1","agent":"a","todo":"t1","run":"r1","turn":"t-9","slots":1,"at":"2026-12-06T14:33:27.399Z"}},"turn":"quota.spend:a:t-9#4f4af1af","root":"cPITf8JHW6qcmvIwq","prev":"3d40e5141dd6abae28918d4b5cdb5cd9"}"#,
+    ];
+
+    #[test]
+    fn records_leave_out_what_their_line_says_and_read_it_back() {
+        let mut whole = 0;
+        let mut short = 0;
+        for text in WHOLE {
+            let read: EventLine = serde_json::from_str(text).unwrap();
+            let written = serde_json::to_string(&read).unwrap();
+            let data = written.split_once(r#""data":"#).unwrap().1.split_once(r#","root""#).unwrap().0;
+            for said in [r#""at""#, r#""agent""#, r#""author""#, r#""turn":"t-9""#] {
+                // A decision's line has no key to give its turn back.
+                let keyed = read.turn.is_some() || !said.starts_with(r#""turn""#);
+                assert_eq!(data.contains(said), !keyed, "{said} in {written}");
+            }
+            assert_eq!(serde_json::from_str::<EventLine>(&written).unwrap(), read, "{written}");
+            (whole, short) = (whole + text.len() + 1, short + written.len() + 1);
+        }
+        // A tenth shorter with a turn id of three characters; more with longer ids and names.
+        assert!(short * 10 <= whole * 9, "{short} of {whole} bytes");
+    }
+
+    #[test]
+    fn a_record_keeps_what_its_line_does_not_say() {
+        // loopx spends for agent `a`, at another time than the line's, for no turn while the
+        // line's key names one (no command makes such a record: a record's turn is its
+        // command's key).
+        let text = r#"{"seq":10,"at":"2026-12-06T14:33:27.500Z","actor":"loopx","kind":"slot_spent","data":{"spend":{"id":"s1","agent":"a","todo":"t1","run":"r1","turn":null,"slots":1,"at":"2026-12-06T14:33:27.399Z"}},"turn":"drive.end:loopx:t-9#4f4af1af","prev":"3d40e5141dd6abae28918d4b5cdb5cd9"}"#;
+        let read: EventLine = serde_json::from_str(text).unwrap();
+        let Event::SlotSpent { spend } = &read.event else { panic!("{read:?}") };
+        assert_eq!(spend.turn, None);
+        let written = serde_json::to_string(&read).unwrap();
+        for kept in [r#""agent":"a""#, r#""at":"2026-12-06T14:33:27.399Z""#, r#""turn":null"#] {
+            assert!(written.contains(kept), "{kept} missing from {written}");
+        }
+        assert_eq!(serde_json::from_str::<EventLine>(&written).unwrap(), read);
+        // Outside a line (a command's JSON, a snapshot), a record is written whole.
+        let alone = serde_json::to_string(spend).unwrap();
+        assert!(alone.contains(r#""agent":"a""#) && alone.contains(r#""at":"#), "{alone}");
+        let Event::SlotSpent { spend } = serde_json::from_str::<EventLine>(WHOLE[4]).unwrap().event else {
+            panic!()
+        };
+        let alone = serde_json::to_string(&spend).unwrap();
+        assert!(alone.contains(r#""turn":"t-9""#) && alone.contains(r#""agent":"a""#), "{alone}");
     }
 
     #[test]

@@ -548,9 +548,13 @@ impl<'a> Txn<'a> {
         if self.committed {
             return Err(Error::internal("a transaction committed twice"));
         }
+        // The time the event's records give, when it is not before the last line's nor after
+        // now: those records then leave it out of the line.
+        let now = self.store.clock().now();
+        let at = event.own_time().filter(|t| *t >= self.state.last_event_at && *t <= now);
         let mut line = EventLine {
             seq: self.state.seq + 1,
-            at: self.store.clock().now(),
+            at: at.unwrap_or(now),
             actor: actor.to_owned(),
             event,
             turn: key,

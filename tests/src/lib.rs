@@ -339,13 +339,19 @@ pub fn expected(dir: &Path, name: &str) -> Value {
         .expect("expected JSON")
 }
 
-/// Reads the event log lines as JSON.
+/// Reads the event log lines as JSON, each as it reads ([`event`]).
 pub fn events(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .expect("read events")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("event line is JSON"))
-        .collect()
+    std::fs::read_to_string(path).expect("read events").lines().map(event).collect()
+}
+
+/// A log line as it reads: its records with the time, agent and turn they leave out when the
+/// line gives them (see `loopx_core::line`) filled back in.
+pub fn event(line: &str) -> Value {
+    let mut raw: Value = serde_json::from_str(line).expect("event line is JSON");
+    let read: loopx_kernel::log::EventLine = serde_json::from_str(line).expect("event line decodes");
+    let whole = serde_json::to_value(&read.event).expect("event encodes");
+    raw["data"] = whole["data"].clone();
+    raw
 }
 
 /// A sandbox whose project directory is a copy of the LoopX (Python) fixture project
