@@ -171,3 +171,37 @@ fn a_record_from_before_the_last_line_keeps_its_own_time_and_lines_never_go_back
     assert!(evidence_at < at(claim), "{evidence_at} against {claim}");
     assert_ne!(at(complete), evidence_at, "the line takes the clock's time, not the record's");
 }
+
+#[test]
+fn a_settled_turns_steps_leave_out_what_their_one_line_says() {
+    let w = World::new();
+    let ctx = w.ctx(Some("turn-1"));
+    let todo = block_on(w.k.should_run(&ctx, None)).unwrap().selected_todo.unwrap().id;
+    block_on(w.k.claim_todo(&ctx, todo)).unwrap();
+    let settle = SettleTurn {
+        complete: CompleteTodo {
+            todo,
+            evidence: Some(support::evidence()),
+            no_follow_up: true,
+            note: None,
+            next_todo: None,
+        },
+        classification: "implement".into(),
+        delivery_outcome: DeliveryOutcome::OutcomeProgress,
+        slots: 1,
+        tokens: Some(1_200),
+        usd: None,
+    };
+    block_on(w.k.settle_turn(&ctx, settle)).unwrap();
+    let lines = w.lines();
+    let line = lines.last().unwrap();
+    let steps = data(line)["steps"].clone();
+    assert_eq!(steps.as_array().map(Vec::len), Some(3), "{line}");
+    for said in ["\"at\"", "\"agent\"", "\"author\"", "turn-1"] {
+        assert!(!steps.to_string().contains(said), "{said} is its line's, yet written: {line}");
+    }
+    let read: EventLine = serde_json::from_str(line).unwrap();
+    let loopx_core::event::Event::TurnSettled { steps } = &read.event else { panic!("{read:?}") };
+    let loopx_core::event::Event::SlotSpent { spend } = &steps[2] else { panic!("{steps:?}") };
+    assert_eq!((spend.agent.as_str(), spend.turn.as_deref(), spend.at), ("bot", Some("turn-1"), read.at));
+}
