@@ -7,28 +7,18 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::task::{Context, Poll};
 
 use loopx_core::decision::DecisionKind;
 use loopx_core::drive::{DriverOp, DriverRequest, EndTurn, TurnExit, TurnUsage};
 use loopx_core::kernel::*;
 use loopx_core::model::{DeliveryOutcome, EvidenceKind, Priority};
-use loopx_core::{AgentId, AgentType, Clock, ErrorKind, GoalId, IdempotencyKey, Timestamp};
+use loopx_core::{AgentId, AgentType, Clock, ErrorKind, GoalId, Timestamp};
 use loopx_kernel::drive::PromptFor;
 use loopx_kernel::rules::Actor;
 use loopx_kernel::{MemKernel, MemStore, Silent};
 
 mod support;
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
+use support::block_on;
 
 /// A clock the test moves.
 #[derive(Debug)]
@@ -66,17 +56,11 @@ impl World {
     }
 
     fn ctx(&self, turn: Option<&str>) -> CommandContext {
-        CommandContext {
-            goal: Some(self.goal.clone()),
-            agent: Some(bot()),
-            key: turn.map(|t| IdempotencyKey::new(t).unwrap()),
-            session: None,
-            signer: None,
-        }
+        support::agent_ctx(&self.goal, bot(), turn)
     }
 
     fn person(&self) -> CommandContext {
-        CommandContext { goal: Some(self.goal.clone()), ..CommandContext::default() }
+        support::person_ctx(&self.goal)
     }
 
     fn advance(&self, secs: i64) {

@@ -6,27 +6,17 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::task::{Context, Poll};
 
 use loopx_core::kernel::*;
 use loopx_core::model::{DeliveryOutcome, Priority};
-use loopx_core::{AgentId, AgentType, Clock, GoalId, IdempotencyKey, Timestamp};
+use loopx_core::{AgentId, AgentType, Clock, GoalId, Timestamp};
 use loopx_kernel::log::EventLine;
 use loopx_kernel::store::Store;
 use loopx_kernel::{MemKernel, MemStore, Silent};
 use serde_json::Value;
 
 mod support;
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
+use support::block_on;
 
 /// A clock a millisecond later each time it is read, so a command's own time and its commit's
 /// differ.
@@ -63,17 +53,11 @@ impl World {
     }
 
     fn ctx(&self, turn: Option<&str>) -> CommandContext {
-        CommandContext {
-            goal: Some(self.goal.clone()),
-            agent: Some(bot()),
-            key: turn.map(|t| IdempotencyKey::new(t).unwrap()),
-            session: None,
-            signer: None,
-        }
+        support::agent_ctx(&self.goal, bot(), turn)
     }
 
     fn person(&self) -> CommandContext {
-        CommandContext { goal: Some(self.goal.clone()), ..CommandContext::default() }
+        support::person_ctx(&self.goal)
     }
 
     /// The log's lines as written.
@@ -87,14 +71,7 @@ impl World {
         let ctx = self.ctx(Some(turn));
         let todo = block_on(self.k.should_run(&ctx, None)).unwrap().selected_todo.unwrap().id;
         block_on(self.k.claim_todo(&ctx, todo)).unwrap();
-        let done = CompleteTodo {
-            todo,
-            evidence: Some(support::evidence()),
-            no_follow_up: true,
-            note: None,
-            next_todo: None,
-        };
-        block_on(self.k.complete_todo(&ctx, done)).unwrap();
+        block_on(self.k.complete_todo(&ctx, done(todo))).unwrap();
         let run = RefreshState {
             todo,
             classification: "implement".into(),
@@ -104,6 +81,17 @@ impl World {
         block_on(self.k.refresh_state(&ctx, run)).unwrap();
         let spend = SpendSlot { todo, slots: 1, tokens: None, usd: None, dry_run: false };
         block_on(self.k.spend_slot(&ctx, spend)).unwrap();
+    }
+}
+
+/// Completes `todo` with evidence, nothing to follow.
+fn done(todo: loopx_core::TodoId) -> CompleteTodo {
+    CompleteTodo {
+        todo,
+        evidence: Some(support::evidence()),
+        no_follow_up: true,
+        note: None,
+        next_todo: None,
     }
 }
 
@@ -155,14 +143,7 @@ fn a_record_from_before_the_last_line_keeps_its_own_time_and_lines_never_go_back
     block_on(w.k.claim_todo(&ctx, todo)).unwrap();
     // The clock went back: the completion's own time is before the claim's line.
     w.clock.0.fetch_sub(1_000, Ordering::SeqCst);
-    let done = CompleteTodo {
-        todo,
-        evidence: Some(support::evidence()),
-        no_follow_up: true,
-        note: None,
-        next_todo: None,
-    };
-    block_on(w.k.complete_todo(&ctx, done)).unwrap();
+    block_on(w.k.complete_todo(&ctx, done(todo))).unwrap();
     let lines = w.lines();
     let (claim, complete) = (&lines[lines.len() - 2], &lines[lines.len() - 1]);
     let at = |l: &str| serde_json::from_str::<Value>(l).unwrap()["at"].as_str().unwrap().to_owned();
@@ -179,13 +160,7 @@ fn a_settled_turns_steps_leave_out_what_their_one_line_says() {
     let todo = block_on(w.k.should_run(&ctx, None)).unwrap().selected_todo.unwrap().id;
     block_on(w.k.claim_todo(&ctx, todo)).unwrap();
     let settle = SettleTurn {
-        complete: CompleteTodo {
-            todo,
-            evidence: Some(support::evidence()),
-            no_follow_up: true,
-            note: None,
-            next_todo: None,
-        },
+        complete: done(todo),
         classification: "implement".into(),
         delivery_outcome: DeliveryOutcome::OutcomeProgress,
         slots: 1,

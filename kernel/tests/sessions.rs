@@ -4,22 +4,14 @@
 #![allow(clippy::unwrap_used)]
 use std::path::Path;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use loopx_core::kernel::*;
 use loopx_core::{AgentId, AgentType, ErrorKind, GoalId};
 use loopx_kernel::store::Store;
 use loopx_kernel::{MemKernel, MemStore, Silent, SystemClock};
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
+mod support;
+use support::block_on;
 
 fn agent(id: &str) -> CommandContext {
     CommandContext { agent: Some(AgentId::new(id).unwrap()), ..CommandContext::default() }

@@ -6,22 +6,14 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use loopx_core::kernel::*;
 use loopx_core::{ErrorKind, GoalId};
 use loopx_kernel::person;
 use loopx_kernel::{MemKernel, MemStore, Silent, SystemClock};
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
+mod support;
+use support::block_on;
 
 /// Signs with a key, and keeps every signature it made.
 struct Recording {

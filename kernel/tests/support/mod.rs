@@ -15,6 +15,33 @@ use loopx_kernel::log::{EventLine, GENESIS};
 use loopx_kernel::rules::{self, Actor};
 use loopx_kernel::state::GoalState;
 
+/// Runs a kernel call to its end, polling it until it is ready: the kernel needs no runtime.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+/// What `agent` says with a command on `goal`, in turn `turn` when given.
+pub fn agent_ctx(goal: &GoalId, agent: AgentId, turn: Option<&str>) -> loopx_core::kernel::CommandContext {
+    loopx_core::kernel::CommandContext {
+        goal: Some(goal.clone()),
+        agent: Some(agent),
+        key: turn.map(|t| loopx_core::IdempotencyKey::new(t).unwrap()),
+        session: None,
+        signer: None,
+    }
+}
+
+/// What a person says with a command on `goal`.
+pub fn person_ctx(goal: &GoalId) -> loopx_core::kernel::CommandContext {
+    loopx_core::kernel::CommandContext { goal: Some(goal.clone()), ..Default::default() }
+}
+
 pub const T0: i64 = 1_800_000_000_000;
 
 /// A goal built event by event, with a clock that moves one second per event.
