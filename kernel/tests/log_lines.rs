@@ -180,3 +180,31 @@ fn a_settled_turns_steps_leave_out_what_their_one_line_says() {
     let loopx_core::event::Event::SlotSpent { spend } = &steps[2] else { panic!("{steps:?}") };
     assert_eq!((spend.agent.as_str(), spend.turn.as_deref(), spend.at), ("bot", Some("turn-1"), read.at));
 }
+
+#[test]
+fn evidence_added_alone_or_with_an_update_leaves_out_its_lines_time_and_author() {
+    let w = World::new();
+    let ctx = w.ctx(None);
+    let todo = block_on(w.k.should_run(&ctx, None)).unwrap().selected_todo.unwrap().id;
+    block_on(w.k.claim_todo(&ctx, todo)).unwrap();
+    block_on(w.k.add_evidence(&ctx, AddEvidence { todo, evidence: support::evidence() })).unwrap();
+    let update = UpdateTodo {
+        todo,
+        text: None,
+        priority: None,
+        status: None,
+        resume_when: None,
+        clear_claim: false,
+        note: Some("halfway".into()),
+        evidence: Some(support::evidence()),
+        claimed_by: None,
+        takeover_reason: None,
+    };
+    block_on(w.k.update_todo(&ctx, update)).unwrap();
+    let lines = w.lines();
+    for line in &lines[lines.len() - 2..] {
+        let evidence = data(line)["evidence"].to_string();
+        assert!(evidence.contains("\"summary\""), "{line}");
+        assert!(!evidence.contains("\"at\"") && !evidence.contains("\"author\""), "{line}");
+    }
+}
