@@ -2,11 +2,13 @@
 //! it was written, by whom, and under which turn's key (`scope:actor:turn#fingerprint`). A
 //! record its event carries (a spend, a run, a piece of evidence, a decision, a claim) leaves
 //! out a time, an agent or a turn that is the line's own, and a reader takes it from the line:
-//! a tick's five lines are about a sixth shorter.
+//! a tick's five lines are about an eighth shorter.
 //!
 //! Only the log's own encoding and decoding of a line sets the line ([`Scope`]); everywhere
-//! else (a snapshot, a command's JSON, a receipt) there is no line, every field is written,
-//! and a field left out reads as it always did. Leaving a field out is exact: a record's field
+//! else (a snapshot, a command's JSON, a receipt) there is no line and every field is written.
+//! (Read there, a record without one would get a stand-in: the earliest time, `user`, no
+//! author; but such text is written whole, and a snapshot is read only once it hashes to the
+//! log's root.) Leaving a field out is exact: a record's field
 //! is left out only when the line gives back the same value, so a state replayed from the log
 //! is the state that was committed. A turn a record has none of is written `null` where the
 //! line's key names one, so it does not read as the key's.
