@@ -66,11 +66,17 @@ impl World {
         String::from_utf8(bytes).unwrap().lines().map(str::to_owned).collect()
     }
 
+    /// Decides as the agent in `ctx` and claims the todo picked.
+    fn claim_next(&self, ctx: &CommandContext) -> loopx_core::TodoId {
+        let todo = block_on(self.k.should_run(ctx, None)).unwrap().selected_todo.unwrap().id;
+        block_on(self.k.claim_todo(ctx, todo)).unwrap();
+        todo
+    }
+
     /// A whole tick of turn `turn`: decide, claim, complete with evidence, write back, spend.
     fn tick(&self, turn: &str) {
         let ctx = self.ctx(Some(turn));
-        let todo = block_on(self.k.should_run(&ctx, None)).unwrap().selected_todo.unwrap().id;
-        block_on(self.k.claim_todo(&ctx, todo)).unwrap();
+        let todo = self.claim_next(&ctx);
         block_on(self.k.complete_todo(&ctx, done(todo))).unwrap();
         let run = RefreshState {
             todo,
@@ -139,8 +145,7 @@ fn a_ticks_records_leave_out_the_time_agent_and_turn_their_lines_say() {
 fn a_record_from_before_the_last_line_keeps_its_own_time_and_lines_never_go_back() {
     let w = World::new();
     let ctx = w.ctx(Some("turn-1"));
-    let todo = block_on(w.k.should_run(&ctx, None)).unwrap().selected_todo.unwrap().id;
-    block_on(w.k.claim_todo(&ctx, todo)).unwrap();
+    let todo = w.claim_next(&ctx);
     // The clock went back: the completion's own time is before the claim's line.
     w.clock.0.fetch_sub(1_000, Ordering::SeqCst);
     block_on(w.k.complete_todo(&ctx, done(todo))).unwrap();
@@ -157,8 +162,7 @@ fn a_record_from_before_the_last_line_keeps_its_own_time_and_lines_never_go_back
 fn a_settled_turns_steps_leave_out_what_their_one_line_says() {
     let w = World::new();
     let ctx = w.ctx(Some("turn-1"));
-    let todo = block_on(w.k.should_run(&ctx, None)).unwrap().selected_todo.unwrap().id;
-    block_on(w.k.claim_todo(&ctx, todo)).unwrap();
+    let todo = w.claim_next(&ctx);
     let settle = SettleTurn {
         complete: done(todo),
         classification: "implement".into(),
@@ -185,20 +189,12 @@ fn a_settled_turns_steps_leave_out_what_their_one_line_says() {
 fn evidence_added_alone_or_with_an_update_leaves_out_its_lines_time_and_author() {
     let w = World::new();
     let ctx = w.ctx(None);
-    let todo = block_on(w.k.should_run(&ctx, None)).unwrap().selected_todo.unwrap().id;
-    block_on(w.k.claim_todo(&ctx, todo)).unwrap();
+    let todo = w.claim_next(&ctx);
     block_on(w.k.add_evidence(&ctx, AddEvidence { todo, evidence: support::evidence() })).unwrap();
     let update = UpdateTodo {
-        todo,
-        text: None,
-        priority: None,
-        status: None,
-        resume_when: None,
-        clear_claim: false,
         note: Some("halfway".into()),
         evidence: Some(support::evidence()),
-        claimed_by: None,
-        takeover_reason: None,
+        ..UpdateTodo::of(todo)
     };
     block_on(w.k.update_todo(&ctx, update)).unwrap();
     let lines = w.lines();
