@@ -426,6 +426,10 @@ pub enum GoalCommand {
         /// Why, for the history and for the agents
         #[arg(long)]
         reason: Option<String>,
+        /// End a running `loopx drive` turn at once (its whole process group), instead of
+        /// letting it finish
+        #[arg(long)]
+        now: bool,
         #[command(flatten)]
         acting: Acting,
     },

@@ -555,9 +555,9 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
             };
             Rendered::new(&r, text::goal_changes(&before.goal, before.is_default, &r, style))
         }
-        Command::Goal(GoalCommand::Stop { reason, acting }) => {
+        Command::Goal(GoalCommand::Stop { reason, now, acting }) => {
             let ctx = crate::person::signed(cli, k, context(cli, acting)?).await?;
-            let r = k.stop_goal(&ctx, reason.clone()).await?;
+            let r = k.stop_goal(&ctx, reason.clone(), *now).await?;
             Rendered::new(&r, text::goal_receipt("stopped", &r, style))
         }
         Command::Goal(GoalCommand::Resume { acting }) => {

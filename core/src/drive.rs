@@ -37,6 +37,9 @@ pub struct DriverLease {
     /// Turns this driver has ended.
     #[serde(default)]
     pub turns: u64,
+    /// The host's own limit its last turn ended on, until its next turn starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited: Option<HostLimit>,
 }
 
 impl DriverLease {
@@ -53,7 +56,8 @@ pub enum TurnExit {
     Exited,
     /// loopx killed its process group at `--turn-timeout`.
     TimedOut,
-    /// A person stopped it (Ctrl-C twice, or a termination signal to the driver).
+    /// A person stopped it (Ctrl-C twice, a termination signal to the driver, or
+    /// `goal stop --now`).
     Interrupted,
     /// The driver died while it ran; a restarted driver ended the turn.
     Lost,
@@ -73,6 +77,52 @@ impl TurnExit {
     }
 }
 
+/// Longest name of a host's limit kind, and of its message, a turn's end keeps.
+pub const MAX_LIMIT_KIND_LEN: usize = 64;
+pub const MAX_LIMIT_MESSAGE_LEN: usize = 300;
+
+/// A host's own quota or rate limit that ended a turn, as the host reported it: not a failure
+/// of the agent, and nothing to spend.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostLimit {
+    /// The host's own name for the limit (`five_hour`, `usage_limit_exceeded`,
+    /// `daily_quota`, `rate_limit`).
+    pub kind: String,
+    /// When the host said the limit resets, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<Timestamp>,
+    /// A reset the host gave relative to when it printed it, in seconds: the driver, which
+    /// knows that moment, turns it into [`HostLimit::resets_at`]. Never recorded.
+    #[serde(default, skip_serializing)]
+    pub retry_after_secs: Option<u64>,
+    /// The host's words, cut to [`MAX_LIMIT_MESSAGE_LEN`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl HostLimit {
+    /// A limit of `kind` with the host's `message`, its reset not (yet) known.
+    pub fn new(kind: &str, message: Option<&str>) -> Self {
+        let message = message.map(|m| {
+            let one: String = m.split_whitespace().collect::<Vec<_>>().join(" ");
+            let mut end = one.len().min(MAX_LIMIT_MESSAGE_LEN);
+            while !one.is_char_boundary(end) {
+                end -= 1;
+            }
+            one[..end].to_owned()
+        });
+        Self { kind: kind.to_owned(), resets_at: None, retry_after_secs: None, message }
+    }
+
+    /// `claude-code out of quota (five_hour) until 2026-12-07T14:05:00Z`, for people.
+    pub fn describe(&self, host: &str) -> String {
+        match self.resets_at {
+            Some(t) => format!("{host} out of quota ({}) until {t}", self.kind),
+            None => format!("{host} out of quota ({}), reset time not given", self.kind),
+        }
+    }
+}
+
 /// What the host reported a turn used (from its own output).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TurnUsage {
@@ -83,6 +133,9 @@ pub struct TurnUsage {
     pub tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usd: Option<f64>,
+    /// The host's own quota or rate limit ended the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<HostLimit>,
 }
 
 impl TurnUsage {
@@ -124,9 +177,14 @@ pub struct TurnEnd {
 }
 
 impl TurnEnd {
-    /// A turn that did not write back.
+    /// A turn that did not write back, and was not stopped by its host's limit.
     pub fn failed(&self) -> bool {
-        self.run.is_none()
+        self.run.is_none() && self.usage.limit.is_none()
+    }
+
+    /// A turn its host's own quota or rate limit ended.
+    pub fn limited(&self) -> Option<&HostLimit> {
+        self.usage.limit.as_ref()
     }
 
     /// One line for people: `exit 1, no writeback`.
@@ -136,6 +194,10 @@ impl TurnEnd {
             (TurnExit::Exited, None, Some(s)) => format!("killed by signal {s}"),
             (e, _, _) => e.as_str().replace('_', " "),
         };
+        if let (None, Some(l)) = (&self.run, &self.usage.limit) {
+            let until = l.resets_at.map(|t| format!(" until {t}")).unwrap_or_default();
+            return format!("{how}, the host's limit ({}){until}", l.kind);
+        }
         match (&self.run, &self.spent_by) {
             (None, _) => format!("{how}, no writeback"),
             (Some(r), Some(s)) => format!("{how}, wrote back {r}, spent {s}"),

@@ -46,6 +46,9 @@ pub enum Event {
     GoalStopped {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// Stop now: a running driven turn is ended at once (`goal stop --now`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        now: bool,
     },
     GoalResumed {},
     /// A person confirmed the goal's objective is met: agents stop (`done`) until it is
@@ -124,6 +127,13 @@ pub enum Event {
         evidence: Vec<Evidence>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         successor: Option<NewTodo>,
+    },
+    /// Nothing follows a todo completed before: its completion now says so (a replan turn that
+    /// found nothing left to do). The goal's work is finished once nothing else is open.
+    NothingFollows {
+        todo: TodoId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
     },
     TodoSuperseded {
         todo: TodoId,
@@ -382,6 +392,7 @@ impl Event {
             Event::TodoReleased { .. } => "todo_released",
             Event::TodoUpdated { .. } => "todo_updated",
             Event::TodoCompleted { .. } => "todo_completed",
+            Event::NothingFollows { .. } => "nothing_follows",
             Event::TodoSuperseded { .. } => "todo_superseded",
             Event::EvidenceAdded { .. } => "evidence_added",
             Event::LeaseAcquired { .. } => "lease_acquired",
@@ -441,10 +452,13 @@ impl Event {
             }
             Event::GoalUpdated { clear_notify: true, .. } => "notifications off".to_owned(),
             Event::GoalUpdated { .. } => "goal updated".to_owned(),
-            Event::GoalStopped { reason } => match reason {
-                Some(r) => format!("goal stopped: {r}"),
-                None => "goal stopped".to_owned(),
-            },
+            Event::GoalStopped { reason, now } => {
+                let how = if *now { "goal stopped now (a running turn is ended)" } else { "goal stopped" };
+                match reason {
+                    Some(r) => format!("{how}: {r}"),
+                    None => how.to_owned(),
+                }
+            }
             Event::GoalResumed {} => "goal resumed".to_owned(),
             Event::GoalCompleted { note } => match note {
                 Some(n) => format!("goal completed: {n}"),
@@ -476,6 +490,10 @@ impl Event {
             Event::TodoCompleted { todo, successor, .. } => match successor {
                 Some(s) => format!("{todo} completed; successor {}", s.id),
                 None => format!("{todo} completed"),
+            },
+            Event::NothingFollows { todo, note } => match note {
+                Some(n) => format!("nothing follows {todo}: {n}"),
+                None => format!("nothing follows {todo}"),
             },
             Event::TodoSuperseded { todo, by, .. } => {
                 let by: Vec<String> = by.iter().map(ToString::to_string).collect();
@@ -598,6 +616,7 @@ impl Event {
             | Event::TodoReleased { todo }
             | Event::TodoUpdated { todo, .. }
             | Event::TodoSuperseded { todo, .. }
+            | Event::NothingFollows { todo, .. }
             | Event::LeaseAcquired { todo, .. }
             | Event::LeaseRenewed { todo, .. }
             | Event::LeaseTransferred { todo, .. }

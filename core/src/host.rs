@@ -632,8 +632,15 @@ pub trait HostDriver: Send + Sync {
     /// unattended, saying how to write it.
     fn turn_argv(&self, argv: &[String], resume: Option<&str>, prompt_on_stdin: bool) -> Result<Vec<String>>;
     /// Reads one line of the turn's standard output into `usage`: the session id, the tokens
-    /// and the cost the host reports.
+    /// and the cost the host reports, and its own quota or rate limit when the line says the
+    /// turn ended on one (`usage.limit`, with the reset when the line gives it).
     fn read_line(&self, line: &str, usage: &mut crate::drive::TurnUsage);
+    /// After the turn's command ended: what only the host's own files tell of the turn (the
+    /// reset of a limit that its output gives as text alone). `host_home` is the host's
+    /// configuration directory on this machine. Reads, never writes. Default: nothing.
+    fn after_turn(&self, host_home: Option<&std::path::Path>, usage: &mut crate::drive::TurnUsage) {
+        let _ = (host_home, usage);
+    }
 }
 
 /// One way of binding a host to the kernel. Implementations are registered in one place (the

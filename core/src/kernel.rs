@@ -532,8 +532,15 @@ pub trait Kernel: Send + Sync {
     async fn show_goal(&self, goal: Option<&GoalId>) -> Result<GoalDetail>;
     /// Changes the objective or title, or makes the goal the default.
     async fn set_goal(&self, ctx: &CommandContext, req: SetGoal) -> Result<Receipt<GoalBody>>;
-    /// Stops the goal for every agent. Stopping a stopped goal is a no-op.
-    async fn stop_goal(&self, ctx: &CommandContext, reason: Option<String>) -> Result<Receipt<GoalBody>>;
+    /// Stops the goal for every agent. With `now`, a running driven turn is ended at once
+    /// instead of let finish. Stopping a stopped goal is a no-op (but for a plain stop made
+    /// `now`).
+    async fn stop_goal(
+        &self,
+        ctx: &CommandContext,
+        reason: Option<String>,
+        now: bool,
+    ) -> Result<Receipt<GoalBody>>;
     /// Resumes a stopped or completed goal. Resuming an active goal is a no-op.
     async fn resume_goal(&self, ctx: &CommandContext) -> Result<Receipt<GoalBody>>;
     /// A person confirms the goal's objective is met: its status becomes `done` and every

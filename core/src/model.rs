@@ -158,6 +158,10 @@ pub struct Goal {
     pub status: GoalStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// A person stopped the goal with `--now`: a running driven turn is ended at once, not
+    /// let finish.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop_now: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub write_scope: Vec<String>,
     pub handoff_mode: HandoffMode,

@@ -748,6 +748,15 @@ impl Driver {
                     None => open = false,
                 },
                 _ = tokio::time::sleep_until(deadline) => break (TurnExit::TimedOut, running.kill().await),
+                // The goal changed: a person's `goal stop --now` ends the turn at once.
+                _ = self.wake.notified() => {
+                    if self.kernel.stopped_now(&self.config.goal)? {
+                        sink.report(&Report::Note {
+                            message: "a person stopped the goal now: ending the turn".to_owned(),
+                        });
+                        break (TurnExit::Interrupted, running.kill().await);
+                    }
+                }
                 _ = self.interrupt.rung.notified() => {
                     if !self.interrupt.now() && !finishing {
                         finishing = true;

@@ -515,7 +515,7 @@ async fn build(
     if !matches!(g.status.as_str(), "active" | "") {
         set(end);
         let reason = format!("{} in LoopX (Python)", g.status);
-        if let Err(e) = k.stop_goal(&user, Some(reason)).await {
+        if let Err(e) = k.stop_goal(&user, Some(reason), false).await {
             skip(&mut r, &state_file, 1, &format!("goal status {:?}", g.status), e.message);
         }
     }

@@ -389,7 +389,7 @@ mod tests {
                 signature,
             }
         };
-        let unsigned_before = line(1, Event::GoalStopped { reason: None }, false);
+        let unsigned_before = line(1, Event::GoalStopped { reason: None, now: false }, false);
         let set = line(2, Event::PersonKeySet { public_key: public.clone() }, true);
         let resumed = line(3, Event::GoalResumed {}, true);
         assert!(signatures_check(&id, std::slice::from_ref(&unsigned_before)).is_none(), "never strict");

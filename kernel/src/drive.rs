@@ -4,11 +4,11 @@
 
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::drive::{
-    DriverLease, DriverOp, DriverRequest, EndTurn, MAX_MACHINE_LEN, MAX_SESSION_LEN, MAX_TAIL_LEN, TurnEnd,
-    TurnView, tail_of,
+    DriverLease, DriverOp, DriverRequest, EndTurn, HostLimit, MAX_LIMIT_KIND_LEN, MAX_LIMIT_MESSAGE_LEN,
+    MAX_MACHINE_LEN, MAX_SESSION_LEN, MAX_TAIL_LEN, TurnEnd, TurnView, tail_of,
 };
 use loopx_core::event::Event;
-use loopx_core::model::{GateStatus, GoalStatus, Spend};
+use loopx_core::model::{GateStatus, GoalStatus, Spend, TodoStatus};
 use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, Error, IdempotencyKey, Result, Timestamp};
 
@@ -98,6 +98,7 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &DriverRequest, now: Timesta
                 turn: left.and_then(|d| d.turn.clone()),
                 todo: left.and_then(|d| d.todo),
                 turns: 0,
+                limited: None,
             };
             Ok(Some(Event::DriverStarted { lease, replaced: held.map(|d| d.id.clone()) }))
         }
@@ -153,6 +154,9 @@ pub fn end_turn(state: &GoalState, actor: &Actor, req: &EndTurn, now: Timestamp)
     if req.usage.usd.is_some_and(|u| !u.is_finite() || u < 0.0) {
         return Err(Error::usage("a turn's cost must be a non-negative amount"));
     }
+    if let Some(l) = &req.usage.limit {
+        check_limit(l)?;
+    }
     let todo = state.turn_todo(agent, &req.turn)?;
     let run =
         state.runs.iter().rev().find(|r| &r.agent == agent && r.turn.as_deref() == Some(req.turn.as_str()));
@@ -199,6 +203,24 @@ pub fn end_turn(state: &GoalState, actor: &Actor, req: &EndTurn, now: Timestamp)
         note,
     };
     Ok(Some(Event::TurnEnded { end, spend }))
+}
+
+/// A host's limit as a turn's end may record it: a short kind of the host's own, a message of
+/// one printable line within its length.
+fn check_limit(l: &HostLimit) -> Result<()> {
+    let kind_ok = !l.kind.is_empty()
+        && l.kind.len() <= MAX_LIMIT_KIND_LEN
+        && l.kind.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !kind_ok {
+        return Err(Error::usage(format!("invalid host limit kind {:?}", flatten(&l.kind, 40))));
+    }
+    if l.message.as_ref().is_some_and(|m| m.len() > MAX_LIMIT_MESSAGE_LEN || m.chars().any(char::is_control))
+    {
+        return Err(Error::usage(format!(
+            "a host limit's message is one line of at most {MAX_LIMIT_MESSAGE_LEN} bytes"
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a writeback for a driven turn that has ended (a command the turn left running,
@@ -267,6 +289,16 @@ impl Budgeted {
     }
 }
 
+/// The todo completed last among those the live state keeps, if one was.
+fn last_done(state: &GoalState) -> Option<loopx_core::TodoId> {
+    state
+        .closed_order
+        .iter()
+        .rev()
+        .copied()
+        .find(|t| state.todo(*t).is_some_and(|t| t.status == TodoStatus::Done))
+}
+
 /// The prompt for the turn `answer` decided (`run` or `replan`): the objective, the todo and
 /// why, the person's latest answers, recent evidence, and what the turn must write back and
 /// how. Never longer than `p.budget` bytes: the objective and todo text are cut first, then
@@ -318,9 +350,18 @@ pub fn turn_prompt(state: &GoalState, answer: &ShouldRunAnswer, p: &PromptFor<'_
         }
         _ => {
             b.must(&format!("This turn: replan. {}\n", flatten(&answer.reason, 300)));
-            format!(
-                "\nLook at the goal ({lx} status, {lx} todo list) and write the next bounded steps as todos ({lx} todo add --text \"…\"), or ask the person what only they can decide ({lx} gate ask --question \"…\" --blocks goal). Then write the turn back on a todo you added:\n  {lx} refresh-state --todo-id <id> --classification replan --delivery-outcome outcome_gap\nA turn without refresh-state counts as failed. loopx accounts the compute itself: do not spend.\n"
-            )
+            let mut text = format!(
+                "\nLook at the goal ({lx} status, {lx} todo list) and write the next bounded steps as todos ({lx} todo add --text \"…\"), or ask the person what only they can decide ({lx} gate ask --question \"…\" --blocks goal). Then write the turn back on a todo you added:\n  {lx} refresh-state --todo-id <id> --classification replan --delivery-outcome outcome_gap\n"
+            );
+            // The last todo done is where "nothing follows" is said: the goal's work is then
+            // finished, and the person is asked to confirm it.
+            if let Some(last) = last_done(state) {
+                text.push_str(&format!(
+                    "If nothing is left to do, say so on {last}, the last todo done, and write the turn back on it:\n  {lx} todo complete --todo-id {last} --no-follow-up --note \"why nothing is left\"\n  {lx} refresh-state --todo-id {last} --classification replan --delivery-outcome goal_outcome\n"
+                ));
+            }
+            text.push_str("A turn without refresh-state counts as failed. loopx accounts the compute itself: do not spend.\n");
+            text
         }
     };
     // What must come last is reserved before the optional sections go in.

@@ -223,7 +223,7 @@ mod tests {
             message(&goal, 8, "abc", &Event::GoalResumed {}).unwrap(),
             message(&goal, 7, "abd", &Event::GoalResumed {}).unwrap(),
             message(&GoalId::new("other").unwrap(), 7, "abc", &Event::GoalResumed {}).unwrap(),
-            message(&goal, 7, "abc", &Event::GoalStopped { reason: None }).unwrap(),
+            message(&goal, 7, "abc", &Event::GoalStopped { reason: None, now: false }).unwrap(),
         ] {
             assert!(!verify(&file.public_key, &other, &sig), "a signature is good for one decision");
         }

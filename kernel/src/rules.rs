@@ -348,9 +348,17 @@ pub fn check_webhook(w: &str) -> Result<()> {
     }
 }
 
-pub fn stop_goal(state: &GoalState, reason: Option<&String>) -> Result<Option<Event>> {
+/// Stops the goal; `now` also ends a running driven turn. A stopped goal stops again only to
+/// be made `now`.
+pub fn stop_goal(state: &GoalState, reason: Option<&String>, now: bool) -> Result<Option<Event>> {
     check_note(reason)?;
-    Ok((state.goal.status != GoalStatus::Stopped).then(|| Event::GoalStopped { reason: reason.cloned() }))
+    let stopped = state.goal.status == GoalStatus::Stopped;
+    // Stopped already: again only to make a plain stop `now`.
+    let again = stopped && (state.goal.stop_now || !now);
+    Ok((!again).then(|| Event::GoalStopped {
+        reason: reason.cloned().or_else(|| stopped.then(|| state.goal.stop_reason.clone()).flatten()),
+        now,
+    }))
 }
 
 pub fn resume_goal(state: &GoalState) -> Option<Event> {
@@ -617,7 +625,7 @@ pub fn complete(
             .with_hint("pass one: a successor todo, or no follow-up"));
     }
     if todo.status == TodoStatus::Done {
-        return Ok(None);
+        return nothing_follows(state, todo, req);
     }
     not_closed(state, todo, "complete")?;
     not_held_by_other(state, todo, actor, "complete", now)?;
@@ -676,6 +684,23 @@ pub fn complete(
         evidence,
         successor,
     }))
+}
+
+/// A done todo completed again: unchanged, unless `--no-follow-up` says now that nothing
+/// follows it (a replan turn that finds nothing left), which ends the goal's work once nothing
+/// else is open.
+fn nothing_follows(state: &GoalState, todo: &Todo, req: &CompleteTodo) -> Result<Option<Event>> {
+    let continuation = todo.completion.as_ref().map(|c| c.continuation);
+    if !req.no_follow_up || continuation == Some(CompletionContinuation::NoFollowup) {
+        return Ok(None);
+    }
+    if let Some(open) =
+        todo.successors.iter().find(|s| state.todo(**s).is_some_and(|t| !t.status.is_closed()))
+    {
+        return Err(Error::refused(format!("{} has a successor, {open}, that is still open", todo.id))
+            .with_hint(format!("work {open}, or complete it with --no-follow-up when nothing follows it")));
+    }
+    Ok(Some(Event::NothingFollows { todo: req.todo, note: req.note.clone() }))
 }
 
 /// Evidence from a capability's draft, authored by `author`.

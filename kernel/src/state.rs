@@ -331,6 +331,7 @@ impl GoalState {
                 title: title.clone(),
                 status: GoalStatus::Active,
                 stop_reason: None,
+                stop_now: false,
                 write_scope: Vec::new(),
                 handoff_mode: HandoffMode::SoftClaim,
                 quota: QuotaPolicy::default(),
@@ -481,9 +482,10 @@ impl GoalState {
                 }
                 self.goal.updated_at = at;
             }
-            Event::GoalStopped { reason } => {
+            Event::GoalStopped { reason, now } => {
                 self.goal.status = GoalStatus::Stopped;
                 self.goal.stop_reason.clone_from(reason);
+                self.goal.stop_now = *now;
                 self.goal.updated_at = at;
             }
             Event::StoreUpgraded { .. } => {}
@@ -493,11 +495,13 @@ impl GoalState {
             Event::GoalResumed {} => {
                 self.goal.status = GoalStatus::Active;
                 self.goal.stop_reason = None;
+                self.goal.stop_now = false;
                 self.goal.updated_at = at;
             }
             Event::GoalCompleted { .. } => {
                 self.goal.status = GoalStatus::Done;
                 self.goal.stop_reason = None;
+                self.goal.stop_now = false;
                 self.goal.updated_at = at;
             }
             Event::PersonKeySet { public_key } => {
@@ -576,6 +580,16 @@ impl GoalState {
                     at,
                     note: note.clone(),
                 }));
+                t.updated_at = at;
+            }
+            Event::NothingFollows { todo, note } => {
+                let t = self.todo_mut(*todo)?;
+                let c =
+                    t.completion.as_mut().ok_or_else(|| format!("{todo} said to end the work, not done"))?;
+                c.continuation = CompletionContinuation::NoFollowup;
+                if let Some(n) = note {
+                    t.notes.push(Note { by: actor.to_owned(), at, text: n.clone() });
+                }
                 t.updated_at = at;
             }
             Event::TodoSuperseded { todo, by, new, note } => {
@@ -875,6 +889,9 @@ impl GoalState {
             Event::DriverRenewed { agent, id, expires_at, turn, todo } => {
                 let d = self.driver_mut(agent, id)?;
                 d.expires_at = *expires_at;
+                if turn.is_some() {
+                    d.limited = None;
+                }
                 d.turn.clone_from(turn);
                 d.todo = *todo;
             }
@@ -894,6 +911,7 @@ impl GoalState {
                     d.turn = None;
                     d.todo = None;
                     d.turns += 1;
+                    d.limited = end.usage.limit.clone();
                 }
                 self.turns_ended_total += 1;
                 if end.failed() {

@@ -729,6 +729,12 @@ impl<S: Store> StateKernel<S> {
         Ok(self.store.read(goal)?.drivers.get(agent).cloned())
     }
 
+    /// Whether a person stopped `goal` with `--now`: a running driven turn ends at once.
+    pub fn stopped_now(&self, goal: &GoalId) -> Result<bool> {
+        let state = self.store.read(goal)?;
+        Ok(state.goal.status == GoalStatus::Stopped && state.goal.stop_now)
+    }
+
     /// A new output log for `turn` of `goal`, in this project's `.loopx/`.
     pub fn turn_log(
         &self,
@@ -820,13 +826,21 @@ impl<S: Store> Kernel for StateKernel<S> {
         Ok(receipt)
     }
 
-    async fn stop_goal(&self, ctx: &CommandContext, reason: Option<String>) -> Result<Receipt<GoalBody>> {
+    async fn stop_goal(
+        &self,
+        ctx: &CommandContext,
+        reason: Option<String>,
+        now: bool,
+    ) -> Result<Receipt<GoalBody>> {
+        // A plain stop keeps the request it always had, so its idempotency keys still match.
+        let request =
+            if now { serde_json::json!({"reason": reason, "now": true}) } else { serde_json::json!(reason) };
         self.mutate(
             ctx,
             "goal.stop",
-            &reason,
+            &request,
             governs("stopping the goal"),
-            |s, _| rules::stop_goal(s, reason.as_ref()),
+            |s, _| rules::stop_goal(s, reason.as_ref(), now),
             |s| self.goal_body(s),
         )
     }

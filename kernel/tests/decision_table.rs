@@ -589,7 +589,7 @@ fn row_1_says_why_the_goal_stopped() {
     assert_eq!(s.decide(Some("a")).reason, "the goal is stopped: \"lunch\"");
     let mut s = Sim::new().agents(&["a"]);
     s.todo("work", Priority::P1);
-    s.apply("user", Event::GoalStopped { reason: None });
+    s.apply("user", Event::GoalStopped { reason: None, now: false });
     assert_eq!(s.decide(Some("a")).reason, "the goal is stopped");
     let mut s = Sim::new().agents(&["a"]);
     s.todo("work", Priority::P1);

@@ -224,7 +224,7 @@ fn a_turn_that_wrote_back_is_spent_once_by_its_end() {
     .unwrap();
     assert_eq!(block_on(w.k.status(None)).unwrap().drivers[0].turn.as_deref(), Some("d-1"));
     w.work("d-1");
-    let usage = TurnUsage { session: Some("s-1".into()), tokens: Some(1200), usd: Some(0.5) };
+    let usage = TurnUsage { session: Some("s-1".into()), tokens: Some(1200), usd: Some(0.5), limit: None };
     let end = w.end("d-1", TurnExit::Exited, usage);
     assert!(!end.failed());
     assert!(end.spent_by.is_some());
@@ -473,7 +473,7 @@ fn a_turns_end_refuses_a_session_id_or_a_cost_no_host_reports() {
             exit_code: Some(0),
             signal: None,
             started_at: w.clock.now(),
-            usage: TurnUsage { session: Some(session.clone()), tokens: None, usd },
+            usage: TurnUsage { session: Some(session.clone()), tokens: None, usd, limit: None },
             tail: None,
         };
         let ended = block_on(w.k.end_turn(&w.ctx(None), req));

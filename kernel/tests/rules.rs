@@ -79,6 +79,7 @@ impl Sim {
             turn: None,
             todo: None,
             turns: 0,
+            limited: None,
         };
         self.apply(who, Event::DriverStarted { lease, replaced: None });
         until

@@ -75,7 +75,7 @@ fn only_the_persons_key_signs_a_persons_decision_and_each_signature_once() {
     let r = block_on(k.set_person_key(&ctx(&goal, None), public.clone()));
     assert_eq!(r.unwrap_err().kind, ErrorKind::Refused, "unsigned");
     block_on(k.set_person_key(&ctx(&goal, Some(mine.clone())), public.clone())).unwrap();
-    block_on(k.stop_goal(&ctx(&goal, Some(mine.clone())), None)).unwrap();
+    block_on(k.stop_goal(&ctx(&goal, Some(mine.clone())), None, false)).unwrap();
     let stopped_sig = mine.made.lock().unwrap().last().cloned().unwrap();
     let at = seq(&k);
 

@@ -183,7 +183,7 @@ impl<S: Store> Story<'_, S> {
             exit_code: Some(if done { 0 } else { 1 }),
             signal: None,
             started_at,
-            usage: TurnUsage { session: None, tokens: Some(TURN_TOKENS), usd: Some(TURN_USD) },
+            usage: TurnUsage { session: None, tokens: Some(TURN_TOKENS), usd: Some(TURN_USD), limit: None },
             tail: (!done).then(|| "error: the build failed".to_owned()),
         };
         self.k.end_turn(&ctx(Some("codex-1"), None)?, end).await?;
@@ -251,7 +251,7 @@ impl<S: Store> Story<'_, S> {
         self.clock.pass(CHECKS_MINUTES);
         self.k.poll_gates(&person, None).await?;
         // A pause.
-        self.k.stop_goal(&person, Some("lunch".into())).await?;
+        self.k.stop_goal(&person, Some("lunch".into()), false).await?;
         self.clock.pass(PAUSED_MINUTES);
         self.k.resume_goal(&person).await?;
         // claude-1 writes back and hands its todo to Codex, which finishes it.

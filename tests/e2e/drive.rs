@@ -521,6 +521,91 @@ fn ctrl_c_once_finishes_the_turn_twice_stops_it() {
 }
 
 #[test]
+fn goal_stop_now_ends_the_running_turn_and_no_turn_starts_after_it() {
+    let sb = goal(&["stuck [hang]", "next"]);
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    let grandchild = wait_file(&sb.root.join(".agent-state/grandchild-t1"));
+    // From another shell, as the person.
+    let asked = Instant::now();
+    sb.ok(&["goal", "stop", "--now", "--reason", "enough for today"]);
+    let (at, ended) = d.wait_for("the turn's end", Duration::from_secs(30), |e| e["event"] == "turn_ended");
+    let took = at.duration_since(asked);
+    eprintln!("goal stop --now ended the turn in {took:?}");
+    assert!(took < Duration::from_secs(5), "the turn ran on for {took:?} after the stop");
+    assert_eq!(ended["end"]["exit"], "interrupted", "{ended}");
+    assert!(ended["end"]["run"].is_null(), "{ended}");
+    assert!(
+        gone_within(&grandchild, Duration::from_secs(10)),
+        "the grandchild {grandchild} outlived the stop"
+    );
+    // The driver sleeps on the stopped goal: no turn after the stop.
+    d.wait_for("the driver's sleep", Duration::from_secs(30), |e| e["event"] == "sleeping");
+    d.signal("TERM");
+    let (_, ev, _) = d.finish();
+    assert_eq!(of(&ev, "turn_started").len(), 1, "{ev:#?}");
+    let stopped = kinds(&log(&sb), "goal_stopped")[0].clone();
+    assert_eq!(stopped["data"]["now"], true, "{stopped}");
+    let h = sb.ok(&["history"]);
+    assert!(
+        h.stdout.contains("goal stopped now (a running turn is ended): enough for today"),
+        "{}",
+        h.stdout
+    );
+    // A plain stop lets the running turn finish; a stopped goal stopped again changes nothing.
+    sb.ok(&["goal", "resume"]);
+    sb.ok(&["goal", "stop"]);
+    let n = log(&sb).len();
+    sb.ok(&["goal", "stop"]);
+    assert_eq!(log(&sb).len(), n, "stopping a stopped goal again is a no-op");
+    sb.ok(&["goal", "stop", "--now"]);
+    assert_eq!(log(&sb).len(), n + 1, "a plain stop made now is recorded");
+}
+
+#[test]
+fn a_plain_goal_stop_lets_the_running_turn_finish() {
+    let sb = goal(&["careful [slow]", "ship it [last]"]);
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    d.wait_for("the turn", Duration::from_secs(30), |e| e["event"] == "turn_started");
+    sb.ok(&["goal", "stop"]);
+    let (_, ended) = d.wait_for("the turn's end", Duration::from_secs(30), |e| e["event"] == "turn_ended");
+    assert_eq!(ended["end"]["exit"], "exited", "{ended}");
+    assert!(ended["end"]["run"].is_string(), "the turn wrote back: {ended}");
+    d.wait_for("the driver's sleep", Duration::from_secs(30), |e| e["event"] == "sleeping");
+    d.signal("TERM");
+    let (_, ev, _) = d.finish();
+    assert_eq!(of(&ev, "turn_started").len(), 1, "no turn after the stop: {ev:#?}");
+}
+
+#[test]
+fn a_replan_turn_says_nothing_follows_and_the_goals_work_is_finished() {
+    // The agent completes both todos without --no-follow-up: the kernel then asks for a
+    // replan, and the agent runs the commands the replan prompt gives for "nothing is left".
+    let sb = goal(&["write the reader", "parse the header"]);
+    let (code, ev, stderr) =
+        drive(&sb, &["--agent-id", "bot", "--host", "other"], &[("AGENT_REPLAN", "finish")]);
+    assert_eq!(code, 0, "{stderr}");
+    let exit = of(&ev, "exited")[0];
+    assert!(exit["reason"].as_str().unwrap().contains("the goal's work is finished"), "{exit}");
+    assert_eq!(
+        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
+        (Some(3), Some(3), Some(0))
+    );
+    let log = log(&sb);
+    let said = kinds(&log, "nothing_follows");
+    assert_eq!(said.len(), 1, "{log:#?}");
+    assert_eq!(said[0]["data"]["todo"], "t2");
+    assert_eq!(said[0]["data"]["note"], "why nothing is left");
+    assert_eq!(completions(&log).values().copied().collect::<Vec<_>>(), [1, 1], "nothing done twice");
+    // The person is asked to confirm.
+    let status = sb.json(&["status"]);
+    assert_eq!(status["work_finished"], true, "{status}");
+    // Said again, it changes nothing; a todo still to be followed cannot be said to end it.
+    let n = log.len();
+    sb.ok(&["todo", "complete", "--todo-id", "t2", "--agent-id", "bot", "--no-follow-up"]);
+    assert_eq!(self::log(&sb).len(), n);
+}
+
+#[test]
 fn a_restart_after_kill_9_ends_the_turn_in_flight_and_its_processes() {
     let sb = goal(&["stuck [hang]", "ship it [last]"]);
     let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use loopx_core::drive::TurnUsage;
+use loopx_core::drive::{HostLimit, TurnUsage};
 use loopx_core::host::HostDriver;
 use loopx_core::{AgentType, Error, Result};
 
@@ -81,10 +81,47 @@ impl HostDriver for GeminiDriver {
                 if let Some(n) = v.pointer("/stats/total_tokens").and_then(Value::as_u64) {
                     usage.add_tokens(n);
                 }
+                if v.get("status").and_then(Value::as_str) == Some("error")
+                    && let Some(message) = v.pointer("/error/message").and_then(Value::as_str)
+                {
+                    usage.limit = limit_of(message);
+                }
             }
             _ => {}
         }
     }
+}
+
+/// The quota or rate limit an error result's message names, if it names one. Gemini CLI
+/// (0.61) ends at once on a daily quota (no reset given) and on a suggested delay over five
+/// minutes (`Suggested retry after 400s.`, or the API's own `Please retry in 400s.`); it
+/// sleeps out a shorter one itself, and then ends with the same words. Every 429 it gives up
+/// on says `Please wait and try again later` (with an API key) or `Possible quota
+/// limitations` (signed in).
+fn limit_of(message: &str) -> Option<HostLimit> {
+    let after = |marker: &str| -> Option<u64> {
+        let rest = &message[message.find(marker)? + marker.len()..];
+        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+        let secs: f64 = digits.parse().ok()?;
+        let unit = &rest[digits.len()..];
+        let secs = if unit.starts_with("ms") { secs / 1000.0 } else { secs };
+        (secs.is_finite() && secs >= 0.0).then(|| secs.ceil() as u64)
+    };
+    let mut limit = if message.contains("exhausted your daily quota") {
+        HostLimit::new("daily_quota", Some(message))
+    } else if let Some(secs) = after("Suggested retry after ").or_else(|| after("Please retry in ")) {
+        let mut l = HostLimit::new("rate_limit", Some(message));
+        l.retry_after_secs = Some(secs);
+        l
+    } else if message.contains("Please wait and try again later")
+        || message.contains("Possible quota limitations")
+    {
+        HostLimit::new("quota", Some(message))
+    } else {
+        return None;
+    };
+    limit.message = limit.message.map(|m| m.trim_start_matches("[API Error: ").to_owned());
+    Some(limit)
 }
 
 #[cfg(test)]
@@ -127,6 +164,37 @@ mod tests {
             r#"{"type":"result","status":"success","stats":{"total_tokens":30,"input_tokens":20,"output_tokens":10}}"#,
             &mut u,
         );
-        assert_eq!(u, TurnUsage { session: Some("s-1".to_owned()), tokens: Some(30), usd: None });
+        assert_eq!(
+            u,
+            TurnUsage { session: Some("s-1".to_owned()), tokens: Some(30), usd: None, limit: None }
+        );
+    }
+
+    #[test]
+    fn a_quota_error_is_read_as_the_hosts_limit() {
+        let d = GeminiDriver;
+        let read = |line: &str| {
+            let mut u = TurnUsage::default();
+            d.read_line(line, &mut u);
+            u.limit
+        };
+        let daily = read(r#"{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: You have exhausted your daily quota on this model.]\nPlease wait and try again later."},"stats":{"total_tokens":0}}"#).unwrap();
+        assert_eq!(
+            (daily.kind.as_str(), daily.retry_after_secs, daily.resets_at),
+            ("daily_quota", None, None)
+        );
+        assert_eq!(
+            daily.message.as_deref(),
+            Some("You have exhausted your daily quota on this model.] Please wait and try again later.")
+        );
+        let later = read(r#"{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: Resource has been exhausted (e.g. check quota).\nSuggested retry after 400s.]\nPlease wait and try again later."}}"#).unwrap();
+        assert_eq!((later.kind.as_str(), later.retry_after_secs), ("rate_limit", Some(400)));
+        let api = read(r#"{"type":"result","status":"error","error":{"message":"[API Error: You exceeded your current quota. Please retry in 41.2s.]"}}"#).unwrap();
+        assert_eq!(api.retry_after_secs, Some(42));
+        assert_eq!(
+            read(r#"{"type":"result","status":"error","error":{"message":"[API Error: Internal error]"}}"#),
+            None
+        );
+        assert_eq!(read(r#"{"type":"result","status":"success","stats":{"total_tokens":5}}"#), None);
     }
 }

@@ -186,7 +186,7 @@ impl Sim {
     }
 
     pub fn stop(&mut self) {
-        self.apply("user", Event::GoalStopped { reason: Some("lunch".into()) });
+        self.apply("user", Event::GoalStopped { reason: Some("lunch".into()), now: false });
     }
 
     pub fn decide(&self, who: Option<&str>) -> Decision {

@@ -898,7 +898,10 @@ impl Sim {
         }
         match self.rng.below(100) {
             0..2 if !stopped => {
-                let r = self.k.stop_goal(&user, Some("stopped for a while in the simulation".into())).await;
+                let r = self
+                    .k
+                    .stop_goal(&user, Some("stopped for a while in the simulation".into()), false)
+                    .await;
                 self.outcome("stop the goal", "user", r);
             }
             2..7 => {
