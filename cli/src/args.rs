@@ -305,6 +305,12 @@ pub struct DriveArgs {
     /// Stop after this many failed turns in a row
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_failures: u32,
+    /// A line of the command's output (stdout or stderr) that says its own quota or rate
+    /// limit ended the turn (a regular expression; a group named `secs` gives the seconds
+    /// until it resets, one named `epoch` the Unix time): the turn is recorded as limited and
+    /// the driver waits, not failed
+    #[arg(long, value_name = "REGEX")]
+    pub limit_pattern: Option<String>,
     /// How long the driver's lease on its agent lasts unrenewed (a driver killed with -9 on
     /// another machine frees the agent after this long)
     #[arg(long, default_value = "10m", value_name = "DURATION")]
@@ -418,6 +424,8 @@ pub enum GoalCommand {
         quota: QuotaArgs,
         #[command(flatten)]
         notify: NotifyArgs,
+        #[command(flatten)]
+        brakes: BrakesArgs,
         #[command(flatten)]
         acting: Acting,
     },
@@ -755,6 +763,66 @@ impl NotifyArgs {
             && self.notify_command.is_none()
             && self.notify_reminder.is_none()
             && !self.clear_notify
+    }
+}
+
+/// How `loopx drive` brakes an unattended loop.
+#[derive(Debug, Args, Default)]
+pub struct BrakesArgs {
+    /// Ask the person about a todo after this many driven turns in a row that changed nothing
+    /// that counts (default 3; 0: never)
+    #[arg(long, value_name = "N")]
+    pub stall_turns: Option<u32>,
+    /// Ask the person after this many driven turns on one todo (0: no cap)
+    #[arg(long, value_name = "N")]
+    pub todo_turn_cap: Option<u32>,
+    /// Ask the person after this many driven turns of the goal in an hour (0: no cap; at most 60)
+    #[arg(long, value_name = "N")]
+    pub hourly_turn_cap: Option<u32>,
+    /// The longest a driver waits on a host's quota or rate limit (default 12h; 0 or off: it
+    /// never waits)
+    #[arg(long, value_name = "DURATION")]
+    pub host_wait: Option<String>,
+    /// Whether a driver may hand the work to its next host while one is limited: on or off
+    #[arg(long, value_name = "on|off")]
+    pub failover: Option<String>,
+}
+
+impl BrakesArgs {
+    pub fn is_empty(&self) -> bool {
+        self.stall_turns.is_none()
+            && self.todo_turn_cap.is_none()
+            && self.hourly_turn_cap.is_none()
+            && self.host_wait.is_none()
+            && self.failover.is_none()
+    }
+
+    /// The settings given, read.
+    pub fn brakes(&self) -> loopx_core::Result<loopx_core::model::Brakes> {
+        let host_wait_secs = match self.host_wait.as_deref() {
+            None => None,
+            Some("off" | "0") => Some(0),
+            Some(d) => Some(loopx_core::time::parse_duration(d)?.as_secs()),
+        };
+        let failover = match self.failover.as_deref() {
+            None => None,
+            Some("on") => Some(true),
+            Some("off") => Some(false),
+            Some(other) => {
+                return Err(loopx_core::Error::usage(format!(
+                    "--failover is on or off, not {}",
+                    loopx_core::ids::quote_input(other)
+                ))
+                .with_hint("e.g. --failover off"));
+            }
+        };
+        Ok(loopx_core::model::Brakes {
+            stall_turns: self.stall_turns,
+            todo_turn_cap: self.todo_turn_cap,
+            hourly_turn_cap: self.hourly_turn_cap,
+            host_wait_secs,
+            failover,
+        })
     }
 }
 

@@ -480,6 +480,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
             clear_write_scope,
             quota,
             notify,
+            brakes,
             acting,
         }) => {
             let quota = QuotaChange {
@@ -498,11 +499,13 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 && write_scope.is_empty()
                 && !clear_write_scope
                 && notify.is_empty()
+                && brakes.is_empty()
             {
                 return Err(Error::usage("nothing to set").with_hint(
-                    "pass --objective, --title, --default, --write-scope, a quota flag such as --compute 0.5, or --notify-webhook",
+                    "pass --objective, --title, --default, --write-scope, a quota flag such as --compute 0.5, --notify-webhook, or a brake such as --host-wait 6h",
                 ));
             }
+            let brakes = brakes.brakes()?;
             let handoff_mode = handoff_mode.as_deref().map(str::parse::<HandoffMode>).transpose()?;
             let before = k.show_goal(g).await?;
             // A webhook's URL is kept in the person's configuration, never in `.loopx/`: the
@@ -539,6 +542,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 write_scope: (*clear_write_scope || !write_scope.is_empty()).then(|| write_scope.clone()),
                 notify: notify_req,
                 clear_notify: notify.clear_notify,
+                brakes,
             };
             let r = match async {
                 k.set_goal(&crate::person::signed(cli, k, context(cli, acting)?).await?, req).await

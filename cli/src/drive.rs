@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use loopx_core::kernel::{CommandContext, Kernel, RegisterAgent};
 use loopx_core::{AgentId, AgentType, Error, GoalId, Result};
-use loopx_hostkit::drive::{Config, Driver, Interrupt, Report, Sink};
+use loopx_hostkit::drive::{Config, Driver, Interrupt, LimitPattern, Report, Sink};
 use loopx_kernel::{DynKernel, Reporter};
 
 use crate::Env;
@@ -267,6 +267,10 @@ impl Sink for TextSink {
             Report::Backoff { failures, secs } => {
                 format!("{failures} failed turn(s) in a row: waiting {secs} s")
             }
+            Report::HostLimited { host, limit, until } => {
+                let said = limit.message.as_deref().map(|m| format!(" — {}", short(m))).unwrap_or_default();
+                format!("{}{said}; asking it again at {until}", limit.describe(host))
+            }
             Report::Finishing => "stopping after this turn (Ctrl-C again to stop it now)".to_owned(),
             Report::Note { message } => format!("note: {message}"),
             Report::Exited { reason, turns, spent, failed, .. } => {
@@ -327,6 +331,7 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
     if let Some(h) = a.host.as_deref().map(host_of).transpose()?.flatten().and_then(|h| h.driver()) {
         h.turn_argv(&a.command, None, !a.prompt_arg)?;
     }
+    let limit_pattern = a.limit_pattern.as_deref().map(LimitPattern::new).transpose()?;
     let root = crate::commands::project_root(cli, env)?;
     let kernel = Arc::new(crate::commands::open_at(&root, env, reporter)?);
     let goal = kernel.resolve_goal(cli.goal_id.as_deref().map(GoalId::new).transpose()?.as_ref())?;
@@ -350,6 +355,11 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
         machine: machine(),
         pid: std::process::id(),
         log_limits: loopx_kernel::turn_log::Limits::default(),
+        host_home: host.and_then(|h| {
+            let home = std::env::var_os("HOME").map(PathBuf::from)?;
+            h.host_home(&home, &|k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        }),
+        limit_pattern,
     };
     if let Some(h) = host.and_then(|h| h.driver()) {
         // A command line the host cannot run a turn with is refused before anything starts.

@@ -159,6 +159,7 @@ pub fn goal_changes(
         if g.write_scope.is_empty() { "anywhere".to_owned() } else { g.write_scope.join(" ") }
     };
     change("write scope", scope(before), scope(after));
+    change("brakes", brakes(&before.brakes), brakes(&after.brakes));
     if r.body.is_default && !was_default {
         let _ = writeln!(out, "default goal: no → yes");
     }
@@ -196,8 +197,25 @@ pub fn goal_detail(d: &GoalDetail, style: Style) -> String {
     let _ =
         writeln!(out, "agents: {}", if agents.is_empty() { "none".to_owned() } else { agents.join(", ") });
     let _ = writeln!(out, "todos: {}", counts(&d.counts));
+    let _ = writeln!(out, "brakes: {}", brakes(&g.brakes));
     let _ = writeln!(out, "events: {}", d.events);
     out
+}
+
+/// The brakes of `loopx drive`, as a person set them or by default.
+fn brakes(b: &loopx_core::model::Brakes) -> String {
+    let stall = b.stall_turns().map_or("never".to_owned(), |n| format!("after {n} turns"));
+    let cap = |c: Option<u32>| c.map_or("none".to_owned(), |n| n.to_string());
+    let wait = match b.host_wait_secs() {
+        0 => "none".to_owned(),
+        s => loopx_core::time::format_duration(std::time::Duration::from_secs(s)),
+    };
+    format!(
+        "ask when stalled {stall} · todo turn cap {} · hourly turn cap {} · host wait {wait} · failover {}",
+        cap(b.todo_turn_cap()),
+        cap(b.hourly_turn_cap()),
+        if b.failover() { "on" } else { "off" }
+    )
 }
 
 fn counts(c: &TodoCounts) -> String {
@@ -451,9 +469,10 @@ pub fn status(s: &StatusView, style: Style) -> String {
         let _ = writeln!(out, "in progress: {} {} — {}", c.todo, one(&c.text), c.agent);
     }
     for d in &s.drivers {
-        let turn = match (&d.turn, d.todo) {
-            (Some(t), Some(todo)) => format!(", running turn {t} on {todo}"),
-            (Some(t), None) => format!(", running turn {t}"),
+        let turn = match (&d.turn, d.todo, &d.limited) {
+            (Some(t), Some(todo), _) => format!(", running turn {t} on {todo}"),
+            (Some(t), None, _) => format!(", running turn {t}"),
+            (None, _, Some(l)) => format!("; {}", l.describe(&d.host)),
             _ => String::new(),
         };
         let _ = writeln!(

@@ -206,6 +206,43 @@ impl TurnEnd {
     }
 }
 
+/// What `loopx drive`'s brakes count of one todo's driven turns.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoTurns {
+    /// Driven turns on the todo since the brakes last asked the person about it.
+    pub turns: u32,
+    /// Of those, the latest in a row that changed nothing that counts.
+    pub stalled: u32,
+    /// What the latest turn without progress ended on (a failed check, a writeback, an
+    /// exit), for the person's question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
+}
+
+/// What a driven turn's end does to the brakes: the todo's count after it, and the question
+/// the brakes open for a person when a limit is reached.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnBrake {
+    pub todo: TodoId,
+    /// Whether the turn changed something that counts: a todo closed, evidence that is not a
+    /// failed check, or a writeback unlike the last.
+    pub progress: bool,
+    /// The todo's count after the turn (none once the todo closed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<TodoTurns>,
+    /// The gate opened for the person, when a brake is reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<BrakeGate>,
+}
+
+/// A question the brakes ask a person.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrakeGate {
+    pub id: crate::ids::GateId,
+    pub question: String,
+    pub blocks: crate::model::GateBlocks,
+}
+
 /// What a driver asks of its lease.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum DriverOp {

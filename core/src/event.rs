@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentType;
 use crate::decision::DecisionRecord;
-use crate::drive::{DriverLease, TurnEnd};
+use crate::drive::{DriverLease, TurnBrake, TurnEnd};
 use crate::ids::{AgentId, GateId, HandoffId, SpendId, TodoId};
 use crate::model::{
-    CompletionContinuation, Evidence, GateBlocks, GateCheck, GateKind, GateStatus, Handoff, HandoffMode,
-    NewTodo, NotifyPolicy, Priority, QuotaPolicy, ResumeWhen, RunRecord, Spend, TodoStatus,
+    Brakes, CompletionContinuation, Evidence, GateBlocks, GateCheck, GateKind, GateStatus, Handoff,
+    HandoffMode, NewTodo, NotifyPolicy, Priority, QuotaPolicy, ResumeWhen, RunRecord, Spend, TodoStatus,
 };
 use crate::time::Timestamp;
 
@@ -42,6 +42,9 @@ pub enum Event {
         /// Nobody is notified any more.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         clear_notify: bool,
+        /// The whole new brakes of `loopx drive`, when they changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        brakes: Option<Brakes>,
     },
     GoalStopped {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -311,6 +314,9 @@ pub enum Event {
         end: TurnEnd,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         spend: Option<Spend>,
+        /// The brakes' count of the turn's todo, and the question they open for a person.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        brake: Option<Box<TurnBrake>>,
     },
 }
 
@@ -602,8 +608,13 @@ impl Event {
                 format!("{agent}'s driver lease renewed until {expires_at}")
             }
             Event::DriverStopped { agent, reason, .. } => format!("{agent}'s driver stopped: {reason}"),
-            Event::TurnEnded { end, .. } => {
-                format!("turn {} of {} ended: {}", end.turn, end.agent, end.describe())
+            Event::TurnEnded { end, brake, .. } => {
+                let asked = brake
+                    .as_ref()
+                    .and_then(|b| b.gate.as_ref())
+                    .map(|g| format!("; the brakes ask the person ({}): {}", g.id, g.question))
+                    .unwrap_or_default();
+                format!("turn {} of {} ended: {}{asked}", end.turn, end.agent, end.describe())
             }
         }
     }

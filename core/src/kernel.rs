@@ -104,6 +104,8 @@ pub struct SetGoal {
     pub notify: Option<crate::model::NotifyPolicy>,
     /// Tell nobody any more.
     pub clear_notify: bool,
+    /// The brakes of `loopx drive` to change: each setting given replaces the goal's.
+    pub brakes: crate::model::Brakes,
 }
 
 /// Changes to a goal's quota policy; `None` keeps the current value.

@@ -166,6 +166,9 @@ pub struct Goal {
     pub write_scope: Vec<String>,
     pub handoff_mode: HandoffMode,
     pub quota: QuotaPolicy,
+    /// How `loopx drive` brakes an unattended loop.
+    #[serde(default, skip_serializing_if = "Brakes::is_default")]
+    pub brakes: Brakes,
     /// How a person is told when a gate needs them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<NotifyPolicy>,
@@ -175,6 +178,70 @@ pub struct Goal {
     pub person_key: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+/// How an unattended loop (`loopx drive`) brakes: a person's settings. Each is left out while
+/// it is not set, and then has its default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Brakes {
+    /// Driven turns in a row on one todo that change nothing that counts, after which a person
+    /// is asked about it (default 3; 0: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_turns: Option<u32>,
+    /// Most driven turns one todo may take before a person is asked (0 or unset: no cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todo_turn_cap: Option<u32>,
+    /// Most driven turns the goal may run in an hour before a person is asked (0 or unset: no
+    /// cap; at most [`Brakes::MAX_HOURLY_CAP`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hourly_turn_cap: Option<u32>,
+    /// Longest a driver waits on a host's quota or rate limit, in seconds (default 12 h; 0:
+    /// it never waits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_wait_secs: Option<u64>,
+    /// Whether a driver may hand the work to another host it was given while one is limited
+    /// (default yes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<bool>,
+}
+
+impl Brakes {
+    pub const DEFAULT_STALL_TURNS: u32 = 3;
+    pub const DEFAULT_HOST_WAIT_SECS: u64 = 12 * 3600;
+    pub const MAX_HOST_WAIT_SECS: u64 = 30 * 86_400;
+    pub const MAX_HOURLY_CAP: u32 = 60;
+    pub const MAX_TURN_SETTING: u32 = 10_000;
+
+    pub fn is_default(&self) -> bool {
+        *self == Brakes::default()
+    }
+    /// Turns without progress in a row before a person is asked; none: never.
+    pub fn stall_turns(&self) -> Option<u32> {
+        Some(self.stall_turns.unwrap_or(Self::DEFAULT_STALL_TURNS)).filter(|n| *n > 0)
+    }
+    pub fn todo_turn_cap(&self) -> Option<u32> {
+        self.todo_turn_cap.filter(|n| *n > 0)
+    }
+    pub fn hourly_turn_cap(&self) -> Option<u32> {
+        self.hourly_turn_cap.filter(|n| *n > 0)
+    }
+    /// The longest wait on a host's limit, in seconds (0: none).
+    pub fn host_wait_secs(&self) -> u64 {
+        self.host_wait_secs.unwrap_or(Self::DEFAULT_HOST_WAIT_SECS)
+    }
+    pub fn failover(&self) -> bool {
+        self.failover.unwrap_or(true)
+    }
+    /// These brakes with every setting `change` makes.
+    pub fn merged(&self, change: &Brakes) -> Brakes {
+        Brakes {
+            stall_turns: change.stall_turns.or(self.stall_turns),
+            todo_turn_cap: change.todo_turn_cap.or(self.todo_turn_cap),
+            hourly_turn_cap: change.hourly_turn_cap.or(self.hourly_turn_cap),
+            host_wait_secs: change.host_wait_secs.or(self.host_wait_secs),
+            failover: change.failover.or(self.failover),
+        }
+    }
 }
 
 /// How much compute a goal may spend: a share of a rolling window's slots, and budgets.

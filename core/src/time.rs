@@ -218,6 +218,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, Error> {
     Ok(d)
 }
 
+/// A duration as [`parse_duration`] reads it back, in whole seconds (`12h`, `1h 30m`).
+pub fn format_duration(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
 /// The time `offset` (`+2h`, a [`parse_duration`] after a `+`) after `now`, or an RFC 3339
 /// time; refused when it is past [`Timestamp::MAX`].
 pub fn parse_when(s: &str, now: Timestamp) -> Result<Timestamp, Error> {

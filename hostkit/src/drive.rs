@@ -36,6 +36,9 @@ pub const PROMPT_BUDGET: usize = 4000;
 /// Seconds to wait before the next turn after 0, 1, 2, … failed turns in a row: one failure
 /// is tried again at once (the todo is picked again), more wait longer.
 const FAILURE_BACKOFF: [u64; 6] = [0, 0, 5, 20, 60, 300];
+/// Seconds to wait on a host's limit that gave no reset time, after its 1st, 2nd, … limited
+/// turn in a row: the host is asked again then, its turn not spent.
+const LIMIT_BACKOFF: [u64; 5] = [60, 300, 900, 1800, 3600];
 /// The longest line of a child's standard output read for usage.
 const MAX_LINE: usize = 1 << 20;
 
@@ -70,6 +73,39 @@ pub struct Config {
     pub machine: String,
     pub pid: u32,
     pub log_limits: Limits,
+    /// The host's configuration directory on this machine, where its own files tell what its
+    /// output does not (Codex's session log).
+    pub host_home: Option<PathBuf>,
+    /// A line of output that says the command's own limit ended the turn (`--limit-pattern`).
+    pub limit_pattern: Option<LimitPattern>,
+}
+
+/// `--limit-pattern`: a line of a command's output (either stream) that says its own quota or
+/// rate limit ended the turn, for a host loopx has no reader for. A group named `secs` is the
+/// seconds until it resets, one named `epoch` the Unix time it resets at.
+#[derive(Clone, Debug)]
+pub struct LimitPattern(regex::Regex);
+
+impl LimitPattern {
+    pub fn new(pattern: &str) -> Result<Self> {
+        regex::RegexBuilder::new(pattern).size_limit(1 << 20).build().map(Self).map_err(|e| {
+            Error::usage(format!("invalid --limit-pattern: {e}"))
+                .with_hint("e.g. --limit-pattern 'rate limit.*retry in (?<secs>[0-9]+)s'")
+        })
+    }
+
+    /// The limit `line` reports, if it matches.
+    pub fn read(&self, line: &str) -> Option<loopx_core::drive::HostLimit> {
+        let caps = self.0.captures(line)?;
+        let mut limit = loopx_core::drive::HostLimit::new("declared", Some(line));
+        let number = |name: &str| caps.name(name).and_then(|m| m.as_str().parse::<u64>().ok());
+        limit.retry_after_secs = number("secs");
+        limit.resets_at = number("epoch")
+            .filter(|s| *s < 1 << 40)
+            .and_then(|s| i64::try_from(s).ok())
+            .map(|s| Timestamp::from_unix_millis(s * 1000));
+        Some(limit)
+    }
 }
 
 /// A person's wish to stop: Ctrl-C once lets the running turn finish, twice (or a termination
@@ -159,6 +195,14 @@ pub enum Report {
         failures: u32,
         secs: u64,
     },
+    /// The host's own quota or rate limit ended the turn: the driver waits for its reset (or
+    /// on a back-off when the host gave none).
+    HostLimited {
+        host: String,
+        limit: loopx_core::drive::HostLimit,
+        /// When the driver asks the host again.
+        until: Timestamp,
+    },
     /// Ctrl-C once: the running turn finishes first.
     Finishing,
     Note {
@@ -228,6 +272,26 @@ struct Run {
     /// Turn ids are `d<start>-<n>`: this driver's start (base 36 milliseconds), and the count.
     turn_base: String,
     turn_seq: u64,
+    /// The host's limit the latest turn ended on: the limit, when that turn ended, when the
+    /// first of the limited turns in a row ended, and how many there were.
+    limited: Option<Limited>,
+}
+
+#[derive(Debug, Clone)]
+struct Limited {
+    limit: loopx_core::drive::HostLimit,
+    at: Timestamp,
+    since: Timestamp,
+    in_row: u32,
+}
+
+/// What to do about a host's limit.
+enum LimitWait {
+    /// Its reset has passed: ask the host again.
+    Over,
+    Until(Timestamp),
+    /// Longer than the goal lets a driver wait.
+    GiveUp(String),
 }
 
 /// Why the loop stops.
@@ -372,6 +436,7 @@ impl Driver {
             idle_spins: 0,
             turn_base: base36(started_ms),
             turn_seq: 0,
+            limited: None,
         };
         // The lease was granted: the driver before, if any, is gone, and its turn with it.
         if let Some(turn) = before.and_then(|d| d.turn) {
@@ -456,6 +521,25 @@ impl Driver {
                     {
                         return Ok(Stop::done(format!("ran {max} turn(s) (--max-turns)")));
                     }
+                    if let Some(l) = run.limited.clone() {
+                        match self.limit_wait(&l)? {
+                            LimitWait::Over => {}
+                            LimitWait::Until(until) => {
+                                let wait = Duration::from_millis(
+                                    u64::try_from(until.unix_millis() - self.now().unix_millis())
+                                        .unwrap_or(0),
+                                );
+                                sink.report(&Report::Sleeping {
+                                    decision: a.decision,
+                                    reason: l.limit.describe(&self.config.host),
+                                    until: Some(until),
+                                });
+                                self.sleep(wait.min(self.renew_in(run)), true, sink).await;
+                                continue;
+                            }
+                            LimitWait::GiveUp(reason) => return Ok(Stop { code: exit::BUSY, reason }),
+                        }
+                    }
                     if run.failures_in_row >= self.config.max_failures {
                         return Ok(Stop {
                             code: exit::REFUSED,
@@ -513,6 +597,41 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Whether to wait on the host's limit `l` the latest turns ended on: until its reset (and
+    /// a few seconds more, so the host has turned over), or, when the host gave no reset, on a
+    /// back-off; never longer than the goal's brakes allow (`goal set --host-wait`), read
+    /// afresh at each look so a person's change applies to a wait under way.
+    fn limit_wait(&self, l: &Limited) -> Result<LimitWait> {
+        let now = self.now();
+        let brakes = self.kernel.brakes(&self.config.goal)?;
+        let jitter = Duration::from_secs(5 + u64::from(self.config.pid % 26));
+        let until = match l.limit.resets_at {
+            Some(t) if t > l.at => t.saturating_add(jitter),
+            _ => {
+                let step = usize::try_from(l.in_row.saturating_sub(1)).unwrap_or(usize::MAX);
+                l.at.saturating_add(Duration::from_secs(LIMIT_BACKOFF[step.min(LIMIT_BACKOFF.len() - 1)]))
+            }
+        };
+        if until <= now {
+            return Ok(LimitWait::Over);
+        }
+        let said = l.limit.describe(&self.config.host);
+        let max = brakes.host_wait_secs();
+        if max == 0 {
+            return Ok(LimitWait::GiveUp(format!(
+                "{said}; the goal waits on no host's limit (loopx goal set --host-wait 12h lets a driver wait)"
+            )));
+        }
+        let waited = u64::try_from(until.unix_millis() - l.since.unix_millis()).unwrap_or(0) / 1000;
+        if waited > max {
+            return Ok(LimitWait::GiveUp(format!(
+                "{said}: longer than the goal's longest wait on a host ({}); start loopx drive again then, or raise it with loopx goal set --host-wait",
+                loopx_core::time::format_duration(Duration::from_secs(max))
+            )));
+        }
+        Ok(LimitWait::Until(until))
     }
 
     /// Nothing to run: exit (`--until idle`, `--once`) or sleep until the goal changes, the
@@ -660,6 +779,16 @@ impl Driver {
         };
         let child_time = child_began.elapsed();
         log.finish();
+        let mut usage = usage;
+        if let Some(h) = self.host {
+            h.after_turn(c.host_home.as_deref(), &mut usage);
+        }
+        if let Some(l) = usage.limit.as_mut()
+            && l.resets_at.is_none()
+            && let Some(secs) = l.retry_after_secs.take()
+        {
+            l.resets_at = Some(self.now().saturating_add(Duration::from_secs(secs)));
+        }
         let (exit_code, signal) = status.as_ref().map_or((None, None), child::exit_of);
         let req = EndTurn {
             turn: turn.clone(),
@@ -673,11 +802,23 @@ impl Driver {
         let ctx = self.ctx(None)?;
         let end = self.patiently(sink, || self.kernel.end_turn(&ctx, req.clone())).await?.body.end;
         run.turns += 1;
+        match end.limited() {
+            Some(limit) => {
+                let (since, in_row) = run.limited.as_ref().map_or((end.ended_at, 0), |l| (l.since, l.in_row));
+                let l = Limited { limit: limit.clone(), at: end.ended_at, since, in_row: in_row + 1 };
+                if let LimitWait::Until(until) = self.limit_wait(&l)? {
+                    sink.report(&Report::HostLimited { host: c.host.clone(), limit: limit.clone(), until });
+                }
+                run.limited = Some(l);
+                run.session = None;
+            }
+            None => run.limited = None,
+        }
         if end.failed() {
             run.failed += 1;
             run.failures_in_row += 1;
             run.session = None;
-        } else {
+        } else if end.limited().is_none() {
             run.failures_in_row = 0;
             if end.spent_by.is_some() {
                 run.spent += 1;
@@ -718,22 +859,28 @@ impl Driver {
         let mut finishing = false;
         let ticks = sink.wants_ticks();
         let mut open = true;
-        let read =
-            |stream: Stream, bytes: &[u8], log: &mut TurnLog, usage: &mut TurnUsage, line: &mut Vec<u8>| {
-                log.write(bytes);
-                if stream != Stream::Stdout {
-                    return;
+        let pattern = self.config.limit_pattern.as_ref();
+        let mut err_line = Vec::new();
+        let read = |stream: Stream,
+                    bytes: &[u8],
+                    log: &mut TurnLog,
+                    usage: &mut TurnUsage,
+                    line: &mut Vec<u8>,
+                    err_line: &mut Vec<u8>| {
+            log.write(bytes);
+            if self.host.is_none() && pattern.is_none() {
+                return;
+            }
+            let buf = if stream == Stream::Stdout { line } else { err_line };
+            for b in bytes {
+                if *b == b'\n' {
+                    self.read_line(stream, &String::from_utf8_lossy(buf), usage);
+                    buf.clear();
+                } else if buf.len() < MAX_LINE {
+                    buf.push(*b);
                 }
-                let Some(host) = self.host else { return };
-                for b in bytes {
-                    if *b == b'\n' {
-                        host.read_line(&String::from_utf8_lossy(line), usage);
-                        line.clear();
-                    } else if line.len() < MAX_LINE {
-                        line.push(*b);
-                    }
-                }
-            };
+            }
+        };
         let (exit, status) = loop {
             if self.interrupt.now() {
                 break (TurnExit::Interrupted, running.kill().await);
@@ -744,7 +891,7 @@ impl Driver {
             tokio::select! {
                 s = running.wait() => break (TurnExit::Exited, s.ok()),
                 piece = output.recv(), if open => match piece {
-                    Some((stream, bytes)) => read(stream, &bytes, log, &mut usage, &mut line),
+                    Some((stream, bytes)) => read(stream, &bytes, log, &mut usage, &mut line, &mut err_line),
                     None => open = false,
                 },
                 _ = tokio::time::sleep_until(deadline) => break (TurnExit::TimedOut, running.kill().await),
@@ -774,15 +921,30 @@ impl Driver {
         let grace = tokio::time::Instant::now() + child::KILL_GRACE;
         while open {
             match tokio::time::timeout_at(grace, output.recv()).await {
-                Ok(Some((stream, bytes))) => read(stream, &bytes, log, &mut usage, &mut line),
+                Ok(Some((stream, bytes))) => read(stream, &bytes, log, &mut usage, &mut line, &mut err_line),
                 _ => open = false,
             }
         }
-        if !line.is_empty()
-            && let Some(host) = self.host
-        {
-            host.read_line(&String::from_utf8_lossy(&line), &mut usage);
+        for (stream, rest) in [(Stream::Stdout, &line), (Stream::Stderr, &err_line)] {
+            if !rest.is_empty() {
+                self.read_line(stream, &String::from_utf8_lossy(rest), &mut usage);
+            }
         }
         Ok((exit, status, usage))
+    }
+
+    /// One whole line of the turn's output: the host reads its standard output; a declared
+    /// limit pattern reads both streams.
+    fn read_line(&self, stream: Stream, line: &str, usage: &mut TurnUsage) {
+        if stream == Stream::Stdout
+            && let Some(host) = self.host
+        {
+            host.read_line(line, usage);
+        }
+        if usage.limit.is_none()
+            && let Some(p) = &self.config.limit_pattern
+        {
+            usage.limit = p.read(line);
+        }
     }
 }

@@ -4,11 +4,12 @@
 
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::drive::{
-    DriverLease, DriverOp, DriverRequest, EndTurn, HostLimit, MAX_LIMIT_KIND_LEN, MAX_LIMIT_MESSAGE_LEN,
-    MAX_MACHINE_LEN, MAX_SESSION_LEN, MAX_TAIL_LEN, TurnEnd, TurnView, tail_of,
+    BrakeGate, DriverLease, DriverOp, DriverRequest, EndTurn, HostLimit, MAX_LIMIT_KIND_LEN,
+    MAX_LIMIT_MESSAGE_LEN, MAX_MACHINE_LEN, MAX_SESSION_LEN, MAX_TAIL_LEN, TodoTurns, TurnBrake, TurnEnd,
+    TurnExit, TurnView, tail_of,
 };
 use loopx_core::event::Event;
-use loopx_core::model::{GateStatus, GoalStatus, Spend, TodoStatus};
+use loopx_core::model::{GateBlocks, GateStatus, GoalStatus, Spend, TodoStatus};
 use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, Error, IdempotencyKey, Result, Timestamp};
 
@@ -202,7 +203,118 @@ pub fn end_turn(state: &GoalState, actor: &Actor, req: &EndTurn, now: Timestamp)
         tail,
         note,
     };
-    Ok(Some(Event::TurnEnded { end, spend }))
+    let brake = brake(state, &end, now).map(Box::new);
+    Ok(Some(Event::TurnEnded { end, spend, brake }))
+}
+
+/// The brakes after a driven turn on a todo: whether it made progress, the todo's count, and
+/// the question for a person when the turns in a row without progress, the todo's turn cap or
+/// the goal's hourly cap is reached. A turn a host's limit or a person ended is not the
+/// agent's doing, and a replan turn has no todo: neither is counted.
+fn brake(state: &GoalState, end: &TurnEnd, now: Timestamp) -> Option<TurnBrake> {
+    let todo = end.todo?;
+    if end.limited().is_some() || matches!(end.exit, TurnExit::Interrupted | TurnExit::Lost) {
+        return None;
+    }
+    let t = state.todo(todo)?;
+    if t.status.is_closed() {
+        return Some(TurnBrake { todo, progress: true, count: None, gate: None });
+    }
+    let before = state.todo_turns.get(&todo).cloned().unwrap_or_default();
+    let (progress, last) = progress_of(state, end, &before);
+    let mut count = TodoTurns {
+        turns: before.turns.saturating_add(1),
+        stalled: if progress { 0 } else { before.stalled.saturating_add(1) },
+        last: if progress { None } else { last },
+    };
+    let brakes = &state.goal.brakes;
+    let recent: Vec<&str> = state
+        .turn_ends
+        .iter()
+        .rev()
+        .filter(|e| e.todo == Some(todo))
+        .take(count.stalled.saturating_sub(1).min(4) as usize)
+        .map(|e| e.turn.as_str())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .chain(std::iter::once(end.turn.as_str()))
+        .collect();
+    let see = format!("see loopx history --turn {}", recent.join(", --turn "));
+    let question = if brakes.stall_turns().is_some_and(|n| count.stalled >= n) {
+        let last = count.last.as_deref().map(|l| format!("; last: {}", flatten(l, 300))).unwrap_or_default();
+        Some((
+            format!(
+                "{todo}: {} driven {} without progress{last} ({see}). Approve to let the agent try again, or change the todo.",
+                count.stalled,
+                if count.stalled == 1 { "turn" } else { "turns" },
+            ),
+            GateBlocks::Todos(vec![todo]),
+        ))
+    } else if brakes.todo_turn_cap().is_some_and(|n| count.turns >= n) {
+        Some((
+            format!(
+                "{todo}: reached its cap of {} driven {} ({see}). Approve to give it as many again, or change the todo.",
+                count.turns,
+                if count.turns == 1 { "turn" } else { "turns" }
+            ),
+            GateBlocks::Todos(vec![todo]),
+        ))
+    } else {
+        let hour_ago = Timestamp::from_unix_millis(now.unix_millis() - 3_600_000);
+        let in_hour = 1 + state.turn_ends.iter().filter(|e| e.ended_at > hour_ago).count() as u32;
+        let asked = state.open_gates().any(|g| g.asked_by == "loopx" && g.blocks == GateBlocks::Goal);
+        brakes.hourly_turn_cap().filter(|n| in_hour >= *n && !asked).map(|n| {
+            (
+                format!(
+                    "the goal ran {in_hour} driven turns in the last hour, its cap of {n}. Approve to go on, or change the goal's brakes (loopx goal set --hourly-turn-cap)."
+                ),
+                GateBlocks::Goal,
+            )
+        })
+    };
+    let gate = question.map(|(question, blocks)| {
+        // Asked: the todo's count starts again, so an approval gives it as many turns again.
+        if blocks != GateBlocks::Goal {
+            count = TodoTurns::default();
+        }
+        BrakeGate {
+            id: state.next_gate_id(),
+            question: loopx_core::drive::tail_of(&question, 1000).to_owned(),
+            blocks,
+        }
+    });
+    Some(TurnBrake { todo, progress, count: Some(count), gate })
+}
+
+/// Whether a turn on an open todo changed something that counts, and what it ended on if not:
+/// evidence on the todo that is not a failed check is progress; so is a writeback unlike the
+/// latest one without progress. A failed check, the same writeback again, or no writeback is
+/// not.
+fn progress_of(state: &GoalState, end: &TurnEnd, before: &TodoTurns) -> (bool, Option<String>) {
+    let Some(todo) = end.todo else { return (true, None) };
+    let new: Vec<_> = state.evidence.iter().filter(|e| e.todo == todo && e.at >= end.started_at).collect();
+    if new.iter().any(|e| e.exit_code.is_none_or(|c| c == 0)) {
+        return (true, None);
+    }
+    if let Some(failed) = new.last() {
+        let cmd = failed.command.as_ref().map(shell_words::join).unwrap_or_else(|| failed.summary.clone());
+        return (false, Some(format!("`{}` exited {}", flatten(&cmd, 200), failed.exit_code.unwrap_or(-1))));
+    }
+    let Some(run) = end.run.and_then(|r| state.runs.iter().find(|x| x.id == r)) else {
+        let tail = end.tail.as_deref().and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()));
+        let how = end.describe();
+        return (false, Some(tail.map_or(how.clone(), |t| format!("{how}: {}", flatten(t, 200)))));
+    };
+    let note = state.todo(todo).and_then(|t| t.notes.last()).map(|n| n.text.as_str()).unwrap_or("");
+    let writeback = format!(
+        "wrote back {} / {}{}{}",
+        run.classification,
+        run.delivery_outcome,
+        run.next_action.as_deref().map(|a| format!(", next: {a}")).unwrap_or_default(),
+        if note.is_empty() { String::new() } else { format!(", note: {}", flatten(note, 200)) }
+    );
+    (before.last.as_deref() != Some(writeback.as_str()), Some(writeback))
 }
 
 /// A host's limit as a turn's end may record it: a short kind of the host's own, a message of

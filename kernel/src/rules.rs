@@ -8,9 +8,9 @@ use loopx_core::kernel::{
     SchedulerReport, SetGoal, SpendSlot, SupersedeTodo, UpdateTodo, VoidSlot,
 };
 use loopx_core::model::{
-    CompletionContinuation, Evidence, GateBlocks, GateCheck, GateKind, GateStatus, GoalStatus, HandedTodo,
-    Handoff, HandoffMode, HandoffStatus, NewTodo, NotifyPolicy, QuotaPolicy, ResumeWhen, Role, RunRecord,
-    Spend, Todo, TodoStatus, check_ref, check_text,
+    Brakes, CompletionContinuation, Evidence, GateBlocks, GateCheck, GateKind, GateStatus, GoalStatus,
+    HandedTodo, Handoff, HandoffMode, HandoffStatus, NewTodo, NotifyPolicy, QuotaPolicy, ResumeWhen, Role,
+    RunRecord, Spend, Todo, TodoStatus, check_ref, check_text,
 };
 use loopx_core::traits::{EvidenceDraft, TransitionProposal};
 use loopx_core::{AgentId, AgentType, Error, EvidenceId, GateId, HandoffId, Result, Timestamp, TodoId};
@@ -286,6 +286,8 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
     }
     let notify = req.notify.clone().filter(|n| Some(n) != state.goal.notify.as_ref());
     let clear_notify = req.clear_notify && state.goal.notify.is_some();
+    check_brakes(&req.brakes)?;
+    let brakes = Some(state.goal.brakes.merged(&req.brakes)).filter(|b| *b != state.goal.brakes);
     if objective.is_none()
         && title.is_none()
         && quota.is_none()
@@ -293,10 +295,41 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
         && write_scope.is_none()
         && notify.is_none()
         && !clear_notify
+        && brakes.is_none()
     {
         return Ok(None);
     }
-    Ok(Some(Event::GoalUpdated { objective, title, quota, handoff_mode, write_scope, notify, clear_notify }))
+    Ok(Some(Event::GoalUpdated {
+        objective,
+        title,
+        quota,
+        handoff_mode,
+        write_scope,
+        notify,
+        clear_notify,
+        brakes,
+    }))
+}
+
+/// The brakes' settings within their bounds.
+fn check_brakes(b: &Brakes) -> Result<()> {
+    let turns = [("--stall-turns", b.stall_turns), ("--todo-turn-cap", b.todo_turn_cap)];
+    for (flag, n) in turns {
+        if n.is_some_and(|n| n > Brakes::MAX_TURN_SETTING) {
+            return Err(Error::usage(format!("{flag} is at most {}", Brakes::MAX_TURN_SETTING))
+                .with_hint(format!("e.g. {flag} 5; 0 turns it off")));
+        }
+    }
+    if b.hourly_turn_cap.is_some_and(|n| n > Brakes::MAX_HOURLY_CAP) {
+        return Err(Error::usage(format!("--hourly-turn-cap is at most {}", Brakes::MAX_HOURLY_CAP))
+            .with_hint("e.g. --hourly-turn-cap 20; 0 turns it off"));
+    }
+    if b.host_wait_secs.is_some_and(|s| s > Brakes::MAX_HOST_WAIT_SECS) {
+        return Err(
+            Error::usage("--host-wait is at most 30 days").with_hint("e.g. --host-wait 12h; 0 never waits")
+        );
+    }
+    Ok(())
 }
 
 /// A webhook is `http(s)://host/…` without credentials in it, or `env:NAME`; a command is a

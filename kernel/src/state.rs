@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use loopx_core::decision::DecisionRecord;
-use loopx_core::drive::{DriverLease, TurnEnd};
+use loopx_core::drive::{DriverLease, TodoTurns, TurnEnd};
 use loopx_core::event::Event;
 use loopx_core::kernel::{TodoCounts, TodoSummary};
 use loopx_core::model::{
@@ -131,6 +131,9 @@ pub struct GoalState {
     /// The latest ended driven turns, oldest first.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     pub turn_ends: VecDeque<TurnEnd>,
+    /// What the brakes count of each open todo's driven turns.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub todo_turns: BTreeMap<TodoId, TodoTurns>,
     /// Driven turns ever ended, and of them those that did not write back.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub turns_ended_total: u64,
@@ -335,6 +338,7 @@ impl GoalState {
                 write_scope: Vec::new(),
                 handoff_mode: HandoffMode::SoftClaim,
                 quota: QuotaPolicy::default(),
+                brakes: Default::default(),
                 notify: None,
                 person_key: None,
                 created_at: first.at,
@@ -368,6 +372,7 @@ impl GoalState {
             archived_now: Vec::new(),
             drivers: BTreeMap::new(),
             turn_ends: VecDeque::new(),
+            todo_turns: BTreeMap::new(),
             turns_ended_total: 0,
             turns_failed_total: 0,
             finish_notice: None,
@@ -458,9 +463,13 @@ impl GoalState {
                 write_scope,
                 notify,
                 clear_notify,
+                brakes,
             } => {
                 if *clear_notify {
                     self.goal.notify = None;
+                }
+                if let Some(b) = brakes {
+                    self.goal.brakes = b.clone();
                 }
                 if let Some(n) = notify {
                     self.goal.notify = Some(n.clone());
@@ -568,6 +577,7 @@ impl GoalState {
                     self.add_todo(s, actor, at)?;
                 }
                 self.closed_order.push_back(*todo);
+                self.todo_turns.remove(todo);
                 let t = self.todo_mut(*todo)?;
                 t.status = TodoStatus::Done;
                 t.resume_when = None;
@@ -597,6 +607,7 @@ impl GoalState {
                     self.add_todo(n, actor, at)?;
                 }
                 self.closed_order.push_back(*todo);
+                self.todo_turns.remove(todo);
                 let t = self.todo_mut(*todo)?;
                 t.status = TodoStatus::Superseded;
                 t.claimed_by = None;
@@ -899,9 +910,28 @@ impl GoalState {
                 self.driver_mut(agent, id)?;
                 self.drivers.remove(agent);
             }
-            Event::TurnEnded { end, spend } => {
+            Event::TurnEnded { end, spend, brake } => {
                 if let Some(spend) = spend {
                     self.apply_event(&Event::SlotSpent { spend: spend.clone() }, at, actor, seq)?;
+                }
+                if let Some(b) = brake {
+                    match &b.count {
+                        Some(c) => {
+                            self.todo_turns.insert(b.todo, c.clone());
+                        }
+                        None => {
+                            self.todo_turns.remove(&b.todo);
+                        }
+                    }
+                    if let Some(g) = &b.gate {
+                        let asked = Event::GateAsked {
+                            gate: g.id,
+                            question: g.question.clone(),
+                            blocks: g.blocks.clone(),
+                            kind: loopx_core::model::GateKind::Person,
+                        };
+                        self.apply_event(&asked, at, "loopx", seq)?;
+                    }
                 }
                 self.tokens_used = self.tokens_used.saturating_add(end.usage.tokens.unwrap_or(0));
                 self.usd_used += end.usage.usd.unwrap_or(0.0);

@@ -729,6 +729,11 @@ impl<S: Store> StateKernel<S> {
         Ok(self.store.read(goal)?.drivers.get(agent).cloned())
     }
 
+    /// The brakes a person set on `goal` for `loopx drive`.
+    pub fn brakes(&self, goal: &GoalId) -> Result<loopx_core::model::Brakes> {
+        Ok(self.store.read(goal)?.goal.brakes.clone())
+    }
+
     /// Whether a person stopped `goal` with `--now`: a running driven turn ends at once.
     pub fn stopped_now(&self, goal: &GoalId) -> Result<bool> {
         let state = self.store.read(goal)?;

@@ -1329,7 +1329,7 @@ fn the_folds_bounded_records_keep_their_number_and_count_every_one() {
         };
         s.apply("a", renewed);
         let end = s.turn_end("a", &turn, Some(todo), (i > 0).then(|| loopx_core::RunId::from_number(1)));
-        s.apply("a", Event::TurnEnded { end, spend: None });
+        s.apply("a", Event::TurnEnded { end, spend: None, brake: None });
     }
     let n = TURN_ENDS_KEPT as u64 + 1;
     assert_eq!(s.state.turn_ends.len(), TURN_ENDS_KEPT);
@@ -1483,8 +1483,8 @@ fn steps_fold_as_the_next_line_and_drivers_and_turn_ends_are_named_in_full() {
     assert!(s.state.apply_step(&renew("d1"), s.now, "a").is_ok());
 
     let (a1, b2) = (s.turn_end("a", "t1", None, None), s.turn_end("b", "t2", None, None));
-    s.apply("a", Event::TurnEnded { end: a1.clone(), spend: None });
-    s.apply("b", Event::TurnEnded { end: b2.clone(), spend: None });
+    s.apply("a", Event::TurnEnded { end: a1.clone(), spend: None, brake: None });
+    s.apply("b", Event::TurnEnded { end: b2.clone(), spend: None, brake: None });
     assert_eq!(s.state.turn_end(&agent("a"), "t1"), Some(&a1));
     assert_eq!(s.state.turn_end(&agent("b"), "t2"), Some(&b2));
     assert_eq!(s.state.turn_end(&agent("a"), "t2"), None, "b's turn, not a's");

@@ -437,7 +437,7 @@ impl Fold {
             Event::DriverStopped { agent, .. } => {
                 self.driven.remove(agent.as_str());
             }
-            Event::TurnEnded { end, spend } => {
+            Event::TurnEnded { end, spend, .. } => {
                 let agent = end.agent.as_str();
                 let outcome = match (end.run, end.spent_by, end.exit) {
                     (Some(_), Some(_), _) => Outcome::Spent,

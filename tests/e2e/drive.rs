@@ -606,6 +606,145 @@ fn a_replan_turn_says_nothing_follows_and_the_goals_work_is_finished() {
 }
 
 #[test]
+fn a_todo_failing_the_same_way_three_times_asks_the_person_and_other_work_goes_on() {
+    let sb = Sandbox::new();
+    sb.init();
+    sb.ok(&["todo", "add", "--text", "build it [retry] [last]", "--validation-command", "test -f built"]);
+    sb.ok(&["todo", "add", "--text", "write the docs"]);
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    d.wait_for("the person's question", Duration::from_secs(60), |e| {
+        e["event"] == "sleeping" && e["decision"] == "ask_user"
+    });
+    // Three turns on t1 ended without progress; the third asked the person; t2 went on.
+    let log = log(&sb);
+    let ends: Vec<&Value> = kinds(&log, "turn_ended");
+    let on = |t: &str| ends.iter().filter(|e| e["data"]["end"]["todo"] == t).count();
+    assert_eq!((on("t1"), on("t2")), (3, 1), "{ends:#?}");
+    let braked: Vec<&&Value> = ends.iter().filter(|e| e["data"]["brake"]["gate"].is_object()).collect();
+    assert_eq!(braked.len(), 1, "{ends:#?}");
+    let gate = &braked[0]["data"]["brake"]["gate"];
+    let question = gate["question"].as_str().unwrap();
+    assert!(
+        question.starts_with("t1: 3 driven turns without progress; last: `test -f built` exited 1"),
+        "{question}"
+    );
+    assert!(question.contains("loopx history --turn d"), "the turns are named: {question}");
+    assert_eq!(gate["blocks"], serde_json::json!({"scope": "todos", "ids": ["t1"]}));
+    let gates = sb.json(&["gate", "list"]);
+    assert_eq!(gates["gates"][0]["asked_by"], "loopx", "{gates}");
+    // The person fixes what the check needs and answers: t1 is worked again and passes.
+    std::fs::write(sb.root.join("built"), "").unwrap();
+    sb.ok(&["gate", "answer", "g1", "--approve", "--note", "try again, it builds now"]);
+    let (code, ev, stderr) = d.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(of(&ev, "exited")[0]["reason"].as_str().unwrap().contains("finished"), "{ev:#?}");
+    assert_eq!(sb.json(&["status"])["counts"]["done"], 2);
+    // Nothing was spent twice: one spend per turn that wrote back.
+    assert_eq!(spends(&self::log(&sb)).len(), 5);
+}
+
+#[test]
+fn a_todo_that_goes_round_without_end_is_stopped_by_its_turn_cap() {
+    let sb = goal(&["polish forever [loop]"]);
+    sb.ok(&["goal", "set", "--todo-turn-cap", "4"]);
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    d.wait_for("the person's question", Duration::from_secs(60), |e| {
+        e["event"] == "sleeping" && e["decision"] == "ask_user"
+    });
+    d.signal("TERM");
+    let (_, ev, _) = d.finish();
+    assert_eq!(of(&ev, "turn_ended").len(), 4, "each turn noted something new, so only the cap stopped it");
+    let gates = sb.json(&["gate", "list"]);
+    let q = gates["gates"][0]["question"].as_str().unwrap();
+    assert!(q.starts_with("t1: reached its cap of 4 driven turns"), "{q}");
+    let goal = sb.json(&["goal", "show"]);
+    assert_eq!(goal["goal"]["brakes"]["todo_turn_cap"], 4, "{goal}");
+    // The brakes are a person's settings, bounded.
+    let r = sb.run(&["goal", "set", "--hourly-turn-cap", "61"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = sb.run(&["goal", "set", "--failover", "maybe"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
+#[test]
+fn a_hosts_limit_is_waited_out_not_failed_nor_spent() {
+    let sb = goal(&["build it [limited] [last]"]);
+    let clock = sb.root.parent().unwrap().join("clock-skew-ms");
+    std::fs::write(&clock, "0").unwrap();
+    let clock_env = clock.display().to_string();
+    let d = Driving::start(
+        &sb,
+        &["--agent-id", "bot", "--limit-pattern", "RATE LIMITED, retry in (?<secs>[0-9]+)s"],
+        &[("LOOPX_TEST_CLOCK_FILE", &clock_env)],
+    );
+    let (_, limited) =
+        d.wait_for("the host's limit", Duration::from_secs(60), |e| e["event"] == "host_limited");
+    let (_, sleep) = d.wait_for("the sleep", Duration::from_secs(60), |e| e["event"] == "sleeping");
+    // The turn is limited: not failed, not spent, its claim kept, the reset an hour on.
+    let (_, ended) = d.wait_for("the limited turn", Duration::from_secs(60), |e| e["event"] == "turn_ended");
+    let end = &ended["end"];
+    assert!(end["run"].is_null() && end["spent_by"].is_null(), "{end}");
+    assert_eq!(end["limit"]["kind"], "declared", "{end}");
+    let ended = loopx_core::Timestamp::parse_rfc3339(end["ended_at"].as_str().unwrap()).unwrap();
+    let resets = loopx_core::Timestamp::parse_rfc3339(end["limit"]["resets_at"].as_str().unwrap()).unwrap();
+    let ahead = resets.unix_millis() - ended.unix_millis();
+    assert!((3_599_000..=3_601_000).contains(&ahead), "the reset is an hour on: {ahead} ms");
+    let until = loopx_core::Timestamp::parse_rfc3339(sleep["until"].as_str().unwrap()).unwrap();
+    assert_eq!(limited["until"], sleep["until"]);
+    let jitter = until.unix_millis() - resets.unix_millis();
+    assert!((5_000..=30_000).contains(&jitter), "a few seconds after the reset: {jitter} ms");
+    assert!(sleep["reason"].as_str().unwrap().starts_with("other out of quota (declared) until"), "{sleep}");
+    let status = sb.json(&["todo", "show", "--todo-id", "t1"]);
+    assert_eq!(status["todo"]["claimed_by"], "bot", "the claim is kept: {status}");
+    let text = sb.ok(&["status"]).stdout;
+    assert!(text.contains("out of quota (declared) until"), "{text}");
+    // Asleep: no CPU to speak of.
+    let before = cpu_ticks(d.pid());
+    let quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_secs(2) {
+        std::thread::park_timeout(Duration::from_secs(2) - quiet.elapsed());
+    }
+    let used = cpu_ticks(d.pid()) - before;
+    assert!(used <= 2, "the waiting driver used {used} ticks of CPU in 2 s");
+    // The reset passes on the test clock: the host is asked again, and the goal finishes.
+    std::fs::write(&clock, (3_600_000 + 60_000).to_string()).unwrap();
+    let (code, ev, stderr) = d.finish();
+    assert_eq!(code, 0, "{stderr}");
+    let exit = of(&ev, "exited")[0];
+    assert!(exit["reason"].as_str().unwrap().contains("finished"), "{exit}");
+    assert_eq!(
+        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
+        (Some(2), Some(1), Some(0))
+    );
+    assert_eq!(spends(&log(&sb)).len(), 1, "one spend: the turn that wrote back");
+    let h = sb.ok(&["history"]).stdout;
+    assert!(h.contains("the host's limit (declared) until"), "{h}");
+}
+
+#[test]
+fn a_goal_that_waits_on_no_host_ends_the_drive_at_a_limit() {
+    let sb = goal(&["build it [limited] [last]"]);
+    sb.ok(&["goal", "set", "--host-wait", "off"]);
+    let (code, ev, stderr) =
+        drive(&sb, &["--agent-id", "bot", "--limit-pattern", "RATE LIMITED, retry in (?<secs>[0-9]+)s"], &[]);
+    assert_eq!(code, 3, "safe to retry later: {stderr}");
+    let exit = of(&ev, "exited")[0];
+    assert!(exit["reason"].as_str().unwrap().contains("waits on no host's limit"), "{exit}");
+    assert_eq!(exit["failed"], 0);
+    // A reset past the longest wait ends it too, saying how to raise it.
+    let sb = goal(&["build it [limited] [last]"]);
+    sb.ok(&["goal", "set", "--host-wait", "30m"]);
+    let (code, ev, _) =
+        drive(&sb, &["--agent-id", "bot", "--limit-pattern", "RATE LIMITED, retry in (?<secs>[0-9]+)s"], &[]);
+    assert_eq!(code, 3);
+    let reason = of(&ev, "exited")[0]["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("longer than the goal's longest wait on a host (30m)"), "{reason}");
+    let r = sb.run(&["drive", "--limit-pattern", "(unclosed", "--", "true"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("invalid --limit-pattern"), "{}", r.stderr);
+}
+
+#[test]
 fn a_restart_after_kill_9_ends_the_turn_in_flight_and_its_processes() {
     let sb = goal(&["stuck [hang]", "ship it [last]"]);
     let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
