@@ -783,9 +783,6 @@ pub struct BrakesArgs {
     /// never waits)
     #[arg(long, value_name = "DURATION")]
     pub host_wait: Option<String>,
-    /// Whether a driver may hand the work to its next host while one is limited: on or off
-    #[arg(long, value_name = "on|off")]
-    pub failover: Option<String>,
 }
 
 impl BrakesArgs {
@@ -794,7 +791,6 @@ impl BrakesArgs {
             && self.todo_turn_cap.is_none()
             && self.hourly_turn_cap.is_none()
             && self.host_wait.is_none()
-            && self.failover.is_none()
     }
 
     /// The settings given, read.
@@ -804,24 +800,11 @@ impl BrakesArgs {
             Some("off" | "0") => Some(0),
             Some(d) => Some(loopx_core::time::parse_duration(d)?.as_secs()),
         };
-        let failover = match self.failover.as_deref() {
-            None => None,
-            Some("on") => Some(true),
-            Some("off") => Some(false),
-            Some(other) => {
-                return Err(loopx_core::Error::usage(format!(
-                    "--failover is on or off, not {}",
-                    loopx_core::ids::quote_input(other)
-                ))
-                .with_hint("e.g. --failover off"));
-            }
-        };
         Ok(loopx_core::model::Brakes {
             stall_turns: self.stall_turns,
             todo_turn_cap: self.todo_turn_cap,
             hourly_turn_cap: self.hourly_turn_cap,
             host_wait_secs,
-            failover,
         })
     }
 }

@@ -662,7 +662,7 @@ fn a_todo_that_goes_round_without_end_is_stopped_by_its_turn_cap() {
     // The brakes are a person's settings, bounded.
     let r = sb.run(&["goal", "set", "--hourly-turn-cap", "61"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    let r = sb.run(&["goal", "set", "--failover", "maybe"]);
+    let r = sb.run(&["goal", "set", "--host-wait", "31d"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
 
