@@ -80,13 +80,18 @@ impl Driving {
         Driving { child, events, reader: Some(reader) }
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Waits (on the reader's signal, not by polling) for an event `pred` accepts, at most
     /// `within`; returns it with the moment it came.
-    fn wait_for(&self, what: &str, within: Duration, pred: impl Fn(&Value) -> bool) -> (Instant, Value) {
+    pub(crate) fn wait_for(
+        &self,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> (Instant, Value) {
         let deadline = Instant::now() + within;
         let (lock, cv) = &*self.events;
         let mut seen = lock.lock().unwrap();
@@ -306,7 +311,7 @@ fn a_turn_that_sheds_its_identity_is_still_the_agents() {
 }
 
 /// The CPU time (user and system, in clock ticks) process `pid` has used.
-fn cpu_ticks(pid: u32) -> u64 {
+pub(crate) fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
     // After the command's name: state is field 3, utime 14, stime 15 (1-based, whole line).

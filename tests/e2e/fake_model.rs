@@ -3,6 +3,7 @@
 //! request is handed to the test's protocol, which answers with a content type and a body, and
 //! says whether to keep the request for the test to look at.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -14,10 +15,45 @@ pub(crate) type Answer = (&'static str, String, bool);
 
 type Protocol = dyn Fn(&str, &Value) -> Answer + Send + Sync;
 
-/// The server: its port, and the requests the protocol kept, in order.
+/// Whole HTTP replies a fake model server gives its next requests for the model instead of
+/// an answer: a host's quota or rate limit, as the provider sends it. Shared by every fake
+/// server of the real-host tests.
+#[derive(Clone, Default)]
+pub(crate) struct Refusals(Arc<Mutex<VecDeque<String>>>);
+
+impl Refusals {
+    /// Queues `status` (`429 Too Many Requests`) with `headers` and a JSON `body`, `times` over.
+    pub(crate) fn push(&self, times: usize, status: &str, headers: &[(&str, String)], body: &str) {
+        let mut reply = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\n");
+        for (k, v) in headers {
+            reply.push_str(&format!("{k}: {v}\r\n"));
+        }
+        reply.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+        self.0.lock().unwrap().extend(std::iter::repeat_n(reply, times));
+    }
+
+    /// The next refusal queued, if one is.
+    pub(crate) fn take(&self) -> Option<String> {
+        self.0.lock().unwrap().pop_front()
+    }
+
+    /// How many are still queued.
+    pub(crate) fn left(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub(crate) fn epoch_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// The server: its port, the requests the protocol kept, in order, and the refusals it gives
+/// the next requests it would keep.
 pub(crate) struct FakeModel {
     pub(crate) port: u16,
     pub(crate) requests: Arc<Mutex<Vec<Value>>>,
+    pub(crate) refusals: Refusals,
 }
 
 impl FakeModel {
@@ -28,13 +64,15 @@ impl FakeModel {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let protocol: Arc<Protocol> = Arc::new(protocol);
         let kept = requests.clone();
+        let refusals = Refusals::default();
+        let refuse = refusals.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (protocol, kept) = (protocol.clone(), kept.clone());
-                std::thread::spawn(move || serve(stream, &*protocol, &kept));
+                let (protocol, kept, refuse) = (protocol.clone(), kept.clone(), refuse.clone());
+                std::thread::spawn(move || serve(stream, &*protocol, &kept, &refuse));
             }
         });
-        Self { port, requests }
+        Self { port, requests, refusals }
     }
 
     /// Every kept request, as one JSON text (to search for what the model was shown).
@@ -43,7 +81,7 @@ impl FakeModel {
     }
 }
 
-fn serve(mut stream: TcpStream, protocol: &Protocol, kept: &Mutex<Vec<Value>>) {
+fn serve(mut stream: TcpStream, protocol: &Protocol, kept: &Mutex<Vec<Value>>, refusals: &Refusals) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     loop {
         let mut request_line = String::new();
@@ -70,6 +108,12 @@ fn serve(mut stream: TcpStream, protocol: &Protocol, kept: &Mutex<Vec<Value>>) {
         let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_owned();
         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let (kind, payload, keep) = protocol(&path, &req);
+        if keep && let Some(refusal) = refusals.take() {
+            if stream.write_all(refusal.as_bytes()).is_err() {
+                return;
+            }
+            continue;
+        }
         if keep {
             kept.lock().unwrap().push(req);
         }

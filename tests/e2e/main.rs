@@ -36,6 +36,7 @@ mod real_codex;
 mod real_drive;
 mod real_gemini;
 mod real_handoff;
+mod real_limits;
 mod real_opencode;
 mod report;
 mod sim;

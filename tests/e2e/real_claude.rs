@@ -56,6 +56,8 @@ pub(crate) fn text(t: &str) -> Value {
 pub(crate) struct FakeApi {
     pub(crate) port: u16,
     pub(crate) requests: Arc<Mutex<Vec<Value>>>,
+    /// Replies the next requests of the main conversation get instead of an answer.
+    pub(crate) refusals: crate::fake_model::Refusals,
 }
 
 /// What the fake API answers a request: its content blocks and stop reason, or `None` for a
@@ -87,6 +89,7 @@ fn serve(
     respond: Arc<Respond>,
     requests: Arc<Mutex<Vec<Value>>>,
     ids: Arc<AtomicUsize>,
+    refusals: crate::fake_model::Refusals,
 ) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     loop {
@@ -109,8 +112,20 @@ fn serve(
         if reader.read_exact(&mut body).is_err() {
             return;
         }
+        if head.starts_with("HEAD") {
+            if stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").is_err() {
+                return;
+            }
+            continue;
+        }
         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let (content, stop) = match respond(&req) {
+            Some(_) if let Some(refusal) = refusals.take() => {
+                if stream.write_all(refusal.as_bytes()).is_err() {
+                    return;
+                }
+                continue;
+            }
             Some(answer) => {
                 requests.lock().unwrap().push(req.clone());
                 answer
@@ -165,13 +180,16 @@ impl FakeApi {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let respond: Arc<Respond> = Arc::new(respond);
         let (reqs, ids) = (requests.clone(), Arc::new(AtomicUsize::new(1)));
+        let refusals = crate::fake_model::Refusals::default();
+        let refuse = refusals.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (respond, reqs, ids) = (respond.clone(), reqs.clone(), ids.clone());
-                std::thread::spawn(move || serve(stream, respond, reqs, ids));
+                let (respond, reqs, ids, refuse) =
+                    (respond.clone(), reqs.clone(), ids.clone(), refuse.clone());
+                std::thread::spawn(move || serve(stream, respond, reqs, ids, refuse));
             }
         });
-        Self { port, requests }
+        Self { port, requests, refusals }
     }
 }
 

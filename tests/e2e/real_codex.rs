@@ -54,6 +54,8 @@ pub(crate) fn say(text: &str) -> Step {
 pub(crate) struct FakeApi {
     pub(crate) port: u16,
     pub(crate) requests: Arc<Mutex<Vec<Value>>>,
+    /// Replies the next `/responses` requests get instead of an answer.
+    pub(crate) refusals: crate::fake_model::Refusals,
 }
 
 /// What the fake API answers the `n`-th request (from 0): the output items.
@@ -77,6 +79,7 @@ fn serve(
     respond: Arc<Respond>,
     requests: Arc<Mutex<Vec<Value>>>,
     next: Arc<AtomicUsize>,
+    refusals: crate::fake_model::Refusals,
 ) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     loop {
@@ -98,6 +101,15 @@ fn serve(
         let mut body = vec![0u8; content_length];
         if reader.read_exact(&mut body).is_err() {
             return;
+        }
+        if head.starts_with("POST")
+            && head.contains("/responses")
+            && let Some(refusal) = refusals.take()
+        {
+            if stream.write_all(refusal.as_bytes()).is_err() {
+                return;
+            }
+            continue;
         }
         let (kind, payload) = if head.starts_with("POST") && head.contains("/responses") {
             let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -129,13 +141,16 @@ impl FakeApi {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let respond: Arc<Respond> = Arc::new(respond);
         let (reqs, next) = (requests.clone(), Arc::new(AtomicUsize::new(0)));
+        let refusals = crate::fake_model::Refusals::default();
+        let refuse = refusals.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (respond, reqs, next) = (respond.clone(), reqs.clone(), next.clone());
-                std::thread::spawn(move || serve(stream, respond, reqs, next));
+                let (respond, reqs, next, refuse) =
+                    (respond.clone(), reqs.clone(), next.clone(), refuse.clone());
+                std::thread::spawn(move || serve(stream, respond, reqs, next, refuse));
             }
         });
-        Self { port, requests }
+        Self { port, requests, refusals }
     }
 
     pub(crate) fn all(&self) -> String {

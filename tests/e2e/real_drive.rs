@@ -33,7 +33,7 @@ fn turn_commands(loopx: &str) -> [String; 2] {
 /// A scripted Claude: in each turn of the main conversation (the request offering the Bash
 /// tool), the two commands, then a word; tool ids numbered through the whole conversation, so
 /// a resumed session stays consistent.
-fn claude_api() -> real_claude::FakeApi {
+pub(crate) fn claude_api() -> real_claude::FakeApi {
     let [complete, refresh] = turn_commands("loopx");
     real_claude::FakeApi::respond(move |req| {
         let main = req["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"));
@@ -51,6 +51,14 @@ fn claude_api() -> real_claude::FakeApi {
 }
 
 fn drive_claude(s: &Sandbox, api: &real_claude::FakeApi, extra: &[&str]) -> (i32, Vec<Value>, String) {
+    let mut c = claude_drive(s, api, extra);
+    c.env("ANTHROPIC_API_KEY", "sk-test-not-a-key");
+    Driving::spawn(c).finish()
+}
+
+/// `loopx drive --host claude-code` against the fake API, signed in by neither key nor token
+/// (the caller adds one).
+pub(crate) fn claude_drive(s: &Sandbox, api: &real_claude::FakeApi, extra: &[&str]) -> Command {
     let mut c = loopx(s);
     c.args(["drive", "--json", "--host", "claude-code"])
         .args(extra)
@@ -58,12 +66,11 @@ fn drive_claude(s: &Sandbox, api: &real_claude::FakeApi, extra: &[&str]) -> (i32
         .arg(claude_bin())
         .args(["-p", "--permission-mode", "bypassPermissions"])
         .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{}", api.port))
-        .env("ANTHROPIC_API_KEY", "sk-test-not-a-key")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("IS_SANDBOX", "1");
-    Driving::spawn(c).finish()
+    c
 }
 
 /// What every driven turn of a real host must show: it wrote back and spent once, the host's
@@ -122,7 +129,7 @@ fn real_claude_code_resumes_its_session_with_resume_session() {
     );
 }
 
-fn codex_api() -> real_codex::FakeApi {
+pub(crate) fn codex_api() -> real_codex::FakeApi {
     let [complete, refresh] = turn_commands(&loopx_bin().display().to_string());
     real_codex::FakeApi::respond(move |req, n| {
         // Where this turn is: the tool results since its prompt (the last user message).
@@ -138,6 +145,11 @@ fn codex_api() -> real_codex::FakeApi {
 }
 
 fn drive_codex(s: &Sandbox, api: &real_codex::FakeApi, extra: &[&str]) -> (i32, Vec<Value>, String) {
+    Driving::spawn(codex_drive(s, api, extra)).finish()
+}
+
+/// `loopx drive --host codex` against the fake API, in a Codex home of the sandbox's.
+pub(crate) fn codex_drive(s: &Sandbox, api: &real_codex::FakeApi, extra: &[&str]) -> Command {
     let home = real_codex::codex_home(s);
     std::fs::create_dir_all(&home).unwrap();
     let config = format!(
@@ -153,7 +165,7 @@ fn drive_codex(s: &Sandbox, api: &real_codex::FakeApi, extra: &[&str]) -> (i32, 
         .args(["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-"])
         .env("CODEX_HOME", &home)
         .env("FAKE_API_KEY", "not-a-key");
-    Driving::spawn(c).finish()
+    c
 }
 
 #[test]
@@ -188,7 +200,7 @@ fn real_codex_resumes_its_thread_with_resume_session() {
 
 /// A scripted Gemini: in each turn (from its prompt, the last user text), the two commands,
 /// then a word.
-fn gemini_api() -> crate::fake_model::FakeModel {
+pub(crate) fn gemini_api() -> crate::fake_model::FakeModel {
     let [complete, refresh] = turn_commands("loopx");
     let script = move |req: &Value| {
         let contents = req["contents"].as_array().cloned().unwrap_or_default();
@@ -208,6 +220,11 @@ fn drive_gemini(
     api: &crate::fake_model::FakeModel,
     extra: &[&str],
 ) -> (i32, Vec<Value>, String) {
+    Driving::spawn(gemini_drive(s, api, extra)).finish()
+}
+
+/// `loopx drive --host gemini` against the fake model, offline.
+pub(crate) fn gemini_drive(s: &Sandbox, api: &crate::fake_model::FakeModel, extra: &[&str]) -> Command {
     real_gemini::offline_settings(s);
     let mut c: Command = loopx(s);
     c.args(["drive", "--json", "--host", "gemini"])
@@ -216,7 +233,7 @@ fn drive_gemini(
         .arg(gemini_bin())
         .args(["-p", "-m", "gemini-2.5-flash", "--approval-mode", "yolo"])
         .envs(real_gemini::offline_env(api));
-    Driving::spawn(c).finish()
+    c
 }
 
 #[test]
@@ -251,7 +268,7 @@ fn real_gemini_resumes_its_session_with_resume_session() {
 
 /// A scripted OpenCode model: in each turn (from its prompt, the last user message), the two
 /// commands, then a word.
-fn opencode_api() -> crate::fake_model::FakeModel {
+pub(crate) fn opencode_api() -> crate::fake_model::FakeModel {
     let [complete, refresh] = turn_commands("loopx");
     real_opencode::fake_api_with(move |req: &Value| {
         let messages = req["messages"].as_array().cloned().unwrap_or_default();
@@ -269,6 +286,11 @@ fn drive_opencode(
     api: &crate::fake_model::FakeModel,
     extra: &[&str],
 ) -> (i32, Vec<Value>, String) {
+    Driving::spawn(opencode_drive(s, api, extra)).finish()
+}
+
+/// `loopx drive --host opencode` against the fake model, offline.
+pub(crate) fn opencode_drive(s: &Sandbox, api: &crate::fake_model::FakeModel, extra: &[&str]) -> Command {
     real_opencode::project_config(s, api);
     let mut c: Command = loopx(s);
     c.args(["drive", "--json", "--host", "opencode"])
@@ -277,7 +299,7 @@ fn drive_opencode(
         .arg(opencode_bin())
         .arg("run")
         .envs(real_opencode::offline_env());
-    Driving::spawn(c).finish()
+    c
 }
 
 #[test]
