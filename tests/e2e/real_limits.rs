@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use loopx_core::Timestamp;
 
 use crate::drive::{Driving, cpu_ticks, goal, log, of, spends};
-use crate::fake_model::{Refusals, epoch_now};
+use crate::fake_model::epoch_now;
 use crate::real_drive::{
     claude_api, claude_drive, codex_api, codex_drive, gemini_api, gemini_drive, opencode_api, opencode_drive,
 };
