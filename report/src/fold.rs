@@ -75,6 +75,8 @@ pub struct Fold {
     gates: BTreeMap<String, OpenGate>,
     gate_list: Vec<GateWait>,
     out_of_quota: BTreeMap<String, bool>,
+    /// Agents whose latest driven turn ended on their host's own limit, until they run again.
+    host_limited: std::collections::BTreeSet<String>,
     turns: BTreeMap<String, OpenTurn>,
     /// Finished turns by the spend that accounted them.
     spent: BTreeMap<String, SpentTurn>,
@@ -109,6 +111,7 @@ impl Fold {
             gates: BTreeMap::new(),
             gate_list: Vec::new(),
             out_of_quota: BTreeMap::new(),
+            host_limited: std::collections::BTreeSet::new(),
             turns: BTreeMap::new(),
             spent: BTreeMap::new(),
             driven: BTreeSet::new(),
@@ -155,6 +158,8 @@ impl Fold {
             &mut self.time.checks_ms
         } else if self.out_of_quota.values().any(|&o| o) {
             &mut self.time.quota_ms
+        } else if !self.host_limited.is_empty() {
+            &mut self.time.host_quota_ms
         } else {
             &mut self.time.idle_ms
         };
@@ -326,6 +331,9 @@ impl Fold {
                 let agent = record.agent.as_str();
                 let spent = matches!(record.state, RunState::Throttled | RunState::BudgetExhausted);
                 self.out_of_quota.insert(agent.to_owned(), spent);
+                if matches!(record.decision(), DecisionKind::Run | DecisionKind::Replan) {
+                    self.host_limited.remove(agent);
+                }
                 // A host's turn ends, at the latest, when its agent asks again.
                 if !self.driven.contains(agent) || record.decision() == DecisionKind::Run {
                     self.finish_turn(agent, at, None);
@@ -436,12 +444,20 @@ impl Fold {
             }
             Event::DriverStopped { agent, .. } => {
                 self.driven.remove(agent.as_str());
+                self.host_limited.remove(agent.as_str());
             }
-            Event::TurnEnded { end, spend, .. } => {
+            Event::TurnEnded { end, spend, brake } => {
                 let agent = end.agent.as_str();
+                if counted && brake.as_ref().is_some_and(|b| b.gate.is_some()) {
+                    self.work.brake_questions += 1;
+                }
+                if end.limited().is_some() {
+                    self.host_limited.insert(agent.to_owned());
+                }
                 let outcome = match (end.run, end.spent_by, end.exit) {
                     (Some(_), Some(_), _) => Outcome::Spent,
                     (Some(_), None, _) => Outcome::WroteBack,
+                    (None, _, _) if end.limited().is_some() => Outcome::Limited,
                     (
                         None,
                         _,
@@ -538,6 +554,7 @@ impl Fold {
                 Outcome::WroteBack => c.wrote_back += 1,
                 Outcome::Failed => c.failed += 1,
                 Outcome::Interrupted => c.interrupted += 1,
+                Outcome::Limited => c.limited += 1,
             }
         }
         if end > from {

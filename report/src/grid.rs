@@ -23,18 +23,22 @@ pub enum Outcome {
     WroteBack = 1,
     Failed = 2,
     Interrupted = 3,
+    /// The host's own quota or rate limit ended it.
+    Limited = 4,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 4] = [Outcome::Spent, Outcome::WroteBack, Outcome::Failed, Outcome::Interrupted];
+    pub const ALL: [Outcome; 5] =
+        [Outcome::Spent, Outcome::WroteBack, Outcome::Failed, Outcome::Interrupted, Outcome::Limited];
 
-    /// The CSS class of its bars: `spent`, `wrote-back`, `failed`, `interrupted`.
+    /// The CSS class of its bars: `spent`, `wrote-back`, `failed`, `interrupted`, `limited`.
     pub fn class(self) -> &'static str {
         match self {
             Outcome::Spent => "spent",
             Outcome::WroteBack => "wrote-back",
             Outcome::Failed => "failed",
             Outcome::Interrupted => "interrupted",
+            Outcome::Limited => "limited",
         }
     }
 }
@@ -126,7 +130,7 @@ pub struct Picture {
     pub lanes: Vec<Lane>,
     pub bars: Capped<Bar>,
     /// Per lane, per column: ms of turns by outcome.
-    pub busy: Vec<Vec<[f32; 4]>>,
+    pub busy: Vec<Vec<[f32; 5]>>,
     pub person: Capped<Span>,
     pub person_cols: Vec<f32>,
     pub answers: Capped<i64>,

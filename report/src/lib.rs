@@ -85,8 +85,9 @@ pub struct Report {
 /// Where the window's wall time went. Each moment counts once, in the first of these that
 /// holds: an agent's turn ran (working), the goal was stopped or its compute set to 0
 /// (paused), a person's gate was open (person), a gate on CI, a command or a timer was open
-/// (checks), the last decision said the quota or budget was spent (quota), else idle. The six
-/// add up to `elapsed_ms`.
+/// (checks), the last decision said the quota or budget was spent (quota), a driven turn had
+/// ended on its host's own quota or rate limit and the agent had not run again (host quota),
+/// else idle. The seven add up to `elapsed_ms`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimeSplit {
     pub elapsed_ms: u64,
@@ -95,6 +96,9 @@ pub struct TimeSplit {
     pub person_ms: u64,
     pub checks_ms: u64,
     pub quota_ms: u64,
+    /// Waiting on a host's own quota or rate limit.
+    #[serde(default)]
+    pub host_quota_ms: u64,
     pub idle_ms: u64,
     /// Turn time added up over agents (more than `working_ms` when agents worked at once).
     pub agent_ms: u64,
@@ -113,7 +117,8 @@ pub struct AgentTurns {
 /// Turns and what became of them. A turn runs from its `run` decision to its writeback (a
 /// host's turn) or its end (a `loopx drive` turn); outcomes are one each: `spent` (its
 /// writeback accounted), `wrote_back` (not spent), `interrupted` (a person stopped it, or its
-/// driver died, without a writeback), `failed` (no writeback otherwise).
+/// driver died, without a writeback), `limited` (its host's own quota or rate limit ended it),
+/// `failed` (no writeback otherwise).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TurnCounts {
     pub turns: u64,
@@ -123,6 +128,8 @@ pub struct TurnCounts {
     pub wrote_back: u64,
     pub failed: u64,
     pub interrupted: u64,
+    #[serde(default)]
+    pub limited: u64,
     /// Completions the kernel's own validation run refused.
     pub validation_failures: u64,
     pub working_ms: u64,
@@ -141,6 +148,7 @@ impl TurnCounts {
         self.wrote_back += o.wrote_back;
         self.failed += o.failed;
         self.interrupted += o.interrupted;
+        self.limited += o.limited;
         self.validation_failures += o.validation_failures;
         self.working_ms += o.working_ms;
         self.tokens = sum_opt(self.tokens, o.tokens);
@@ -232,6 +240,10 @@ pub struct Work {
     pub handoffs_cancelled: u64,
     /// Accepted handoffs whose receiver runs in another host than the sender.
     pub host_switches: u64,
+    /// Questions `loopx drive`'s brakes asked a person: turns without progress, a todo's or the
+    /// goal's turn cap.
+    #[serde(default)]
+    pub brake_questions: u64,
 }
 
 /// One UTC day.

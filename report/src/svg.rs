@@ -26,6 +26,7 @@ fn colour(o: Outcome) -> &'static str {
         Outcome::WroteBack => "#3182ce",
         Outcome::Failed => "#c53030",
         Outcome::Interrupted => "#dd6b20",
+        Outcome::Limited => "#805ad5",
     }
 }
 const PERSON: &str = "#d69e2e";

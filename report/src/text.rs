@@ -129,6 +129,14 @@ pub fn text(r: &Report) -> String {
     );
     let _ = writeln!(out, "        {} · {}", part("on CI/timers", t.checks_ms), part("paused", t.paused_ms));
     let _ = writeln!(out, "        {} · {}", part("out of quota", t.quota_ms), part("idle", t.idle_ms));
+    if t.host_quota_ms > 0 || r.turns.limited > 0 {
+        let _ = writeln!(
+            out,
+            "        {} · {} its host's limit ended",
+            part("waiting on a host's quota", t.host_quota_ms),
+            n(r.turns.limited, "turn", "turns")
+        );
+    }
     let _ = writeln!(out, "        agent time {} over {} turns", duration(t.agent_ms), r.turns.turns);
     let _ = writeln!(out);
     let _ = writeln!(
@@ -173,6 +181,13 @@ pub fn text(r: &Report) -> String {
     );
     let _ =
         writeln!(out, "        drift: {} superseded, {}", w.superseded, n(w.replans, "replan", "replans"));
+    if w.brake_questions > 0 {
+        let _ = writeln!(
+            out,
+            "        brakes: {} to the person (turns without progress, or a turn cap)",
+            n(w.brake_questions, "question", "questions")
+        );
+    }
     let _ = writeln!(
         out,
         "        handoffs: {} offered, {} taken, {} cancelled, {}",
@@ -221,9 +236,21 @@ pub fn markdown(r: &Report) -> String {
         ("waiting on CI or a timer", t.checks_ms),
         ("paused", t.paused_ms),
         ("out of quota", t.quota_ms),
+        ("waiting on a host's quota", t.host_quota_ms),
         ("idle", t.idle_ms),
     ] {
+        if ms == 0 && label == "waiting on a host's quota" {
+            continue;
+        }
         let _ = writeln!(out, "| {label} | {} | {} |", duration(ms), share(ms, t.elapsed_ms));
+    }
+    if r.turns.limited > 0 || r.work.brake_questions > 0 {
+        let _ = writeln!(
+            out,
+            "\n{} ended on their host's quota; the brakes asked the person {}.",
+            n(r.turns.limited, "turn", "turns"),
+            n(r.work.brake_questions, "question", "questions")
+        );
     }
     let _ = writeln!(out, "\nAgent time added up: {} over {} turns.\n", duration(t.agent_ms), r.turns.turns);
     let _ = writeln!(out, "### Turns\n");

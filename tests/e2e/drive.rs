@@ -646,6 +646,7 @@ fn a_todo_failing_the_same_way_three_times_asks_the_person_and_other_work_goes_o
     assert_eq!(sb.json(&["status"])["counts"]["done"], 2);
     // Nothing was spent twice: one spend per turn that wrote back.
     assert_eq!(spends(&self::log(&sb)).len(), 5);
+    assert_eq!(sb.json(&["report"])["work"]["brake_questions"], 1);
 }
 
 #[test]
@@ -724,6 +725,19 @@ fn a_hosts_limit_is_waited_out_not_failed_nor_spent() {
     assert_eq!(spends(&log(&sb)).len(), 1, "one spend: the turn that wrote back");
     let h = sb.ok(&["history"]).stdout;
     assert!(h.contains("the host's limit (declared) until"), "{h}");
+    // The report counts the limited turn and the hour waited on the host, apart from loopx's
+    // own quota.
+    let r = sb.json(&["report"]);
+    assert_eq!(r["turns"]["limited"], 1, "{}", r["turns"]);
+    assert_eq!(r["turns"]["failed"], 0);
+    let host_wait = r["time"]["host_quota_ms"].as_u64().unwrap();
+    assert!(host_wait >= 3_600_000, "an hour and more on the host's quota: {}", r["time"]);
+    assert_eq!(r["time"]["quota_ms"], 0);
+    let text = sb.ok(&["report"]).stdout;
+    assert!(
+        text.contains("waiting on a host's quota 1h") && text.contains("1 turn its host's limit ended"),
+        "{text}"
+    );
 }
 
 #[test]
