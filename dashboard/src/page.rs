@@ -327,6 +327,8 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                                 @if let Some(t) = &d.turn {
                                     " · turn " a href=(at(&format!("{here}/turn/{t}"), token)) { (t) }
                                     @if let Some(todo) = d.todo { " on " (todo) }
+                                } @else if let Some(l) = &d.limited {
+                                    " · " span.limited { (l.describe(&d.host)) }
                                 } }
                         }
                     }

@@ -704,6 +704,11 @@ fn a_hosts_limit_is_waited_out_not_failed_nor_spent() {
     assert_eq!(status["todo"]["claimed_by"], "bot", "the claim is kept: {status}");
     let text = sb.ok(&["status"]).stdout;
     assert!(text.contains("out of quota (declared) until"), "{text}");
+    let served = loopx_tests::web::Served::start(&sb, &sb.root, &[]);
+    let key = crate::dashboard::key_of(&served.get("/").body, "main");
+    let page = served.get(&format!("/p/{key}/main")).body;
+    assert!(page.contains("other out of quota (declared) until"), "the dashboard says so: {page}");
+    drop(served);
     // Asleep: no CPU to speak of.
     let before = cpu_ticks(d.pid());
     let quiet = Instant::now();
