@@ -311,6 +311,18 @@ pub struct DriveArgs {
     /// the driver waits, not failed
     #[arg(long, value_name = "REGEX")]
     pub limit_pattern: Option<String>,
+    /// Another host to hand the work to while this one is limited, as HOST=COMMAND (e.g.
+    /// 'codex=codex exec --sandbox workspace-write -'); the work comes back at the first todo
+    /// boundary after the reset
+    #[arg(long, value_name = "HOST=COMMAND")]
+    pub fallback: Option<String>,
+    /// The agent the fallback host drives (default: the goal's only agent of its type, or a
+    /// new one)
+    #[arg(long, value_name = "AGENT", requires = "fallback")]
+    pub fallback_agent_id: Option<String>,
+    /// Keep the work on the fallback host after the first one's reset
+    #[arg(long, requires = "fallback")]
+    pub stay: bool,
     /// How long the driver's lease on its agent lasts unrenewed (a driver killed with -9 on
     /// another machine frees the agent after this long)
     #[arg(long, default_value = "10m", value_name = "DURATION")]
@@ -783,6 +795,9 @@ pub struct BrakesArgs {
     /// never waits)
     #[arg(long, value_name = "DURATION")]
     pub host_wait: Option<String>,
+    /// Whether a driver may hand the work to its next host while one is limited: on or off
+    #[arg(long, value_name = "on|off")]
+    pub failover: Option<String>,
 }
 
 impl BrakesArgs {
@@ -791,6 +806,7 @@ impl BrakesArgs {
             && self.todo_turn_cap.is_none()
             && self.hourly_turn_cap.is_none()
             && self.host_wait.is_none()
+            && self.failover.is_none()
     }
 
     /// The settings given, read.
@@ -800,11 +816,24 @@ impl BrakesArgs {
             Some("off" | "0") => Some(0),
             Some(d) => Some(loopx_core::time::parse_duration(d)?.as_secs()),
         };
+        let failover = match self.failover.as_deref() {
+            None => None,
+            Some("on") => Some(true),
+            Some("off") => Some(false),
+            Some(other) => {
+                return Err(loopx_core::Error::usage(format!(
+                    "--failover is on or off, not {}",
+                    loopx_core::ids::quote_input(other)
+                ))
+                .with_hint("e.g. --failover off"));
+            }
+        };
         Ok(loopx_core::model::Brakes {
             stall_turns: self.stall_turns,
             todo_turn_cap: self.todo_turn_cap,
             hourly_turn_cap: self.hourly_turn_cap,
             host_wait_secs,
+            failover,
         })
     }
 }

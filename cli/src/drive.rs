@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use loopx_core::kernel::{CommandContext, Kernel, RegisterAgent};
 use loopx_core::{AgentId, AgentType, Error, GoalId, Result};
-use loopx_hostkit::drive::{Config, Driver, Interrupt, LimitPattern, Report, Sink};
+use loopx_hostkit::drive::{Config, Driver, Fallback, Interrupt, LimitPattern, Report, Sink};
 use loopx_kernel::{DynKernel, Reporter};
 
 use crate::Env;
@@ -43,14 +43,15 @@ fn host_for_type(t: AgentType) -> Option<&'static dyn loopx_core::host::HostAdap
 async fn agent_and_host(
     k: &DynKernel,
     goal: &GoalId,
-    a: &DriveArgs,
+    agent_id: Option<&String>,
+    host: Option<&str>,
 ) -> Result<(AgentId, Option<&'static dyn loopx_core::host::HostAdapter>)> {
     let agents = k.list_agents(Some(goal)).await?.agents;
-    let named_host = a.host.as_deref().map(host_of).transpose()?;
+    let named_host = host.map(host_of).transpose()?;
     let type_of = |h: Option<&'static dyn loopx_core::host::HostAdapter>| {
         h.and_then(|h| h.driver()).map_or_else(AgentType::other, |d| d.agent_type())
     };
-    let (agent, host) = match (&a.agent_id, named_host) {
+    let (agent, host) = match (agent_id, named_host) {
         (Some(id), h) => {
             let id = AgentId::new_registrable(id)?;
             let host = match (h, agents.iter().find(|x| x.id == id)) {
@@ -105,6 +106,30 @@ async fn agent_and_host(
         }
     }
     Ok((agent, host))
+}
+
+/// `--fallback HOST=COMMAND`: the host and its command line, refused as `--host` and the
+/// command after `--` would be.
+fn fallback_of(spec: &str) -> Result<(String, Vec<String>)> {
+    let hint = "e.g. --fallback 'codex=codex exec --sandbox workspace-write -'";
+    let Some((host, command)) = spec.split_once('=') else {
+        return Err(Error::usage("--fallback is HOST=COMMAND").with_hint(hint));
+    };
+    let argv = shell_words::split(command)
+        .map_err(|e| Error::usage(format!("--fallback's command does not parse: {e}")).with_hint(hint))?;
+    if argv.is_empty() {
+        return Err(Error::usage("--fallback names no command").with_hint(hint));
+    }
+    if let Some(d) = host_of(host.trim())?.and_then(|h| h.driver()) {
+        d.turn_argv(&argv, None, true)?;
+    }
+    Ok((host.trim().to_owned(), argv))
+}
+
+/// The host's configuration directory on this machine (Codex's `$CODEX_HOME`).
+fn host_home_of(host: Option<&'static dyn loopx_core::host::HostAdapter>) -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from)?;
+    host?.host_home(&home, &|k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()))
 }
 
 /// How the agent's shell reaches this loopx: as the host's adapter says (Codex's login shell
@@ -264,6 +289,14 @@ impl Sink for TextSink {
                 ));
                 format!("{}: {} — sleeping {when}", decision.as_str(), short(reason))
             }
+            Report::Failover { from_agent, from_host, to_agent, to_host, handoff, until } => {
+                let packet = handoff.as_ref().map(|h| format!(" ({h})")).unwrap_or_default();
+                let back = until.map_or_else(
+                    || "; it stays there".to_owned(),
+                    |u| format!("; back to {from_agent} at the first todo boundary after {u}"),
+                );
+                format!("{from_host} is limited: the work goes to {to_agent} ({to_host}){packet}{back}")
+            }
             Report::Backoff { failures, secs } => {
                 format!("{failures} failed turn(s) in a row: waiting {secs} s")
             }
@@ -332,10 +365,33 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
         h.turn_argv(&a.command, None, !a.prompt_arg)?;
     }
     let limit_pattern = a.limit_pattern.as_deref().map(LimitPattern::new).transpose()?;
+    let fallback = a.fallback.as_deref().map(fallback_of).transpose()?;
     let root = crate::commands::project_root(cli, env)?;
     let kernel = Arc::new(crate::commands::open_at(&root, env, reporter)?);
     let goal = kernel.resolve_goal(cli.goal_id.as_deref().map(GoalId::new).transpose()?.as_ref())?;
-    let (agent, host) = agent_and_host(&kernel, &goal, a).await?;
+    let (agent, host) = agent_and_host(&kernel, &goal, a.agent_id.as_ref(), a.host.as_deref()).await?;
+    let fallback = match &fallback {
+        Some((fb_host, command)) => {
+            let (fb_agent, fb_adapter) =
+                agent_and_host(&kernel, &goal, a.fallback_agent_id.as_ref(), Some(fb_host.as_str())).await?;
+            if fb_agent == agent {
+                return Err(Error::usage(format!(
+                    "the fallback drives agent {fb_agent}, the agent the drive runs"
+                ))
+                .with_hint("name another agent with --fallback-agent-id"));
+            }
+            Some(Box::new(Fallback {
+                agent: fb_agent,
+                host: fb_adapter.map_or("other", |h| h.host()).to_owned(),
+                command: command.clone(),
+                driver: fb_adapter.and_then(|h| h.driver()),
+                host_home: host_home_of(fb_adapter),
+                loopx: this_loopx(fb_adapter),
+                prefer_first: !a.stay,
+            }))
+        }
+        None => None,
+    };
     let config = Config {
         goal: goal.clone(),
         agent,
@@ -355,11 +411,11 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
         machine: machine(),
         pid: std::process::id(),
         log_limits: loopx_kernel::turn_log::Limits::default(),
-        host_home: host.and_then(|h| {
-            let home = std::env::var_os("HOME").map(PathBuf::from)?;
-            h.host_home(&home, &|k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()))
-        }),
+        host_home: host_home_of(host),
         limit_pattern,
+        fallback,
+        return_at: None,
+        fallback_of: None,
     };
     if let Some(h) = host.and_then(|h| h.driver()) {
         // A command line the host cannot run a turn with is refused before anything starts.

@@ -211,9 +211,10 @@ fn brakes(b: &loopx_core::model::Brakes) -> String {
         s => loopx_core::time::format_duration(std::time::Duration::from_secs(s)),
     };
     format!(
-        "ask when stalled {stall} · todo turn cap {} · hourly turn cap {} · host wait {wait}",
+        "ask when stalled {stall} · todo turn cap {} · hourly turn cap {} · host wait {wait} · failover {}",
         cap(b.todo_turn_cap()),
         cap(b.hourly_turn_cap()),
+        if b.failover() { "on" } else { "off" }
     )
 }
 

@@ -199,6 +199,10 @@ pub struct Brakes {
     /// it never waits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_wait_secs: Option<u64>,
+    /// Whether a driver may hand the work to another host it was given while one is limited
+    /// (default yes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<bool>,
 }
 
 impl Brakes {
@@ -225,6 +229,9 @@ impl Brakes {
     pub fn host_wait_secs(&self) -> u64 {
         self.host_wait_secs.unwrap_or(Self::DEFAULT_HOST_WAIT_SECS)
     }
+    pub fn failover(&self) -> bool {
+        self.failover.unwrap_or(true)
+    }
     /// These brakes with every setting `change` makes.
     pub fn merged(&self, change: &Brakes) -> Brakes {
         Brakes {
@@ -232,6 +239,7 @@ impl Brakes {
             todo_turn_cap: change.todo_turn_cap.or(self.todo_turn_cap),
             hourly_turn_cap: change.hourly_turn_cap.or(self.hourly_turn_cap),
             host_wait_secs: change.host_wait_secs.or(self.host_wait_secs),
+            failover: change.failover.or(self.failover),
         }
     }
 }

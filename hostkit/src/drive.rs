@@ -78,6 +78,38 @@ pub struct Config {
     pub host_home: Option<PathBuf>,
     /// A line of output that says the command's own limit ended the turn (`--limit-pattern`).
     pub limit_pattern: Option<LimitPattern>,
+    /// The host that takes the work over while this one is limited (`--fallback`).
+    pub fallback: Option<Box<Fallback>>,
+    /// For a fallback's drive: when the first host's limit resets; at the first todo boundary
+    /// after it the work goes back (none: it stays).
+    pub return_at: Option<Timestamp>,
+    /// For a fallback's drive: the agent whose work it took over.
+    pub fallback_of: Option<AgentId>,
+}
+
+/// A second host a drive hands the goal's work to while the first is limited, and takes it
+/// back from at the next todo boundary after the first host's reset (`prefer_first`).
+#[derive(Clone)]
+pub struct Fallback {
+    pub agent: AgentId,
+    pub host: String,
+    pub command: Vec<String>,
+    pub driver: Option<&'static dyn HostDriver>,
+    pub host_home: Option<PathBuf>,
+    /// How its agent's shell reaches loopx, for its prompts.
+    pub loopx: String,
+    pub prefer_first: bool,
+}
+
+impl std::fmt::Debug for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fallback")
+            .field("agent", &self.agent)
+            .field("host", &self.host)
+            .field("command", &self.command)
+            .field("prefer_first", &self.prefer_first)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `--limit-pattern`: a line of a command's output (either stream) that says its own quota or
@@ -203,6 +235,18 @@ pub enum Report {
         /// When the driver asks the host again.
         until: Timestamp,
     },
+    /// The first host is limited: its work is handed to the fallback host's agent, which
+    /// drives until the first host's reset (or for good).
+    Failover {
+        from_agent: AgentId,
+        from_host: String,
+        to_agent: AgentId,
+        to_host: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        handoff: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        until: Option<Timestamp>,
+    },
     /// Ctrl-C once: the running turn finishes first.
     Finishing,
     Note {
@@ -236,6 +280,14 @@ pub struct Outcome {
     pub turns: u64,
     pub spent: u64,
     pub failed: u64,
+}
+
+impl Outcome {
+    fn add(&mut self, run: &Run) {
+        self.turns += run.turns;
+        self.spent += run.spent;
+        self.failed += run.failed;
+    }
 }
 
 /// One driver: the kernel it asks, the host it runs (none for `--host other`), and the
@@ -275,6 +327,8 @@ struct Run {
     /// The host's limit the latest turn ended on: the limit, when that turn ended, when the
     /// first of the limited turns in a row ended, and how many there were.
     limited: Option<Limited>,
+    /// The fallback host's own limit, until which it takes nothing over.
+    fallback_limited_until: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone)]
@@ -298,11 +352,29 @@ enum LimitWait {
 struct Stop {
     code: i32,
     reason: String,
+    then: Then,
+}
+
+/// What follows a lane's stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Then {
+    /// The drive ends.
+    Exit,
+    /// The first host is limited until then (none: longer than the goal waits): the fallback
+    /// takes over.
+    Failover(Option<Timestamp>),
+    /// The fallback gives the work back: the first host's reset has passed.
+    Return,
+    /// The fallback is limited too, until then: back to the first host, which waits.
+    Limited(Timestamp),
 }
 
 impl Stop {
     fn done(reason: impl Into<String>) -> Self {
-        Self { code: exit::SUCCESS, reason: reason.into() }
+        Self { code: exit::SUCCESS, reason: reason.into(), then: Then::Exit }
+    }
+    fn exit(code: i32, reason: impl Into<String>) -> Self {
+        Self { code, reason: reason.into(), then: Then::Exit }
     }
 }
 
@@ -361,24 +433,35 @@ impl Driver {
         }
     }
 
-    /// Drives until the goal says stop, a limit is reached, or a person interrupts.
+    /// Drives until the goal says stop, a limit is reached, or a person interrupts. With a
+    /// fallback host, a limit of the first hands the work to the fallback's agent, and the
+    /// first host takes it back at the next todo boundary after its reset.
     pub async fn run(&self, sink: &mut dyn Sink) -> Result<Outcome> {
-        let mut run = self.start(sink).await?;
-        let stop = match self.turns(&mut run, sink).await {
-            Ok(stop) => stop,
-            Err(e) => {
-                self.release(&run, &format!("stopped by an error: {}", e.message), sink).await;
-                return Err(e);
+        let mut total = Outcome { code: exit::SUCCESS, reason: String::new(), turns: 0, spent: 0, failed: 0 };
+        let mut carried: (Option<Limited>, Option<Timestamp>) = (None, None);
+        let stop = loop {
+            let (stop, run) = self.lane(sink, carried.0.take(), carried.1.take()).await?;
+            total.add(&run);
+            let (Then::Failover(until), Some(fb)) = (stop.then, &self.config.fallback) else { break stop };
+            let handoff = self.hand_over(fb, &run, sink).await;
+            sink.report(&Report::Failover {
+                from_agent: self.config.agent.clone(),
+                from_host: self.config.host.clone(),
+                to_agent: fb.agent.clone(),
+                to_host: fb.host.clone(),
+                handoff,
+                until,
+            });
+            let second = self.fallback_driver(fb, until.filter(|_| fb.prefer_first));
+            let (back, run2) = second.lane(sink, None, None).await?;
+            total.add(&run2);
+            match back.then {
+                Then::Return => carried = (None, run.fallback_limited_until),
+                Then::Limited(t) => carried = (run.limited.clone(), Some(t)),
+                _ => break back,
             }
         };
-        self.release(&run, &stop.reason, sink).await;
-        let outcome = Outcome {
-            code: stop.code,
-            reason: stop.reason,
-            turns: run.turns,
-            spent: run.spent,
-            failed: run.failed,
-        };
+        let outcome = Outcome { code: stop.code, reason: stop.reason, ..total };
         sink.report(&Report::Exited {
             reason: outcome.reason.clone(),
             code: outcome.code,
@@ -387,6 +470,96 @@ impl Driver {
             failed: outcome.failed,
         });
         Ok(outcome)
+    }
+
+    /// One agent's stretch of the drive: its lease taken, its turns, its lease given up.
+    async fn lane(
+        &self,
+        sink: &mut dyn Sink,
+        limited: Option<Limited>,
+        fallback_limited_until: Option<Timestamp>,
+    ) -> Result<(Stop, Run)> {
+        let mut run = self.start(sink).await?;
+        run.limited = limited;
+        run.fallback_limited_until = fallback_limited_until;
+        let stop = match self.turns(&mut run, sink).await {
+            Ok(stop) => stop,
+            Err(e) => {
+                self.release(&run, &format!("stopped by an error: {}", e.message), sink).await;
+                return Err(e);
+            }
+        };
+        self.release(&run, &stop.reason, sink).await;
+        Ok((stop, run))
+    }
+
+    /// The first host is limited (until `until`; none: longer than the goal waits): whether
+    /// its work goes to the fallback host now. Not when there is none, the goal forbids it
+    /// (`goal set --failover off`), this is the fallback's own drive, or the fallback is
+    /// limited itself.
+    fn fail_over(&self, run: &Run, until: Option<Timestamp>, why: &str) -> Result<Option<Stop>> {
+        let Some(fb) = &self.config.fallback else { return Ok(None) };
+        if !self.kernel.brakes(&self.config.goal)?.failover()
+            || run.fallback_limited_until.is_some_and(|t| t > self.now())
+        {
+            return Ok(None);
+        }
+        Ok(Some(Stop {
+            code: exit::SUCCESS,
+            reason: format!("{why}: the work goes to {} ({})", fb.agent, fb.host),
+            then: Then::Failover(until),
+        }))
+    }
+
+    /// Hands the open todos the first host's agent holds to the fallback's agent, with the
+    /// limit in the packet's note. Returns the handoff's id, if one was made.
+    async fn hand_over(&self, fb: &Fallback, run: &Run, sink: &mut dyn Sink) -> Option<String> {
+        let note = run.limited.as_ref().map(|l| {
+            let said = l.limit.message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default();
+            format!("{}{said}; {} takes over meanwhile", l.limit.describe(&self.config.host), fb.agent)
+        });
+        let to_host = fb.driver.map_or_else(loopx_core::AgentType::other, HostDriver::agent_type);
+        let req = loopx_core::kernel::OfferHandoff {
+            to_host,
+            to_agent: Some(fb.agent.clone()),
+            todos: Vec::new(),
+            note: note.map(|n| loopx_core::drive::tail_of(&n, 1000).to_owned()),
+            ttl_secs: 24 * 3600,
+        };
+        let ctx = self.ctx(None).ok()?;
+        match self.patiently(sink, || self.kernel.handoff(&ctx, req.clone())).await {
+            Ok(r) if !r.body.handoff.todos.is_empty() => Some(r.body.handoff.id.to_string()),
+            Ok(_) => None,
+            Err(e) => {
+                sink.report(&Report::Note {
+                    message: format!("the work was not handed over: {}", e.message),
+                });
+                None
+            }
+        }
+    }
+
+    /// The driver of the fallback host, giving the work back after `return_at`.
+    fn fallback_driver(&self, fb: &Fallback, return_at: Option<Timestamp>) -> Driver {
+        let config = Config {
+            agent: fb.agent.clone(),
+            host: fb.host.clone(),
+            command: fb.command.clone(),
+            host_home: fb.host_home.clone(),
+            loopx: fb.loopx.clone(),
+            fallback: None,
+            return_at,
+            fallback_of: Some(self.config.agent.clone()),
+            ..self.config.clone()
+        };
+        Driver {
+            kernel: self.kernel.clone(),
+            config,
+            host: fb.driver,
+            clock: self.clock.clone(),
+            wake: self.wake.clone(),
+            interrupt: self.interrupt.clone(),
+        }
     }
 
     /// Takes the lease (replacing one whose driver died on this machine), and ends the turn
@@ -437,6 +610,7 @@ impl Driver {
             turn_base: base36(started_ms),
             turn_seq: 0,
             limited: None,
+            fallback_limited_until: None,
         };
         // The lease was granted: the driver before, if any, is gone, and its turn with it.
         if let Some(turn) = before.and_then(|d| d.turn) {
@@ -508,12 +682,26 @@ impl Driver {
     async fn turns(&self, run: &mut Run, sink: &mut dyn Sink) -> Result<Stop> {
         loop {
             if self.interrupt.asked() {
-                return Ok(Stop { code: self.interrupt.code(), reason: "stopped by a person".to_owned() });
+                return Ok(Stop::exit(self.interrupt.code(), "stopped by a person"));
             }
             self.renew(run, None, false, sink).await?;
             let began = Instant::now();
             let ctx = self.ctx(None)?;
             let a = self.patiently(sink, || self.kernel.should_run(&ctx, None)).await?;
+            // The fallback gives the work back at a todo boundary after the first host's reset,
+            // once it has taken over what was handed to it (its first turn).
+            if let (Some(at), Some(first)) = (self.config.return_at, &self.config.fallback_of)
+                && run.turns > 0
+                && self.now() >= at
+                && a.selected_todo.as_ref().is_none_or(|t| t.claim_required)
+                && !matches!(a.continuation, Continuation::Stop { .. } | Continuation::Handoff { .. })
+            {
+                return Ok(Stop {
+                    code: exit::SUCCESS,
+                    reason: format!("the first host's limit has reset: the work goes back to {first}"),
+                    then: Then::Return,
+                });
+            }
             match (a.decision, &a.continuation) {
                 (DecisionKind::Run | DecisionKind::Replan, _) => {
                     if let Some(max) = self.config.max_turns
@@ -525,6 +713,17 @@ impl Driver {
                         match self.limit_wait(&l)? {
                             LimitWait::Over => {}
                             LimitWait::Until(until) => {
+                                let said = l.limit.describe(&self.config.host);
+                                if let Some(first) = &self.config.fallback_of {
+                                    return Ok(Stop {
+                                        code: exit::SUCCESS,
+                                        reason: format!("{said}: the work goes back to {first}"),
+                                        then: Then::Limited(until),
+                                    });
+                                }
+                                if let Some(stop) = self.fail_over(run, Some(until), &said)? {
+                                    return Ok(stop);
+                                }
                                 let wait = Duration::from_millis(
                                     u64::try_from(until.unix_millis() - self.now().unix_millis())
                                         .unwrap_or(0),
@@ -537,11 +736,17 @@ impl Driver {
                                 self.sleep(wait.min(self.renew_in(run)), true, sink).await;
                                 continue;
                             }
-                            LimitWait::GiveUp(reason) => return Ok(Stop { code: exit::BUSY, reason }),
+                            LimitWait::GiveUp(reason) => {
+                                if let Some(stop) = self.fail_over(run, None, &reason)? {
+                                    return Ok(stop);
+                                }
+                                return Ok(Stop::exit(exit::BUSY, reason));
+                            }
                         }
                     }
                     if run.failures_in_row >= self.config.max_failures {
                         return Ok(Stop {
+                            then: Then::Exit,
                             code: exit::REFUSED,
                             reason: format!(
                                 "the agent command failed {} turns in a row; see loopx history --agent {} and the turn logs",
@@ -648,6 +853,7 @@ impl Driver {
         times.extend(a.scheduler.wait_until);
         times.extend(a.quota.next_slot_at);
         times.extend(a.user_channel.questions.iter().filter_map(|q| q.next_check_at));
+        times.extend(self.config.return_at);
         let until = times.into_iter().min();
         sink.report(&Report::Sleeping { decision: a.decision, reason: a.reason.clone(), until });
         let mut wait = match until {

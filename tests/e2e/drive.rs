@@ -145,7 +145,7 @@ pub(crate) fn log(sb: &Sandbox) -> Vec<Value> {
     events(&sb.events_path("main"))
 }
 
-fn kinds<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
+pub(crate) fn kinds<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
     log.iter().filter(|e| e["kind"] == kind).collect()
 }
 
@@ -668,7 +668,7 @@ fn a_todo_that_goes_round_without_end_is_stopped_by_its_turn_cap() {
     // The brakes are a person's settings, bounded.
     let r = sb.run(&["goal", "set", "--hourly-turn-cap", "61"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    let r = sb.run(&["goal", "set", "--host-wait", "31d"]);
+    let r = sb.run(&["goal", "set", "--failover", "maybe"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
 
@@ -743,6 +743,95 @@ fn a_hosts_limit_is_waited_out_not_failed_nor_spent() {
         text.contains("waiting on a host's quota 1h") && text.contains("1 turn its host's limit ended"),
         "{text}"
     );
+}
+
+#[test]
+fn a_limited_host_hands_the_work_to_the_fallback_and_takes_it_back_after_its_reset() {
+    let sb = goal(&["first [limited]", "second", "third [last]"]);
+    let clock = sb.root.parent().unwrap().join("clock-skew-ms");
+    std::fs::write(&clock, "0").unwrap();
+    let clock_env = clock.display().to_string();
+    let fallback = format!("other={}", agent_script().display());
+    let d = Driving::start(
+        &sb,
+        &[
+            "--agent-id",
+            "bot",
+            "--limit-pattern",
+            "RATE LIMITED, retry in (?<secs>[0-9]+)s",
+            "--fallback",
+            &fallback,
+            "--fallback-agent-id",
+            "spare",
+        ],
+        &[("LOOPX_TEST_CLOCK_FILE", &clock_env)],
+    );
+    let (_, over) = d.wait_for("the failover", Duration::from_secs(60), |e| e["event"] == "failover");
+    assert_eq!(
+        (over["from_agent"].as_str(), over["to_agent"].as_str()),
+        (Some("bot"), Some("spare")),
+        "{over}"
+    );
+    assert_eq!(over["handoff"], "h1", "{over}");
+    // The first host's reset passes while the fallback works the handed todo.
+    std::fs::write(&clock, (3_600_000 + 60_000).to_string()).unwrap();
+    let (code, ev, stderr) = d.finish();
+    assert_eq!(code, 0, "{stderr}");
+    let exit = of(&ev, "exited")[0];
+    assert!(exit["reason"].as_str().unwrap().contains("finished"), "{exit}");
+    assert_eq!(
+        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
+        (Some(4), Some(3), Some(0))
+    );
+    // t1 went to the fallback with the packet; t2 and t3 came back to the first host's agent.
+    let log = log(&sb);
+    let by: Vec<(String, String)> = kinds(&log, "todo_completed")
+        .iter()
+        .map(|e| (e["data"]["todo"].as_str().unwrap().to_owned(), e["actor"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(
+        by,
+        [("t1".into(), "spare".into()), ("t2".into(), "bot".into()), ("t3".into(), "bot".into())],
+        "{by:?}"
+    );
+    let offered = kinds(&log, "handoff_offered")[0].clone();
+    let note = offered["data"]["handoff"]["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("other out of quota (declared) until") && note.contains("spare takes over"),
+        "{note}"
+    );
+    assert_eq!(kinds(&log, "handoff_accepted").len(), 1);
+    assert_eq!(completions(&log).values().copied().collect::<Vec<_>>(), [1, 1, 1], "nothing done twice");
+    assert_eq!(spends(&log).len(), 3, "one spend per turn that wrote back");
+    assert_eq!(of(&ev, "started").len(), 3, "bot, spare, then bot again");
+    // Forbidden per goal: the first host waits instead.
+    let sb = goal(&["first [limited] [last]"]);
+    sb.ok(&["goal", "set", "--failover", "off", "--host-wait", "off"]);
+    let (code, ev, _) = drive(
+        &sb,
+        &[
+            "--agent-id",
+            "bot",
+            "--limit-pattern",
+            "RATE LIMITED, retry in (?<secs>[0-9]+)s",
+            "--fallback",
+            &fallback,
+            "--fallback-agent-id",
+            "spare",
+        ],
+        &[],
+    );
+    assert_eq!(code, 3);
+    assert!(of(&ev, "failover").is_empty(), "{ev:#?}");
+    let r = sb.run(&["drive", "--fallback", "codex", "--", "true"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--fallback is HOST=COMMAND"), "{}", r.stderr);
+    // The same agent for both hosts is refused.
+    let sb = goal(&["one"]);
+    sb.ok(&["agent", "register", "--agent-id", "bot", "--agent-type", "other"]);
+    let r = sb.run(&["drive", "--agent-id", "bot", "--fallback", &fallback, "--", "true"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("the fallback drives agent bot"), "{}", r.stderr);
 }
 
 #[test]

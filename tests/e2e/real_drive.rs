@@ -150,6 +150,19 @@ fn drive_codex(s: &Sandbox, api: &real_codex::FakeApi, extra: &[&str]) -> (i32, 
 
 /// `loopx drive --host codex` against the fake API, in a Codex home of the sandbox's.
 pub(crate) fn codex_drive(s: &Sandbox, api: &real_codex::FakeApi, extra: &[&str]) -> Command {
+    let mut c: Command = loopx(s);
+    c.args(["drive", "--json", "--host", "codex"])
+        .args(extra)
+        .arg("--")
+        .arg(codex_bin())
+        .args(["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-"])
+        .envs(codex_env(s, api));
+    c
+}
+
+/// A Codex home of the sandbox's that talks only to the fake API, and what Codex needs in its
+/// environment to use it.
+pub(crate) fn codex_env(s: &Sandbox, api: &real_codex::FakeApi) -> Vec<(String, String)> {
     let home = real_codex::codex_home(s);
     std::fs::create_dir_all(&home).unwrap();
     let config = format!(
@@ -157,15 +170,21 @@ pub(crate) fn codex_drive(s: &Sandbox, api: &real_codex::FakeApi, extra: &[&str]
         api.port
     );
     std::fs::write(home.join("config.toml"), config).unwrap();
-    let mut c: Command = loopx(s);
-    c.args(["drive", "--json", "--host", "codex"])
-        .args(extra)
-        .arg("--")
-        .arg(codex_bin())
-        .args(["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-"])
-        .env("CODEX_HOME", &home)
-        .env("FAKE_API_KEY", "not-a-key");
-    c
+    vec![
+        ("CODEX_HOME".to_owned(), home.display().to_string()),
+        ("FAKE_API_KEY".to_owned(), "not-a-key".to_owned()),
+    ]
+}
+
+/// The Codex command line a drive runs (after the driver adds `--json`).
+pub(crate) fn codex_command() -> String {
+    shell_words::join([
+        codex_bin().display().to_string().as_str(),
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "-",
+    ])
 }
 
 #[test]

@@ -13,10 +13,12 @@ use serde_json::{Value, json};
 
 use loopx_core::Timestamp;
 
+use crate::drive::kinds;
 use crate::drive::{Driving, cpu_ticks, goal, log, of, spends};
 use crate::fake_model::epoch_now;
 use crate::real_drive::{
-    claude_api, claude_drive, codex_api, codex_drive, gemini_api, gemini_drive, opencode_api, opencode_drive,
+    claude_api, claude_drive, codex_api, codex_command, codex_drive, codex_env, gemini_api, gemini_drive,
+    opencode_api, opencode_drive,
 };
 
 /// Drives `c` (a drive of a goal whose one todo is `[last]`) through one limited turn and one
@@ -150,4 +152,62 @@ fn real_opencode_after_its_retries_waits_for_the_providers_retry_after() {
     let ahead = resets.unix_millis() - end.unix_millis();
     assert!((0..=2_000).contains(&ahead), "the provider's retry-after, a second on: {ahead} ms");
     assert_eq!(api.refusals.left(), 0);
+}
+
+#[test]
+fn real_claude_code_limited_hands_the_work_to_codex_and_takes_it_back_after_its_reset() {
+    let s = goal(&["write a.txt", "ship it [last]"]);
+    crate::real_claude::trust_workspace(&s);
+    let (claude, codex) = (claude_api(), codex_api());
+    let reset = epoch_now() + 30;
+    claude.refusals.push(
+        1,
+        "429 Too Many Requests",
+        &[
+            ("anthropic-ratelimit-unified-reset", reset.to_string()),
+            ("anthropic-ratelimit-unified-representative-claim", "five_hour".to_owned()),
+        ],
+        r#"{"type":"error","error":{"type":"rate_limit_error","message":"Rate limited"}}"#,
+    );
+    let fallback = format!("codex={}", codex_command());
+    let mut c = claude_drive(&s, &claude, &["--agent-id", "claude-1", "--fallback", &fallback]);
+    c.env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-not-a-token").envs(codex_env(&s, &codex));
+    let clock = s.root.parent().unwrap().join("clock-skew-ms");
+    std::fs::write(&clock, "0").unwrap();
+    c.env("LOOPX_TEST_CLOCK_FILE", &clock);
+    let d = Driving::spawn(c);
+    let (_, over) = d.wait_for("the failover", Duration::from_secs(180), |e| e["event"] == "failover");
+    assert_eq!(
+        (over["to_host"].as_str(), over["to_agent"].as_str()),
+        (Some("codex"), Some("codex-1")),
+        "{over}"
+    );
+    // Claude Code's reset passes while Codex works the handed todo.
+    std::fs::write(&clock, "120000").unwrap();
+    let (code, ev, stderr) = d.finish();
+    assert_eq!(code, 0, "{stderr}");
+    let exit = of(&ev, "exited")[0];
+    assert!(exit["reason"].as_str().unwrap().contains("finished"), "{exit}");
+    assert_eq!(
+        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
+        (Some(3), Some(2), Some(0))
+    );
+    let log = log(&s);
+    let by: Vec<(String, String)> = kinds(&log, "todo_completed")
+        .iter()
+        .map(|e| (e["data"]["todo"].as_str().unwrap().to_owned(), e["actor"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(by, [("t1".into(), "codex-1".into()), ("t2".into(), "claude-1".into())], "{by:?}");
+    assert_eq!(spends(&log).len(), 2, "one spend per written-back turn");
+    // Codex saw the packet: the handoff's note reached its prompt through the todo it took.
+    let note = kinds(&log, "handoff_offered")[0]["data"]["handoff"]["note"].as_str().unwrap().to_owned();
+    assert!(note.contains("claude-code out of quota (five_hour)"), "{note}");
+    assert!(codex.all().contains("This turn: t1"), "Codex worked t1");
+    // History and the report show both hosts.
+    let report = s.json(&["report"]);
+    let hosts: Vec<&str> =
+        report["agents"].as_array().unwrap().iter().map(|a| a["host"].as_str().unwrap()).collect();
+    assert!(hosts.contains(&"claude-code") && hosts.contains(&"codex-cli"), "{hosts:?}");
+    assert_eq!(report["turns"]["limited"], 1);
+    assert_eq!(report["work"]["host_switches"], 1);
 }
