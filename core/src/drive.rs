@@ -213,8 +213,8 @@ pub struct TodoTurns {
     pub turns: u32,
     /// Of those, the latest in a row that changed nothing that counts.
     pub stalled: u32,
-    /// What the latest turn without progress ended on (a failed check, a writeback, an
-    /// exit), for the person's question.
+    /// What the latest turn ended on when it added no evidence (a failed check, a writeback,
+    /// an exit): the same again is no progress, and the person's question names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last: Option<String>,
 }

@@ -216,16 +216,14 @@ fn brake(state: &GoalState, end: &TurnEnd, now: Timestamp) -> Option<TurnBrake> 
     if end.limited().is_some() || matches!(end.exit, TurnExit::Interrupted | TurnExit::Lost) {
         return None;
     }
-    let t = state.todo(todo)?;
-    if t.status.is_closed() {
-        return Some(TurnBrake { todo, progress: true, count: None, gate: None });
-    }
+    let closed = state.todo(todo)?.status.is_closed();
     let before = state.todo_turns.get(&todo).cloned().unwrap_or_default();
-    let (progress, last) = progress_of(state, end, &before);
+    let (progress, last) = if closed { (true, None) } else { progress_of(state, end, &before) };
+    // What the turn ended on is kept either way: the same writeback next time is no progress.
     let mut count = TodoTurns {
         turns: before.turns.saturating_add(1),
         stalled: if progress { 0 } else { before.stalled.saturating_add(1) },
-        last: if progress { None } else { last },
+        last,
     };
     let brakes = &state.goal.brakes;
     let recent: Vec<&str> = state
@@ -241,7 +239,7 @@ fn brake(state: &GoalState, end: &TurnEnd, now: Timestamp) -> Option<TurnBrake> 
         .chain(std::iter::once(end.turn.as_str()))
         .collect();
     let see = format!("see loopx history --turn {}", recent.join(", --turn "));
-    let question = if brakes.stall_turns().is_some_and(|n| count.stalled >= n) {
+    let question = if !closed && brakes.stall_turns().is_some_and(|n| count.stalled >= n) {
         let last = count.last.as_deref().map(|l| format!("; last: {}", flatten(l, 300))).unwrap_or_default();
         Some((
             format!(
@@ -251,7 +249,7 @@ fn brake(state: &GoalState, end: &TurnEnd, now: Timestamp) -> Option<TurnBrake> 
             ),
             GateBlocks::Todos(vec![todo]),
         ))
-    } else if brakes.todo_turn_cap().is_some_and(|n| count.turns >= n) {
+    } else if !closed && brakes.todo_turn_cap().is_some_and(|n| count.turns >= n) {
         Some((
             format!(
                 "{todo}: reached its cap of {} driven {} ({see}). Approve to give it as many again, or change the todo.",
@@ -284,13 +282,12 @@ fn brake(state: &GoalState, end: &TurnEnd, now: Timestamp) -> Option<TurnBrake> 
             blocks,
         }
     });
-    Some(TurnBrake { todo, progress, count: Some(count), gate })
+    Some(TurnBrake { todo, progress, count: (!closed).then_some(count), gate })
 }
 
 /// Whether a turn on an open todo changed something that counts, and what it ended on if not:
 /// evidence on the todo that is not a failed check is progress; so is a writeback unlike the
-/// latest one without progress. A failed check, the same writeback again, or no writeback is
-/// not.
+/// turn before's. A failed check, the same writeback again, or no writeback is not.
 fn progress_of(state: &GoalState, end: &TurnEnd, before: &TodoTurns) -> (bool, Option<String>) {
     let Some(todo) = end.todo else { return (true, None) };
     let new: Vec<_> = state.evidence.iter().filter(|e| e.todo == todo && e.at >= end.started_at).collect();

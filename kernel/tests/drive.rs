@@ -592,3 +592,158 @@ fn the_turn_prompt_has_a_part_only_for_what_it_lists() {
     }
     assert!(!full.contains("wait for the window"), "{full}");
 }
+
+impl World {
+    fn set_brakes(&self, brakes: loopx_core::model::Brakes) {
+        let req = SetGoal {
+            objective: None,
+            title: None,
+            make_default: false,
+            quota: QuotaChange::default(),
+            handoff_mode: None,
+            write_scope: None,
+            notify: None,
+            clear_notify: false,
+            brakes,
+        };
+        block_on(self.k.set_goal(&self.person(), req)).unwrap();
+    }
+
+    /// A turn on the next todo that claims it, notes `note` and writes back: no evidence.
+    fn noted(&self, turn: &str, note: &str) -> loopx_core::drive::TurnEnd {
+        let todo = self.decide(turn).selected_todo.unwrap().id;
+        let _ = block_on(self.k.claim_todo(&self.ctx(None), todo));
+        let update = UpdateTodo { note: Some(note.into()), ..UpdateTodo::of(todo) };
+        block_on(self.k.update_todo(&self.ctx(None), update)).unwrap();
+        self.write_back(turn, todo).unwrap();
+        self.end(turn, TurnExit::Exited, TurnUsage::default())
+    }
+
+    fn gates(&self) -> Vec<loopx_core::model::Gate> {
+        block_on(self.k.list_gates(Some(&self.goal), true)).unwrap().gates
+    }
+}
+
+#[test]
+fn the_same_writeback_again_is_no_progress_and_a_new_one_is() {
+    let w = World::new();
+    w.add("tidy the docs");
+    w.noted("d-1", "looked at it");
+    w.noted("d-2", "looked at it");
+    assert!(w.gates().is_empty(), "two turns without progress ask nobody yet");
+    // Something new written back resets the count.
+    w.noted("d-3", "fixed the first page");
+    w.noted("d-4", "fixed the first page");
+    w.noted("d-5", "fixed the first page");
+    assert!(w.gates().is_empty(), "a new writeback was progress: {:?}", w.gates());
+    w.noted("d-6", "fixed the first page");
+    let gates = w.gates();
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    assert!(
+        gates[0].question.starts_with("t1: 3 driven turns without progress; last: wrote back implement"),
+        "{}",
+        gates[0].question
+    );
+    assert_eq!(gates[0].asked_by, "loopx");
+    assert!(gates[0].question.contains("--turn d-4, --turn d-5, --turn d-6"), "{}", gates[0].question);
+}
+
+#[test]
+fn a_limited_or_interrupted_turn_is_not_counted_and_a_failed_one_is() {
+    let w = World::new();
+    w.add("build it");
+    let limit = loopx_core::drive::HostLimit::new("five_hour", Some("You've hit your session limit"));
+    for n in 1..=4 {
+        let turn = format!("d-{n}");
+        w.decide(&turn);
+        let end =
+            w.end(&turn, TurnExit::Exited, TurnUsage { limit: Some(limit.clone()), ..TurnUsage::default() });
+        assert!(!end.failed() && end.limited().is_some());
+    }
+    w.decide("d-5");
+    w.end("d-5", TurnExit::Interrupted, TurnUsage::default());
+    assert!(w.gates().is_empty(), "neither a host's limit nor a person's stop is the agent's stall");
+    for n in 6..=8 {
+        let turn = format!("d-{n}");
+        w.decide(&turn);
+        w.end(&turn, TurnExit::Exited, TurnUsage::default());
+    }
+    let gates = w.gates();
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    assert!(
+        gates[0].question.contains("last: exit 0, no writeback: the last words"),
+        "{}",
+        gates[0].question
+    );
+    // A bad limit from a host is refused, nothing recorded.
+    w.decide("d-9");
+    let bad = loopx_core::drive::HostLimit { kind: "five hours!".into(), ..limit };
+    let req = EndTurn {
+        turn: "d-9".into(),
+        exit: TurnExit::Exited,
+        exit_code: Some(1),
+        signal: None,
+        started_at: w.clock.now(),
+        usage: TurnUsage { limit: Some(bad), ..TurnUsage::default() },
+        tail: None,
+    };
+    assert_eq!(block_on(w.k.end_turn(&w.ctx(None), req)).unwrap_err().kind, ErrorKind::Usage);
+}
+
+#[test]
+fn the_hourly_cap_asks_once_for_the_whole_goal_and_turns_older_than_an_hour_do_not_count() {
+    let w = World::new();
+    w.set_brakes(loopx_core::model::Brakes {
+        hourly_turn_cap: Some(3),
+        stall_turns: Some(0),
+        ..Default::default()
+    });
+    for n in 0..10 {
+        w.add(&format!("step {n}"));
+    }
+    let turn = |t: &str| {
+        w.work(t);
+        w.end(t, TurnExit::Exited, TurnUsage::default());
+    };
+    turn("d-1");
+    w.advance(3600);
+    turn("d-2");
+    turn("d-3");
+    assert!(w.gates().is_empty(), "the first turn is more than an hour old");
+    turn("d-4");
+    let gates = w.gates();
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    assert_eq!(gates[0].blocks, loopx_core::model::GateBlocks::Goal);
+    assert!(
+        gates[0].question.starts_with("the goal ran 3 driven turns in the last hour, its cap of 3"),
+        "{}",
+        gates[0].question
+    );
+    assert_eq!(w.decide("d-5").decision, DecisionKind::AskUser);
+    // Answered, the goal goes on; the cap asks again only once more turns ran.
+    let answer =
+        AnswerGate { gate: gates[0].id, status: loopx_core::model::GateStatus::Approved, note: None };
+    block_on(w.k.answer_gate(&w.person(), answer)).unwrap();
+    w.advance(3601);
+    turn("d-6");
+    assert_eq!(w.gates().iter().filter(|g| g.status == loopx_core::model::GateStatus::Open).count(), 0);
+}
+
+#[test]
+fn a_todos_turn_cap_asks_about_that_todo_alone_and_an_approval_gives_as_many_again() {
+    let w = World::new();
+    w.set_brakes(loopx_core::model::Brakes { todo_turn_cap: Some(2), ..Default::default() });
+    w.add("endless");
+    w.add("other");
+    w.noted("d-1", "round 1");
+    w.noted("d-2", "round 2");
+    let gates = w.gates();
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    assert!(gates[0].question.starts_with("t1: reached its cap of 2 driven turns"), "{}", gates[0].question);
+    assert_eq!(
+        gates[0].blocks,
+        loopx_core::model::GateBlocks::Todos(vec![loopx_core::TodoId::from_number(1)])
+    );
+    // The other todo goes on.
+    assert_eq!(w.decide("d-3").selected_todo.unwrap().id, loopx_core::TodoId::from_number(2));
+}
