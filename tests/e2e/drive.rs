@@ -136,6 +136,32 @@ fn drive(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (i32, Vec<Value>,
     Driving::start(sb, args, env).finish()
 }
 
+/// A test clock for a drive: the file whose milliseconds move the driver's clock (made at 0),
+/// and its path as the driver's `LOOPX_TEST_CLOCK_FILE`.
+pub(crate) fn test_clock(sb: &Sandbox) -> (PathBuf, String) {
+    let clock = sb.root.parent().unwrap().join("clock-skew-ms");
+    std::fs::write(&clock, "0").unwrap();
+    let env = clock.display().to_string();
+    (clock, env)
+}
+
+/// The drive's exit event, checked to say the goal's work is finished, and its turns, spent
+/// and failed counts.
+pub(crate) fn finished(ev: &[Value]) -> (u64, u64, u64) {
+    let exit = of(ev, "exited")[0];
+    assert!(exit["reason"].as_str().unwrap().contains("finished"), "{exit}");
+    let n = |k: &str| exit[k].as_u64().unwrap();
+    (n("turns"), n("spent"), n("failed"))
+}
+
+/// Each todo completed, in order, with the agent that completed it.
+pub(crate) fn completed_by(log: &[Value]) -> Vec<(String, String)> {
+    kinds(log, "todo_completed")
+        .iter()
+        .map(|e| (e["data"]["todo"].as_str().unwrap().to_owned(), e["actor"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
 pub(crate) fn of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["event"] == kind).collect()
 }
@@ -190,12 +216,7 @@ fn a_goal_is_driven_to_its_end_one_spend_per_turn() {
     for e in &ended {
         assert!(e["end"]["run"].is_string() && e["end"]["spent_by"].is_string(), "{e}");
     }
-    let exit = of(&ev, "exited")[0];
-    assert!(exit["reason"].as_str().unwrap().contains("finished"), "{exit}");
-    assert_eq!(
-        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
-        (Some(5), Some(5), Some(0))
-    );
+    assert_eq!(finished(&ev), (5, 5, 0));
 
     let log = log(&sb);
     assert_eq!(completions(&log).values().copied().collect::<Vec<_>>(), [1, 1, 1, 1, 1]);
@@ -356,9 +377,7 @@ fn the_driver_sleeps_on_a_gate_without_cpu_and_goes_on_once_answered() {
 fn an_exhausted_quota_sleeps_until_the_window_frees_a_slot() {
     let sb = goal(&["one", "two [last]"]);
     sb.ok(&["goal", "set", "--allowed-slots", "1", "--window-hours", "1"]);
-    let clock = sb.root.parent().unwrap().join("clock-skew-ms");
-    std::fs::write(&clock, "0").unwrap();
-    let clock_env = clock.display().to_string();
+    let (clock, clock_env) = test_clock(&sb);
     let d = Driving::start(&sb, &["--agent-id", "bot"], &[("LOOPX_TEST_CLOCK_FILE", &clock_env)]);
     let (_, sleep) = d.wait_for("a throttled sleep", Duration::from_secs(60), |e| e["event"] == "sleeping");
     assert_eq!(sleep["decision"], "wait", "{sleep}");
@@ -589,12 +608,8 @@ fn a_replan_turn_says_nothing_follows_and_the_goals_work_is_finished() {
     let (code, ev, stderr) =
         drive(&sb, &["--agent-id", "bot", "--host", "other"], &[("AGENT_REPLAN", "finish")]);
     assert_eq!(code, 0, "{stderr}");
-    let exit = of(&ev, "exited")[0];
-    assert!(exit["reason"].as_str().unwrap().contains("the goal's work is finished"), "{exit}");
-    assert_eq!(
-        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
-        (Some(3), Some(3), Some(0))
-    );
+    assert!(of(&ev, "exited")[0]["reason"].as_str().unwrap().contains("the goal's work is finished"));
+    assert_eq!(finished(&ev), (3, 3, 0));
     let log = log(&sb);
     let said = kinds(&log, "nothing_follows");
     assert_eq!(said.len(), 1, "{log:#?}");
@@ -675,9 +690,7 @@ fn a_todo_that_goes_round_without_end_is_stopped_by_its_turn_cap() {
 #[test]
 fn a_hosts_limit_is_waited_out_not_failed_nor_spent() {
     let sb = goal(&["build it [limited] [last]"]);
-    let clock = sb.root.parent().unwrap().join("clock-skew-ms");
-    std::fs::write(&clock, "0").unwrap();
-    let clock_env = clock.display().to_string();
+    let (clock, clock_env) = test_clock(&sb);
     let d = Driving::start(
         &sb,
         &["--agent-id", "bot", "--limit-pattern", "RATE LIMITED, retry in (?<secs>[0-9]+)s"],
@@ -721,12 +734,7 @@ fn a_hosts_limit_is_waited_out_not_failed_nor_spent() {
     std::fs::write(&clock, (3_600_000 + 60_000).to_string()).unwrap();
     let (code, ev, stderr) = d.finish();
     assert_eq!(code, 0, "{stderr}");
-    let exit = of(&ev, "exited")[0];
-    assert!(exit["reason"].as_str().unwrap().contains("finished"), "{exit}");
-    assert_eq!(
-        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
-        (Some(2), Some(1), Some(0))
-    );
+    assert_eq!(finished(&ev), (2, 1, 0));
     assert_eq!(spends(&log(&sb)).len(), 1, "one spend: the turn that wrote back");
     let h = sb.ok(&["history"]).stdout;
     assert!(h.contains("the host's limit (declared) until"), "{h}");
@@ -748,24 +756,19 @@ fn a_hosts_limit_is_waited_out_not_failed_nor_spent() {
 #[test]
 fn a_limited_host_hands_the_work_to_the_fallback_and_takes_it_back_after_its_reset() {
     let sb = goal(&["first [limited]", "second", "third [last]"]);
-    let clock = sb.root.parent().unwrap().join("clock-skew-ms");
-    std::fs::write(&clock, "0").unwrap();
-    let clock_env = clock.display().to_string();
+    let (clock, clock_env) = test_clock(&sb);
     let fallback = format!("other={}", agent_script().display());
-    let d = Driving::start(
-        &sb,
-        &[
-            "--agent-id",
-            "bot",
-            "--limit-pattern",
-            "RATE LIMITED, retry in (?<secs>[0-9]+)s",
-            "--fallback",
-            &fallback,
-            "--fallback-agent-id",
-            "spare",
-        ],
-        &[("LOOPX_TEST_CLOCK_FILE", &clock_env)],
-    );
+    let failover_args = [
+        "--agent-id",
+        "bot",
+        "--limit-pattern",
+        "RATE LIMITED, retry in (?<secs>[0-9]+)s",
+        "--fallback",
+        &fallback,
+        "--fallback-agent-id",
+        "spare",
+    ];
+    let d = Driving::start(&sb, &failover_args, &[("LOOPX_TEST_CLOCK_FILE", &clock_env)]);
     let (_, over) = d.wait_for("the failover", Duration::from_secs(60), |e| e["event"] == "failover");
     assert_eq!(
         (over["from_agent"].as_str(), over["to_agent"].as_str()),
@@ -777,18 +780,10 @@ fn a_limited_host_hands_the_work_to_the_fallback_and_takes_it_back_after_its_res
     std::fs::write(&clock, (3_600_000 + 60_000).to_string()).unwrap();
     let (code, ev, stderr) = d.finish();
     assert_eq!(code, 0, "{stderr}");
-    let exit = of(&ev, "exited")[0];
-    assert!(exit["reason"].as_str().unwrap().contains("finished"), "{exit}");
-    assert_eq!(
-        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
-        (Some(4), Some(3), Some(0))
-    );
+    assert_eq!(finished(&ev), (4, 3, 0));
     // t1 went to the fallback with the packet; t2 and t3 came back to the first host's agent.
     let log = log(&sb);
-    let by: Vec<(String, String)> = kinds(&log, "todo_completed")
-        .iter()
-        .map(|e| (e["data"]["todo"].as_str().unwrap().to_owned(), e["actor"].as_str().unwrap().to_owned()))
-        .collect();
+    let by = completed_by(&log);
     assert_eq!(
         by,
         [("t1".into(), "spare".into()), ("t2".into(), "bot".into()), ("t3".into(), "bot".into())],
@@ -807,20 +802,7 @@ fn a_limited_host_hands_the_work_to_the_fallback_and_takes_it_back_after_its_res
     // Forbidden per goal: the first host waits instead.
     let sb = goal(&["first [limited] [last]"]);
     sb.ok(&["goal", "set", "--failover", "off", "--host-wait", "off"]);
-    let (code, ev, _) = drive(
-        &sb,
-        &[
-            "--agent-id",
-            "bot",
-            "--limit-pattern",
-            "RATE LIMITED, retry in (?<secs>[0-9]+)s",
-            "--fallback",
-            &fallback,
-            "--fallback-agent-id",
-            "spare",
-        ],
-        &[],
-    );
+    let (code, ev, _) = drive(&sb, &failover_args, &[]);
     assert_eq!(code, 3);
     assert!(of(&ev, "failover").is_empty(), "{ev:#?}");
     let r = sb.run(&["drive", "--fallback", "codex", "--", "true"]);

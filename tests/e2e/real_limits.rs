@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use loopx_core::Timestamp;
 
-use crate::drive::kinds;
 use crate::drive::{Driving, cpu_ticks, goal, log, of, spends};
+use crate::drive::{completed_by, finished, kinds, test_clock};
 use crate::fake_model::epoch_now;
 use crate::real_drive::{
     claude_api, claude_drive, codex_api, codex_command, codex_drive, codex_env, gemini_api, gemini_drive,
@@ -30,9 +30,8 @@ fn limited_then_finished(
     kind: &str,
     resets: Option<u64>,
 ) -> Vec<Value> {
-    let clock = s.root.parent().unwrap().join("clock-skew-ms");
-    std::fs::write(&clock, "0").unwrap();
-    c.env("LOOPX_TEST_CLOCK_FILE", &clock);
+    let (clock, clock_env) = test_clock(s);
+    c.env("LOOPX_TEST_CLOCK_FILE", clock_env);
     let d = Driving::spawn(c);
     let (_, limited) =
         d.wait_for("the host's limit", Duration::from_secs(180), |e| e["event"] == "host_limited");
@@ -56,12 +55,7 @@ fn limited_then_finished(
     std::fs::write(&clock, (until.unix_millis() - now + 2_000).max(0).to_string()).unwrap();
     let (code, ev, stderr) = d.finish();
     assert_eq!(code, 0, "{stderr}");
-    let exit = of(&ev, "exited")[0];
-    assert!(exit["reason"].as_str().unwrap().contains("finished"), "{exit}");
-    assert_eq!(
-        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
-        (Some(2), Some(1), Some(0))
-    );
+    assert_eq!(finished(&ev), (2, 1, 0));
     let ended = of(&ev, "turn_ended");
     let first = &ended[0]["end"];
     assert!(first["run"].is_null() && first["spent_by"].is_null(), "{first}");
@@ -172,9 +166,8 @@ fn real_claude_code_limited_hands_the_work_to_codex_and_takes_it_back_after_its_
     let fallback = format!("codex={}", codex_command());
     let mut c = claude_drive(&s, &claude, &["--agent-id", "claude-1", "--fallback", &fallback]);
     c.env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-not-a-token").envs(codex_env(&s, &codex));
-    let clock = s.root.parent().unwrap().join("clock-skew-ms");
-    std::fs::write(&clock, "0").unwrap();
-    c.env("LOOPX_TEST_CLOCK_FILE", &clock);
+    let (clock, clock_env) = test_clock(&s);
+    c.env("LOOPX_TEST_CLOCK_FILE", clock_env);
     let d = Driving::spawn(c);
     let (_, over) = d.wait_for("the failover", Duration::from_secs(180), |e| e["event"] == "failover");
     assert_eq!(
@@ -186,17 +179,9 @@ fn real_claude_code_limited_hands_the_work_to_codex_and_takes_it_back_after_its_
     std::fs::write(&clock, "120000").unwrap();
     let (code, ev, stderr) = d.finish();
     assert_eq!(code, 0, "{stderr}");
-    let exit = of(&ev, "exited")[0];
-    assert!(exit["reason"].as_str().unwrap().contains("finished"), "{exit}");
-    assert_eq!(
-        (exit["turns"].as_u64(), exit["spent"].as_u64(), exit["failed"].as_u64()),
-        (Some(3), Some(2), Some(0))
-    );
+    assert_eq!(finished(&ev), (3, 2, 0));
     let log = log(&s);
-    let by: Vec<(String, String)> = kinds(&log, "todo_completed")
-        .iter()
-        .map(|e| (e["data"]["todo"].as_str().unwrap().to_owned(), e["actor"].as_str().unwrap().to_owned()))
-        .collect();
+    let by = completed_by(&log);
     assert_eq!(by, [("t1".into(), "codex-1".into()), ("t2".into(), "claude-1".into())], "{by:?}");
     assert_eq!(spends(&log).len(), 2, "one spend per written-back turn");
     // Codex saw the packet: the handoff's note reached its prompt through the todo it took.
