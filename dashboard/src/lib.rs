@@ -151,6 +151,7 @@ impl Dashboard {
             .route("/p/{project}/{goal}/todo", post(page::add_todo))
             .route("/p/{project}/{goal}/todo/{todo}/done", post(page::complete_todo))
             .route("/p/{project}/{goal}/complete", post(page::complete_goal))
+            .route("/p/{project}/{goal}/stop", post(page::stop_goal))
             .route("/p/{project}/{goal}/turn/{turn}", get(page::turn))
             .route("/p/{project}/{goal}/report", get(page::report))
             .route("/p/{project}/{goal}/{file}", get(page::report_file))

@@ -217,6 +217,23 @@ fn complete_form(key: &str, goal: &GoalId, back: &str, token: &str, passphrase: 
     }
 }
 
+/// Stop the goal now: a running driven turn ends at once; with `passphrase`, as
+/// [`answer_form`].
+fn stop_form(key: &str, goal: &GoalId, back: &str, token: &str, passphrase: bool) -> Markup {
+    html! {
+        form.answer method="post" action=(at(&format!("/p/{key}/{goal}/stop"), token)) {
+            input type="hidden" name="token" value=(token);
+            input type="hidden" name="back" value=(back);
+            input type="text" name="note" placeholder="why (optional)" aria-label="why";
+            @if passphrase {
+                input type="password" name="passphrase" autocomplete="off"
+                    placeholder="person key passphrase (strict mode)" aria-label="person key passphrase";
+            }
+            button.reject type="submit" { "Stop now" }
+        }
+    }
+}
+
 /// Mark a person's own todo done, with a note as its evidence.
 fn done_form(key: &str, goal: &GoalId, todo: &str, back: &str, token: &str) -> Markup {
     html! {
@@ -331,6 +348,9 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                                     " · " span.limited { (l.describe(&d.host)) }
                                 } }
                         }
+                    }
+                    @if s.goal_status == loopx_core::model::GoalStatus::Active {
+                        (stop_form(&p.key, &s.goal_id, &here, token, p.strict))
                     }
                 }
             }
@@ -766,6 +786,24 @@ pub(crate) async fn complete_goal(
         let note = Some(f.note.trim().to_owned()).filter(|n| !n.is_empty());
         let k = app.kernel(&root)?;
         k.complete_goal(&deciding(&app, &k, &goal, &f.passphrase).await?, note).await?;
+        Ok(back_to(&f.back, goal_href(&key, &goal)))
+    };
+    write(&app, &f.token, done).await
+}
+
+/// The person stops the goal now (signed in strict mode): a running driven turn ends at once,
+/// and no turn starts until the goal is resumed.
+pub(crate) async fn stop_goal(
+    State(app): State<Arc<App>>,
+    UrlPath((key, goal)): UrlPath<(String, String)>,
+    Form(f): Form<Noted>,
+) -> Response {
+    let done = async {
+        let root = project_of(&app, &key)?;
+        let goal = GoalId::new(&goal)?;
+        let reason = Some(f.note.trim().to_owned()).filter(|n| !n.is_empty());
+        let k = app.kernel(&root)?;
+        k.stop_goal(&deciding(&app, &k, &goal, &f.passphrase).await?, reason, true).await?;
         Ok(back_to(&f.back, goal_href(&key, &goal)))
     };
     write(&app, &f.token, done).await

@@ -586,6 +586,34 @@ fn goal_stop_now_ends_the_running_turn_and_no_turn_starts_after_it() {
 }
 
 #[test]
+fn the_dashboards_stop_button_ends_the_running_turn_now() {
+    let sb = goal(&["stuck [hang]"]);
+    let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
+    let grandchild = wait_file(&sb.root.join(".agent-state/grandchild-t1"));
+    let served = loopx_tests::web::Served::start(&sb, &sb.root, &[]);
+    let key = crate::dashboard::key_of(&served.get("/").body, "main");
+    let page = served.get(&format!("/p/{key}/main")).body;
+    assert!(page.contains("Stop now"), "{page}");
+    let r = served.post(&format!("/p/{key}/main/stop"), "token=x&note=from+the+dashboard");
+    assert_ne!(r.status, 200, "a wrong token changes nothing: {}", r.body);
+    assert_eq!(sb.json(&["status"])["goal_status"], "active");
+    let r = served
+        .post(&format!("/p/{key}/main/stop"), &format!("token={}&note=from+the+dashboard", served.token));
+    assert!(r.status < 400, "{} {}", r.status, r.body);
+    let (_, ended) = d.wait_for("the turn's end", Duration::from_secs(30), |e| e["event"] == "turn_ended");
+    assert_eq!(ended["end"]["exit"], "interrupted", "{ended}");
+    assert!(gone_within(&grandchild, Duration::from_secs(10)));
+    let status = sb.json(&["status"]);
+    assert_eq!(
+        (status["goal_status"].as_str(), status["stop_reason"].as_str()),
+        (Some("stopped"), Some("from the dashboard"))
+    );
+    drop(served);
+    d.signal("TERM");
+    d.finish();
+}
+
+#[test]
 fn a_plain_goal_stop_lets_the_running_turn_finish() {
     let sb = goal(&["careful [slow]", "ship it [last]"]);
     let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
