@@ -1015,6 +1015,15 @@ impl Driver {
                 if let LimitWait::Until(until) = self.limit_wait(&l)? {
                     sink.report(&Report::HostLimited { host: c.host.clone(), limit: limit.clone(), until });
                 }
+                // The person hears of it once a stretch, from here (the driver's process).
+                if in_row == 0 {
+                    let what = format!("{} ({} on goal {})", limit.describe(&c.host), c.agent, c.goal);
+                    if let Err(e) = self.kernel.tell_host_limited(&c.goal, &what).await {
+                        sink.report(&Report::Note {
+                            message: format!("the person was not told: {}", e.message),
+                        });
+                    }
+                }
                 run.limited = Some(l);
                 run.session = None;
             }

@@ -1995,6 +1995,27 @@ impl<S: Store> StateKernel<S> {
         Ok(out)
     }
 
+    /// Tells the person, through the goal's notifier, that a driver waits on its host's own
+    /// quota or hands the work to another host (`what`): once a limited stretch, from the
+    /// driver's process. Nothing is asked of them; a goal without a notifier is told nothing.
+    /// Returns the channels used.
+    pub async fn tell_host_limited(&self, goal: &GoalId, what: &str) -> Result<Option<String>> {
+        let Some(notifier) = self.gates.notifier.clone() else { return Ok(None) };
+        let state = self.store.read(goal)?;
+        let Some(policy) = state.goal.notify.clone() else { return Ok(None) };
+        let n = Notification {
+            goal: goal.clone(),
+            gate: None,
+            question: format!("{what}. {}", state.goal.objective),
+            answer_with: format!(
+                "nothing: loopx drive goes on by itself (loopx --goal-id {goal} goal stop --now stops it; loopx --goal-id {goal} goal set --host-wait sets how long it waits)"
+            ),
+            reminder: false,
+            project: self.store().root().to_path_buf(),
+        };
+        notifier.notify(&policy, &n).await.map(Some)
+    }
+
     /// Tells the person the goal's work is finished and asks them to confirm it, like a gate's
     /// notice: the attempt is recorded first, then the outcome.
     async fn send_finish_notice(

@@ -718,6 +718,9 @@ fn a_todo_that_goes_round_without_end_is_stopped_by_its_turn_cap() {
 #[test]
 fn a_hosts_limit_is_waited_out_not_failed_nor_spent() {
     let sb = goal(&["build it [limited] [last]"]);
+    let told = sb.root.parent().unwrap().join("told");
+    let notify = format!("sh -c 'echo \"$1\" >> {}' notify", told.display());
+    sb.ok(&["goal", "set", "--notify-command", &notify]);
     let (clock, clock_env) = test_clock(&sb);
     let d = Driving::start(
         &sb,
@@ -745,6 +748,9 @@ fn a_hosts_limit_is_waited_out_not_failed_nor_spent() {
     assert_eq!(status["todo"]["claimed_by"], "bot", "the claim is kept: {status}");
     let text = sb.ok(&["status"]).stdout;
     assert!(text.contains("out of quota (declared) until"), "{text}");
+    // The person was told, once.
+    let said = std::fs::read_to_string(&told).unwrap();
+    assert_eq!(said.matches("other out of quota (declared) until").count(), 1, "{said}");
     let served = loopx_tests::web::Served::start(&sb, &sb.root, &[]);
     let key = crate::dashboard::key_of(&served.get("/").body, "main");
     let page = served.get(&format!("/p/{key}/main")).body;
