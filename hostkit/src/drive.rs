@@ -329,6 +329,8 @@ struct Run {
     limited: Option<Limited>,
     /// The fallback host's own limit, until which it takes nothing over.
     fallback_limited_until: Option<Timestamp>,
+    /// Turns the drive's lanes before this one ran (`--max-turns` counts the whole drive).
+    turns_before: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -440,7 +442,7 @@ impl Driver {
         let mut total = Outcome { code: exit::SUCCESS, reason: String::new(), turns: 0, spent: 0, failed: 0 };
         let mut carried: (Option<Limited>, Option<Timestamp>) = (None, None);
         let stop = loop {
-            let (stop, run) = self.lane(sink, carried.0.take(), carried.1.take()).await?;
+            let (stop, run) = self.lane(sink, carried.0.take(), carried.1.take(), total.turns).await?;
             total.add(&run);
             let (Then::Failover(until), Some(fb)) = (stop.then, &self.config.fallback) else { break stop };
             let handoff = self.hand_over(fb, &run, sink).await;
@@ -453,7 +455,7 @@ impl Driver {
                 until,
             });
             let second = self.fallback_driver(fb, until.filter(|_| fb.prefer_first));
-            let (back, run2) = second.lane(sink, None, None).await?;
+            let (back, run2) = second.lane(sink, None, None, total.turns).await?;
             total.add(&run2);
             match back.then {
                 Then::Return => carried = (None, run.fallback_limited_until),
@@ -478,10 +480,12 @@ impl Driver {
         sink: &mut dyn Sink,
         limited: Option<Limited>,
         fallback_limited_until: Option<Timestamp>,
+        turns_before: u64,
     ) -> Result<(Stop, Run)> {
         let mut run = self.start(sink).await?;
         run.limited = limited;
         run.fallback_limited_until = fallback_limited_until;
+        run.turns_before = turns_before;
         let stop = match self.turns(&mut run, sink).await {
             Ok(stop) => stop,
             Err(e) => {
@@ -523,7 +527,7 @@ impl Driver {
             to_host,
             to_agent: Some(fb.agent.clone()),
             todos: Vec::new(),
-            note: note.map(|n| loopx_core::drive::tail_of(&n, 1000).to_owned()),
+            note: note.map(|n| loopx_core::untrusted::flatten(&n, 1000)),
             ttl_secs: 24 * 3600,
         };
         let ctx = self.ctx(None).ok()?;
@@ -611,6 +615,7 @@ impl Driver {
             turn_seq: 0,
             limited: None,
             fallback_limited_until: None,
+            turns_before: 0,
         };
         // The lease was granted: the driver before, if any, is gone, and its turn with it.
         if let Some(turn) = before.and_then(|d| d.turn) {
@@ -705,7 +710,7 @@ impl Driver {
             match (a.decision, &a.continuation) {
                 (DecisionKind::Run | DecisionKind::Replan, _) => {
                     if let Some(max) = self.config.max_turns
-                        && run.turns >= max
+                        && run.turns_before + run.turns >= max
                     {
                         return Ok(Stop::done(format!("ran {max} turn(s) (--max-turns)")));
                     }

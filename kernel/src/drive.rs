@@ -276,11 +276,7 @@ fn brake(state: &GoalState, end: &TurnEnd, now: Timestamp) -> Option<TurnBrake> 
         if blocks != GateBlocks::Goal {
             count = TodoTurns::default();
         }
-        BrakeGate {
-            id: state.next_gate_id(),
-            question: loopx_core::drive::tail_of(&question, 1000).to_owned(),
-            blocks,
-        }
+        BrakeGate { id: state.next_gate_id(), question: flatten(&question, 1000), blocks }
     });
     Some(TurnBrake { todo, progress, count: (!closed).then_some(count), gate })
 }
