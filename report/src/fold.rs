@@ -75,8 +75,9 @@ pub struct Fold {
     gates: BTreeMap<String, OpenGate>,
     gate_list: Vec<GateWait>,
     out_of_quota: BTreeMap<String, bool>,
-    /// Agents whose latest driven turn ended on their host's own limit, until they run again.
-    host_limited: std::collections::BTreeSet<String>,
+    /// Agents whose latest driven turn ended on their host's own limit, until they run again,
+    /// with when it ended.
+    host_limited: BTreeMap<String, i64>,
     turns: BTreeMap<String, OpenTurn>,
     /// Finished turns by the spend that accounted them.
     spent: BTreeMap<String, SpentTurn>,
@@ -111,7 +112,7 @@ impl Fold {
             gates: BTreeMap::new(),
             gate_list: Vec::new(),
             out_of_quota: BTreeMap::new(),
-            host_limited: std::collections::BTreeSet::new(),
+            host_limited: BTreeMap::new(),
             turns: BTreeMap::new(),
             spent: BTreeMap::new(),
             driven: BTreeSet::new(),
@@ -332,7 +333,7 @@ impl Fold {
                 let spent = matches!(record.state, RunState::Throttled | RunState::BudgetExhausted);
                 self.out_of_quota.insert(agent.to_owned(), spent);
                 if matches!(record.decision(), DecisionKind::Run | DecisionKind::Replan) {
-                    self.host_limited.remove(agent);
+                    self.host_wait_over(agent, at);
                 }
                 // A host's turn ends, at the latest, when its agent asks again.
                 if !self.driven.contains(agent) || record.decision() == DecisionKind::Run {
@@ -444,7 +445,7 @@ impl Fold {
             }
             Event::DriverStopped { agent, .. } => {
                 self.driven.remove(agent.as_str());
-                self.host_limited.remove(agent.as_str());
+                self.host_wait_over(agent.as_str(), at);
             }
             Event::TurnEnded { end, spend, brake } => {
                 let agent = end.agent.as_str();
@@ -452,7 +453,7 @@ impl Fold {
                     self.work.brake_questions += 1;
                 }
                 if end.limited().is_some() {
-                    self.host_limited.insert(agent.to_owned());
+                    self.host_limited.entry(agent.to_owned()).or_insert(at);
                 }
                 let outcome = match (end.run, end.spent_by, end.exit) {
                     (Some(_), Some(_), _) => Outcome::Spent,
@@ -589,6 +590,16 @@ impl Fold {
         }
     }
 
+    /// `agent` runs again (or its driver stopped): its wait on its host's quota, if any, is
+    /// drawn.
+    fn host_wait_over(&mut self, agent: &str, at: i64) {
+        if let Some(since) = self.host_limited.remove(agent)
+            && at > self.window_start()
+        {
+            self.picture().host_wait(since, at, format!("{agent} waiting on its host's quota"));
+        }
+    }
+
     fn set_paused(&mut self, at: i64, stopped: bool, compute_zero: bool) {
         let was = self.stopped || self.compute_zero;
         (self.stopped, self.compute_zero) = (stopped, compute_zero);
@@ -659,6 +670,9 @@ impl Fold {
         }
         if let Some(since) = self.paused_since.take() {
             self.picture().pause(since, end);
+        }
+        for agent in self.host_limited.keys().cloned().collect::<Vec<_>>() {
+            self.host_wait_over(&agent, end);
         }
         let from = self.window_start();
         let mut picture = self.picture.take().unwrap_or_else(|| Picture::new(from));

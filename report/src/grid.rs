@@ -139,6 +139,9 @@ pub struct Picture {
     pub check_cols: Vec<f32>,
     pub pauses: Capped<Span>,
     pub pause_cols: Vec<f32>,
+    /// An agent waiting on its host's own quota or rate limit.
+    pub host_waits: Capped<Span>,
+    pub host_wait_cols: Vec<f32>,
     pub handoffs: Capped<Arrow>,
     /// Per column: todos added, done, done with proof (validated or with evidence).
     pub burn: Vec<[u32; 3]>,
@@ -163,6 +166,8 @@ impl Picture {
             check_cols: Vec::new(),
             pauses: Capped::default(),
             pause_cols: Vec::new(),
+            host_waits: Capped::default(),
+            host_wait_cols: Vec::new(),
             handoffs: Capped::default(),
             burn: Vec::new(),
             burn_base: [0; 3],
@@ -180,6 +185,7 @@ impl Picture {
             halve(&mut self.answer_cols, |a, b| a + b);
             halve(&mut self.check_cols, |a, b| a + b);
             halve(&mut self.pause_cols, |a, b| a + b);
+            halve(&mut self.host_wait_cols, |a, b| a + b);
             halve(&mut self.burn, |a, b| std::array::from_fn(|i| a[i] + b[i]));
         }
     }
@@ -255,6 +261,12 @@ impl Picture {
         self.reach(end);
         Self::spread_into(&self.grid, &mut self.pause_cols, start, end);
         self.pauses.push(Span { start: start.max(self.from), end, label: String::new() });
+    }
+
+    pub fn host_wait(&mut self, start: i64, end: i64, label: String) {
+        self.reach(end);
+        Self::spread_into(&self.grid, &mut self.host_wait_cols, start, end);
+        self.host_waits.push(Span { start: start.max(self.from), end, label });
     }
 
     /// A burn-up count (0 added, 1 done, 2 done with proof) at `at`.

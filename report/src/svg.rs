@@ -32,6 +32,7 @@ fn colour(o: Outcome) -> &'static str {
 const PERSON: &str = "#d69e2e";
 const CHECKS: &str = "#805ad5";
 const PAUSE: &str = "#a0aec0";
+const HOST_WAIT: &str = "#d6bcfa";
 
 /// Text for SVG: `&`, `<`, `>` and `"` escaped.
 pub fn escape(s: &str) -> String {
@@ -192,6 +193,9 @@ pub fn timeline(p: &Picture) -> String {
     out.push_str(r##"<defs><marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#2d3748"/></marker></defs>"##);
     let mut items: Vec<(&str, &str)> = Outcome::ALL.iter().map(|&o| (o.class(), colour(o))).collect();
     items.extend([("person", PERSON), ("CI/timers", CHECKS), ("paused", PAUSE)]);
+    if !p.host_waits.items.is_empty() || p.host_waits.downsampled {
+        items.push(("host quota", HOST_WAIT));
+    }
     legend(&mut out, &items);
     for y in [person_y, checks_y, bottom] {
         let _ =
@@ -199,6 +203,8 @@ pub fn timeline(p: &Picture) -> String {
     }
     let band = Band { kind: "pause", y: TOP, h: bottom - TOP, fill: PAUSE };
     spans(&mut out, &s, p, band, &p.pauses, &p.pause_cols);
+    let band = Band { kind: "host-wait", y: TOP, h: bottom - TOP, fill: HOST_WAIT };
+    spans(&mut out, &s, p, band, &p.host_waits, &p.host_wait_cols);
     for (i, lane) in p.lanes.iter().enumerate() {
         let y = TOP + i as i64 * ROW;
         let _ = write!(out, r#"<g class="lane" data-agent="{}">"#, escape(&lane.agent));

@@ -785,6 +785,14 @@ fn a_hosts_limit_is_waited_out_not_failed_nor_spent() {
         text.contains("waiting on a host's quota 1h") && text.contains("1 turn its host's limit ended"),
         "{text}"
     );
+    let svg = sb.root.parent().unwrap().join("trajectory.svg");
+    sb.ok(&["report", "--svg", svg.to_str().unwrap()]);
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        drawn.contains(r#"class="host-wait""#) && drawn.contains("host quota"),
+        "the wait is drawn: {drawn}"
+    );
+    assert!(drawn.contains(r#"class="turn limited""#), "and the limited turn: {drawn}");
 }
 
 #[test]
