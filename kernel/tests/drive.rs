@@ -628,6 +628,13 @@ impl World {
 fn the_same_writeback_again_is_no_progress_and_a_new_one_is() {
     let w = World::new();
     w.add("tidy the docs");
+    w.add("another");
+    // Evidence from before the turns, and on another todo, is no turn's progress.
+    for todo in [1, 2] {
+        let add = AddEvidence { todo: loopx_core::TodoId::from_number(todo), evidence: support::evidence() };
+        block_on(w.k.add_evidence(&w.person(), add)).unwrap();
+    }
+    w.advance(1);
     w.noted("d-1", "looked at it");
     w.noted("d-2", "looked at it");
     assert!(w.gates().is_empty(), "two turns without progress ask nobody yet");
@@ -646,6 +653,60 @@ fn the_same_writeback_again_is_no_progress_and_a_new_one_is() {
     );
     assert_eq!(gates[0].asked_by, "loopx");
     assert!(gates[0].question.contains("--turn d-4, --turn d-5, --turn d-6"), "{}", gates[0].question);
+    // Approved, the todo's count starts again: one more such turn asks nothing yet.
+    let answer =
+        AnswerGate { gate: gates[0].id, status: loopx_core::model::GateStatus::Approved, note: None };
+    block_on(w.k.answer_gate(&w.person(), answer)).unwrap();
+    w.noted("d-7", "fixed the first page");
+    assert_eq!(w.gates().len(), 1, "{:?}", w.gates());
+}
+
+#[test]
+fn the_hourly_cap_is_asked_apart_from_a_todos_question_and_a_persons() {
+    let w = World::new();
+    w.set_brakes(loopx_core::model::Brakes {
+        hourly_turn_cap: Some(3),
+        todo_turn_cap: Some(1),
+        ..Default::default()
+    });
+    for n in 0..4 {
+        w.add(&format!("step {n}"));
+    }
+    // A turn that leaves t1 open: its cap of one turn asks about t1 (loopx's gate on a todo).
+    w.noted("d-1", "began");
+    assert_eq!(w.gates().len(), 1);
+    let turn = |t: &str| {
+        w.work(t);
+        w.end(t, TurnExit::Exited, TurnUsage::default());
+    };
+    turn("d-2");
+    // The third turn ends after a person asked a question of the goal: the hourly cap still
+    // asks, its own question.
+    let todo = w.decide("d-3").selected_todo.unwrap().id;
+    block_on(w.k.claim_todo(&w.ctx(None), todo)).unwrap();
+    let done = CompleteTodo {
+        todo,
+        evidence: Some(support::evidence()),
+        no_follow_up: false,
+        note: None,
+        next_todo: None,
+    };
+    block_on(w.k.complete_todo(&w.ctx(None), done)).unwrap();
+    w.write_back("d-3", todo).unwrap();
+    let ask = AskGate {
+        question: "may it go on?".into(),
+        blocks: loopx_core::model::GateBlocks::Goal,
+        kind: loopx_core::model::GateKind::Person,
+    };
+    block_on(w.k.ask_gate(&w.person(), ask)).unwrap();
+    w.end("d-3", TurnExit::Exited, TurnUsage::default());
+    let gates = w.gates();
+    assert_eq!(gates.len(), 3, "{gates:?}");
+    assert!(
+        gates[2].question.starts_with("the goal ran 3 driven turns in the last hour"),
+        "{}",
+        gates[2].question
+    );
 }
 
 #[test]
@@ -746,4 +807,38 @@ fn a_todos_turn_cap_asks_about_that_todo_alone_and_an_approval_gives_as_many_aga
     );
     // The other todo goes on.
     assert_eq!(w.decide("d-3").selected_todo.unwrap().id, loopx_core::TodoId::from_number(2));
+}
+
+#[test]
+fn a_failed_check_is_no_progress_and_evidence_on_another_todo_is_not_this_ones() {
+    let w = World::new();
+    w.add("make the tests pass");
+    w.add("another");
+    let failed = NewEvidence {
+        kind: loopx_core::model::EvidenceKind::Command,
+        summary: "the tests fail".into(),
+        command: Some(vec!["cargo".into(), "test".into()]),
+        exit_code: Some(101),
+        link: None,
+    };
+    let t1 = loopx_core::TodoId::from_number(1);
+    for n in 1..=3 {
+        let turn = format!("d-{n}");
+        assert_eq!(w.decide(&turn).selected_todo.unwrap().id, t1);
+        let _ = block_on(w.k.claim_todo(&w.ctx(None), t1));
+        block_on(w.k.add_evidence(&w.ctx(None), AddEvidence { todo: t1, evidence: failed.clone() })).unwrap();
+        let elsewhere =
+            AddEvidence { todo: loopx_core::TodoId::from_number(2), evidence: support::evidence() };
+        block_on(w.k.add_evidence(&w.person(), elsewhere)).unwrap();
+        w.write_back(&turn, t1).unwrap();
+        w.end(&turn, TurnExit::Exited, TurnUsage::default());
+        w.advance(1);
+    }
+    let gates = w.gates();
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    assert!(
+        gates[0].question.starts_with("t1: 3 driven turns without progress; last: `cargo test` exited 101"),
+        "{}",
+        gates[0].question
+    );
 }
