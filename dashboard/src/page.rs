@@ -137,7 +137,7 @@ fn inbox_body(p: &InboxPage, token: &str) -> Markup {
                                 (answer_form(&key, &n.goal, id, "/", token, true))
                             }
                         } @else if n.kind == "finished" {
-                            (complete_form(&key, &n.goal, "/", token, true))
+                            (decision_form(&COMPLETE, &key, &n.goal, "/", token, true))
                         } @else if n.kind == "user_todo" && n.id.is_some() {
                             @if let Some(id) = &n.id {
                                 (done_form(&key, &n.goal, id, "/", token))
@@ -200,36 +200,42 @@ fn answer_form(key: &str, goal: &GoalId, gate: &str, back: &str, token: &str, pa
     }
 }
 
-/// Confirm a goal whose work is finished is met, with a note; with `passphrase`, as
-/// [`answer_form`].
-fn complete_form(key: &str, goal: &GoalId, back: &str, token: &str, passphrase: bool) -> Markup {
-    html! {
-        form.answer method="post" action=(at(&format!("/p/{key}/{goal}/complete"), token)) {
-            input type="hidden" name="token" value=(token);
-            input type="hidden" name="back" value=(back);
-            input type="text" name="note" placeholder="what was met (optional)" aria-label="note";
-            @if passphrase {
-                input type="password" name="passphrase" autocomplete="off"
-                    placeholder="person key passphrase (strict mode)" aria-label="person key passphrase";
-            }
-            button.approve type="submit" { "Complete goal" }
-        }
-    }
+/// A person's decision on the goal (`verb`: `complete`, `stop`) with a note; with
+/// `passphrase`, as [`answer_form`]. `button` is its class and its words.
+struct Decision<'a> {
+    verb: &'a str,
+    placeholder: &'a str,
+    button: (&'a str, &'a str),
 }
 
-/// Stop the goal now: a running driven turn ends at once; with `passphrase`, as
-/// [`answer_form`].
-fn stop_form(key: &str, goal: &GoalId, back: &str, token: &str, passphrase: bool) -> Markup {
+/// Confirm a goal whose work is finished is met.
+const COMPLETE: Decision<'static> = Decision {
+    verb: "complete",
+    placeholder: "what was met (optional)",
+    button: ("approve", "Complete goal"),
+};
+/// Stop the goal now: a running driven turn ends at once.
+const STOP_NOW: Decision<'static> =
+    Decision { verb: "stop", placeholder: "why (optional)", button: ("reject", "Stop now") };
+
+fn decision_form(
+    d: &Decision<'_>,
+    key: &str,
+    goal: &GoalId,
+    back: &str,
+    token: &str,
+    passphrase: bool,
+) -> Markup {
     html! {
-        form.answer method="post" action=(at(&format!("/p/{key}/{goal}/stop"), token)) {
+        form.answer method="post" action=(at(&format!("/p/{key}/{goal}/{}", d.verb), token)) {
             input type="hidden" name="token" value=(token);
             input type="hidden" name="back" value=(back);
-            input type="text" name="note" placeholder="why (optional)" aria-label="why";
+            input type="text" name="note" placeholder=(d.placeholder) aria-label="note";
             @if passphrase {
                 input type="password" name="passphrase" autocomplete="off"
                     placeholder="person key passphrase (strict mode)" aria-label="person key passphrase";
             }
-            button.reject type="submit" { "Stop now" }
+            button class=(d.button.0) type="submit" { (d.button.1) }
         }
     }
 }
@@ -287,7 +293,7 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
             @if s.work_finished {
                 div.finished {
                     p.warn { "The work is finished: every todo is closed and nothing follows. Is the objective met? Complete the goal, or add work below." }
-                    (complete_form(&p.key, &s.goal_id, &here, token, p.strict))
+                    (decision_form(&COMPLETE, &p.key, &s.goal_id, &here, token, p.strict))
                 }
             }
         }
@@ -350,7 +356,7 @@ fn goal_body(p: &GoalPage, token: &str) -> Markup {
                         }
                     }
                     @if s.goal_status == loopx_core::model::GoalStatus::Active {
-                        (stop_form(&p.key, &s.goal_id, &here, token, p.strict))
+                        (decision_form(&STOP_NOW, &p.key, &s.goal_id, &here, token, p.strict))
                     }
                 }
             }
