@@ -44,6 +44,9 @@ pub struct Cli {
     /// The turn of `loopx drive` this runs in, if it does (from the environment, not argv).
     #[arg(skip)]
     pub driven: Option<Driven>,
+    /// The process above that made this command an agent's, as a refusal names it.
+    #[arg(skip)]
+    pub told_by: Option<String>,
 }
 
 /// A command run by the agent command of a `loopx drive` turn: the driver put the agent, the

@@ -5,7 +5,7 @@
 //! is an agent's, and so is one whose ancestor was started with the marks.
 
 use loopx_core::Error;
-use loopx_core::kernel::BindThread;
+use loopx_core::kernel::{BindThread, PROCESS_HOST_SUFFIX};
 use loopx_providers::process::Ancestor;
 
 use crate::args::{DRIVE_SESSION_HOST, Driven};
@@ -14,34 +14,84 @@ use crate::registry;
 /// The host name of a session found only as a `loopx mcp` server above the command.
 pub const MCP_SESSION_HOST: &str = "loopx-mcp";
 
+/// The host name of a session found only as a process above the command that loopx cannot read
+/// (see `Ancestor::unknown`): what it is is unknown, so the command is an agent's, of no session.
+pub const HIDDEN_SESSION_HOST: &str = "hidden-process";
+
 /// The session this command runs in, and the driven turn, if any.
 #[derive(Debug, Default)]
 pub struct Identity {
     pub session: Option<BindThread>,
     pub driven: Option<Driven>,
+    /// The process above that tells, when the walk found one: `process 123 (claude -p …)`, for
+    /// a refusal to name.
+    pub by: Option<String>,
 }
 
-/// Reads the environment (`get` reads one variable), then, when it holds no mark and `walk`
-/// says so, the ancestry. A driver's variable that is not a valid id in this process's own
-/// environment is a usage error naming it.
+/// Reads the environment (`get` reads one variable) and, when `walk` says so, the ancestry.
+/// Outside any mark the ancestry decides. A mark in this process's own environment (which an
+/// agent may set or change for one command) counts only where it agrees with what the
+/// ancestry says: set where the ancestry says nothing, it only makes the command an agent's; set
+/// against it, the command is refused. A driver's variable that is not a valid id in this
+/// process's own environment is a usage error naming it.
 pub fn find(get: impl Fn(&str) -> Option<String>, walk: bool) -> Result<Identity, Error> {
-    if let Some(d) = Driven::from_env(&get)? {
-        return Ok(Identity { session: Some(d.session()), driven: Some(d) });
-    }
-    if let Some(s) = registry::tool_session(&get) {
-        // A host whose tools see no session id: its agent process above names the session.
-        if walk && s.thread.is_empty() && registry::sessions_by_process(&s.host) {
-            let found = in_ancestry(loopx_providers::process::ancestors(ancestry_root()));
-            if found.session.as_ref().is_some_and(|f| f.host.starts_with(s.host.as_str())) {
-                return Ok(found);
-            }
-        }
-        return Ok(Identity { session: Some(s), driven: None });
-    }
+    let env = from_marks(&get)?;
     if !walk {
-        return Ok(Identity::default());
+        return Ok(env.unwrap_or_default());
     }
-    Ok(in_ancestry(loopx_providers::process::ancestors(ancestry_root())))
+    let tree = in_ancestry(loopx_providers::process::ancestors(ancestry_root()));
+    match env {
+        None => Ok(tree),
+        Some(env) => agree(env, tree),
+    }
+}
+
+/// What a set of marks says (this process's environment, or an ancestor's): a driven turn, or a
+/// host's session; `None` without marks.
+fn from_marks(get: impl Fn(&str) -> Option<String>) -> Result<Option<Identity>, Error> {
+    if let Some(d) = Driven::from_env(&get)? {
+        return Ok(Some(Identity { session: Some(d.session()), driven: Some(d), by: None }));
+    }
+    Ok(registry::tool_session(&get).map(|s| Identity { session: Some(s), driven: None, by: None }))
+}
+
+/// The identity of a command whose own environment carries marks (`env`), given what its
+/// ancestry says (`tree`).
+fn agree(env: Identity, tree: Identity) -> Result<Identity, Error> {
+    let Some(told) = &tree.session else { return Ok(env) };
+    let agrees = match (&env.driven, &tree.driven) {
+        (Some(e), Some(t)) => e.agent == t.agent,
+        // A command `loopx drive` started itself: the driver's own marks are its environment.
+        (Some(_), None) => told.host == DRIVE_SESSION_HOST && told.thread.is_empty(),
+        (None, Some(_)) => false,
+        (None, None) => {
+            let mine = env.session.as_ref().map_or(&told.host, |s| &s.host);
+            let same_host = told.host == *mine || told.host.strip_suffix(PROCESS_HOST_SUFFIX) == Some(mine);
+            let thread = env.session.as_ref().map_or("", |s| s.thread.as_str());
+            same_host && (told.thread.is_empty() || thread.is_empty() || told.thread == thread)
+        }
+    };
+    if !agrees {
+        let claim = match (&env.driven, &env.session) {
+            (Some(d), _) => format!("its environment names agent {} of a loopx drive turn", d.agent),
+            (None, Some(s)) if s.thread.is_empty() => format!("its environment marks a {} session", s.host),
+            (None, Some(s)) => format!("its environment names {} session {}", s.host, s.thread),
+            (None, None) => "its environment".to_owned(),
+        };
+        let above = match (&tree.driven, &tree.by) {
+            (Some(d), _) => format!("a loopx drive turn of agent {}", d.agent),
+            (None, Some(by)) => format!("a {} session ({by})", told.host),
+            (None, None) => format!("a {} session", told.host),
+        };
+        return Err(Error::identity(format!("this command runs inside {above}, but {claim}"))
+            .with_hint("unset the variable: a command acts as the session or turn it runs in"));
+    }
+    // The ancestry names the session when the host's tools see no id of it.
+    Ok(if env.session.as_ref().is_some_and(|s| s.thread.is_empty()) && !told.thread.is_empty() {
+        tree
+    } else {
+        Identity { by: tree.by, ..env }
+    })
 }
 
 /// The process of `adapter`'s agent this process runs under, named for its whole life
@@ -61,48 +111,83 @@ pub fn agent_process_key(adapter: &dyn loopx_core::host::HostAdapter) -> Option<
 /// to that process, which names the session.
 pub fn in_ancestry<A: std::borrow::Borrow<Ancestor>>(ancestors: impl IntoIterator<Item = A>) -> Identity {
     // A mark with no session, kept while the walk looks for the process that names it.
-    let mut marked: Option<BindThread> = None;
+    let mut marked: Option<(BindThread, String)> = None;
     for a in ancestors {
         let a = a.borrow();
+        let by = || describe(a);
+        if a.unknown {
+            // What is above cannot be known: never the person's.
+            return match marked {
+                Some((m, by)) => Identity { session: Some(m), driven: None, by: Some(by) },
+                None => unbound(HIDDEN_SESSION_HOST, by()),
+            };
+        }
         // Many variables are looked up: the environment is read once.
         let vars = a.vars();
         let get = |k: &str| vars.get(k).map(str::to_owned);
-        match Driven::from_env(get) {
-            Ok(Some(d)) => return Identity { session: Some(d.session()), driven: Some(d) },
-            Ok(None) => {}
-            // A driver's mark that is not an id: still a driven turn, of no agent loopx knows.
-            Err(_) => return unbound(DRIVE_SESSION_HOST),
-        }
-        if let Some(s) = registry::tool_session(get) {
-            if !(s.thread.is_empty() && registry::sessions_by_process(&s.host)) {
-                return Identity { session: Some(s), driven: None };
+        match from_marks(get) {
+            Ok(Some(Identity { driven: Some(d), .. })) => {
+                return Identity { session: Some(d.session()), driven: Some(d), by: Some(by()) };
             }
-            marked.get_or_insert(s);
+            Ok(Some(Identity { session: Some(s), .. })) => {
+                if !(s.thread.is_empty() && registry::sessions_by_process(&s.host)) {
+                    return Identity { session: Some(s), driven: None, by: Some(by()) };
+                }
+                if marked.is_none() {
+                    marked = Some((s, by()));
+                }
+            }
+            Ok(_) => {}
+            // A driver's mark that is not an id: still a driven turn, of no agent loopx knows.
+            Err(_) => return unbound(DRIVE_SESSION_HOST, by()),
         }
         if let Some(host) = registry::agent_process(&a.name, &a.argv) {
             return match marked {
-                Some(m) if m.host != host => Identity { session: Some(m), driven: None },
-                _ if registry::sessions_by_process(host) => {
-                    Identity { session: Some(BindThread::process(host, &a.key())), driven: None }
-                }
-                _ => unbound(host),
+                Some((m, by)) if m.host != host => Identity { session: Some(m), driven: None, by: Some(by) },
+                _ if registry::sessions_by_process(host) => Identity {
+                    session: Some(BindThread::process(host, &a.key())),
+                    driven: None,
+                    by: Some(by()),
+                },
+                _ => unbound(host, by()),
             };
         }
         if marked.is_some() {
             continue;
         }
         match loopx_subcommand(&a.argv) {
-            Some("drive") => return unbound(DRIVE_SESSION_HOST),
-            Some("mcp") => return unbound(MCP_SESSION_HOST),
+            Some("drive") => return unbound(DRIVE_SESSION_HOST, by()),
+            Some("mcp") => return unbound(MCP_SESSION_HOST, by()),
             _ => {}
         }
     }
-    Identity { session: marked, driven: None }
+    match marked {
+        Some((m, by)) => Identity { session: Some(m), driven: None, by: Some(by) },
+        None => Identity::default(),
+    }
 }
 
 /// A session loopx cannot name: an agent's, bound to no agent (its empty id is never bound).
-fn unbound(host: &str) -> Identity {
-    Identity { session: Some(BindThread { host: host.to_owned(), thread: String::new() }), driven: None }
+fn unbound(host: &str, by: String) -> Identity {
+    Identity {
+        session: Some(BindThread { host: host.to_owned(), thread: String::new() }),
+        driven: None,
+        by: Some(by),
+    }
+}
+
+/// A process, as a refusal names it: `process 123 (claude -p x)`, its command cut short.
+fn describe(a: &Ancestor) -> String {
+    if a.unknown {
+        return format!("process {}, which loopx cannot read", a.pid);
+    }
+    let command = if a.argv.is_empty() { a.name.clone() } else { a.argv.join(" ") };
+    let command = loopx_core::untrusted::printable(&command);
+    let mut cut: String = command.chars().take(60).collect();
+    if cut.len() < command.len() {
+        cut.push('…');
+    }
+    format!("process {} ({cut})", a.pid)
 }
 
 /// The subcommand of a `loopx` process's argv (global options skipped), if it is one.
@@ -145,6 +230,7 @@ mod tests {
             argv: argv.iter().map(|s| (*s).to_owned()).collect(),
             environ: env.iter().flat_map(|(k, v)| format!("{k}={v}\0").into_bytes()).collect(),
             start: 7,
+            unknown: false,
         }
     }
 
@@ -197,6 +283,13 @@ mod tests {
         assert_eq!(host_of(&[shell.clone(), parent]), Some(("gemini+process".into(), "30.7".into())));
         // Marked, with no `gemini` above (a daemon it left behind): still an agent's, of no session.
         assert_eq!(host_of(&[tool.clone(), login.clone()]), Some(("gemini".into(), String::new())));
+        // A process the walk cannot read: what is above it is unknown, so never the person's.
+        let hidden = Ancestor { pid: 9, unknown: true, ..Ancestor::default() };
+        assert_eq!(
+            host_of(&[shell.clone(), hidden.clone(), login.clone()]),
+            Some((HIDDEN_SESSION_HOST.into(), String::new()))
+        );
+        assert_eq!(host_of(&[tool.clone(), hidden]), Some(("gemini".into(), String::new())));
         for person in [
             vec![shell.clone(), login.clone()],
             vec![proc("loopx", &["loopx", "status"], &[])],

@@ -257,6 +257,7 @@ fn should_run_fast(args: &[std::ffi::OsString], env: impl Fn(&str) -> bool) -> O
         }),
         session: None,
         driven: None,
+        told_by: None,
     })
 }
 
@@ -328,6 +329,7 @@ fn cli_main() -> i32 {
                 Ok(id) => {
                     cli.session = id.session;
                     cli.driven = id.driven;
+                    cli.told_by = id.by;
                 }
                 Err(e) => {
                     let json = cli.json;
@@ -365,8 +367,20 @@ fn cli_main() -> i32 {
     let printer = Arc::new(Printer::new(cli.json, cli.color, color_env));
     match run(&cli, &printer) {
         Ok(code) => code,
-        Err(e) => printer.error(&e),
+        Err(e) => printer.error(&name_the_session(e, &cli)),
     }
+}
+
+/// A refusal because this command runs in an agent's session names the process that makes it
+/// so (a person who sees it from their own terminal learns what loopx found above them).
+fn name_the_session(mut e: Error, cli: &Cli) -> Error {
+    let refusal = matches!(e.kind, loopx_core::ErrorKind::Refused | loopx_core::ErrorKind::Identity);
+    if let (true, Some(session), Some(by)) = (refusal, &cli.session, &cli.told_by)
+        && e.message.contains(&format!("{} session", session.host))
+    {
+        e.message.push_str(&format!(" ({by} is above it)"));
+    }
+    e
 }
 
 /// `loopx hook <host> <event>`: every failure, of the environment too, becomes the event's

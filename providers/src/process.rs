@@ -149,6 +149,10 @@ pub struct Ancestor {
     /// When it started, in clock ticks after boot: with the pid, names this process for its
     /// whole life (a pid is reused; a pid and its start time are not).
     pub start: u64,
+    /// The walk could not read or understand this process (it ended as the walk reached it,
+    /// `/proc` hides it, its record does not parse, or the walk came back to a process it had
+    /// passed): what it is, and what is above it, is unknown. Always the last of a walk.
+    pub unknown: bool,
 }
 
 impl Ancestor {
@@ -183,8 +187,10 @@ impl<'a> Vars<'a> {
 }
 
 /// This process's ancestors, nearest first, up to (not including) `stop` or the first process
-/// (pid 1). At most 64. Each is read as the walk reaches it: a caller that stops at the one it
-/// looks for reads none above it. Linux only; elsewhere none are found.
+/// (pid 1), however many there are. Each is read as the walk reaches it: a caller that stops at
+/// the one it looks for reads none above it. A process the walk cannot read ends it, as an
+/// [`Ancestor::unknown`] one: a walk cut short is never taken for a clean one. Linux only;
+/// elsewhere none are found.
 pub fn ancestors(stop: Option<u32>) -> impl Iterator<Item = Ancestor> {
     walk(stop, true)
 }
@@ -195,11 +201,19 @@ pub fn ancestor_programs(stop: Option<u32>) -> impl Iterator<Item = Ancestor> {
 }
 
 fn walk(stop: Option<u32>, with_env: bool) -> impl Iterator<Item = Ancestor> {
-    let mut pid = if cfg!(target_os = "linux") { stat_of("self").map(|s| s.parent) } else { None };
-    let mut seen = 0;
+    let unknown = |pid: u32| Ancestor { pid, unknown: true, ..Ancestor::default() };
+    // This process's own record: its parent is where the walk starts (0 when it cannot be read,
+    // which is reported as an unknown ancestor rather than as none).
+    let mut pid =
+        if cfg!(target_os = "linux") { Some(stat_of("self").map_or(0, |s| s.parent)) } else { None };
+    // Pids passed, so that a walk that comes back to one (pids reused as it goes) ends.
+    let mut seen = std::collections::HashSet::new();
     std::iter::from_fn(move || {
-        let p = pid.take().filter(|p| *p > 1 && Some(*p) != stop && seen < 64)?;
-        let Stat { parent, start, name } = stat_of(&p.to_string())?;
+        let p = pid.take().filter(|p| *p != 1 && Some(*p) != stop)?;
+        if p == 0 || !seen.insert(p) {
+            return Some(unknown(p));
+        }
+        let Some(Stat { parent, start, name }) = stat_of(&p.to_string()) else { return Some(unknown(p)) };
         let read = |what: &str| proc_file(&format!("/proc/{p}/{what}")).unwrap_or_default();
         let environ = if with_env { read("environ") } else { Vec::new() };
         let argv = read("cmdline")
@@ -207,8 +221,9 @@ fn walk(stop: Option<u32>, with_env: bool) -> impl Iterator<Item = Ancestor> {
             .filter(|w| !w.is_empty())
             .map(|w| String::from_utf8_lossy(w).into_owned())
             .collect();
-        (pid, seen) = (Some(parent), seen + 1);
-        Some(Ancestor { pid: p, name, argv, environ, start })
+        // A process whose parent is 0 is the first of its namespace: nothing above it.
+        pid = Some(parent).filter(|p| *p != 0);
+        Some(Ancestor { pid: p, name, argv, environ, start, unknown: false })
     })
 }
 
@@ -221,17 +236,20 @@ struct Stat {
     name: String,
 }
 
-/// `/proc/<pid>/stat`: the name in parentheses (which may hold spaces and parentheses itself),
-/// then the fields after the state: the parent (the 4th) and the start time (the 22nd).
+/// `/proc/<pid>/stat`: the name in parentheses (which may hold spaces, parentheses and bytes that
+/// are not UTF-8: it is what lies between the first `(` and the last `)`), then the fields after
+/// the state: the parent (the 4th) and the start time (the 22nd).
 fn stat_of(pid: &str) -> Option<Stat> {
-    let stat = String::from_utf8(proc_file(&format!("/proc/{pid}/stat")).ok()?).ok()?;
-    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
-    let mut rest = stat.get(close + 1..)?.split_whitespace();
+    let stat = proc_file(&format!("/proc/{pid}/stat")).ok()?;
+    let open = stat.iter().position(|c| *c == b'(')?;
+    let close = stat.iter().rposition(|c| *c == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    let mut rest = rest.split_whitespace();
     Some(Stat {
         parent: rest.nth(1)?.parse().ok()?,
         // The 22nd field, 18 after the parent.
         start: rest.nth(17)?.parse().ok()?,
-        name: stat.get(open + 1..close)?.to_owned(),
+        name: String::from_utf8_lossy(stat.get(open + 1..close)?).into_owned(),
     })
 }
 
@@ -399,6 +417,10 @@ mod tests {
         assert_eq!(parent.name, comm(parent.pid).trim_end());
         std::fs::write("/proc/self/comm", "a (b) c").unwrap();
         assert_eq!(stat_of("self").unwrap().name, "a (b) c");
+        // A name that is not UTF-8 is still read, and so is what follows it.
+        std::fs::write("/proc/self/comm", b"lx\xff)(").unwrap();
+        let me = stat_of("self").unwrap();
+        assert_eq!((me.name.as_str(), me.parent), ("lx\u{fffd})(", parent.pid));
     }
 
     fn sh(script: &str) -> Vec<String> {

@@ -502,3 +502,95 @@ fn a_cloned_project_runs_none_of_its_commands_until_approved() {
     s.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "goal"]);
     assert!(marker.exists());
 }
+
+/// A nest of `depth` shells, each started by the one above, the innermost running `line`.
+fn nested(s: &Sandbox, depth: usize, line: &str) -> String {
+    let script = s.root.parent().unwrap().join("nest.sh");
+    std::fs::write(
+        &script,
+        format!("if [ \"$1\" -gt 0 ]; then sh \"$0\" $(($1 - 1)); exit $?; fi\n{line}\n"),
+    )
+    .unwrap();
+    format!("sh {} {depth}", script.display())
+}
+
+#[test]
+fn the_walk_up_reads_every_ancestor_whatever_its_name_and_however_deep() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    s.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "goal"]);
+    let before = log_bytes(&s);
+    // A copy of loopx, or of a shell, whose name is not UTF-8; 100 shells between the agent's
+    // process and loopx.
+    let odd = "\"$d/$(printf 'lx\\377')\"";
+    for line in [
+        format!(
+            "cp \"$(command -v loopx)\" {odd} && env -i PATH=\"$PATH\" HOME=\"$HOME\" {odd} gate answer g1 --approve"
+        ),
+        format!(
+            "cp /bin/sh {odd} && env -i PATH=\"$PATH\" HOME=\"$HOME\" {odd} -c 'loopx gate answer g1 --approve; exit $?'"
+        ),
+        nested(&s, 100, "env -i PATH=\"$PATH\" HOME=\"$HOME\" loopx gate answer g1 --approve"),
+    ] {
+        let line = format!("d=\"$(mktemp -d)\" && {line}");
+        let r = s.under_host("claude", &line);
+        assert_eq!(r.code, 1, "{line}\n{}\n{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains("claude-code session"), "{line}: {}", r.stderr);
+        assert_eq!(log_bytes(&s), before, "{line}");
+    }
+    // A refusal names the process that makes the command an agent's.
+    let r = s.under_host("claude", "loopx goal stop");
+    assert!(
+        r.stderr.contains("/hosts/claude sh -c loopx goal") && r.stderr.contains(") is above it)"),
+        "{}",
+        r.stderr
+    );
+    // A person's own terminal, however deep and under whatever login, stays the person's.
+    for (host, compute) in [("sshd", "0.5"), ("tmux", "0.6"), ("screen", "0.7"), ("login", "0.8")] {
+        let r = s.under_host(host, &nested(&s, 100, &format!("loopx goal set --compute {compute}")));
+        assert_eq!(r.code, 0, "{host}: {}", r.stderr);
+        assert_eq!(actors(&s).last().unwrap(), &("goal_updated".to_owned(), "user".to_owned()));
+    }
+}
+
+#[test]
+fn an_identity_in_the_environment_counts_only_where_the_process_tree_agrees() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    for a in ["bot", "victim"] {
+        s.ok(&["agent", "register", "--agent-id", a, "--agent-type", "other"]);
+    }
+    s.ok(&["todo", "add", "--text", "victim's", "--agent-id", "victim"]);
+    s.ok(&["todo", "claim", "--todo-id", "t1", "--agent-id", "victim"]);
+    let bound = join(&s, "s1", "work");
+    let before = log_bytes(&s);
+    let update = "loopx todo update --todo-id t1 --note mine";
+    for (outer, inner) in [
+        // In a driven turn of bot: the variable names victim.
+        ("LOOPX_AGENT_ID=bot LOOPX_TURN_ID=d1-1", "LOOPX_AGENT_ID=victim"),
+        // In Claude Code session s1: the variable names another session, or a driven turn.
+        ("CLAUDECODE=1 CLAUDE_CODE_SESSION_ID=s1", "CLAUDE_CODE_SESSION_ID=s2"),
+        ("CLAUDECODE=1 CLAUDE_CODE_SESSION_ID=s1", "LOOPX_AGENT_ID=victim"),
+    ] {
+        let line = format!("env {outer} sh -c 'env {inner} {update}; exit $?'");
+        let r = s.under_host("wrapper", &line);
+        assert_eq!(r.code, 1, "{line}\n{}", r.stderr);
+        assert!(r.stderr.contains("but its environment"), "{line}: {}", r.stderr);
+        assert_eq!(log_bytes(&s), before, "{line}");
+        // A `loopx mcp` started there with the variable acts for no one either.
+        let line = format!("env {outer} sh -c 'env {inner} loopx mcp </dev/null; exit $?'");
+        let r = s.under_host("wrapper", &line);
+        assert_eq!(r.code, 1, "{line}\n{}", r.stderr);
+    }
+    // The driver's own variables, and the session's, act as they say.
+    let line = format!("env LOOPX_AGENT_ID=victim sh -c '{update}; exit $?'");
+    let r = s.under_host("wrapper", &line);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(actors(&s).last().unwrap(), &("todo_updated".to_owned(), "victim".to_owned()));
+    let r = s.under_host(
+        "wrapper",
+        "env CLAUDECODE=1 CLAUDE_CODE_SESSION_ID=s1 sh -c 'loopx todo add --text x; exit $?'",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(actors(&s).last().unwrap(), &("todo_added".to_owned(), bound));
+}
