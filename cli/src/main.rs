@@ -138,6 +138,7 @@ fn gate_runtime() -> Result<loopx_kernel::gates::GateRuntime, Error> {
         notifier: Some(Arc::new(notify)),
         poll_on_should_run: true,
         commands: Some(projects::config_file("commands.json")?),
+        agent_tools: false,
     })
 }
 
@@ -429,12 +430,21 @@ fn mcp_agent(
     }
 }
 
+/// Whether this command runs where an agent's own tools run (its shell in its host session or
+/// its driven turn), so that agent's own unapproved commands may run here. A driver, an MCP
+/// server and a dashboard run outside the agent's sandbox even when started under it.
+fn in_agent_tools(cli: &Cli) -> bool {
+    let outside =
+        matches!(cli.command, args::Command::Mcp(_) | args::Command::Drive(_) | args::Command::Serve(_));
+    (cli.session.is_some() || cli.driven.is_some()) && !outside
+}
+
 fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
     let env = Env {
         cwd: std::env::current_dir()
             .map_err(|e| Error::internal(format!("cannot read the working directory: {e}")))?,
         options: env_options()?,
-        gates: gate_runtime()?,
+        gates: loopx_kernel::gates::GateRuntime { agent_tools: in_agent_tools(cli), ..gate_runtime()? },
         clock: clock(),
     };
     let timings = std::env::var_os("LOOPX_TIMINGS").is_some_and(|v| v != "0");

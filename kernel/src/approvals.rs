@@ -93,15 +93,22 @@ impl Approvals {
     }
 
     /// Whether `argv`, written (per the log) by `author`, may run for `runner`: approved here,
-    /// or an agent's own command, written here, run in its own context.
-    pub fn may_run(&self, argv: &[String], author: &str, runner: &str) -> Result<Option<Withheld>> {
+    /// or an agent's own command, written here, run in its own context (for `runner`, in a
+    /// process where its own tools run: `in_its_tools`).
+    pub fn may_run(
+        &self,
+        argv: &[String],
+        author: &str,
+        runner: &str,
+        in_its_tools: bool,
+    ) -> Result<Option<Withheld>> {
         let record = self.lookup(argv)?;
-        let own = |r: &CommandRecord| r.by == author && r.by == runner && runner != PERSON;
+        let own = |r: &CommandRecord| r.by == author && r.by == runner && runner != PERSON && in_its_tools;
         Ok(match record {
             Some(r) if r.approved_at.is_some() || own(&r) => None,
             Some(r) => Some(Withheld {
                 why: format!(
-                    "it was written by agent {}, and runs only in that agent's own context until a person of this machine approves it",
+                    "it was written by agent {}, and runs only in that agent's own shell (inside its turn or session) until a person of this machine approves it",
                     r.by
                 ),
             }),
@@ -213,30 +220,42 @@ mod tests {
         let (mine, theirs, foreign) = (argv("cargo test"), argv("sh -c id"), argv("make"));
         a.written(&mine, "user", now).unwrap();
         a.written(&theirs, "a1", now).unwrap();
-        assert_eq!(a.may_run(&mine, "user", "user").unwrap(), None);
-        assert_eq!(a.may_run(&mine, "user", "a2").unwrap(), None, "a person's command runs for anyone");
-        assert_eq!(a.may_run(&theirs, "a1", "a1").unwrap(), None, "the agent's own, in its own context");
-        assert!(a.may_run(&theirs, "a1", "user").unwrap().is_some());
-        assert!(a.may_run(&theirs, "a1", "a2").unwrap().is_some());
-        assert!(a.may_run(&theirs, "a2", "a2").unwrap().is_some(), "the log's author is not this machine's");
-        let why =
-            |author: &str| a.may_run(&foreign, author, author).unwrap().map(|w| w.why).unwrap_or_default();
+        assert_eq!(a.may_run(&mine, "user", "user", false).unwrap(), None);
+        assert_eq!(a.may_run(&mine, "user", "a2", true).unwrap(), None, "a person's command runs for anyone");
+        assert_eq!(
+            a.may_run(&theirs, "a1", "a1", true).unwrap(),
+            None,
+            "the agent's own, in its own context"
+        );
+        assert!(
+            a.may_run(&theirs, "a1", "a1", false).unwrap().is_some(),
+            "the agent's own, for it but outside its tools (a driver, an MCP server)"
+        );
+        assert!(a.may_run(&theirs, "a1", "user", false).unwrap().is_some());
+        assert!(a.may_run(&theirs, "a1", "a2", true).unwrap().is_some());
+        assert!(
+            a.may_run(&theirs, "a2", "a2", true).unwrap().is_some(),
+            "the log's author is not this machine's"
+        );
+        let why = |author: &str| {
+            a.may_run(&foreign, author, author, true).unwrap().map(|w| w.why).unwrap_or_default()
+        };
         assert!(why("user").starts_with("it came with the project"), "{}", why("user"));
         assert!(why("a1").starts_with("it was written by agent a1 elsewhere"), "{}", why("a1"));
         assert!(a.approve(&theirs, now).unwrap());
         assert!(!a.approve(&theirs, now).unwrap());
-        assert_eq!(a.may_run(&theirs, "a1", "user").unwrap(), None);
+        assert_eq!(a.may_run(&theirs, "a1", "user", false).unwrap(), None);
         a.written(&theirs, "a3", now).unwrap();
         assert_eq!(a.lookup(&theirs).unwrap().unwrap().by, "a1", "the first writer stays");
         assert_eq!(read(&dir.path().join("commands.json")).unwrap().commands.len(), 2, "a record a command");
         let other = Approvals::new(dir.path().join("commands.json"), &dir.path().join("clone"));
         assert!(
-            other.may_run(&mine, "user", "user").unwrap().is_some(),
+            other.may_run(&mine, "user", "user", false).unwrap().is_some(),
             "another directory is another project"
         );
         other.written(&mine, "a5", now).unwrap();
         assert_eq!(
-            other.may_run(&mine, "a5", "a5").unwrap(),
+            other.may_run(&mine, "a5", "a5", true).unwrap(),
             None,
             "recorded there too, as that agent's own"
         );

@@ -34,6 +34,10 @@ pub struct GateRuntime {
     /// [`crate::approvals`]): validation commands, command gates and the notify command run
     /// only as it allows. Without it (tests, simulations), every command the log names runs.
     pub commands: Option<std::path::PathBuf>,
+    /// This process runs where an agent's own tools run: its shell inside its host session or
+    /// its driven turn. Only there does an agent's own unapproved command run; never in a
+    /// driver, an MCP server, a hook or a person's shell, which run outside the agent's sandbox.
+    pub agent_tools: bool,
 }
 
 impl std::fmt::Debug for GateRuntime {
@@ -43,6 +47,7 @@ impl std::fmt::Debug for GateRuntime {
             .field("processes", &self.processes.as_ref().map(|p| p.name()))
             .field("notifier", &self.notifier.is_some())
             .field("poll_on_should_run", &self.poll_on_should_run)
+            .field("agent_tools", &self.agent_tools)
             .finish()
     }
 }

@@ -34,7 +34,12 @@ const MAX_REF_LEN: usize = 2000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lane {
     Person,
+    /// Only an agent's: without an agent context, the only registered agent is implied.
     Agent,
+    /// An agent's work a person may also do (adding, updating, completing an agent's todo,
+    /// adding evidence): inside an agent's session or turn it is that agent's; elsewhere,
+    /// without `--agent-id`, it is the person's.
+    Shared,
     /// Person-only, with the words for what it decides (`changing the goal's quota`).
     Governance(&'static str),
     /// An agent registering itself: the named agent acts before it is registered.
@@ -72,8 +77,8 @@ pub fn session_agent(state: &GoalState, ctx: &CommandContext) -> Result<Option<A
 }
 
 /// Resolves the acting identity. `--agent-id user` names a person explicitly. Without an
-/// agent id, a person acts, except in the agent lane, where the only registered agent is
-/// implied and two or more make the id required. Inside a host session the session's agent
+/// agent id (no agent context), a person acts, except in the agent-only lane, where the only
+/// registered agent is implied and two or more make the id required. Inside a host session the session's agent
 /// acts, and governance is refused; a registered agent never governs.
 pub fn resolve_actor(state: &GoalState, ctx: &CommandContext, lane: Lane) -> Result<Actor> {
     if let (Some(session), Lane::Governance(what)) = (&ctx.session, lane) {
@@ -101,6 +106,8 @@ pub fn resolve_actor(state: &GoalState, ctx: &CommandContext, lane: Lane) -> Res
         .with_hint(format!(
             "register it first: loopx agent register --agent-id {a} --agent-type <type> (see loopx agent types)"
         ))),
+        // No agent context (no session, no driven turn, no --agent-id): a person at their
+        // terminal, unless only an agent could make the command.
         None if lane != Lane::Agent => Ok(Actor::User),
         None => match state.agents.as_slice() {
             [] => Ok(Actor::User),
@@ -125,7 +132,7 @@ pub fn resolve_actor(state: &GoalState, ctx: &CommandContext, lane: Lane) -> Res
 /// The lane of a command on `todo`.
 pub fn lane_of(todo: &Todo) -> Lane {
     match todo.role {
-        Role::Agent => Lane::Agent,
+        Role::Agent => Lane::Shared,
         Role::User => Lane::Person,
     }
 }

@@ -109,7 +109,7 @@ impl<S: Store> StateKernel<S> {
     pub(crate) fn withheld(&self, argv: &[String], author: &str, runner: &str) -> Result<Option<String>> {
         match self.approvals() {
             None => Ok(None),
-            Some(a) => Ok(a.may_run(argv, author, runner)?.map(|w| w.why)),
+            Some(a) => Ok(a.may_run(argv, author, runner, self.gates.agent_tools)?.map(|w| w.why)),
         }
     }
 
@@ -918,7 +918,7 @@ impl<S: Store> Kernel for StateKernel<S> {
 
     async fn add_todo(&self, ctx: &CommandContext, req: AddTodo) -> Result<Receipt<TodoBody>> {
         let lane = match req.role {
-            loopx_core::model::Role::Agent => Lane::Agent,
+            loopx_core::model::Role::Agent => Lane::Shared,
             loopx_core::model::Role::User => Lane::Person,
         };
         let receipt = self.mutate(

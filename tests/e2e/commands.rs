@@ -156,9 +156,12 @@ fn todos_are_added_listed_and_shown() {
     assert_eq!(shown["todo"]["created_by"], "user");
     s.fails(1, &["todo", "show", "--todo-id", "t9"]);
 
-    // With two agents, an agent todo needs --agent-id.
-    let r = s.fails(1, &["todo", "add", "--text", "orphan"]);
+    // With two agents, claiming needs --agent-id; a todo added from a person's terminal is
+    // the person's.
+    let r = s.fails(1, &["todo", "claim", "--todo-id", "t1"]);
     assert!(r.stderr.contains("--agent-id"), "{}", r.stderr);
+    let added = s.json(&["todo", "add", "--text", "orphan"]);
+    assert_eq!(added["todo"]["created_by"], "user");
     let r = s.fails(1, &["todo", "add", "--agent-id", "ghost", "--text", "x"]);
     assert!(r.stderr.contains("loopx agent register --agent-id ghost"), "{}", r.stderr);
 

@@ -67,6 +67,7 @@ async fn poll_once(server: &MockServer, deadline: Duration) -> loopx_core::model
         notifier: None,
         poll_on_should_run: true,
         commands: None,
+        agent_tools: false,
     });
     let goal = GoalId::new("main").unwrap();
     k.create_goal(CreateGoal { id: goal.clone(), objective: "ship".into(), title: None, make_default: true })
@@ -255,6 +256,7 @@ fn the_github_provider_on_every_path_and_what_the_kernel_records() {
             notifier: None,
             poll_on_should_run: true,
             commands: None,
+            agent_tools: false,
         });
         k.create_goal(CreateGoal {
             id: GoalId::new("main").unwrap(),

@@ -125,7 +125,7 @@ const ERRORS: &[&[&str]] = &[
     &["todo", "complete", "--todo-id", "t2", "--agent-id", "claude-1"],
     &["todo", "complete", "--todo-id", "t3", "--agent-id", "claude-1"],
     &["todo", "complete", "--todo-id", "t1", "--agent-id", "claude-1", "--next-todo", "x", "--no-follow-up"],
-    &["todo", "add", "--text", "more"],
+    &["todo", "claim", "--todo-id", "t1"],
     &["todo", "add", "--agent-id", "user", "--text", "bell \u{7} ringing"],
     &["todo", "add", "--agent-id", "user", "--text", " "],
     &["todo", "add", "--agent-id", "user", "--text", "x", "--priority", "P9"],

@@ -457,12 +457,21 @@ fn an_agents_command_runs_for_nobody_else_until_a_person_approves_it() {
     s.ok(&["todo", "complete", "--agent-id", "user", "--todo-id", "t1", "--evidence", "done"]);
     assert!(ran.exists());
 
-    // In its own context, an agent's command runs: its completion, its should-run's checks.
+    // In its own context (its shell in its session), an agent's command runs: its completion,
+    // its should-run's checks. Named from a plain shell, it does not.
     let own = s.root.join("own");
     let check = format!("touch {}", own.display());
     s.ok(&["todo", "add", "--agent-id", "a1", "--text", "build", "--validation-command", &check]);
     s.ok(&["todo", "claim", "--agent-id", "a1", "--todo-id", "t2"]);
-    s.ok(&["todo", "complete", "--agent-id", "a1", "--todo-id", "t2", "--evidence", "built"]);
+    let r = s.fails(1, &["todo", "complete", "--agent-id", "a1", "--todo-id", "t2", "--evidence", "built"]);
+    assert!(r.stderr.contains("runs only in that agent's own shell"), "{}", r.stderr);
+    assert!(!own.exists());
+    let r = run_in_session(
+        &s,
+        "s1",
+        &["todo", "complete", "--agent-id", "a1", "--todo-id", "t2", "--evidence", "built"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(own.exists());
     let gate_ran = s.root.join("gate-ran");
     let probe = format!("touch {}", gate_ran.display());
@@ -470,8 +479,70 @@ fn an_agents_command_runs_for_nobody_else_until_a_person_approves_it() {
     let poll = s.ok(&["gate", "poll"]).stdout;
     assert!(poll.contains("loopx command approve --gate-id g1"), "{poll}");
     assert!(!gate_ran.exists(), "a person's poll never runs the agent's check");
-    s.ok(&["quota", "should-run", "--agent-id", "a1"]);
+    let r = run_in_session(&s, "s1", &["quota", "should-run", "--agent-id", "a1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(gate_ran.exists(), "the agent's own should-run does");
+}
+
+/// The driver's variables for a turn of agent `a1`, as a command of that turn sees them.
+const TURN: [(&str, &str); 3] =
+    [("LOOPX_AGENT_ID", "a1"), ("LOOPX_GOAL_ID", "main"), ("LOOPX_TURN_ID", "d1-1")];
+
+/// Calls `should_run` on a `loopx mcp` started with `args` (as a host starts it: outside the
+/// agent's tool sandbox).
+fn mcp_should_run(s: &Sandbox, args: &[&str]) -> Run {
+    let calls = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"should_run","arguments":{}}}"#,
+    ];
+    let mut argv = vec!["mcp"];
+    argv.extend_from_slice(args);
+    let r = s.run_with(&argv, (calls.join("\n") + "\n").as_bytes(), &[]);
+    assert!(r.stdout.lines().count() == 2, "{}\n{}", r.stdout, r.stderr);
+    r
+}
+
+fn gate_status(s: &Sandbox, id: &str) -> String {
+    let all = s.json(&["gate", "list", "--all"]);
+    let gates = all["gates"].as_array().unwrap_or_else(|| panic!("{all}"));
+    let g = gates.iter().find(|g| g["id"] == id).unwrap_or_else(|| panic!("no {id}: {all}"));
+    g["status"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn an_agents_own_command_runs_only_in_its_own_shell_never_in_a_driver_or_an_mcp_server() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    s.ok(&["agent", "register", "--agent-id", "a1", "--agent-type", "other"]);
+    s.ok(&["todo", "add", "--text", "build"]);
+    s.ok(&["todo", "add", "--text", "ship"]);
+    // Inside its turn, the agent asks for a command gate on later work.
+    let ran = s.root.parent().unwrap().join("gate-ran");
+    let check = format!("touch {}", ran.display());
+    let ask = ["gate", "ask", "--kind", "command", "--check", &check, "--blocks", "todos:t2"];
+    let r = s.run_with(&ask, b"", &TURN);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // An MCP server the host starts, and the driver's own should-run, never run it.
+    mcp_should_run(&s, &["--agent-id", "a1"]);
+    assert!(!ran.exists(), "the MCP server ran the agent's command");
+    let r = s.run_with(&["drive", "--agent-id", "a1", "--once", "--", "true"], b"", &[]);
+    assert!(!ran.exists(), "the driver ran the agent's command: {}", r.stderr);
+    assert_eq!(gate_status(&s, "g1"), "open");
+    // Its own shell, inside its turn, does: the gate closes.
+    let r = s.run_with(&["quota", "should-run"], b"", &TURN);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(ran.exists(), "the agent's own should-run runs its check");
+    assert_eq!(gate_status(&s, "g1"), "approved");
+
+    // A command a person approved runs as ever, in the MCP server too.
+    let approved = s.root.parent().unwrap().join("approved-ran");
+    let check = format!("touch {}", approved.display());
+    let ask = ["gate", "ask", "--kind", "command", "--check", &check, "--blocks", "todos:t2"];
+    let r = s.run_with(&ask, b"", &TURN);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    s.ok(&["command", "approve", "--gate-id", "g2"]);
+    mcp_should_run(&s, &["--agent-id", "a1"]);
+    assert!(approved.exists(), "a person-approved check runs in the MCP server");
 }
 
 #[test]
@@ -593,4 +664,25 @@ fn an_identity_in_the_environment_counts_only_where_the_process_tree_agrees() {
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(actors(&s).last().unwrap(), &("todo_added".to_owned(), bound));
+}
+
+#[test]
+fn with_one_agent_registered_a_persons_own_terminal_is_still_the_person() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    s.ok(&["agent", "register", "--agent-id", "a1", "--agent-type", "other"]);
+    // From the person's terminal, no --agent-id: the person's todo, the person's check.
+    s.ok(&["todo", "add", "--text", "release notes", "--validation-command", "true"]);
+    s.ok(&["todo", "update", "--todo-id", "t1", "--note", "see the changelog"]);
+    s.ok(&["todo", "complete", "--todo-id", "t1", "--evidence", "written"]);
+    let last: Vec<_> = actors(&s).into_iter().skip(2).collect();
+    assert!(last.iter().all(|(_, actor)| actor == "user"), "{last:?}");
+    assert_eq!(s.json(&["todo", "show", "--todo-id", "t1"])["todo"]["created_by"], "user");
+    // Inside the agent's turn, the same commands are the agent's.
+    let r = s.run_with(&["todo", "add", "--text", "parser"], b"", &TURN);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(actors(&s).last().unwrap(), &("todo_added".to_owned(), "a1".to_owned()));
+    // Work only an agent does still implies the only agent.
+    s.ok(&["todo", "claim", "--todo-id", "t2"]);
+    assert_eq!(actors(&s).last().unwrap().1, "a1");
 }
