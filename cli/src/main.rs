@@ -151,6 +151,7 @@ fn env_options() -> Result<StoreOptions, Error> {
         })?;
         options.lock_timeout = Duration::from_millis(ms);
     }
+    options.witness = projects::config_file("heads").ok();
     let words: Vec<String> = raw_args().into_iter().filter(|a| !a.starts_with('-')).take(2).collect();
     options.holder = format!("loopx {}", words.join(" "));
     // Test-only fault injection; compiled out of release builds.

@@ -46,7 +46,7 @@ pub async fn signed(cli: &Cli, k: &DynKernel, ctx: CommandContext) -> Result<Com
     if cli.session.is_some() || ctx.agent.as_ref().is_some_and(|a| a.as_str() != "user") {
         return Ok(ctx);
     }
-    let Some(key) = k.show_goal(ctx.goal.as_ref()).await?.goal.person_key else { return Ok(ctx) };
+    let Some(key) = k.person_key(ctx.goal.as_ref())? else { return Ok(ctx) };
     let path = key_path()?;
     let file = person::read(&path)?.ok_or_else(|| {
         Error::refused(format!(

@@ -121,6 +121,9 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
         Err(events) => return DoctorGoal { goal_id: id.clone(), events, checks },
     };
     let events = scan.lines.len() as u64;
+    if let Some(Err(e)) = store.witness(id).map(|w| w.check(id, replayed.seq, scan.head())) {
+        checks.push(check("head", false, format!("{} ({})", e.message, e.hint.unwrap_or_default())));
+    }
     checks.push(archive_check(&layout.archive(id), &archive, &replayed));
     let bytes = read_optional(&layout.snapshot(id)).ok().flatten().map(std::sync::Arc::new);
     let snap = bytes.as_ref().map(|b| Snapshot::decode(b, layout, id).ok_or(b));

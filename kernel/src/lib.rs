@@ -34,6 +34,7 @@ pub mod table;
 pub mod trusted;
 pub mod turn_log;
 pub mod webhooks;
+pub mod witness;
 
 use std::fmt;
 

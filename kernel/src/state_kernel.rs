@@ -448,6 +448,13 @@ impl<S: Store> StateKernel<S> {
         )
     }
 
+    /// The key a person's decision on `goal` is signed with, if the goal is in strict mode: the
+    /// one its log holds, or else the one this machine saw it hold.
+    pub fn person_key(&self, goal: Option<&GoalId>) -> Result<Option<String>> {
+        let state = self.read(goal)?;
+        Ok(state.goal.person_key.clone().or_else(|| self.store.seen_person_key(&state.goal.id)))
+    }
+
     /// What time it is for this kernel: its store's clock.
     pub fn now(&self) -> loopx_core::Timestamp {
         self.store.clock().now()

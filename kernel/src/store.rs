@@ -95,6 +95,11 @@ pub trait Store: Doctor + Send + Sync + fmt::Debug {
     /// them), after verifying its chain and that it replays to the state it records; refuses a
     /// goal that exists. The project's goal list is the caller's (`update_project`).
     fn import_goal(&self, id: &GoalId, lines: &[String]) -> Result<GoalState>;
+    /// The person key this machine saw goal `id` hold ([`crate::witness`]), whatever its log
+    /// holds now: a goal seen in strict mode takes a person's decision only signed by it.
+    fn seen_person_key(&self, _id: &GoalId) -> Option<String> {
+        None
+    }
 }
 
 /// Verifies a log given as lines: its chain, and that it replays to the state its last line
@@ -159,6 +164,9 @@ impl Store for Box<dyn Store> {
     }
     fn glance(&self, id: &GoalId) -> Result<Option<(GoalState, codec::Glance)>> {
         (**self).glance(id)
+    }
+    fn seen_person_key(&self, id: &GoalId) -> Option<String> {
+        (**self).seen_person_key(id)
     }
     fn transact(&self, id: &GoalId, f: &mut dyn FnMut(&mut Txn<'_>) -> Result<()>) -> Result<()> {
         (**self).transact(id, f)
@@ -243,6 +251,9 @@ pub struct StoreOptions {
     /// `busy-lock` (the goal's lock, as if another process held it). The CLI sets it only in
     /// debug builds.
     pub fault: Option<String>,
+    /// Where this machine keeps its witness of each goal's head ([`crate::witness`]): outside
+    /// the project, so that cutting the log back is seen. `None` keeps no witness.
+    pub witness: Option<std::path::PathBuf>,
 }
 
 /// The named steps of a commit where a fault can be injected, in the order a commit passes them.
@@ -258,7 +269,7 @@ pub const FAULT_POINTS: [&str; 7] = [
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { lock_timeout: DEFAULT_LOCK_TIMEOUT, holder: "loopx".to_owned(), fault: None }
+        Self { lock_timeout: DEFAULT_LOCK_TIMEOUT, holder: "loopx".to_owned(), fault: None, witness: None }
     }
 }
 
@@ -436,6 +447,8 @@ pub struct Txn<'a> {
     appended: bool,
     /// Signs a person's decision, in strict mode.
     signer: Option<loopx_core::kernel::SignerRef>,
+    /// The person key this machine saw the goal hold, when the log no longer holds one.
+    seen_key: Option<String>,
     /// What its commit wrote of the state.
     written: Option<Written>,
 }
@@ -467,8 +480,15 @@ impl<'a> Txn<'a> {
             committed: false,
             appended: false,
             signer: None,
+            seen_key: None,
             written: None,
         }
+    }
+
+    /// The person key this machine saw the goal hold ([`crate::witness`]): a goal once in
+    /// strict mode stays in it here, whatever its log says now.
+    pub fn strict_as_seen(&mut self, key: Option<String>) {
+        self.seen_key = key;
     }
 
     /// The person's key, to sign a decision of theirs with (strict mode).
@@ -483,7 +503,7 @@ impl<'a> Txn<'a> {
         if line.actor != "user" || !line.event.is_persons_decision() {
             return Ok(None);
         }
-        let key = match (&self.state.goal.person_key, &line.event) {
+        let key = match (self.state.goal.person_key.as_ref().or(self.seen_key.as_ref()), &line.event) {
             (Some(k), _) => k.clone(),
             (None, Event::PersonKeySet { public_key }) => public_key.clone(),
             (None, _) => return Ok(None),
@@ -1135,6 +1155,9 @@ impl FileStore {
         }) else {
             return Ok(None);
         };
+        if self.witness(id).is_some_and(|w| w.disagrees(header.seq, &header.head)) {
+            return Ok(None);
+        }
         let Ok(body_file) = self.open_bodies(id, header.bodies.as_ref()) else { return Ok(None) };
         let Some(keys) = unhex(&glance.keys) else { return Ok(None) };
         let root = log::last_root(&events, mark.len).map_err(|e| Error::io("read", &events, &e))?;
@@ -1256,6 +1279,24 @@ impl FileStore {
         }
     }
 
+    /// This machine's witness of goal `id`'s head, where one is kept.
+    pub fn witness(&self, id: &GoalId) -> Option<crate::witness::Witness> {
+        self.options.witness.as_deref().map(|dir| crate::witness::Witness::of(dir, self.layout.root(), id))
+    }
+
+    /// Records a commit in the witness; one that cannot be written is said, never fails the
+    /// commit (the witness is then behind, which only weakens what it guards).
+    fn witnessed(&self, id: &GoalId, seq: u64, head: &str, person_key: Option<&str>) {
+        if let Some(w) = self.witness(id)
+            && let Err(e) = w.record(seq, head, person_key)
+        {
+            self.reporter.warn(&format!(
+                "goal {id}: this machine's record of its head ({}) could not be written: {e}",
+                w.path().display()
+            ));
+        }
+    }
+
     /// Under the goal lock: the current state, recovering from a crash if needed; a state kept
     /// by the last transaction is taken out of the store for this one (`take`) or copied.
     fn load_locked(&self, id: &GoalId, take: bool) -> Result<Locked> {
@@ -1268,6 +1309,9 @@ impl FileStore {
                 self.reporter.warn(&format!("recovered goal {id}: GOAL.md was missing; regenerated"));
                 self.write_projections(id, &s.state, &s.head, None)?;
                 source = None;
+            }
+            if let Some(w) = self.witness(id) {
+                w.check(id, s.seq, &s.head)?;
             }
             let state = Arc::unwrap_or_clone(s.state);
             return Ok(Locked { state, head: s.head, views: Some(s.goal_md_digest), source });
@@ -1334,6 +1378,9 @@ impl FileStore {
             let name = tmp.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             self.reporter
                 .warn(&format!("recovered goal {id}: removed {name}, left by a write that never finished"));
+        }
+        if let Some(w) = self.witness(id) {
+            w.check(id, state.seq, scan.head())?;
         }
         let mut head = scan.head().to_owned();
         self.write_archive(id, &archive)?;
@@ -1947,7 +1994,9 @@ impl Store for FileStore {
             let mut file = kfs::open_append(&events)?;
             kfs::append_durable(&mut file, &events, format!("{text}\n").as_bytes())?;
             kfs::sync_dir(&self.layout.goal_dir(id))?;
-            self.write_projections(id, &state, &log::line_hash(text.as_bytes()), None)?;
+            let head = log::line_hash(text.as_bytes());
+            self.write_projections(id, &state, &head, None)?;
+            self.witnessed(id, state.seq, &head, state.goal.person_key.as_deref());
             state
         };
         project.add_goal(id, state.goal.title.clone(), state.goal.created_at, make_default);
@@ -1959,12 +2008,17 @@ impl Store for FileStore {
         self.glance_at(id)
     }
 
+    fn seen_person_key(&self, id: &GoalId) -> Option<String> {
+        self.witness(id).and_then(|w| w.seen_key())
+    }
+
     fn read(&self, id: &GoalId) -> Result<Arc<GoalState>> {
         if let Some(state) = self.unchanged(id) {
             return Ok(state);
         }
         if let Loaded::Current(s, _) = self.load_snapshot(id, false)?
             && self.layout.goal_md(id).exists()
+            && !self.witness(id).is_some_and(|w| w.disagrees(s.seq, &s.head))
         {
             return Ok(s.state);
         }
@@ -1984,6 +2038,7 @@ impl Store for FileStore {
         let hint = fs::metadata(self.layout.snapshot(id)).map_or(0, |m| m.len());
         let mut txn =
             Txn::new(self, id.clone(), state, head, views).with_size_hint(usize::try_from(hint).unwrap_or(0));
+        txn.strict_as_seen(self.seen_person_key(id));
         let result = f(&mut txn);
         self.keep(id, txn, source);
         result
@@ -2054,6 +2109,7 @@ impl Store for FileStore {
                 e.message
             ));
         }
+        self.witnessed(id, c.state.seq, c.hash, c.state.goal.person_key.as_deref());
         if !archived {
             // Nothing of this commit is kept: the next read checks the archive and rebuilds it.
             self.wrote.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
@@ -2097,6 +2153,7 @@ impl Store for FileStore {
         kfs::sync_dir(&self.layout.goal_dir(id))?;
         self.write_archive(id, &archive)?;
         self.write_projections(id, &state, scan.head(), None)?;
+        self.witnessed(id, state.seq, scan.head(), state.goal.person_key.as_deref());
         Ok(state)
     }
 }

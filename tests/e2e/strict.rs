@@ -100,3 +100,56 @@ fn the_dashboard_asks_for_the_passphrase_and_signs_on_the_server() {
     assert!(r.status < 400, "{} {}", r.status, r.body);
     assert_eq!(s.json(&["gate", "list", "--all"])["gates"][0]["status"], "approved");
 }
+
+/// Cuts goal main's log back to its first `keep` lines and removes the snapshot, as anyone
+/// with plain file access could (no key, no loopx command).
+fn cut_back(s: &Sandbox, keep: usize) {
+    let text = String::from_utf8(log_bytes(s)).unwrap();
+    let kept: String = text.lines().take(keep).map(|l| format!("{l}\n")).collect();
+    std::fs::write(s.events_path("main"), kept).unwrap();
+    let snapshot = s.events_path("main").with_file_name("snapshot.json");
+    std::fs::remove_file(snapshot).unwrap();
+}
+
+#[test]
+fn a_log_cut_back_is_refused_and_a_goal_once_strict_stays_strict() {
+    // A person rejects a gate and stops the goal; then the log's tail is cut.
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    s.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "goal"]);
+    let lines = log_bytes(&s).split(|b| *b == b'\n').filter(|l| !l.is_empty()).count();
+    s.ok(&["gate", "answer", "g1", "--reject"]);
+    s.ok(&["goal", "stop"]);
+    cut_back(&s, lines);
+    let before = s.tree();
+    for args in
+        [&["status"][..], &["gate", "list"], &["quota", "should-run", "--agent-id", "user"], &["doctor"]]
+    {
+        let r = s.run(args);
+        assert_eq!(r.code, 4, "{args:?}: {}\n{}", r.stdout, r.stderr);
+        let said = format!("{}{}", r.stdout, r.stderr);
+        assert!(said.contains("2 committed events are missing"), "{args:?}: {said}");
+    }
+    assert_eq!(s.tree(), before, "a refusal changes nothing");
+    // A person who cut it on purpose accepts it by removing this machine's record.
+    s.forget_heads();
+    assert_eq!(s.json(&["gate", "list"])["gates"][0]["status"], "open");
+
+    // In strict mode, cutting back past the key is refused; accepted, the goal stays strict.
+    let s = strict();
+    let lines = log_bytes(&s).split(|b| *b == b'\n').filter(|l| !l.is_empty()).count();
+    let r = s.on_terminal(&["goal", "stop"], &format!("{PASS}\n"));
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    cut_back(&s, lines - 1);
+    let r = s.run(&["goal", "set", "--compute", "0.9"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("2 committed events are missing"), "{}", r.stderr);
+    s.forget_heads();
+    let before = log_bytes(&s);
+    let r = s.run(&["goal", "set", "--compute", "0.9"]);
+    assert_eq!(r.code, 1, "an unsigned decision on a goal this machine saw strict: {}", r.stderr);
+    assert!(r.stderr.contains("strict mode"), "{}", r.stderr);
+    assert_eq!(log_bytes(&s), before);
+    let r = s.on_terminal(&["goal", "set", "--compute", "0.9"], &format!("{PASS}\n"));
+    assert_eq!(r.code, 0, "signed by the key this machine saw: {}", r.stdout);
+}

@@ -352,8 +352,11 @@ fn corruption_snapshot_ahead_of_the_log_is_refused_then_repaired() {
     let d = s.fails(4, &["doctor"]);
     assert!(d.stdout.contains("snapshot"), "{}", d.stdout);
     assert_eq!(s.tree(), before, "refusals and doctor change nothing");
-    let r = s.ok(&["doctor", "--repair", "--json"]);
-    assert_eq!(r.json()["healthy"], true);
+    // The repair keeps what verifies; the lost event stays missing until a person accepts it.
+    let r = s.fails(4, &["doctor", "--repair", "--json"]);
+    assert!(r.stdout.contains("1 committed event is missing"), "{}", r.stdout);
+    s.forget_heads();
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
     assert_eq!(rejected_files(&s).len(), 1, "the old snapshot is kept aside");
     assert_eq!(s.json(&["todo", "list"])["total"], 5);
 }
@@ -391,8 +394,10 @@ fn corruption_a_chain_broken_in_the_middle_keeps_the_valid_prefix() {
     s.fails(4, &["status"]);
     let d = s.fails(4, &["doctor", "--json"]).json();
     assert!(d["goals"][0]["checks"][0]["detail"].as_str().unwrap().starts_with("line 4"), "{d}");
-    s.ok(&["doctor", "--repair"]);
+    let r = s.fails(4, &["doctor", "--repair"]);
+    assert!(r.stdout.contains("4 committed events are missing"), "{}", r.stdout);
     assert_eq!(events(&log).len(), 3, "the three events before the break are kept");
+    s.forget_heads();
     let aside = rejected_files(&s);
     let moved =
         std::fs::read_to_string(s.root.join(aside.iter().find(|f| f.contains("events.jsonl")).unwrap()))

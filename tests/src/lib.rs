@@ -257,6 +257,18 @@ impl Sandbox {
         self.state_dir().join("goals").join(goal).join("events.jsonl")
     }
 
+    /// What a person does to accept a log cut back on purpose (or by `doctor --repair`): removes
+    /// this machine's record of each goal's head, as the refusal says.
+    pub fn forget_heads(&self) {
+        let dir = self.home.join(".config/loopx/heads");
+        for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "json") {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+    }
+
     /// Every file under the project with its bytes. Lock files are left out: they hold only
     /// the stamp of the last process that took the lock, which is not state.
     pub fn tree(&self) -> BTreeMap<String, Vec<u8>> {
