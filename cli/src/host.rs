@@ -42,9 +42,9 @@ fn describe(plan: &Plan) -> (serde_json::Value, String) {
     (json!(rows), text)
 }
 
-/// Finishes an install or uninstall a crash interrupted; says so on stderr.
+/// Finishes an install or uninstall a crash interrupted on this machine; says so on stderr.
 fn finish_interrupted(roots: &Roots, adapter: &dyn HostAdapter, s: InstallScope) -> Result<Option<String>> {
-    let note = install::recover(roots, adapter.name(), s)?;
+    let note = install::recover(roots, adapter.name(), s, &ours(adapter, roots, s)?)?;
     if let Some(n) = &note {
         eprintln!("loopx: {n}");
     }
@@ -68,6 +68,21 @@ fn read_file(roots: &Roots) -> impl Fn(&HostPath) -> Option<String> + '_ {
 fn spec(a: &dyn HostAdapter, roots: &Roots, opts: &InstallOptions) -> Result<InstallSpec> {
     let read = read_file(roots);
     a.install_plan(opts, &InstallEnv { roots, read: &read })
+}
+
+/// Everything `a` could have installed in scope `s` (every option on): what uninstall takes
+/// out without a manifest, and all a manifest may name.
+fn everything(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<InstallSpec> {
+    let read = read_file(roots);
+    a.uninstall_plan(s, &loopx_command(), &InstallEnv { roots, read: &read })
+}
+
+/// What `a`'s install in scope `s` may touch, and where this machine records the plans it
+/// starts: in the user's own configuration, beside the command approvals, where no project
+/// (and no agent that writes only the workspace) reaches.
+fn ours(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<install::Ours> {
+    let witness = crate::projects::config_file("installs")?;
+    install::Ours::new(a.name(), s, &everything(a, roots, s)?, a.host_files(), witness)
 }
 
 /// How installed hooks and templates call loopx: this very binary, by its absolute path, so a
@@ -136,11 +151,12 @@ pub fn run(
                 goal: goal.map_or_else(|| GoalId::new("main"), Ok)?,
                 agent: options.agent_id.as_deref().map(loopx_core::AgentId::new).transpose()?,
             };
-            let spec = spec(a, roots, &opts)?;
+            let ours = ours(a, roots, opts.scope)?;
             let recovered = if *dry_run { None } else { finish_interrupted(roots, a, opts.scope)? };
-            let plan = install::plan_install(roots, a.name(), &opts, &spec)?;
+            let spec = spec(a, roots, &opts)?;
+            let plan = install::plan_install(roots, a.name(), &opts, &spec, &ours)?;
             if !dry_run {
-                install::apply(roots, &plan, store.fault.as_deref())?;
+                install::apply(roots, &plan, store.fault.as_deref(), &ours)?;
             }
             let (rows, mut text) = describe(&plan);
             if *dry_run {
@@ -163,11 +179,11 @@ pub fn run(
             let roots = &roots(a, project, home);
             let s = scope(*s);
             let recovered = if *dry_run { None } else { finish_interrupted(roots, a, s)? };
-            let read = read_file(roots);
-            let fallback = a.uninstall_plan(s, &loopx_command(), &InstallEnv { roots, read: &read })?;
-            let plan = install::plan_uninstall(roots, a.name(), s, &fallback, a.host_files())?;
+            let fallback = everything(a, roots, s)?;
+            let ours = ours(a, roots, s)?;
+            let plan = install::plan_uninstall(roots, a.name(), s, &fallback, &ours)?;
             if !dry_run {
-                install::apply(roots, &plan, store.fault.as_deref())?;
+                install::apply(roots, &plan, store.fault.as_deref(), &ours)?;
             }
             let (rows, mut text) = describe(&plan);
             if plan.files.is_empty() {
@@ -183,11 +199,12 @@ pub fn run(
             let roots = &roots(a, project, home);
             let given = s.is_some();
             // Without --scope, where loopx is installed: the project's install, else the user's.
+            let installed = |s: InstallScope| -> Result<bool> {
+                Ok(install::load_manifest(roots, a.name(), s, &ours(a, roots, s)?)?.is_some())
+            };
             let s = match s {
                 Some(s) => scope(*s),
-                None if install::load_manifest(roots, a.name(), InstallScope::Project)?.is_none()
-                    && install::load_manifest(roots, a.name(), InstallScope::User)?.is_some() =>
-                {
+                None if !installed(InstallScope::Project)? && installed(InstallScope::User)? => {
                     InstallScope::User
                 }
                 None => InstallScope::Project,
@@ -198,18 +215,38 @@ pub fn run(
 }
 
 /// The host on PATH, an install manifest, and every file of the install as loopx left it.
-/// `looked_in_both`: the scope was not given, and both were looked in.
+/// `looked_in_both`: the scope was not given, and both were looked in. Writes nothing: an
+/// install a crash cut short is named, and finished by the next `host install`.
 fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope, looked_in_both: bool) -> Result<Rendered> {
-    let recovered = finish_interrupted(roots, a, s)?;
+    let ours = ours(a, roots, s)?;
+    let unfinished = install::unfinished(roots, a.name(), s, &ours)?;
     let d = a.detect();
     let mut checks = vec![(
         format!("{} on PATH", a.host()),
         d.path.is_some(),
         d.version.clone().unwrap_or_else(|| a.install_hint().to_owned()),
     )];
-    let manifest = install::load_manifest(roots, a.name(), s)?;
+    let manifest = install::load_manifest(roots, a.name(), s, &ours)?;
+    let at = install::manifest_path(a.name(), s)?;
+    let user = if s == InstallScope::User { " --scope user" } else { "" };
     let mut host_checks = Vec::new();
     match &manifest {
+        Some(_) if unfinished == Some(install::Unfinished::Foreign) => checks.push((
+            "install manifest".to_owned(),
+            false,
+            format!(
+                "{at} holds an unfinished install plan that loopx on this machine did not start; loopx will not carry it out (delete it if you did not put it there)"
+            ),
+        )),
+        Some(_) if unfinished.is_some() => checks.push((
+            "install manifest".to_owned(),
+            false,
+            format!(
+                "an install or uninstall of {} was cut short ({at} records it); `loopx host install {}{user}` finishes it",
+                a.name(),
+                a.host()
+            ),
+        )),
         None if looked_in_both => checks.push((
             "install manifest".to_owned(),
             false,
@@ -240,7 +277,7 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope, looked_in_both: b
                     if features.is_empty() { "no options".to_owned() } else { features.join(" ") }
                 ),
             ));
-            let plan = install::plan_install(roots, a.name(), &m.options, &spec(a, roots, &m.options)?)?;
+            let plan = install::plan_install(roots, a.name(), &m.options, &spec(a, roots, &m.options)?, &ours)?;
             let read = read_file(roots);
             host_checks = a.doctor_checks(&m.options, &InstallEnv { roots, read: &read });
             for f in &plan.files {
@@ -277,8 +314,16 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope, looked_in_both: b
             let flags = manifest.map(|m| {
                 m.options.features.iter().map(|f| format!(" --with {}", f.name())).collect::<String>()
             });
-            let scope = if s == InstallScope::User { " --scope user" } else { "" };
-            format!("repair with: loopx host install {}{scope}{}\n", a.host(), flags.unwrap_or_default())
+            let first = if unfinished == Some(install::Unfinished::Foreign) {
+                format!("delete {at} (a plan loopx will not carry out), then ")
+            } else {
+                String::new()
+            };
+            format!(
+                "repair with: {first}loopx host install {}{user}{}\n",
+                a.host(),
+                flags.unwrap_or_default()
+            )
         }
     });
     if ok && !steps.is_empty() {
@@ -288,6 +333,10 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope, looked_in_both: b
         }
     }
     let warnings: Vec<String> = if on_path { vec![] } else { vec![format!("{} is not on PATH", a.host())] };
-    let v = json!({"host": a.host(), "ok": ok, "recovered": recovered, "warnings": warnings, "steps": steps, "checks": checks.iter().map(|(n, ok, d)| json!({"name": n, "ok": ok, "detail": d})).collect::<Vec<_>>()});
+    let unfinished = unfinished.map(|u| match u {
+        install::Unfinished::Ours => "ours",
+        install::Unfinished::Foreign => "foreign",
+    });
+    let v = json!({"host": a.host(), "ok": ok, "unfinished": unfinished, "warnings": warnings, "steps": steps, "checks": checks.iter().map(|(n, ok, d)| json!({"name": n, "ok": ok, "detail": d})).collect::<Vec<_>>()});
     Ok(Rendered::new(&v, text)?.with_exit(if ok { 0 } else { 1 }))
 }

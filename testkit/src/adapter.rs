@@ -30,7 +30,7 @@ use loopx_core::host::{
 
 use loopx_hostkit::hook::{HookEnv, answer};
 use loopx_hostkit::install::doc::Doc;
-use loopx_hostkit::install::{Roots, apply, apply_until, plan_install, plan_uninstall, recover};
+use loopx_hostkit::install::{Ours, Roots, apply, apply_until, plan_install, plan_uninstall, recover};
 use loopx_kernel::{Silent, StoreOptions};
 
 /// What the suite saw, for snapshots: each file of a full project install, rendered.
@@ -114,15 +114,22 @@ fn cleanup(a: &dyn HostAdapter, r: &Roots, scope: InstallScope) -> InstallSpec {
     a.uninstall_plan(scope, "loopx", &InstallEnv { roots: r, read: &read }).unwrap()
 }
 
+/// What `a` may touch in `scope`, with this sandbox's witness of the plans it starts (beside
+/// the project and the home, so their trees stay the install's alone).
+fn ours(a: &dyn HostAdapter, r: &Roots, scope: InstallScope) -> Ours {
+    let witness = r.project.parent().unwrap().join("witness");
+    Ours::new(a.name(), scope, &cleanup(a, r, scope), a.host_files(), witness).unwrap()
+}
+
 fn install(a: &dyn HostAdapter, r: &Roots, o: &InstallOptions) -> loopx_hostkit::install::Plan {
-    let plan = plan_install(r, a.name(), o, &spec(a, r, o).unwrap()).unwrap();
-    apply(r, &plan, None).unwrap();
+    let plan = plan_install(r, a.name(), o, &spec(a, r, o).unwrap(), &ours(a, r, o.scope)).unwrap();
+    apply(r, &plan, None, &ours(a, r, o.scope)).unwrap();
     plan
 }
 
 fn uninstall(a: &dyn HostAdapter, r: &Roots, scope: InstallScope) {
-    let plan = plan_uninstall(r, a.name(), scope, &cleanup(a, r, scope), a.host_files()).unwrap();
-    apply(r, &plan, None).unwrap();
+    let plan = plan_uninstall(r, a.name(), scope, &cleanup(a, r, scope), &ours(a, r, scope)).unwrap();
+    apply(r, &plan, None, &ours(a, r, scope)).unwrap();
 }
 
 /// Runs the whole suite on `a`; panics, naming the adapter and the check, on the first failure.
@@ -158,7 +165,9 @@ fn round_trip(a: &dyn HostAdapter, o: &InstallOptions) {
     let s = Sandbox::new();
     std::fs::write(s.roots.project.join("README.md"), "mine\n").unwrap();
     let before = s.both();
-    let dry = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
+    let dry =
+        plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap(), &ours(a, &s.roots, o.scope))
+            .unwrap();
     assert_eq!(s.both(), before, "{}: planning writes nothing", a.name());
     let plan = install(a, &s.roots, o);
     assert_eq!(
@@ -167,15 +176,23 @@ fn round_trip(a: &dyn HostAdapter, o: &InstallOptions) {
     );
     assert!(plan.files.iter().any(|f| f.op == FileOp::Create), "{}: {o:?} installs something", a.name());
     let after = s.both();
-    let again = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
+    let again =
+        plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap(), &ours(a, &s.roots, o.scope))
+            .unwrap();
     assert!(!again.changes(), "{}: re-install with {o:?} changes {:?}", a.name(), again.files);
     assert!(again.files.iter().all(|f| f.op == FileOp::Unchanged), "{:?}", again.files);
     assert_eq!(s.both(), after);
     uninstall(a, &s.roots, o.scope);
     assert_eq!(s.both(), before, "{}: uninstall with {o:?} gives the tree back", a.name());
     // And again: nothing left to do.
-    let nothing =
-        plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope), a.host_files()).unwrap();
+    let nothing = plan_uninstall(
+        &s.roots,
+        a.name(),
+        o.scope,
+        &cleanup(a, &s.roots, o.scope),
+        &ours(a, &s.roots, o.scope),
+    )
+    .unwrap();
     assert!(!nothing.changes(), "{:?}", nothing.files);
 }
 
@@ -188,7 +205,9 @@ fn host_files_go_with_loopxs_directories(a: &dyn HostAdapter, o: &InstallOptions
     for changed in [false, true] {
         let s = Sandbox::new();
         let before = s.both();
-        let planned = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
+        let planned =
+            plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap(), &ours(a, &s.roots, o.scope))
+                .unwrap();
         // The directories the install will create.
         let mut dirs: Vec<PathBuf> = planned
             .files
@@ -329,10 +348,18 @@ fn unparseable_files_are_refused(a: &dyn HostAdapter, o: &InstallOptions) {
         let s = Sandbox::new();
         s.write(path, if *format == Format::Json { "{ \"model\": \"opus\", " } else { "model = = \"o3\"\n" });
         let before = s.both();
-        let e = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap_err();
+        let e =
+            plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap(), &ours(a, &s.roots, o.scope))
+                .unwrap_err();
         assert!(e.message.contains("is not valid"), "{}: {}", a.name(), e.message);
         assert_eq!(s.both(), before, "{}: nothing written next to a broken {path}", a.name());
-        let e = plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope), a.host_files());
+        let e = plan_uninstall(
+            &s.roots,
+            a.name(),
+            o.scope,
+            &cleanup(a, &s.roots, o.scope),
+            &ours(a, &s.roots, o.scope),
+        );
         assert!(e.is_err() || !e.unwrap().changes());
         assert_eq!(s.both(), before);
     }
@@ -341,16 +368,40 @@ fn unparseable_files_are_refused(a: &dyn HostAdapter, o: &InstallOptions) {
 fn half_applied_plans_are_finished(a: &dyn HostAdapter, o: &InstallOptions) {
     let s = Sandbox::new();
     let before = s.both();
-    let plan = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
-    apply_until(&s.roots, &plan, None, Some(1)).unwrap();
-    assert!(recover(&s.roots, a.name(), o.scope).unwrap().is_some(), "{}: a pending plan is seen", a.name());
+    let plan =
+        plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap(), &ours(a, &s.roots, o.scope))
+            .unwrap();
+    let w = &ours(a, &s.roots, o.scope);
+    apply_until(&s.roots, &plan, None, w, Some(1)).unwrap();
+    // The same journal where this machine never started it (a repository shipped it, an agent
+    // wrote it): refused, nothing written, in the project or the home.
+    let elsewhere = Sandbox::new();
+    let journal = loopx_hostkit::install::manifest_path(a.name(), o.scope).unwrap();
+    elsewhere.write(&journal, &s.read(&journal));
+    let before_elsewhere = elsewhere.both();
+    let e = recover(&elsewhere.roots, a.name(), o.scope, &ours(a, &elsewhere.roots, o.scope)).unwrap_err();
+    assert!(e.message.contains("did not start"), "{}: {}", a.name(), e.message);
+    assert_eq!(elsewhere.both(), before_elsewhere, "{}: a foreign plan wrote", a.name());
+    assert!(
+        recover(&s.roots, a.name(), o.scope, w).unwrap().is_some(),
+        "{}: a pending plan is seen",
+        a.name()
+    );
     // Finished: the install is whole, so installing again changes nothing.
-    let again = plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap()).unwrap();
+    let again =
+        plan_install(&s.roots, a.name(), o, &spec(a, &s.roots, o).unwrap(), &ours(a, &s.roots, o.scope))
+            .unwrap();
     assert!(!again.changes(), "{}: the interrupted install is finished: {:?}", a.name(), again.files);
-    let un =
-        plan_uninstall(&s.roots, a.name(), o.scope, &cleanup(a, &s.roots, o.scope), a.host_files()).unwrap();
-    apply_until(&s.roots, &un, None, Some(1)).unwrap();
-    recover(&s.roots, a.name(), o.scope).unwrap();
+    let un = plan_uninstall(
+        &s.roots,
+        a.name(),
+        o.scope,
+        &cleanup(a, &s.roots, o.scope),
+        &ours(a, &s.roots, o.scope),
+    )
+    .unwrap();
+    apply_until(&s.roots, &un, None, w, Some(1)).unwrap();
+    recover(&s.roots, a.name(), o.scope, w).unwrap();
     assert_eq!(s.both(), before, "{}: the interrupted uninstall is finished", a.name());
 }
 

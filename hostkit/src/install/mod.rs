@@ -15,8 +15,17 @@
 //!
 //! Crash safety: the manifest, with the whole plan as `pending` (each write's before-hash and
 //! after-content), is written before the first host file changes, and rewritten without it
-//! after the last. A plan interrupted half-way is finished by the next install, uninstall or
-//! `host doctor` ([`recover`]).
+//! after the last. A plan interrupted half-way is finished by the next install or uninstall
+//! ([`recover`]); `host doctor` only says so.
+//!
+//! A manifest is a file in the project (or the home), which anyone who can write there can
+//! write: a repository can ship one, an agent that may write only the workspace can put one
+//! there. So what a manifest may make loopx do is bounded outside it ([`Ours`]): it names only
+//! the files its adapter writes in its scope (else it is refused, nothing written), and a
+//! pending plan is carried out only when this machine started it: before the journal is
+//! written, its digest is recorded in the user's own configuration (the witness, kept outside
+//! every project as the command approvals are), and a plan whose bytes this machine did not
+//! record is refused with nothing changed.
 
 pub mod doc;
 mod span;
@@ -32,6 +41,7 @@ use loopx_core::host::{
     ManagedFile, PlannedFile,
 };
 use loopx_core::{Error, Result};
+use sha2::{Digest, Sha256};
 
 use doc::Doc;
 use loopx_kernel::fs as kfs;
@@ -46,6 +56,123 @@ pub use loopx_core::host::Roots;
 /// Where an adapter's manifest lives for a scope.
 pub fn manifest_path(adapter: &str, scope: InstallScope) -> Result<HostPath> {
     HostPath::in_scope(scope, &format!("{MANIFEST_DIR}/{adapter}.json"))
+}
+
+/// What one adapter's install in one scope may touch, and where this machine keeps its word for
+/// the plans it starts. A manifest naming anything else, or a pending plan this machine did not
+/// record, is not loopx's: it is refused, and nothing is written.
+#[derive(Clone, Debug)]
+pub struct Ours {
+    /// Every file the adapter writes in the scope (its whole spec, every option on).
+    files: BTreeSet<HostPath>,
+    /// The directories on their way (and the manifest's), and the scope's bases.
+    dirs: BTreeSet<HostPath>,
+    /// What the host writes by itself into a directory loopx created.
+    host_files: &'static [HostFile],
+    /// The directory, outside every project, where this machine records the plans it starts.
+    witness: PathBuf,
+}
+
+impl Ours {
+    /// `everything`: what the adapter could install in `scope` (every option on); `witness`: a
+    /// directory in the user's own configuration.
+    pub fn new(
+        adapter: &str,
+        scope: InstallScope,
+        everything: &InstallSpec,
+        host_files: &'static [HostFile],
+        witness: PathBuf,
+    ) -> Result<Self> {
+        let files: BTreeSet<HostPath> = everything.files.iter().map(|f| f.path().clone()).collect();
+        let manifest = manifest_path(adapter, scope)?;
+        let mut dirs = BTreeSet::new();
+        for p in files.iter().chain(std::iter::once(&manifest)) {
+            dirs.insert(HostPath::root(p.base));
+            dirs.extend(p.ancestors());
+        }
+        Ok(Self { files, dirs, host_files, witness })
+    }
+
+    fn file(&self, p: &HostPath) -> bool {
+        if self.files.contains(p) {
+            return true;
+        }
+        let (dir, name) = p.rel.rsplit_once('/').unwrap_or(("", p.rel.as_str()));
+        self.host_files.iter().any(|f| f.name == name)
+            && self.dirs.contains(&HostPath { base: p.base, rel: dir.to_owned() })
+    }
+
+    /// Refuses a manifest that names a file or directory this adapter never writes in this
+    /// scope: whatever wrote it, it was not loopx.
+    fn check(&self, m: &Manifest, at: &HostPath) -> Result<()> {
+        let files = m.files.iter().map(|f| &f.path);
+        let pending = m.pending.iter().flat_map(|p| p.writes.iter().map(|w| &w.path));
+        let dirs = m.created_dirs.iter().chain(m.pending.iter().flat_map(|p| p.prune_dirs.iter()));
+        let stray = files
+            .chain(pending)
+            .find(|p| !self.file(p))
+            .or_else(|| dirs.into_iter().find(|d| !self.dirs.contains(d)));
+        if let Some(p) = stray {
+            return Err(Error::integrity(format!(
+                "{at} names {p}, which is not a file loopx installs for {}; loopx did not write this manifest and will not act on it",
+                m.adapter
+            ))
+            .with_hint(format!(
+                "nothing was changed; if you did not put {at} there (a repository or an agent may have), delete it"
+            )));
+        }
+        if let Some(then) = m.pending.as_ref().and_then(|p| p.then.as_deref()) {
+            self.check(then, at)?;
+        }
+        Ok(())
+    }
+
+    /// The record of the plan journaled at `manifest`.
+    fn witness_file(&self, manifest: &Path) -> PathBuf {
+        self.witness.join(format!("{}.json", &sha256(manifest.as_os_str().as_encoded_bytes())[..32]))
+    }
+
+    /// Records, before the journal is written, that this machine starts the plan `journal`
+    /// at `manifest`. Returns the directories it had to make.
+    fn vouch(&self, manifest: &Path, journal: &str) -> Result<Vec<PathBuf>> {
+        let made: Vec<PathBuf> =
+            self.witness.ancestors().take_while(|d| !d.exists()).map(Path::to_path_buf).collect();
+        kfs::create_dir_all(&self.witness)?;
+        let record = Witnessed { manifest: manifest.to_path_buf(), journal: sha256(journal.as_bytes()) };
+        let text = serde_json::to_string(&record)
+            .map_err(|e| Error::internal(format!("cannot encode an install's witness: {e}")))?;
+        kfs::atomic_write(&self.witness_file(manifest), text.as_bytes())?;
+        Ok(made)
+    }
+
+    /// Whether this machine recorded starting the plan `journal` at `manifest`.
+    fn vouched(&self, manifest: &Path, journal: &str) -> bool {
+        let Ok(Some(bytes)) = kfs::read_optional(&self.witness_file(manifest)) else { return false };
+        serde_json::from_slice::<Witnessed>(&bytes)
+            .is_ok_and(|w| w.manifest == manifest && w.journal == sha256(journal.as_bytes()))
+    }
+
+    /// Forgets the plan at `manifest` (done or given back), and the directories `made` for it
+    /// once empty.
+    fn unvouch(&self, manifest: &Path, made: &[PathBuf]) -> Result<()> {
+        kfs::remove_file(&self.witness_file(manifest))?;
+        kfs::remove_dir_if_empty(&self.witness)?;
+        for d in made {
+            kfs::remove_dir_if_empty(d)?;
+        }
+        Ok(())
+    }
+}
+
+/// A witness: the manifest a plan was journaled at, and the SHA-256 of the journal's bytes.
+#[derive(Serialize, Deserialize)]
+struct Witnessed {
+    manifest: PathBuf,
+    journal: String,
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// An install's record.
@@ -143,8 +270,24 @@ fn read_text(path: &Path, shown: &HostPath) -> Result<Option<String>> {
     }
 }
 
-/// The manifest, if there is one. An unreadable manifest is refused (nothing is guessed).
-pub fn load_manifest(roots: &Roots, adapter: &str, scope: InstallScope) -> Result<Option<Manifest>> {
+/// The manifest, if there is one. An unreadable manifest, or one naming a file its adapter
+/// does not write in its scope, is refused (nothing is guessed).
+pub fn load_manifest(
+    roots: &Roots,
+    adapter: &str,
+    scope: InstallScope,
+    ours: &Ours,
+) -> Result<Option<Manifest>> {
+    Ok(load_manifest_text(roots, adapter, scope, ours)?.map(|(m, _)| m))
+}
+
+/// [`load_manifest`], with the manifest's bytes.
+fn load_manifest_text(
+    roots: &Roots,
+    adapter: &str,
+    scope: InstallScope,
+    ours: &Ours,
+) -> Result<Option<(Manifest, String)>> {
     let at = manifest_path(adapter, scope)?;
     let Some(text) = read_text(&roots.abs(&at), &at)? else { return Ok(None) };
     let m: Manifest = serde_json::from_str(&text).map_err(|e| {
@@ -157,7 +300,43 @@ pub fn load_manifest(roots: &Roots, adapter: &str, scope: InstallScope) -> Resul
             m.schema_version, m.adapter
         )));
     }
-    Ok(Some(m))
+    ours.check(&m, &at)?;
+    Ok(Some((m, text)))
+}
+
+/// A plan a manifest holds that did not finish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unfinished {
+    /// This machine started it (a crash cut it short): the next install or uninstall finishes it.
+    Ours,
+    /// This machine never recorded starting it (a repository shipped it, something else wrote
+    /// it): it is never carried out.
+    Foreign,
+}
+
+/// Whether `adapter`'s manifest in `scope` holds a plan that did not finish, and whose it is.
+/// Reads only.
+pub fn unfinished(
+    roots: &Roots,
+    adapter: &str,
+    scope: InstallScope,
+    ours: &Ours,
+) -> Result<Option<Unfinished>> {
+    let at = manifest_path(adapter, scope)?;
+    let Some((m, text)) = load_manifest_text(roots, adapter, scope, ours)? else { return Ok(None) };
+    Ok(m.pending
+        .is_some()
+        .then(|| if ours.vouched(&roots.abs(&at), &text) { Unfinished::Ours } else { Unfinished::Foreign }))
+}
+
+/// The refusal of a plan this machine did not start.
+fn foreign(adapter: &str, at: &HostPath) -> Error {
+    Error::refused(format!(
+        "{at} holds an unfinished install plan for {adapter} that loopx on this machine did not start; loopx will not carry it out"
+    ))
+    .with_hint(format!(
+        "nothing was changed; if you did not put {at} there (a repository or an agent may have), delete it, then run the command again"
+    ))
 }
 
 fn op_for(current: Option<&String>, content: &str) -> FileOp {
@@ -359,25 +538,31 @@ fn by_depth(dirs: BTreeSet<HostPath>) -> Vec<HostPath> {
     v
 }
 
-fn refuse_pending(m: &Manifest, at: &HostPath) -> Result<()> {
-    if m.pending.is_some() {
-        return Err(Error::refused(format!(
-            "an earlier install or uninstall of {} did not finish ({at} records it)",
-            m.adapter
+fn refuse_pending(roots: &Roots, adapter: &str, scope: InstallScope, ours: &Ours) -> Result<()> {
+    let at = manifest_path(adapter, scope)?;
+    match unfinished(roots, adapter, scope, ours)? {
+        None => Ok(()),
+        Some(Unfinished::Foreign) => Err(foreign(adapter, &at)),
+        Some(Unfinished::Ours) => Err(Error::refused(format!(
+            "an earlier install or uninstall of {adapter} did not finish ({at} records it)"
         ))
-        .with_hint(
-            "run the command without --dry-run, or loopx host doctor <host>: either finishes it first",
-        ));
+        .with_hint("run the command without --dry-run: it finishes that first")),
     }
-    Ok(())
 }
 
 /// The plan that makes the host's files match `spec`, for `opts`.
-pub fn plan_install(roots: &Roots, adapter: &str, opts: &InstallOptions, spec: &InstallSpec) -> Result<Plan> {
+pub fn plan_install(
+    roots: &Roots,
+    adapter: &str,
+    opts: &InstallOptions,
+    spec: &InstallSpec,
+    ours: &Ours,
+) -> Result<Plan> {
     let at = manifest_path(adapter, opts.scope)?;
-    let prior = load_manifest(roots, adapter, opts.scope)?;
-    if let Some(m) = &prior {
-        refuse_pending(m, &at)?;
+    refuse_pending(roots, adapter, opts.scope, ours)?;
+    let prior = load_manifest(roots, adapter, opts.scope, ours)?;
+    if let Some(f) = spec.files.iter().find(|f| !ours.file(f.path())) {
+        return Err(Error::internal(format!("{adapter}: {} is not among the files it installs", f.path())));
     }
     let prior_files = prior.as_ref().map(|m| m.files.clone()).unwrap_or_default();
     let mut files = Vec::new();
@@ -492,18 +677,17 @@ pub fn plan_uninstall(
     adapter: &str,
     scope: InstallScope,
     fallback: &InstallSpec,
-    host_files: &[HostFile],
+    ours: &Ours,
 ) -> Result<Plan> {
     let at = manifest_path(adapter, scope)?;
-    let manifest = load_manifest(roots, adapter, scope)?;
+    refuse_pending(roots, adapter, scope, ours)?;
+    let manifest = load_manifest(roots, adapter, scope, ours)?;
+    let host_files = ours.host_files;
     let mut files = Vec::new();
     let mut writes = Vec::new();
     let mut notes = Vec::new();
     let owned: Vec<OwnedFile> = match &manifest {
-        Some(m) => {
-            refuse_pending(m, &at)?;
-            m.files.clone()
-        }
+        Some(m) => m.files.clone(),
         None => {
             // No record: treat every file the adapter could have written as loopx's where it
             // carries loopx's marker or entries, and take out only those.
@@ -577,10 +761,14 @@ pub fn plan_uninstall(
     })
 }
 
-fn write_manifest(roots: &Roots, at: &HostPath, m: &Manifest) -> Result<()> {
+fn manifest_text(m: &Manifest) -> Result<String> {
     let mut text = serde_json::to_string_pretty(m)
         .map_err(|e| Error::internal(format!("cannot encode the manifest: {e}")))?;
     text.push('\n');
+    Ok(text)
+}
+
+fn write_manifest(roots: &Roots, at: &HostPath, text: &str) -> Result<()> {
     let path = roots.abs(at);
     if let Some(dir) = path.parent() {
         kfs::create_dir_all(dir)?;
@@ -622,7 +810,7 @@ fn do_write(roots: &Roots, w: &PendingWrite) -> Result<()> {
 
 fn finish(roots: &Roots, at: &HostPath, then: Option<&Manifest>, prune: &[HostPath]) -> Result<()> {
     match then {
-        Some(m) => write_manifest(roots, at, m)?,
+        Some(m) => write_manifest(roots, at, &manifest_text(m)?)?,
         None => kfs::remove_file(&roots.abs(at))?,
     }
     for d in prune {
@@ -631,16 +819,22 @@ fn finish(roots: &Roots, at: &HostPath, then: Option<&Manifest>, prune: &[HostPa
     Ok(())
 }
 
-/// Applies `plan`: the manifest with the plan as pending first, then each host file
-/// atomically, then the manifest as it ends up. `fault` names a test-only crash point
-/// (`install-after-first-write`).
-pub fn apply(roots: &Roots, plan: &Plan, fault: Option<&str>) -> Result<()> {
-    apply_until(roots, plan, fault, None)
+/// Applies `plan`: this machine's witness of it and the manifest with the plan as pending
+/// first, then each host file atomically, then the manifest as it ends up. `fault` names a
+/// test-only crash point (`install-after-first-write`).
+pub fn apply(roots: &Roots, plan: &Plan, fault: Option<&str>, ours: &Ours) -> Result<()> {
+    apply_until(roots, plan, fault, ours, None)
 }
 
 /// [`apply`], stopping after `stop_after` host file writes as a crash would (for the
 /// conformance suite's half-applied plans).
-pub fn apply_until(roots: &Roots, plan: &Plan, fault: Option<&str>, stop_after: Option<usize>) -> Result<()> {
+pub fn apply_until(
+    roots: &Roots,
+    plan: &Plan,
+    fault: Option<&str>,
+    ours: &Ours,
+    stop_after: Option<usize>,
+) -> Result<()> {
     if !plan.changes() {
         return Ok(());
     }
@@ -652,7 +846,7 @@ pub fn apply_until(roots: &Roots, plan: &Plan, fault: Option<&str>, stop_after: 
     // The journal: a manifest that says what is about to change, written before anything does.
     let journal = match &plan.then {
         Some(m) => Manifest { pending: Some(pending), ..m.clone() },
-        None => match load_manifest(roots, &plan.adapter, plan.scope)? {
+        None => match load_manifest(roots, &plan.adapter, plan.scope, ours)? {
             Some(m) => Manifest { pending: Some(pending), ..m },
             None if plan.writes.is_empty() => return Ok(()),
             None => Manifest {
@@ -673,6 +867,10 @@ pub fn apply_until(roots: &Roots, plan: &Plan, fault: Option<&str>, stop_after: 
     let manifest_abs = roots.abs(&plan.manifest);
     let manifest_before = kfs::read_optional(&manifest_abs)?;
     let manifest_dirs = missing_dirs(roots, &plan.manifest);
+    let prune = journal.pending.as_ref().map(|p| p.prune_dirs.clone()).unwrap_or_default();
+    let journal = manifest_text(&journal)?;
+    // This machine's word that it starts this very plan, kept where the project cannot write.
+    let witnessed = ours.vouch(&manifest_abs, &journal)?;
     write_manifest(roots, &plan.manifest, &journal)?;
     // What each write replaced, to give it back if a later one fails.
     let mut done: Vec<(PathBuf, Option<Vec<u8>>, Vec<HostPath>)> = Vec::new();
@@ -714,7 +912,7 @@ pub fn apply_until(roots: &Roots, plan: &Plan, fault: Option<&str>, stop_after: 
                         }
                     }
                 }
-                Ok(())
+                ours.unvouch(&manifest_abs, &witnessed)
             })();
             return Err(match undone {
                 Ok(()) => e.with_hint("nothing was changed: what was written is back as it was"),
@@ -726,8 +924,8 @@ pub fn apply_until(roots: &Roots, plan: &Plan, fault: Option<&str>, stop_after: 
             std::process::abort();
         }
     }
-    let prune = journal.pending.as_ref().map(|p| p.prune_dirs.clone()).unwrap_or_default();
-    finish(roots, &plan.manifest, plan.then.as_ref(), &prune)
+    finish(roots, &plan.manifest, plan.then.as_ref(), &prune)?;
+    ours.unvouch(&manifest_abs, &witnessed)
 }
 
 /// Refuses a plan that cannot be carried out whole, before anything is written: a file behind
@@ -774,13 +972,18 @@ fn placeholder_options(scope: InstallScope) -> Result<InstallOptions> {
     })
 }
 
-/// Finishes a plan a crash interrupted. Returns what it did, or `None` when nothing was
-/// pending. A file changed by someone else in the meantime is refused, not overwritten.
-pub fn recover(roots: &Roots, adapter: &str, scope: InstallScope) -> Result<Option<String>> {
+/// Finishes a plan a crash interrupted on this machine. Returns what it did, or `None` when
+/// nothing was pending. A plan this machine did not record starting is refused, and so is one
+/// whose files someone changed in the meantime; either way nothing is written.
+pub fn recover(roots: &Roots, adapter: &str, scope: InstallScope, ours: &Ours) -> Result<Option<String>> {
     let at = manifest_path(adapter, scope)?;
-    let Some(m) = load_manifest(roots, adapter, scope)? else { return Ok(None) };
+    let Some((m, text)) = load_manifest_text(roots, adapter, scope, ours)? else { return Ok(None) };
     let Some(p) = m.pending else { return Ok(None) };
-    let mut done = 0;
+    let manifest_abs = roots.abs(&at);
+    if !ours.vouched(&manifest_abs, &text) {
+        return Err(foreign(adapter, &at));
+    }
+    let mut todo = Vec::new();
     for w in &p.writes {
         let now = read_text(&roots.abs(&w.path), &w.path)?;
         if now.as_ref() == w.after.as_ref() {
@@ -793,16 +996,20 @@ pub fn recover(roots: &Roots, adapter: &str, scope: InstallScope) -> Result<Opti
             ))
             .with_hint(format!("compare it with the plan in {at}, fix it by hand, then remove {at}")));
         }
+        todo.push(w);
+    }
+    for w in &todo {
         do_write(roots, w)?;
-        done += 1;
     }
     finish(roots, &at, p.then.as_deref(), &p.prune_dirs)?;
+    ours.unvouch(&manifest_abs, &[])?;
     Ok(Some(format!(
-        "finished an interrupted {} of {adapter} ({done} file(s) written)",
+        "finished an interrupted {} of {adapter} ({} file(s) written)",
         match p.then {
             Some(_) => "install",
             None => "uninstall",
-        }
+        },
+        todo.len()
     )))
 }
 
@@ -817,6 +1024,10 @@ mod tests {
         std::fs::create_dir_all(&r.project).unwrap();
         std::fs::create_dir_all(&r.home).unwrap();
         (d, r)
+    }
+
+    fn ours(d: &tempfile::TempDir) -> Ours {
+        Ours::new("t", InstallScope::Project, &spec("x"), &[], d.path().join("witness")).unwrap()
     }
 
     fn opts() -> InstallOptions {
@@ -864,7 +1075,8 @@ mod tests {
 
     #[test]
     fn round_trip_with_a_users_entries_and_an_option_change() {
-        let (_d, r) = roots();
+        let (d, r) = roots();
+        let ours = &ours(&d);
         std::fs::create_dir_all(r.project.join("a")).unwrap();
         std::fs::write(
             r.project.join("a/settings.json"),
@@ -872,31 +1084,37 @@ mod tests {
         )
         .unwrap();
         let before = tree(&r);
-        let plan = plan_install(&r, "t", &opts(), &spec("loopx hook t stop")).unwrap();
-        apply(&r, &plan, None).unwrap();
-        let again = plan_install(&r, "t", &opts(), &spec("loopx hook t stop")).unwrap();
+        let plan = plan_install(&r, "t", &opts(), &spec("loopx hook t stop"), ours).unwrap();
+        apply(&r, &plan, None, ours).unwrap();
+        let again = plan_install(&r, "t", &opts(), &spec("loopx hook t stop"), ours).unwrap();
         assert!(!again.changes(), "{:?}", again.files);
         // Another hook command replaces ours, in place; the user's allow entry stays theirs.
-        apply(&r, &plan_install(&r, "t", &opts(), &spec("/bin/loopx hook t stop")).unwrap(), None).unwrap();
+        apply(
+            &r,
+            &plan_install(&r, "t", &opts(), &spec("/bin/loopx hook t stop"), ours).unwrap(),
+            None,
+            ours,
+        )
+        .unwrap();
         let s: Value =
             serde_json::from_str(&std::fs::read_to_string(r.project.join("a/settings.json")).unwrap())
                 .unwrap();
         assert_eq!(s["hooks"]["Stop"], json!([{"command": "/bin/loopx hook t stop"}]));
-        let un = plan_uninstall(&r, "t", InstallScope::Project, &spec("x"), &[]).unwrap();
-        apply(&r, &un, None).unwrap();
+        let un = plan_uninstall(&r, "t", InstallScope::Project, &spec("x"), ours).unwrap();
+        apply(&r, &un, None, ours).unwrap();
         assert_eq!(tree(&r), before, "bytes and directories as they were");
     }
 
     #[test]
     fn a_users_value_under_our_key_is_refused() {
-        let (_d, r) = roots();
+        let (d, r) = roots();
         std::fs::create_dir_all(r.project.join("a")).unwrap();
         std::fs::write(
             r.project.join("a/settings.json"),
             "{\"servers\": {\"loopx\": {\"command\": \"mine\"}}}",
         )
         .unwrap();
-        let e = plan_install(&r, "t", &opts(), &spec("h")).unwrap_err();
+        let e = plan_install(&r, "t", &opts(), &spec("h"), &ours(&d)).unwrap_err();
         assert!(e.message.contains("servers.loopx already holds"), "{}", e.message);
     }
 }
