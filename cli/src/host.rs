@@ -214,6 +214,27 @@ pub fn run(
     }
 }
 
+/// Whether the binary the install's hooks call is there, and is this loopx: a hook whose
+/// binary is gone cannot answer (a tool gate then denies everything, a loop never turns), and
+/// another binary answers for another version.
+fn binary_check(installed: &str) -> (String, bool, String) {
+    let this = loopx_command();
+    let (ok, detail) = if !Path::new(installed).is_absolute() {
+        (
+            false,
+            format!("hooks call `{installed}` from the host's PATH, which may hold no loopx or another one"),
+        )
+    } else if !Path::new(installed).is_file() {
+        (false, format!("hooks call {installed}, which is missing"))
+    } else if std::fs::canonicalize(installed).map(|p| p.display().to_string()).ok().as_deref() != Some(&this)
+    {
+        (false, format!("hooks call {installed}, not this loopx ({this})"))
+    } else {
+        (true, format!("hooks call {installed}"))
+    };
+    ("loopx binary".to_owned(), ok, detail)
+}
+
 /// The host on PATH, an install manifest, and every file of the install as loopx left it.
 /// `looked_in_both`: the scope was not given, and both were looked in. Writes nothing: an
 /// install a crash cut short is named, and finished by the next `host install`.
@@ -280,6 +301,7 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope, looked_in_both: b
             let plan = install::plan_install(roots, a.name(), &m.options, &spec(a, roots, &m.options)?, &ours)?;
             let read = read_file(roots);
             host_checks = a.doctor_checks(&m.options, &InstallEnv { roots, read: &read });
+            checks.push(binary_check(&m.options.loopx));
             for f in &plan.files {
                 let (ok, detail) = match f.op {
                     FileOp::Unchanged => (true, "as loopx installed it".to_owned()),

@@ -700,11 +700,12 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
         let _ = (home, get);
         None
     }
-    /// How installed hooks, skills and templates call loopx, given this binary's absolute
-    /// path: `loopx` (found on `PATH`) unless the host's shell would not find it there.
+    /// How installed hooks, plugins, skills, templates and rendered prompts call loopx, given
+    /// this binary's absolute path: that very path. A host starts its hooks and servers with
+    /// its own environment (an IDE started from a desktop, a service, a login shell that resets
+    /// `PATH`), where a `loopx` on `PATH` may be missing or another one.
     fn loopx_command(&self, this_binary: &str) -> String {
-        let _ = this_binary;
-        "loopx".to_owned()
+        this_binary.to_owned()
     }
     /// Checks only the host can make of an install with `opts` (a hook the host will skip as
     /// untrusted, a project the host does not trust), as (name, ok, detail with the fix).

@@ -9,6 +9,11 @@ fn write(s: &Sandbox, rel: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
+/// The binary the tests run, as an install names it: by its absolute, resolved path.
+fn this_loopx() -> String {
+    loopx_tests::loopx_bin().canonicalize().unwrap().display().to_string()
+}
+
 fn ops(v: &serde_json::Value) -> Vec<(String, String)> {
     v["actions"]
         .as_array()
@@ -41,22 +46,26 @@ fn install_reinstall_uninstall_round_trips_the_tree() {
     let manifest = String::from_utf8_lossy(&after[".loopx/installs/claude-code-slash.json"]).into_owned();
     assert!(!manifest.contains(s.root.to_str().unwrap()), "the manifest holds no absolute path:\n{manifest}");
     let settings: serde_json::Value = serde_json::from_slice(&after[".claude/settings.json"]).unwrap();
+    // Every hook names the binary it was installed with; the tool gate alone blocks when that
+    // binary cannot answer.
+    let bin = this_loopx();
+    let quoted = shell_words::quote(&bin);
     for (event, cmd) in [
         ("SessionStart", "session-start"),
         ("UserPromptSubmit", "user-prompt-submit"),
         ("Stop", "stop"),
-        ("PreToolUse", "pre-tool-use"),
+        ("PreToolUse", "pre-tool-use || exit 2"),
     ] {
         assert_eq!(
             settings["hooks"][event][0]["hooks"][0]["command"],
-            format!("loopx hook claude-code {cmd}"),
+            format!("{quoted} hook claude-code {cmd}"),
             "{event}"
         );
     }
-    assert_eq!(settings["statusLine"]["command"], "loopx hook claude-code statusline");
+    assert_eq!(settings["statusLine"]["command"], format!("{quoted} hook claude-code statusline"));
     assert_eq!(settings["permissions"]["allow"], serde_json::json!(["mcp__loopx"]));
     let mcp: serde_json::Value = serde_json::from_slice(&after[".mcp.json"]).unwrap();
-    assert_eq!(mcp["mcpServers"]["loopx"], serde_json::json!({"command": "loopx", "args": ["mcp"]}));
+    assert_eq!(mcp["mcpServers"]["loopx"], serde_json::json!({"command": bin, "args": ["mcp"]}));
     // Again: all unchanged, nothing rewritten.
     let again = s.json(&["host", "install", "claude-code", "--stop-driver", "--harden", "--statusline"]);
     assert!(ops(&again).iter().all(|(op, _)| op == "unchanged"), "{again}");
@@ -237,7 +246,10 @@ fn the_users_settings_and_files_are_kept() {
     let v: serde_json::Value = serde_json::from_slice(&tree[".claude/settings.json"]).unwrap();
     assert_eq!(v["model"], "opus");
     assert_eq!(v["hooks"]["Stop"][0]["hooks"][0]["command"], "say done");
-    assert_eq!(v["hooks"]["Stop"][1]["hooks"][0]["command"], "loopx hook claude-code stop");
+    assert_eq!(
+        v["hooks"]["Stop"][1]["hooks"][0]["command"],
+        format!("{} hook claude-code stop", shell_words::quote(&this_loopx()))
+    );
     assert_eq!(v["permissions"]["allow"], serde_json::json!(["Bash(ls:*)", "mcp__loopx"]));
     let m: serde_json::Value = serde_json::from_slice(&tree[".mcp.json"]).unwrap();
     assert_eq!(m["mcpServers"]["docs"]["command"], "docs-mcp");

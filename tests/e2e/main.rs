@@ -21,6 +21,7 @@ mod hook_matrix;
 mod hooks_claude;
 mod hostile_text;
 mod import;
+mod install_binary;
 mod install_claude;
 mod install_codex;
 mod integrity;

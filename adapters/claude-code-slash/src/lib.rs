@@ -20,6 +20,10 @@ use loopx_core::host::{
 use loopx_core::{AgentType, Error, Result};
 use loopx_host_claude_code::{self as cc, HookEvent, Paths};
 
+/// What the tool gate's command ends with: exit 2 (Claude Code blocks the call) when loopx did
+/// not answer with 0 (it answers a denial with 0 too).
+pub const GATE_FAILS_CLOSED: &str = " || exit 2";
+
 /// The Claude Code adapter.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ClaudeCodeSlash;
@@ -48,7 +52,7 @@ fn render(template: &str, ctx: &impl Serialize) -> Result<String> {
 pub fn render_command(opts: &InstallOptions) -> Result<String> {
     render(
         include_str!("../../../templates/claude-code-slash/loopx.md.hbs"),
-        &CommandContext { marker: MARKER, loopx: &opts.loopx },
+        &CommandContext { marker: MARKER, loopx: &shell_words::quote(&opts.loopx) },
     )
 }
 
@@ -56,12 +60,18 @@ pub fn render_command(opts: &InstallOptions) -> Result<String> {
 pub fn render_loop(opts: &InstallOptions) -> Result<String> {
     render(
         include_str!("../../../templates/claude-code-slash/loop.md.hbs"),
-        &LoopContext { marker: MARKER, loopx: &opts.loopx, goal: opts.goal.as_str() },
+        &LoopContext { marker: MARKER, loopx: &shell_words::quote(&opts.loopx), goal: opts.goal.as_str() },
     )
 }
 
 fn hook(opts: &InstallOptions, event: HookEvent, matcher: Option<&str>) -> Entry {
-    let command = format!("{} hook {} {}", shell_words::quote(&opts.loopx), cc::HOST, event.cli_name());
+    let mut command = format!("{} hook {} {}", shell_words::quote(&opts.loopx), cc::HOST, event.cli_name());
+    if event == HookEvent::PreToolUse {
+        // The tool gate fails closed: when loopx cannot answer at all (its binary gone, killed),
+        // the shell's exit code would be one Claude Code lets the call through on; 2 blocks it.
+        // Only here: the other hooks let the session go on whatever happens.
+        command.push_str(GATE_FAILS_CLOSED);
+    }
     let mut group = json!({"hooks": [{"type": "command", "command": command, "timeout": 30}]});
     if let Some(m) = matcher {
         group["matcher"] = json!(m);

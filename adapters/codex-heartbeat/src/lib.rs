@@ -251,10 +251,6 @@ impl HostAdapter for CodexHeartbeat {
     fn host_home(&self, home: &Path, get: &dyn Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
         Some(cx::codex_home(home, get))
     }
-    fn loopx_command(&self, this_binary: &str) -> String {
-        // The shell tool runs a login shell, whose profile resets PATH.
-        this_binary.to_owned()
-    }
     fn default_stop_cap(&self) -> u32 {
         8
     }

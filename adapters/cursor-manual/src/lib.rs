@@ -148,10 +148,6 @@ impl HostAdapter for CursorManual {
     fn agent_process(&self) -> Option<AgentProcess> {
         Some(AgentProcess { programs: cu::AGENT_PROGRAMS, packages: &[] })
     }
-    fn loopx_command(&self, this_binary: &str) -> String {
-        // Cursor starts hooks and servers from the editor, whose PATH may not be the shell's.
-        this_binary.to_owned()
-    }
     fn default_stop_cap(&self) -> u32 {
         LOOP_LIMIT
     }

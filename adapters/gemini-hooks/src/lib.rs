@@ -41,7 +41,7 @@ fn render(template: &str, opts: &InstallOptions) -> Result<String> {
     hb.register_escape_fn(handlebars::no_escape);
     let ctx = Context {
         marker: MARKER,
-        loopx: &opts.loopx,
+        loopx: &shell_words::quote(&opts.loopx),
         goal: opts.goal.as_str(),
         stop_driver: opts.has(Feature::StopDriver),
     };
