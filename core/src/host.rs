@@ -309,6 +309,9 @@ impl Entry {
 #[serde(rename_all = "snake_case")]
 pub enum Format {
     Json,
+    /// JSON with comments (`//`, `/* */`) and trailing commas, as the host reads it: edited by
+    /// its bytes only, so the user's comments and layout stay.
+    Jsonc,
     Toml,
 }
 

@@ -24,6 +24,7 @@ mod import;
 mod install_binary;
 mod install_claude;
 mod install_codex;
+mod install_gemini;
 mod integrity;
 mod layering;
 mod mcp;

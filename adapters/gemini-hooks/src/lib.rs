@@ -167,7 +167,7 @@ impl HostAdapter for GeminiHooks {
             files: vec![
                 ManagedFile::Text { path: at(&gm::command("loopx"))?, content: render_command(opts)? },
                 ManagedFile::Text { path: at(&protocol_path)?, content: render_protocol(opts)? },
-                ManagedFile::Entries { path: at(gm::SETTINGS)?, format: Format::Json, entries: settings },
+                ManagedFile::Entries { path: at(gm::SETTINGS)?, format: Format::Jsonc, entries: settings },
             ],
         })
     }

@@ -1,5 +1,6 @@
 //! The host's structured files as documents with key paths: JSON (`serde_json`, keys kept in
-//! the user's order) and TOML (`toml_edit`, comments and layout kept). The installer adds and
+//! the user's order), JSON with comments (edited by its bytes, `span`, so every byte not
+//! loopx's stays) and TOML (`toml_edit`, comments and layout kept). The installer adds and
 //! removes only its own entries through this one interface.
 
 use serde_json::{Map, Number, Value};
@@ -8,10 +9,20 @@ use toml_edit::{ArrayOfTables, DocumentMut, InlineTable, Item, Table, TableLike}
 use loopx_core::host::Format;
 use loopx_core::{Error, Result};
 
+use super::span;
+
 /// A parsed host file.
 #[derive(Debug, Clone)]
 pub enum Doc {
-    Json { root: Map<String, Value>, indent: String },
+    Json {
+        root: Map<String, Value>,
+        indent: String,
+    },
+    /// The text itself, comments and all.
+    Jsonc {
+        text: String,
+        indent: String,
+    },
     Toml(DocumentMut),
 }
 
@@ -37,6 +48,13 @@ impl Doc {
                     Err(e) => Err(refuse(e.to_string())),
                 }
             }
+            Format::Jsonc => {
+                let Some(text) = text else {
+                    return Ok(Doc::Jsonc { text: "{}\n".to_owned(), indent: "  ".to_owned() });
+                };
+                span::check(text).map_err(refuse)?;
+                Ok(Doc::Jsonc { text: text.to_owned(), indent: indent_of(text) })
+            }
             Format::Toml => match text {
                 None => Ok(Doc::Toml(DocumentMut::new())),
                 Some(t) => {
@@ -59,6 +77,7 @@ impl Doc {
                 s.push('\n');
                 Ok(s)
             }
+            Doc::Jsonc { text, .. } => Ok(text.clone()),
             Doc::Toml(d) => Ok(d.to_string()),
         }
     }
@@ -66,6 +85,7 @@ impl Doc {
     pub fn is_empty(&self) -> bool {
         match self {
             Doc::Json { root, .. } => root.is_empty(),
+            Doc::Jsonc { text, .. } => span::is_empty_object(text),
             Doc::Toml(d) => d.is_empty(),
         }
     }
@@ -81,6 +101,7 @@ impl Doc {
                 }
                 Some(cur.clone())
             }
+            Doc::Jsonc { text, .. } => span::get(text, at),
             Doc::Toml(d) => {
                 let mut cur: &Item = d.as_item();
                 for k in at {
@@ -98,6 +119,9 @@ impl Doc {
         match self {
             Doc::Json { root, .. } => {
                 json_parent(root, parents)?.insert(last.clone(), value.clone());
+            }
+            Doc::Jsonc { text, indent } => {
+                *text = span::set_member(text, at, value, indent).map_err(in_the_way)?
             }
             Doc::Toml(d) => {
                 let item = if value.is_object() {
@@ -118,6 +142,11 @@ impl Doc {
             Doc::Json { root, .. } => {
                 if let Some(p) = json_parent_existing(root, parents) {
                     p.shift_remove(last);
+                }
+            }
+            Doc::Jsonc { text, .. } => {
+                if let Some(t) = span::remove_member(text, at, None) {
+                    *text = t;
                 }
             }
             Doc::Toml(d) => {
@@ -141,6 +170,9 @@ impl Doc {
                 let slot =
                     json_parent(root, parents)?.entry(last.clone()).or_insert_with(|| Value::Array(vec![]));
                 slot.as_array_mut().ok_or_else(|| not_array(at))?.push(value.clone());
+            }
+            Doc::Jsonc { text, indent } => {
+                *text = span::push_element(text, at, value, indent).map_err(in_the_way)?;
             }
             Doc::Toml(d) => {
                 let parent = toml_parent(d.as_table_mut(), parents)?;
@@ -182,6 +214,13 @@ impl Doc {
                     None => false,
                 }
             }
+            Doc::Jsonc { text, .. } => match span::remove_element(text, at, value) {
+                Some(t) => {
+                    *text = t;
+                    true
+                }
+                None => false,
+            },
             Doc::Toml(d) => {
                 let Some(item) =
                     toml_parent_existing(d.as_table_mut(), parents).and_then(|p| p.get_mut(last))
@@ -204,9 +243,21 @@ impl Doc {
     }
 }
 
+/// An edit a JSON-with-comments file has no room for, as the other formats refuse it.
+fn in_the_way(e: span::InTheWay) -> Error {
+    match e.not {
+        "an array" => {
+            Error::refused(format!("{} is not an array; loopx will not replace it", e.at.join(".")))
+                .with_hint("fix the file, then run the command again")
+        }
+        _ => not_a_table(&e.at),
+    }
+}
+
 fn name(format: Format) -> &'static str {
     match format {
         Format::Json => "JSON",
+        Format::Jsonc => "JSON (with comments)",
         Format::Toml => "TOML",
     }
 }

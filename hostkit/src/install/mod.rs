@@ -411,6 +411,15 @@ fn merge(
                 doc.set(&e.at, v)?;
                 existing.is_none() || key_ours
             }
+            // A string where a list is ensured is a list of one (Gemini CLI's
+            // `context.fileName`): the same string is there; another makes it a list.
+            EntryOp::Ensure(v) if doc.get(&e.at).is_some_and(|x| x == *v) => was_ours(&|p| p == e),
+            EntryOp::Ensure(v) if matches!(doc.get(&e.at), Some(Value::String(_))) => {
+                let one = doc.get(&e.at).into_iter().collect();
+                doc.set(&e.at, &Value::Array(one))?;
+                doc.push(&e.at, v)?;
+                true
+            }
             EntryOp::Push(v) | EntryOp::Ensure(v) => {
                 if contains(doc, &e.at, v) {
                     was_ours(&|p| p == e)
@@ -439,7 +448,13 @@ fn distinctive(v: &Value) -> bool {
 /// containers they leave empty that the user's `original` did not have. With `exact` (no
 /// manifest says what is loopx's), only an entry that is exactly loopx's and [`distinctive`]
 /// goes.
-fn strip_json(text: &str, entries: &[OwnedEntry], original: Option<&Doc>, exact: bool) -> String {
+fn strip_json(
+    text: &str,
+    format: Format,
+    entries: &[OwnedEntry],
+    original: Option<&Doc>,
+    exact: bool,
+) -> String {
     let mut text = text.to_owned();
     for e in entries.iter().filter(|e| e.ours) {
         let at = &e.entry.at;
@@ -451,10 +466,17 @@ fn strip_json(text: &str, entries: &[OwnedEntry], original: Option<&Doc>, exact:
         };
         let Some(cut) = cut else { continue };
         text = cut;
+        // A string the install made a list of (an ensured entry beside it) is a string again.
+        if let (EntryOp::Ensure(_), Some(Value::String(o))) = (&e.entry.op, original.and_then(|o| o.get(at)))
+            && span::get(&text, at) == Some(Value::Array(vec![Value::String(o.clone())]))
+            && let Ok(t) = span::set_member(&text, at, &Value::String(o), "  ")
+        {
+            text = t;
+        }
         for k in (1..=at.len()).rev() {
             let p = &at[..k];
             if !span::is_empty_container(&text, p) {
-                if Doc::parse(Format::Json, Some(&text), "").ok().and_then(|d| d.get(p)).is_some() {
+                if Doc::parse(format, Some(&text), "").ok().and_then(|d| d.get(p)).is_some() {
                     break;
                 }
                 continue;
@@ -502,9 +524,9 @@ fn undo(roots: &Roots, f: &OwnedFile, exact: bool) -> Result<(PlannedFile, Optio
     // Changed since: take out only loopx's entries.
     let mut doc = Doc::parse(format, Some(&now), &f.path.to_string())?;
     let original = f.original.as_deref().map(|o| Doc::parse(format, Some(o), "")).transpose().ok().flatten();
-    let after = if format == Format::Json {
+    let after = if matches!(format, Format::Json | Format::Jsonc) {
         // By the bytes: the user's formatting stays as it was around what is taken out.
-        let after = strip_json(&now, &f.entries, original.as_ref(), exact);
+        let after = strip_json(&now, format, &f.entries, original.as_ref(), exact);
         if span::is_empty_object(&after) && f.original.is_none() {
             return Ok((planned(FileOp::Remove, &f.path, None), Some(write(None))));
         }
