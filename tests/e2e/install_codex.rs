@@ -173,3 +173,68 @@ fn the_heartbeat_and_goal_prompts_render_within_their_budgets() {
     assert_eq!(steps["host"], "codex");
     assert!(steps["steps"].to_string().contains("heartbeat-prompt --host codex-app"), "{steps}");
 }
+
+/// Without an install manifest, uninstall takes out only what is exactly what loopx writes: a
+/// `[mcp_servers.loopx]` table naming the user's own binary stays byte for byte (and the
+/// command says so), in Codex's TOML as in Claude Code's JSON, and a file carrying loopx's
+/// marker that is not loopx's text stays too; loopx's own table goes.
+#[test]
+fn uninstall_without_a_manifest_leaves_the_users_own_loopx_entries() {
+    let s = Sandbox::new();
+    let mine = "# mine\n[mcp_servers.loopx]\ncommand = \"/opt/my-loopx/bin/loopx-fork\"\nargs = [\"mcp\"]\n";
+    std::fs::create_dir_all(s.home.join(".codex")).unwrap();
+    std::fs::write(s.home.join(".codex/config.toml"), mine).unwrap();
+    let claude = s.root.join(".claude/commands/loopx.md");
+    std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+    std::fs::write(&claude, "<!-- loopx:managed v1 -->\nmy own edits of an old /loopx\n").unwrap();
+    std::fs::write(
+        s.root.join(".mcp.json"),
+        "{\"mcpServers\": {\"loopx\": {\"command\": \"/opt/my-loopx/bin/loopx-fork\", \"args\": [\"mcp\"]}}}\n",
+    )
+    .unwrap();
+    let (home, project) = (tree(&s.home), s.tree());
+    let r = codex(&s, &["host", "uninstall", "codex", "--scope", "user"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(read(&s, "config.toml"), mine, "the user's table was taken");
+    assert!(r.stdout.contains("mcp_servers.loopx is not what loopx writes; left as it is"), "{}", r.stdout);
+    assert!(!r.stdout.contains("removed"), "{}", r.stdout);
+    let r = s.run(&["host", "uninstall", "claude-code"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains(".claude/commands/loopx.md carries loopx's marker but is not what this loopx writes"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("mcpServers.loopx is not what loopx writes"), "{}", r.stdout);
+    assert_eq!(tree(&s.home), home);
+    assert_eq!(s.tree(), project);
+
+    // What loopx itself writes goes, the user's other bytes stay.
+    let s = Sandbox::new();
+    std::fs::create_dir_all(s.home.join(".codex")).unwrap();
+    std::fs::write(s.home.join(".codex/config.toml"), USER_CONFIG).unwrap();
+    assert_eq!(codex(&s, &["host", "install", "codex", "--scope", "user", "--with-mcp"]).code, 0);
+    std::fs::remove_file(s.home.join(".loopx/installs/codex-heartbeat.json")).unwrap();
+    let r = codex(&s, &["host", "uninstall", "codex", "--scope", "user"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("removed only what is exactly what loopx writes"), "{}", r.stdout);
+    assert_eq!(read(&s, "config.toml"), USER_CONFIG);
+}
+
+/// Every file under `dir` with its bytes.
+fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}

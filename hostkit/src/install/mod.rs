@@ -533,6 +533,14 @@ fn undo(roots: &Roots, f: &OwnedFile, exact: bool) -> Result<(PlannedFile, Optio
         after
     } else {
         for e in f.entries.iter().filter(|e| e.ours) {
+            let exactly_ours = match &e.entry.op {
+                EntryOp::Set(v) => distinctive(v) && doc.get(&e.entry.at).as_ref() == Some(v),
+                // Taken out only where an element equals it.
+                EntryOp::Push(v) | EntryOp::Ensure(v) => distinctive(v),
+            };
+            if exact && !exactly_ours {
+                continue;
+            }
             strip(&mut doc, &e.entry, original.as_ref());
         }
         if doc.is_empty() && f.original.is_none() {
@@ -711,37 +719,49 @@ pub fn plan_uninstall(
     let owned: Vec<OwnedFile> = match &manifest {
         Some(m) => m.files.clone(),
         None => {
-            // No record: treat every file the adapter could have written as loopx's where it
-            // carries loopx's marker or entries, and take out only those.
+            // No record: only what is exactly what loopx writes is loopx's. A file of ours
+            // byte for byte goes; in the host's own files, an entry exactly as loopx writes it
+            // goes, and one at loopx's key holding anything else is the user's, left and named.
             let mut v = Vec::new();
             for f in &fallback.files {
                 let path = f.path();
                 let Some(now) = read_text(&roots.abs(path), path)? else { continue };
                 match f {
-                    ManagedFile::Text { .. } if now.contains(MARKER) => v.push(OwnedFile {
+                    ManagedFile::Text { content, .. } if now == *content => v.push(OwnedFile {
                         path: path.clone(),
                         format: None,
                         entries: vec![],
                         original: None,
                         written: hash(&now),
                     }),
+                    ManagedFile::Text { .. } if now.contains(MARKER) => notes.push(format!(
+                        "{path} carries loopx's marker but is not what this loopx writes; left as it is"
+                    )),
                     ManagedFile::Text { .. } => {}
-                    ManagedFile::Entries { format, entries, .. } => v.push(OwnedFile {
-                        path: path.clone(),
-                        format: Some(*format),
-                        entries: entries
-                            .iter()
-                            .map(|e| OwnedEntry { entry: e.clone(), ours: true })
-                            .collect(),
-                        original: Some(now.clone()),
-                        written: String::new(),
-                    }),
+                    ManagedFile::Entries { format, entries, .. } => {
+                        let doc = Doc::parse(*format, Some(&now), &path.to_string())?;
+                        for e in entries {
+                            if let EntryOp::Set(want) = &e.op
+                                && doc.get(&e.at).is_some_and(|have| have != *want)
+                            {
+                                notes.push(format!(
+                                    "{path}: {} is not what loopx writes; left as it is",
+                                    e.at.join(".")
+                                ));
+                            }
+                        }
+                        v.push(OwnedFile {
+                            path: path.clone(),
+                            format: Some(*format),
+                            entries: entries
+                                .iter()
+                                .map(|e| OwnedEntry { entry: e.clone(), ours: true })
+                                .collect(),
+                            original: Some(now.clone()),
+                            written: String::new(),
+                        });
+                    }
                 }
-            }
-            if !v.is_empty() {
-                notes.push(format!(
-                    "no install manifest ({at}); removed what matches loopx's files and entries exactly"
-                ));
             }
             v
         }
@@ -753,6 +773,10 @@ pub fn plan_uninstall(
         }
         files.push(line);
         writes.extend(write);
+    }
+    if manifest.is_none() && !writes.is_empty() {
+        notes
+            .insert(0, format!("no install manifest ({at}); removed only what is exactly what loopx writes"));
     }
     if manifest.is_some() {
         files.push(planned(FileOp::Remove, &at, None));
