@@ -279,10 +279,7 @@ pub struct DriveArgs {
     /// The agent to drive (registered if new); default: the goal's only agent of the host's type, or a new one
     #[arg(long, value_name = "AGENT")]
     pub agent_id: Option<String>,
-    /// The agent CLI: claude-code or codex (loopx shapes its command line and reads its
-    /// session, tokens and cost), or other (any command, run as given); default: from the
-    /// agent's type, else other
-    #[arg(long, value_name = "HOST")]
+    #[arg(long, value_name = "HOST", help = crate::registry::drive_hosts_help())]
     pub host: Option<String>,
     /// Give the turn's prompt as the command's last argument instead of on its stdin
     #[arg(long)]
@@ -1245,12 +1242,12 @@ pub enum HostCommand {
     List,
     /// Whether a host is on this machine, and its version
     Detect {
-        /// claude-code, codex or cursor
+        #[arg(help = crate::registry::hosts_help())]
         host: String,
     },
     /// Install the host's commands, hooks and MCP server (a plan; --dry-run shows it)
     Install {
-        /// claude-code, codex or cursor (see loopx host list)
+        #[arg(help = crate::registry::hosts_help())]
         host: String,
         /// project (this project's files) or user (your home's)
         #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
@@ -1263,7 +1260,7 @@ pub enum HostCommand {
     },
     /// Remove exactly what loopx installed, giving the user's bytes back
     Uninstall {
-        /// claude-code, codex or cursor (see loopx host list)
+        #[arg(help = crate::registry::hosts_help())]
         host: String,
         /// project or user, as installed
         #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
@@ -1274,7 +1271,7 @@ pub enum HostCommand {
     },
     /// Check the host's wiring
     Doctor {
-        /// claude-code, codex, cursor, gemini or opencode (see loopx host list)
+        #[arg(help = crate::registry::hosts_help())]
         host: String,
         /// project or user, as installed (default: where loopx is installed, the project first)
         #[arg(long, value_enum)]

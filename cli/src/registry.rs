@@ -48,6 +48,32 @@ pub fn adapters() -> &'static [&'static dyn HostAdapter] {
     ADAPTERS
 }
 
+/// `names` as a person reads a list: `a, b or c`.
+fn or_list(names: &[&str]) -> String {
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+/// Every host there is an adapter for, for `--help`: `claude-code, codex, … or opencode (see
+/// loopx host list)`. From the registry, so a new host is listed with no other change.
+pub fn hosts_help() -> String {
+    let names: Vec<&str> = ADAPTERS.iter().map(|a| a.host()).collect();
+    format!("{} (see loopx host list)", or_list(&names))
+}
+
+/// `loopx drive --host`'s help: the hosts whose agent CLI loopx knows how to drive, from the
+/// registry.
+pub fn drive_hosts_help() -> String {
+    let names: Vec<&str> = ADAPTERS.iter().filter(|a| a.driver().is_some()).map(|a| a.host()).collect();
+    format!(
+        "The agent CLI: {} (loopx shapes its command line and reads its session, tokens and cost), or other (any command, run as given); default: from the agent's type, else other",
+        or_list(&names)
+    )
+}
+
 /// The adapter for `host`, or a usage error listing the hosts there are.
 pub fn find(host: &str) -> Result<&'static dyn HostAdapter> {
     ADAPTERS.iter().copied().find(|a| a.host() == host).ok_or_else(|| {

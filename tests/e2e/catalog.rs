@@ -113,3 +113,23 @@ fn install_takes_any_feature_the_adapter_declares_with_the_old_flags_as_aliases(
     assert!(err.contains("no install feature \"wings\"") && err.contains("hooks"), "{err}");
     assert!(!s.root.join(".cursor").exists() && !s.root.join(".codex").exists());
 }
+
+/// Every command that takes a host names every host there is an adapter for in its `--help`,
+/// and `drive --help` every host loopx can drive: the lists come from the registry, so a host
+/// added there is named with no other change.
+#[test]
+fn help_names_every_host_from_the_registry() {
+    let s = Sandbox::new();
+    let adapters = loopx_cli::registry::adapters();
+    for cmd in [&["host", "install"][..], &["host", "uninstall"], &["host", "doctor"], &["host", "detect"]] {
+        let help = s.ok(&[cmd, &["--help"][..]].concat()).stdout;
+        for a in adapters {
+            assert!(help.contains(a.host()), "{cmd:?} --help does not name {}:\n{help}", a.host());
+        }
+    }
+    let help = s.ok(&["drive", "--help"]).stdout;
+    let line: String = help.split("--host <HOST>").nth(1).unwrap().split("\n      --").next().unwrap().into();
+    for a in adapters {
+        assert_eq!(line.contains(a.host()), a.driver().is_some(), "drive --host and {}:\n{line}", a.host());
+    }
+}
