@@ -32,7 +32,7 @@ pub type Output = mpsc::Receiver<(Stream, Vec<u8>)>;
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 
 /// Starts `argv` in `cwd` with `env` added to the inherited environment and `remove` taken
-/// out of it, in a new process group; writes `stdin` to it and closes it (an empty stdin when
+/// out of it, in a new session (and process group) with no controlling terminal; writes `stdin` to it and closes it (an empty stdin when
 /// `None`).
 pub fn spawn(
     argv: &[String],
@@ -57,8 +57,14 @@ pub fn spawn(
     for k in remove {
         cmd.env_remove(k);
     }
+    // A session of its own, with no controlling terminal (so also a process group of its own,
+    // which `signal_group` ends): a driven command can neither take the person's terminal's
+    // foreground nor push input into their shell (`TIOCSTI`).
     #[cfg(unix)]
-    cmd.process_group(0);
+    #[allow(unsafe_code)] // `pre_exec`: between fork and exec only `setsid`, async-signal-safe
+    unsafe {
+        cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(std::io::Error::from));
+    }
     let mut child = cmd.spawn()?;
     let pgid = child.id();
     if let (Some(bytes), Some(mut w)) = (stdin, child.stdin.take()) {

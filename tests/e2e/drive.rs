@@ -1095,3 +1095,19 @@ fn a_hook_in_a_driven_turn_speaks_to_the_drivers_agent() {
     let agents = s.json(&["agent", "list"]);
     assert_eq!(agents["agents"].as_array().unwrap().len(), 1, "{agents}");
 }
+
+#[test]
+fn a_driven_command_has_no_terminal_of_the_persons() {
+    // The person's terminal (a pseudo-terminal); the turn tries to open it and says where it is.
+    let sb = goal(&["one"]);
+    let seen = sb.root.parent().unwrap().join("seen");
+    let probe = format!(
+        "if (: </dev/tty) 2>/dev/null; then echo terminal; else echo none; fi > {0}; ps -o sid= -p $$ >> {0}; ps -o sid= -p $PPID >> {0}",
+        seen.display()
+    );
+    let r = sb.on_terminal(&["drive", "--once", "--agent-id", "bot", "--", "sh", "-c", &probe], "");
+    let seen = std::fs::read_to_string(&seen).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
+    let lines: Vec<&str> = seen.lines().map(str::trim).collect();
+    assert_eq!(lines[0], "none", "the turn reached the person's terminal: {seen}");
+    assert_ne!(lines[1], lines[2], "the turn runs in the driver's session: {seen}");
+}
