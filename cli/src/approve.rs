@@ -40,16 +40,26 @@ pub async fn run(
                 .with_hint("run loopx command approve in your own terminal"));
             }
             let at = target(a)?;
-            let c = commands.iter().find(|c| c.at == at).ok_or_else(|| {
-                Error::not_found(format!("{at} names no command loopx runs"))
-                    .with_hint("see the goal's commands with: loopx command list")
-            })?;
-            let changed = k.approve_command(&c.argv)?;
-            let text = if changed {
-                format!("approved for this project on this machine: {}\n  {}\n", c.at, c.quoted)
-            } else {
-                format!("{} runs here already: {}\n", c.at, c.quoted)
+            // `--notify` names the notify command and the webhook the goal posts to.
+            let named: Vec<&GoalCommand> = commands
+                .iter()
+                .filter(|c| c.at == at || (at == "notify" && c.at == "notify webhook"))
+                .collect();
+            let Some(c) = named.first() else {
+                return Err(Error::not_found(format!("{at} names no command loopx runs"))
+                    .with_hint("see the goal's commands with: loopx command list"));
             };
+            let mut text = String::new();
+            let mut changed = false;
+            for c in &named {
+                let new = k.approve_command(&c.argv)?;
+                changed |= new;
+                text.push_str(&if new {
+                    format!("approved for this project on this machine: {}\n  {}\n", c.at, c.quoted)
+                } else {
+                    format!("{} runs here already: {}\n", c.at, c.quoted)
+                });
+            }
             Rendered::new(&json!({"at": c.at, "argv": c.argv, "quoted": c.quoted, "changed": changed}), text)
         }
     }

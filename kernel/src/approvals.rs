@@ -86,7 +86,8 @@ impl Approvals {
         Self { file, project: root.canonicalize().unwrap_or_else(|_| root.to_path_buf()) }
     }
 
-    /// This project's record of `argv`, if this machine has one.
+    /// This project's record of `argv`, if this machine has one (a notify webhook's is
+    /// [`webhook`]'s).
     pub fn lookup(&self, argv: &[String]) -> Result<Option<CommandRecord>> {
         let d = digest(argv);
         Ok(read(&self.file)?.commands.into_iter().find(|c| c.project == self.project && c.digest == d))
@@ -202,6 +203,13 @@ pub fn read(file: &Path) -> Result<CommandRecords> {
     let hint = "fix or remove the file (removing it withholds every command until approved again)";
     let list = crate::fs::read_config(file, "loopx's record of commands", hint, APPROVALS_SCHEMA_VERSION)?;
     Ok(list.unwrap_or(CommandRecords { schema_version: APPROVALS_SCHEMA_VERSION, commands: Vec::new() }))
+}
+
+/// How a notify webhook (`env:NAME`, `config:NAME`) is recorded among the commands: posting
+/// to it is something `.loopx/` makes this machine do, approved like a command. The first word
+/// is no program's name, so no command's record approves it.
+pub fn webhook(spec: &str) -> Vec<String> {
+    vec!["--notify-webhook".to_owned(), spec.to_owned()]
 }
 
 #[cfg(test)]

@@ -132,6 +132,9 @@ impl<S: Store> StateKernel<S> {
         if let Some(argv) = s.goal.notify.as_ref().and_then(|n| n.command.clone()) {
             found.push(("notify".to_owned(), argv, "user".to_owned()));
         }
+        if let Some(webhook) = s.goal.notify.as_ref().and_then(|n| n.webhook.as_deref()) {
+            found.push(("notify webhook".to_owned(), crate::approvals::webhook(webhook), "user".to_owned()));
+        }
         let approvals = self.approvals();
         found
             .into_iter()
@@ -823,6 +826,11 @@ impl<S: Store> Kernel for StateKernel<S> {
             (receipt.body.goal.notify.as_ref().and_then(|n| n.command.as_ref()), receipt.replayed)
         {
             self.wrote_command(command, "user");
+        }
+        if let (Some(webhook), false) =
+            (receipt.body.goal.notify.as_ref().and_then(|n| n.webhook.as_deref()), receipt.replayed)
+        {
+            self.wrote_command(&crate::approvals::webhook(webhook), "user");
         }
         if req.make_default {
             let id = receipt.goal_id.clone();
@@ -1933,7 +1941,9 @@ impl<S: Store> StateKernel<S> {
         let s = self.store().read(goal)?;
         let Some(mut policy) = s.goal.notify.clone() else { return Ok(Vec::new()) };
         // The notify command is a person's; one this machine's person never wrote or approved
-        // (it came with the project) is left out until they do.
+        // (it came with the project) is left out until they do. So is the webhook it posts to
+        // (a variable or a URL of this machine's).
+        let mut left_out = false;
         if let Some(argv) = &policy.command
             && let Some(why) = self.withheld(argv, "user", "user")?
         {
@@ -1941,10 +1951,18 @@ impl<S: Store> StateKernel<S> {
                 "the notify command `{}` is not run: {why} (loopx command approve --notify)",
                 shell_words::join(argv)
             ));
-            policy.command = None;
-            if policy.webhook.is_none() {
-                return Ok(Vec::new());
-            }
+            (policy.command, left_out) = (None, true);
+        }
+        if let Some(webhook) = &policy.webhook
+            && let Some(why) = self.withheld(&crate::approvals::webhook(webhook), "user", "user")?
+        {
+            self.store().reporter().warn(&format!(
+                "the notify webhook `{webhook}` is not used: {why} (loopx command approve --notify)"
+            ));
+            (policy.webhook, left_out) = (None, true);
+        }
+        if left_out && policy.command.is_none() && policy.webhook.is_none() {
+            return Ok(Vec::new());
         }
         let now = self.store().clock().now();
         let channel = channels(&policy);

@@ -686,3 +686,42 @@ fn with_one_agent_registered_a_persons_own_terminal_is_still_the_person() {
     s.ok(&["todo", "claim", "--todo-id", "t2"]);
     assert_eq!(actors(&s).last().unwrap().1, "a1");
 }
+
+#[test]
+fn a_cloned_goals_webhook_posts_nothing_until_a_person_here_approves_it() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    // A port nothing listens on: an attempt is recorded, with its error.
+    let hook = [("HOOK", "http://127.0.0.1:9/")];
+    let r = s.run_with(&["goal", "set", "--notify-webhook", "env:HOOK"], b"", &hook);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let clone = s.root.parent().unwrap().join("clone");
+    let copied = std::process::Command::new("cp").arg("-r").arg(&s.root).arg(&clone).status().unwrap();
+    assert!(copied.success());
+    let notified = |root: &std::path::Path| {
+        events(&root.join(".loopx/goals/main/events.jsonl"))
+            .iter()
+            .filter(|e| e["kind"] == "gate_notified")
+            .count()
+    };
+    let ask = |root: &std::path::Path| {
+        let mut c = s.command();
+        c.current_dir(root)
+            .args(["gate", "ask", "--question", "Ship it?", "--blocks", "goal"])
+            .env("HOOK", hook[0].1);
+        Run::from(c.output().unwrap())
+    };
+    let r = ask(&clone);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("the notify webhook `env:HOOK` is not used"), "{}", r.stderr);
+    assert!(r.stderr.contains("loopx command approve --notify"), "{}", r.stderr);
+    assert_eq!(notified(&clone), 0, "the clone posted to this machine's $HOOK");
+    let list = s.ok_in(&clone, &["command", "list"]).stdout;
+    assert!(list.contains("notify webhook: by a person, runs for nobody until approved"), "{list}");
+    s.ok_in(&clone, &["command", "approve", "--notify"]);
+    ask(&clone);
+    assert!(notified(&clone) > 0, "approved, it posts");
+    // Where the person set it, it posts as ever.
+    ask(&s.root);
+    assert!(notified(&s.root) > 0);
+}
