@@ -13,6 +13,7 @@ pub mod kernel;
 pub mod line;
 pub mod model;
 pub mod next;
+pub mod person_only;
 pub mod prose;
 pub mod time;
 pub mod traits;

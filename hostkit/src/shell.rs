@@ -50,25 +50,6 @@ pub struct ShellCheck {
     pub read_only: bool,
 }
 
-/// loopx subcommands that only a person runs: they change the goal's governance, the wiring of
-/// the gate itself, what loopx trusts, or forge a host's hook; `serve` hands out the page that
-/// answers as the person.
-const GOVERNANCE: [&[&str]; 13] = [
-    &["goal", "set"],
-    &["goal", "stop"],
-    &["goal", "resume"],
-    &["quota", "void-slot"],
-    &["gate", "answer"],
-    &["host", "install"],
-    &["host", "uninstall"],
-    &["hook"],
-    &["doctor", "--repair"],
-    &["serve"],
-    &["store", "trust"],
-    &["command", "approve"],
-    &["person", "init"],
-];
-
 /// loopx's subcommands: a word after `loopx` that is none of them, in a script an interpreter
 /// runs, may be anything.
 const SUBCOMMANDS: [&str; 30] = [
@@ -120,7 +101,17 @@ const GIT_READS: [&str; 10] =
     ["status", "log", "diff", "show", "rev-parse", "ls-files", "blame", "grep", "describe", "shortlog"];
 
 /// Wrappers that run the rest of their words as a command.
-const WRAPPERS: [&str; 7] = ["env", "sudo", "nohup", "time", "command", "exec", "nice"];
+const WRAPPERS: [&str; 13] = [
+    "env", "sudo", "doas", "nohup", "time", "command", "exec", "nice", "setsid", "stdbuf", "ionice",
+    "unbuffer", "runuser",
+];
+
+/// Wrappers whose first word after their options is theirs (a CPU mask, a priority), not the
+/// command's.
+const WRAPPERS_WITH_ARG: [&str; 3] = ["timeout", "taskset", "chrt"];
+
+/// Shells that run a script given with `-c`.
+const SHELLS: [&str; 9] = ["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "tcsh"];
 
 #[derive(Debug, PartialEq)]
 enum Tok {
@@ -426,15 +417,27 @@ fn check_simple(words: &[String], line: &Line<'_>, depth: usize) -> ShellCheck {
             let value = w.split_once('=').map_or("", |(_, v)| v);
             out.governs = out.governs.take().or_else(|| governance_in_script(value));
             i += 1;
-        } else if WRAPPERS.contains(&name) || name == "timeout" || name == "xargs" {
+        } else if WRAPPERS.contains(&name) || WRAPPERS_WITH_ARG.contains(&name) || name == "xargs" {
             i += 1;
             while let Some(o) = words.get(i).filter(|o| o.starts_with('-')) {
                 let takes_value = matches!(o.as_str(), "-u" | "-n" | "-C" | "-s" | "-k" | "-g" | "-S");
                 i += if takes_value { 2 } else { 1 };
             }
-            if name == "timeout" {
-                i += 1; // the duration
+            if WRAPPERS_WITH_ARG.contains(&name) {
+                i += 1; // the duration, the mask, the priority
             }
+        } else if name == "flock" {
+            // `flock [options] FILE COMMAND…` or `flock [options] FILE -c SCRIPT`.
+            i += 1;
+            while words.get(i).is_some_and(|o| o.starts_with('-')) {
+                i += 1;
+            }
+            i += 1;
+            if words.get(i).is_some_and(|w| w == "-c") {
+                return words.get(i + 1).map_or(out, |script| check_shell_depth(script, line, depth + 1));
+            }
+        } else if matches!(name, "busybox" | "toybox") {
+            i += 1; // the applet is the program
         } else {
             break;
         }
@@ -442,7 +445,7 @@ fn check_simple(words: &[String], line: &Line<'_>, depth: usize) -> ShellCheck {
     let Some(program) = words.get(i) else { return out };
     let args = &words[i + 1..];
     let name = basename(program);
-    if matches!(name, "sh" | "bash" | "zsh" | "dash" | "ksh") {
+    if SHELLS.contains(&name) {
         if let Some(p) = args.iter().position(|a| a.starts_with('-') && a.contains('c'))
             && let Some(script) = args.get(p + 1)
         {
@@ -456,6 +459,28 @@ fn check_simple(words: &[String], line: &Line<'_>, depth: usize) -> ShellCheck {
     }
     if name == "loopx" || name == "loopx.exe" {
         return check_loopx(args);
+    }
+    // The command `find` runs for each file (`-exec … ;`), and a git alias's shell script
+    // (`git -c alias.x='!…' x`), are commands of the line too.
+    if name == "find"
+        && let Some(p) =
+            args.iter().position(|a| matches!(a.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir"))
+    {
+        let end = args[p + 1..].iter().position(|a| a == ";" || a == "+").map_or(args.len(), |e| p + 1 + e);
+        let mut inner = check_simple(&args[p + 1..end], line, depth + 1);
+        inner.read_only = false;
+        return inner;
+    }
+    if name == "git"
+        && let Some(script) = args
+            .windows(2)
+            .filter(|w| w[0] == "-c")
+            .find_map(|w| w[1].split_once('=').filter(|(k, _)| k.starts_with("alias.")).map(|(_, v)| v))
+            .and_then(|v| v.strip_prefix('!'))
+    {
+        let mut inner = check_shell_depth(script, line, depth + 1);
+        inner.read_only = false;
+        return inner;
     }
     if unreadable(program) {
         // A program loopx cannot see: in a line that mentions loopx, it may be loopx.
@@ -483,8 +508,15 @@ fn check_simple(words: &[String], line: &Line<'_>, depth: usize) -> ShellCheck {
         out.governs = args.iter().find_map(|a| governance_in_script(a));
     } else if !reads && line.mentions_loopx {
         // In a line that mentions loopx, any program may be loopx under another name
-        // (`cp $(which loopx) lx; ./lx gate answer g1`).
-        out.governs = governance_in(args);
+        // (`cp $(which loopx) lx; ./lx gate answer g1`), or a launcher loopx does not know
+        // that runs loopx's words (`chpst loopx gate answer g1`).
+        out.governs = governance_in(args).or_else(|| {
+            args.iter()
+                .enumerate()
+                .filter(|(_, a)| mentions_loopx(a))
+                .find_map(|(k, _)| governance_in(&args[k + 1..]))
+                .map(|g| format!("{g} (run through {program}, a launcher loopx does not read)"))
+        });
     }
     if !reads
         && let Some(p) =
@@ -517,14 +549,10 @@ fn governance_in(words: &[String]) -> Option<String> {
     if let Some(w) = sub.iter().take(2).find(|w| unreadable(w)) {
         return Some(format!("loopx {w} (a subcommand loopx cannot read)"));
     }
-    let found = GOVERNANCE.iter().find(|g| match g {
-        ["doctor", "--repair"] => {
-            sub.first().is_some_and(|s| *s == "doctor")
-                && flags.iter().any(|f| f.starts_with("--r") || unreadable(f))
-        }
-        g => g.iter().enumerate().all(|(k, w)| sub.get(k).is_some_and(|s| s == w)),
-    });
-    found.map(|g| format!("loopx {}", g.join(" ")))
+    if sub.first().is_some_and(|s| *s == "doctor") && flags.iter().any(|f| unreadable(f)) {
+        return Some("loopx doctor --repair (an option loopx cannot read)".to_owned());
+    }
+    loopx_core::person_only::person_only(&sub, &flags).map(|g| format!("loopx {}", g.join(" ")))
 }
 
 /// loopx's words: the ones that are not options (the values of its global options skipped),
@@ -624,6 +652,21 @@ mod tests {
             "loopx store trust",
             "loopx command approve c1",
             "loopx person init",
+            "loopx goal complete",
+            "loopx drive -- claude -p go",
+            // Launchers: known ones are read, unknown ones carrying loopx's words are denied.
+            "setsid loopx gate answer g1 --approve",
+            "setsid -f loopx goal stop",
+            "stdbuf -oL loopx goal set --compute 1",
+            "flock /tmp/l loopx gate answer g1",
+            "flock -n /tmp/l -c 'loopx goal resume'",
+            "find . -maxdepth 0 -exec loopx gate answer g1 --approve ;",
+            "git -c 'alias.x=!loopx gate answer g1' x",
+            "fish -c 'loopx goal stop'",
+            "busybox sh -c 'loopx goal stop'",
+            "taskset 0x1 loopx goal stop",
+            "chpst -u me loopx gate answer g1",
+            "my-runner --then loopx quota void-slot --spend-id s1",
             // Its session's identity taken away: a person's command however harmless.
             "unset CLAUDECODE; loopx status",
             "CLAUDECODE= loopx status",
@@ -647,6 +690,10 @@ mod tests {
             "cd loopx && cargo build",
             "python3 -c 'print(1)'",
             "unset FOO",
+            "setsid loopx status",
+            "find . -name '*.rs' -exec grep -l loopx {} ;",
+            "git -c alias.st=status st",
+            "my-runner --then loopx todo list",
         ] {
             let v = shell(c);
             assert!(v.governs.is_none(), "{c}");

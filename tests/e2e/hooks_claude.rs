@@ -339,6 +339,16 @@ fn the_gate_lets_reads_through_and_never_lets_an_agent_govern() {
         "sh -c 'loopx goal stop'",
         "/usr/local/bin/loopx --goal-id main goal resume",
         "echo $(loopx quota void-slot --spend-id s1)",
+        // Through launchers, known or not, and every person-only command.
+        "setsid -f loopx gate answer g1 --approve",
+        "stdbuf -oL loopx goal stop",
+        "flock /tmp/l -c 'loopx goal resume'",
+        "find . -maxdepth 0 -exec loopx gate answer g1 --approve ;",
+        "git -c 'alias.x=!loopx goal stop' x",
+        "fish -c 'loopx goal stop'",
+        "busybox sh -c 'loopx goal stop'",
+        "chpst loopx gate answer g1 --approve",
+        "loopx goal complete",
     ] {
         let r = bash(c);
         assert!(denied(&r) && r.stdout.contains("a person's decision"), "{c}: {}", r.stdout);
