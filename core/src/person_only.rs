@@ -4,31 +4,42 @@
 //! compute on the person's behalf. One table: the tool gate denies these in an agent's shell,
 //! and the command line refuses them inside an agent's session or driven turn.
 
-/// Each entry: the subcommand's words (a `--flag` word is matched among the options).
-pub const PERSON_ONLY: [&[&str]; 15] = [
-    &["goal", "set"],
-    &["goal", "stop"],
-    &["goal", "resume"],
-    &["goal", "complete"],
-    &["quota", "void-slot"],
-    &["gate", "answer"],
-    &["host", "install"],
-    &["host", "uninstall"],
-    &["hook"],
-    &["doctor", "--repair"],
-    &["serve"],
-    &["drive"],
-    &["store", "trust"],
-    &["command", "approve"],
-    &["person", "init"],
+/// One person-only command: its words (a `--flag` word is matched among the options), and
+/// what it decides, for a refusal to say.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PersonOnly {
+    pub words: &'static [&'static str],
+    pub decides: &'static str,
+}
+
+const fn entry(words: &'static [&'static str], decides: &'static str) -> PersonOnly {
+    PersonOnly { words, decides }
+}
+
+pub const PERSON_ONLY: [PersonOnly; 15] = [
+    entry(&["goal", "set"], "changing the goal (objective, quota, budgets, scope, notices)"),
+    entry(&["goal", "stop"], "stopping the goal"),
+    entry(&["goal", "resume"], "resuming the goal"),
+    entry(&["goal", "complete"], "completing the goal"),
+    entry(&["quota", "void-slot"], "voiding a spend"),
+    entry(&["gate", "answer"], "answering a gate"),
+    entry(&["host", "install"], "wiring loopx into a host"),
+    entry(&["host", "uninstall"], "taking loopx's wiring out of a host"),
+    entry(&["hook"], "answering as a host's hook"),
+    entry(&["doctor", "--repair"], "repairing the goal's state"),
+    entry(&["serve"], "serving the dashboard, whose page answers as the person,"),
+    entry(&["drive"], "driving agents, which spends compute on the person's behalf,"),
+    entry(&["store", "trust"], "trusting a database"),
+    entry(&["command", "approve"], "approving a command"),
+    entry(&["person", "init"], "putting a goal in strict mode"),
 ];
 
 /// The entry a loopx command line is, given its words that are not options (`sub`) and its
 /// options (`flags`): `doctor --repair` wherever the flag stands, and an option that is a
 /// prefix of `--repair` (as the parser takes it) too.
-pub fn person_only(sub: &[&str], flags: &[&str]) -> Option<&'static [&'static str]> {
-    PERSON_ONLY.iter().copied().find(|entry| {
-        let (words, options): (Vec<&str>, Vec<&str>) = entry.iter().partition(|w| !w.starts_with("--"));
+pub fn person_only(sub: &[&str], flags: &[&str]) -> Option<&'static PersonOnly> {
+    PERSON_ONLY.iter().find(|entry| {
+        let (words, options): (Vec<&str>, Vec<&str>) = entry.words.iter().partition(|w| !w.starts_with("--"));
         words.iter().enumerate().all(|(k, w)| sub.get(k) == Some(w))
             && options.iter().all(|o| {
                 flags
@@ -39,16 +50,42 @@ pub fn person_only(sub: &[&str], flags: &[&str]) -> Option<&'static [&'static st
     })
 }
 
+/// [`person_only`] of a loopx command line's arguments (without the program): the global
+/// options' values and an agent command after `--` are not its words.
+pub fn person_only_args(args: &[String]) -> Option<&'static PersonOnly> {
+    let (mut sub, mut flags) = (Vec::new(), Vec::new());
+    let mut it = args.iter().map(String::as_str);
+    while let Some(w) = it.next() {
+        if w == "--" {
+            break;
+        } else if matches!(w, "--project" | "--goal-id" | "--color") {
+            it.next();
+        } else if w.starts_with('-') {
+            flags.push(w);
+        } else {
+            sub.push(w);
+        }
+    }
+    person_only(&sub, &flags)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn entries_are_found_by_their_words_and_options() {
-        assert_eq!(person_only(&["goal", "complete"], &[]), Some(&["goal", "complete"][..]));
-        assert_eq!(person_only(&["doctor"], &["--json", "--rep"]), Some(&["doctor", "--repair"][..]));
+        let words = |e: Option<&PersonOnly>| e.map(|e| e.words);
+        assert_eq!(words(person_only(&["goal", "complete"], &[])), Some(&["goal", "complete"][..]));
+        assert_eq!(words(person_only(&["doctor"], &["--json", "--rep"])), Some(&["doctor", "--repair"][..]));
         assert_eq!(person_only(&["doctor"], &["--json"]), None);
         assert_eq!(person_only(&["goal", "show"], &[]), None);
-        assert_eq!(person_only(&["hook", "claude-code", "stop"], &[]), Some(&["hook"][..]));
+        assert_eq!(words(person_only(&["hook", "claude-code", "stop"], &[])), Some(&["hook"][..]));
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            words(person_only_args(&args(&["--goal-id", "goal", "host", "install"]))),
+            Some(&["host", "install"][..])
+        );
+        assert_eq!(person_only_args(&args(&["status", "--", "goal", "stop"])), None);
     }
 }

@@ -552,7 +552,7 @@ fn governance_in(words: &[String]) -> Option<String> {
     if sub.first().is_some_and(|s| *s == "doctor") && flags.iter().any(|f| unreadable(f)) {
         return Some("loopx doctor --repair (an option loopx cannot read)".to_owned());
     }
-    loopx_core::person_only::person_only(&sub, &flags).map(|g| format!("loopx {}", g.join(" ")))
+    loopx_core::person_only::person_only(&sub, &flags).map(|g| format!("loopx {}", g.words.join(" ")))
 }
 
 /// loopx's words: the ones that are not options (the values of its global options skipped),

@@ -994,7 +994,7 @@ fn commands_in_a_driven_turn_act_as_its_agent_on_its_turn() {
     // A driver inside a driven turn is refused; so is a malformed variable.
     let r = in_turn(&sb, &["drive", "--", "true"], "d1-1");
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("not inside an agent's session"), "{}", r.stderr);
+    assert!(r.stderr.contains("driving agents") && r.stderr.contains("a person's decision"), "{}", r.stderr);
     let r = sb.run_with(&["status"], b"", &[("LOOPX_AGENT_ID", "../x")]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("LOOPX_AGENT_ID"), "{}", r.stderr);

@@ -725,3 +725,39 @@ fn a_cloned_goals_webhook_posts_nothing_until_a_person_here_approves_it() {
     ask(&s.root);
     assert!(notified(&s.root) > 0);
 }
+
+#[test]
+fn every_person_only_command_is_refused_inside_an_agents_session() {
+    let s = Sandbox::new();
+    s.ok(&["init", "--goal-id", "main", "--objective", "o"]);
+    s.ok(&["gate", "ask", "--question", "Ship it?", "--blocks", "goal"]);
+    let lines: &[&[&str]] = &[
+        &["goal", "set", "--compute", "1"],
+        &["goal", "stop"],
+        &["goal", "resume"],
+        &["goal", "complete"],
+        &["quota", "void-slot", "--spend-id", "s1"],
+        &["gate", "answer", "g1", "--approve"],
+        &["host", "install", "claude-code"],
+        &["host", "uninstall", "claude-code"],
+        &["doctor", "--repair"],
+        &["serve", "--port", "0"],
+        &["drive", "--once", "--", "true"],
+        &["store", "trust"],
+        &["command", "approve", "--notify"],
+        &["person", "init"],
+    ];
+    // The table the gate reads names these, and the hook (which only a host calls).
+    for entry in loopx_core::person_only::PERSON_ONLY.iter().filter(|e| e.words != ["hook"]) {
+        let named = lines.iter().any(|l| l.starts_with(entry.words) || l.contains(&"--repair"));
+        assert!(named, "no line here runs {:?}", entry.words);
+    }
+    let (tree, home) = (s.tree(), std::fs::read_dir(&s.home).unwrap().count());
+    for line in lines {
+        let r = run_in_session(&s, "s1", line);
+        assert_eq!(r.code, 1, "{line:?}: {}", r.stderr);
+        assert!(r.stderr.contains("a person's decision"), "{line:?}: {}", r.stderr);
+    }
+    assert_eq!(s.tree(), tree, "every refusal changes nothing");
+    assert_eq!(std::fs::read_dir(&s.home).unwrap().count(), home);
+}
