@@ -73,6 +73,46 @@ pub fn quoted(s: &str, max: usize) -> String {
     q
 }
 
+/// [`flatten`]ed and cut to at most `max` bytes at a character boundary (with `…` when cut):
+/// for text measured in bytes, where a character of CJK or an emoji is three or four of them.
+pub fn flatten_bytes(s: &str, max: usize) -> String {
+    let mut flat = flatten(s, usize::MAX);
+    if flat.len() > max {
+        let room = max.saturating_sub('…'.len_utf8());
+        let cut = (0..=room).rev().find(|&i| flat.is_char_boundary(i)).unwrap_or(0);
+        flat.truncate(cut);
+        if max >= '…'.len_utf8() {
+            flat.push('…');
+        }
+    }
+    flat
+}
+
+/// [`quoted`] within `max` bytes, the quotes and escapes counted, cut at a character boundary
+/// (with `…` when cut). `None` when the text does not fit and not even `"…"` does.
+pub fn quoted_bytes(s: &str, max: usize) -> Option<String> {
+    let flat = flatten(s, usize::MAX);
+    let escaped = |c: char| if matches!(c, '"' | '\\') { c.len_utf8() + 1 } else { c.len_utf8() };
+    let whole = flat.chars().map(escaped).sum::<usize>() + 2;
+    let room = if whole <= max { usize::MAX } else { max.checked_sub(2 + '…'.len_utf8())? };
+    let mut q = String::with_capacity(whole.min(max));
+    q.push('"');
+    let mut used = 0;
+    for c in flat.chars() {
+        used += escaped(c);
+        if used > room {
+            q.push('…');
+            break;
+        }
+        if escaped(c) > c.len_utf8() {
+            q.push('\\');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    Some(q)
+}
+
 /// Safe for a terminal: control and invisible characters other than newline and tab are
 /// shown escaped (`\u{1b}`), never sent as they are.
 pub fn printable(s: &str) -> String {
@@ -93,6 +133,32 @@ pub fn printable(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_bounded_forms_cut_at_a_character_boundary_within_their_bytes() {
+        assert_eq!(flatten_bytes("abcdef", 6), "abcdef");
+        assert_eq!(flatten_bytes("abcdef", 5), "ab…");
+        // Three bytes a character: six bytes hold one and the `…`.
+        assert_eq!(flatten_bytes("日本語の文", 6), "日…");
+        assert_eq!(flatten_bytes("日本語の文", 8), "日…");
+        assert_eq!(flatten_bytes("日本", 2), "");
+        assert_eq!(quoted_bytes("日本", 8).as_deref(), Some("\"日本\""));
+        assert_eq!(quoted_bytes("日本語", 9).as_deref(), Some("\"日…\""));
+        assert_eq!(quoted_bytes("日本語", 4), None);
+        assert_eq!(quoted_bytes("", 2).as_deref(), Some("\"\""));
+        // Escapes count: a backslash before each quote.
+        assert_eq!(quoted_bytes(r#"a"b"#, 6).as_deref(), Some(r#""a\"b""#));
+        assert_eq!(quoted_bytes(r#"a"b"c"#, 8).as_deref(), Some(r#""a\"…""#));
+        for s in ["🦀🦀🦀🦀🦀 crab", "é\"\\日\u{202E}x", "plain words here"] {
+            for max in 0..40 {
+                assert!(flatten_bytes(s, max).len() <= max, "{s:?} {max}");
+                if let Some(q) = quoted_bytes(s, max) {
+                    assert!(q.len() <= max, "{s:?} {max}: {q}");
+                    assert!(q.starts_with('"') && q.ends_with('"'));
+                }
+            }
+        }
+    }
 
     #[test]
     fn forged_structure_is_flattened_and_quoted() {

@@ -10,7 +10,7 @@ use loopx_core::drive::{
 };
 use loopx_core::event::Event;
 use loopx_core::model::{GateBlocks, GateStatus, GoalStatus, Spend, TodoStatus};
-use loopx_core::untrusted::{flatten, quoted};
+use loopx_core::untrusted::{flatten, flatten_bytes, quoted_bytes};
 use loopx_core::{AgentId, Error, IdempotencyKey, Result, Timestamp};
 
 use crate::actor::Actor;
@@ -404,57 +404,108 @@ fn last_done(state: &GoalState) -> Option<loopx_core::TodoId> {
         .find(|t| state.todo(*t).is_some_and(|t| t.status == TodoStatus::Done))
 }
 
+/// Longest of each text the prompt quotes, in bytes.
+const OBJECTIVE_BYTES: usize = 600;
+const TODO_BYTES: usize = 600;
+const REASON_BYTES: usize = 300;
+const VALIDATION_BYTES: usize = 200;
+const NOTE_BYTES: usize = 200;
+const NOTES_SHOWN: usize = 3;
+
+/// The texts of a prompt's first part, each as long as the budget left it.
+#[derive(Default)]
+struct Head {
+    objective: String,
+    text: String,
+    reason: String,
+    validation: Option<String>,
+    /// `- <by>: "<note>"` lines, oldest first.
+    notes: Vec<String>,
+}
+
+/// What a text of the head may grow by, past its shortest form, from what the budget leaves.
+struct Room(usize);
+
+impl Room {
+    /// `s` quoted: at least `"…"`, more as the room and `cap` allow.
+    fn quoted(&mut self, s: &str, cap: usize) -> String {
+        let least = quoted_bytes(s, 5).unwrap_or_default().len();
+        let q = quoted_bytes(s, cap.min(least + self.0)).unwrap_or_default();
+        self.0 -= q.len().saturating_sub(least);
+        q
+    }
+    /// `s` flattened: at least `…`, more as the room and `cap` allow.
+    fn flat(&mut self, s: &str, cap: usize) -> String {
+        let least = flatten_bytes(s, 3).len();
+        let f = flatten_bytes(s, cap.min(least + self.0));
+        self.0 -= f.len().saturating_sub(least);
+        f
+    }
+    /// `- by: "note"` whole within the room, or nothing.
+    fn note(&mut self, by: &str, s: &str) -> Option<String> {
+        let frame = format!("- {by}: \n").len();
+        let q = quoted_bytes(s, NOTE_BYTES.min(self.0.checked_sub(frame)?))?;
+        self.0 -= frame + q.len();
+        Some(format!("- {by}: {q}\n"))
+    }
+}
+
+/// A text of the optional sections, quoted within its 200 bytes.
+fn shown(s: &str) -> String {
+    quoted_bytes(s, NOTE_BYTES).unwrap_or_default()
+}
+
+/// Whether a person wrote it (the person acts as `user`), not an agent.
+fn by_person(by: &str) -> bool {
+    by == AgentId::user().as_str()
+}
+
 /// The prompt for the turn `answer` decided (`run` or `replan`): the objective, the todo and
 /// why, the person's latest answers, recent evidence, and what the turn must write back and
-/// how. Never longer than `p.budget` bytes: the objective and todo text are cut first, then
-/// answers and evidence are left out.
+/// how. Never longer than `p.budget` bytes (when its fixed words fit): every text is measured
+/// in bytes and cut at a character boundary, what agents wrote (their todo's text, its
+/// validation command, their notes, oldest first) before what the person wrote (the
+/// objective, their todo's text, their notes); then answers and evidence are left out.
 pub fn turn_prompt(state: &GoalState, answer: &ShouldRunAnswer, p: &PromptFor<'_>) -> String {
     let agent = answer.agent_id.as_ref().map_or("the agent", |a| a.as_str());
     let lx = p.loopx;
-    let mut b = Budgeted { out: String::with_capacity(p.budget.min(8192)), budget: p.budget };
-    b.must(&format!(
-        "You are agent {agent}, working one turn ({}) of a goal that loopx keeps. Work only through this turn's todo; loopx decides what comes next.\n\nObjective: {}\n\n",
-        p.turn,
-        quoted(&state.goal.objective, 600)
-    ));
-    let instructions = match (&answer.decision, &answer.selected_todo) {
-        (DecisionKind::Run, Some(t)) => {
-            let mut head = format!(
-                "This turn: {} ({}): {}\nWhy: {}\n",
-                t.id,
-                t.priority,
-                quoted(&t.text, 600),
-                flatten(&answer.reason, 300)
-            );
-            if let Some(v) = &t.validation {
-                head.push_str(&format!(
-                    "loopx runs `{}` itself before it accepts the completion.\n",
-                    flatten(v, 200)
+    let selected = match (&answer.decision, &answer.selected_todo) {
+        (DecisionKind::Run, Some(t)) => Some(t),
+        _ => None,
+    };
+    let todo = selected.and_then(|t| state.todo(t.id));
+    let head = |h: &Head| -> String {
+        let mut out = format!(
+            "You are agent {agent}, working one turn ({}) of a goal that loopx keeps. Work only through this turn's todo; loopx decides what comes next.\n\nObjective: {}\n\n",
+            p.turn, h.objective
+        );
+        match selected {
+            Some(t) => {
+                out.push_str(&format!(
+                    "This turn: {} ({}): {}\nWhy: {}\n",
+                    t.id, t.priority, h.text, h.reason
                 ));
-            }
-            if let Some(todo) = state.todo(t.id) {
-                let notes: Vec<String> = todo
-                    .notes
-                    .iter()
-                    .rev()
-                    .take(3)
-                    .rev()
-                    .map(|n| format!("- {}: {}\n", n.by, quoted(&n.text, 200)))
-                    .collect();
-                if !notes.is_empty() {
-                    head.push_str("Notes on it:\n");
-                    head.push_str(&notes.concat());
+                if let Some(v) = &h.validation {
+                    out.push_str(&format!("loopx runs `{v}` itself before it accepts the completion.\n"));
+                }
+                if !h.notes.is_empty() {
+                    out.push_str("Notes on it:\n");
+                    out.push_str(&h.notes.concat());
                 }
             }
-            b.must(&head);
+            None => out.push_str(&format!("This turn: replan. {}\n", h.reason)),
+        }
+        out
+    };
+    let instructions = match selected {
+        Some(t) => {
             let claim = if t.claim_required { format!("  {lx} todo claim\n") } else { String::new() };
             format!(
                 "\nDo one bounded, verified slice of {id}. Before you stop, write the turn back from your shell (the turn and the todo are already set in your environment):\n{claim}  {lx} todo complete --evidence \"what proves it\" --evidence-kind test    (when it is done; --next-todo \"…\" for what follows, or --no-follow-up --note \"…\")\n  {lx} todo update --note \"where you stopped and what is next\"    (when it is not)\n  {lx} refresh-state --classification implement --delivery-outcome outcome_progress\nA turn without refresh-state counts as failed and its work is picked up again. loopx accounts the compute itself: do not spend. If only a person can decide something, ask with {lx} gate ask --question \"…\" --blocks todos:{id} and stop.\n",
                 id = t.id
             )
         }
-        _ => {
-            b.must(&format!("This turn: replan. {}\n", flatten(&answer.reason, 300)));
+        None => {
             let mut text = format!(
                 "\nLook at the goal ({lx} status, {lx} todo list) and write the next bounded steps as todos ({lx} todo add --text \"…\"), or ask the person what only they can decide ({lx} gate ask --question \"…\" --blocks goal). Then write the turn back on a todo you added:\n  {lx} refresh-state --todo-id <id> --classification replan --delivery-outcome outcome_gap\n"
             );
@@ -469,6 +520,46 @@ pub fn turn_prompt(state: &GoalState, answer: &ShouldRunAnswer, p: &PromptFor<'_
             text
         }
     };
+    // The fixed words, with each text at its shortest and no note, are counted first; what
+    // is left goes to the texts, the person's before the agents'.
+    let objective = &state.goal.objective;
+    let validation = selected.and_then(|t| t.validation.as_deref());
+    let shortest = Head {
+        objective: quoted_bytes(objective, 5).unwrap_or_default(),
+        text: selected.map(|t| quoted_bytes(&t.text, 5).unwrap_or_default()).unwrap_or_default(),
+        reason: flatten_bytes(&answer.reason, 3),
+        validation: validation.map(|v| flatten_bytes(v, 3)),
+        notes: Vec::new(),
+    };
+    let fixed = head(&shortest).len() + "Notes on it:\n".len() + instructions.len();
+    let mut room = Room(p.budget.saturating_sub(fixed));
+    let mut h = Head { objective: room.quoted(objective, OBJECTIVE_BYTES), ..Head::default() };
+    h.reason = room.flat(&answer.reason, REASON_BYTES);
+    let person_todo = todo.is_some_and(|t| by_person(&t.created_by));
+    if let Some(t) = selected.filter(|_| person_todo) {
+        h.text = room.quoted(&t.text, TODO_BYTES);
+    }
+    // The person's latest notes and the agents' latest, newest first, so an old note is
+    // the first left out; agents' notes never push a person's out of the prompt.
+    let notes = |person: bool| {
+        let all = todo.map_or(&[][..], |t| t.notes.as_slice());
+        all.iter().enumerate().rev().filter(move |(_, n)| by_person(&n.by) == person).take(NOTES_SHOWN)
+    };
+    let mut kept: Vec<(usize, String)> = Vec::new();
+    for (n, note) in notes(true) {
+        kept.extend(room.note(&note.by, &note.text).map(|l| (n, l)));
+    }
+    if let Some(t) = selected.filter(|_| !person_todo) {
+        h.text = room.quoted(&t.text, TODO_BYTES);
+    }
+    h.validation = validation.map(|v| room.flat(v, VALIDATION_BYTES));
+    for (n, note) in notes(false) {
+        kept.extend(room.note(&note.by, &note.text).map(|l| (n, l)));
+    }
+    kept.sort_by_key(|(n, _)| *n);
+    h.notes = kept.into_iter().map(|(_, l)| l).collect();
+    let mut b = Budgeted { out: String::with_capacity(p.budget.min(8192)), budget: p.budget };
+    b.must(&head(&h));
     // What must come last is reserved before the optional sections go in.
     let reserve = instructions.len();
     let mut answers: Vec<_> = state
@@ -479,8 +570,8 @@ pub fn turn_prompt(state: &GoalState, answer: &ShouldRunAnswer, p: &PromptFor<'_
     answers.sort_by_key(|g| std::cmp::Reverse(g.answered_at));
     if !answers.is_empty() && b.may("\nThe person's latest answers:\n", reserve) {
         for g in answers.iter().take(3) {
-            let note = g.note.as_ref().map(|n| format!(" — {}", quoted(n, 200))).unwrap_or_default();
-            let line = format!("- {} {}: {}{note}\n", g.id, g.status, quoted(&g.question, 200));
+            let note = g.note.as_ref().map(|n| format!(" — {}", shown(n))).unwrap_or_default();
+            let line = format!("- {} {}: {}{note}\n", g.id, g.status, shown(&g.question));
             if !b.may(&line, reserve) {
                 break;
             }
@@ -489,7 +580,7 @@ pub fn turn_prompt(state: &GoalState, answer: &ShouldRunAnswer, p: &PromptFor<'_
     let open: Vec<_> = answer.user_channel.questions.iter().take(3).collect();
     if !open.is_empty() && b.may("\nStill waiting on the person (do not work around these):\n", reserve) {
         for q in open {
-            if !b.may(&format!("- {} ({}): {}\n", q.gate, q.blocks, quoted(&q.question, 200)), reserve) {
+            if !b.may(&format!("- {} ({}): {}\n", q.gate, q.blocks, shown(&q.question)), reserve) {
                 break;
             }
         }
@@ -497,10 +588,7 @@ pub fn turn_prompt(state: &GoalState, answer: &ShouldRunAnswer, p: &PromptFor<'_
     let recent: Vec<_> = state.evidence.iter().rev().take(5).collect();
     if !recent.is_empty() && b.may("\nRecent evidence:\n", reserve) {
         for e in recent.into_iter().rev() {
-            if !b.may(
-                &format!("- {} on {} ({}): {}\n", e.id, e.todo, e.kind, quoted(&e.summary, 200)),
-                reserve,
-            ) {
+            if !b.may(&format!("- {} on {} ({}): {}\n", e.id, e.todo, e.kind, shown(&e.summary)), reserve) {
                 break;
             }
         }

@@ -431,6 +431,63 @@ fn the_turn_prompt_stays_in_its_budget_on_a_big_goal() {
     assert!(tight.contains("refresh-state"));
 }
 
+/// The prompt's budget is in bytes: text of three or four bytes a character (CJK, emoji)
+/// stays within it, cut at a character boundary, and what the agent wrote (its todo, its
+/// notes) gives way before what the person wrote (the objective, their note).
+#[test]
+fn the_turn_prompt_counts_bytes_and_cuts_what_agents_wrote_first() {
+    use loopx_core::TodoId;
+    let w = World::new();
+    let objective = "目標を達成する".repeat(190); // 3,990 bytes
+    let set = SetGoal { objective: Some(objective.clone()), ..SetGoal::default() };
+    block_on(w.k.set_goal(&w.person(), set)).unwrap();
+    let crabs = "🦀".repeat(1000); // 4,000 bytes
+    block_on(w.k.add_todo(&w.ctx(None), AddTodo::agent(&crabs, Priority::P2))).unwrap();
+    let t1 = TodoId::from_number(1);
+    let person_note = "人の注意".repeat(300);
+    let update = UpdateTodo { note: Some(person_note.clone()), ..UpdateTodo::of(t1) };
+    let user = support::agent_ctx(&w.goal, AgentId::user(), None);
+    block_on(w.k.update_todo(&user, update)).unwrap();
+    for n in 0..3 {
+        let note = format!("{n}{}", "🦀".repeat(999));
+        let update = UpdateTodo { note: Some(note), ..UpdateTodo::of(t1) };
+        block_on(w.k.update_todo(&w.ctx(None), update)).unwrap();
+    }
+    let a = w.decide("d-1");
+    let prompt =
+        |budget| w.k.turn_prompt(None, &a, &PromptFor { loopx: "loopx", turn: "d-1", budget }).unwrap();
+    let line = |p: &str, start: &str| p.lines().find(|l| l.starts_with(start)).map(str::to_owned);
+    let objective_line = |p: &str| line(p, "Objective: ").unwrap();
+    let roomy = prompt(4000);
+    assert!(roomy.len() <= 4000, "{} bytes", roomy.len());
+    // The objective at its own cap, 600 bytes, cut between characters.
+    let shown = objective_line(&roomy);
+    assert!(shown.len() > 590 && shown.len() <= "Objective: ".len() + 600, "{shown}");
+    assert!(shown.ends_with("…\""), "{shown}");
+    assert!(roomy.contains("- user: \"人の注意"), "{roomy}");
+    assert!(roomy.contains("- bot: \"2🦀"), "the newest note of the agent's:\n{roomy}");
+    assert!(roomy.contains("refresh-state"));
+    // Less room: the agent's notes go (the oldest first), then its todo's text is cut, while
+    // the objective and the person's note stay whole.
+    let mut last = roomy.len();
+    for budget in [3000, 2600, 2300, 2000] {
+        let tight = prompt(budget);
+        assert!(tight.len() <= budget && tight.len() <= last, "{} bytes in {budget}", tight.len());
+        last = tight.len();
+        assert_eq!(objective_line(&tight), shown, "in {budget}");
+        assert!(tight.contains(&format!("- user: \"{}", &person_note[..150])), "in {budget}:\n{tight}");
+        assert!(tight.contains("refresh-state") && tight.contains("This turn: t1"), "in {budget}");
+        if tight.contains("- bot: \"0") {
+            assert!(tight.contains("- bot: \"1") && tight.contains("- bot: \"2"), "in {budget}:\n{tight}");
+        }
+    }
+    let tightest = prompt(2000);
+    assert!(!tightest.contains("- bot:"), "{tightest}");
+    let todo = line(&tightest, "This turn: t1").unwrap();
+    assert!(todo.len() < line(&roomy, "This turn: t1").unwrap().len(), "{todo}");
+    assert!(todo.contains("🦀…\""), "{todo}");
+}
+
 #[test]
 fn a_renewal_that_changes_nothing_records_nothing() {
     let w = World::new();

@@ -1110,4 +1110,34 @@ fn a_driven_command_has_no_terminal_of_the_persons() {
     let lines: Vec<&str> = seen.lines().map(str::trim).collect();
     assert_eq!(lines[0], "none", "the turn reached the person's terminal: {seen}");
     assert_ne!(lines[1], lines[2], "the turn runs in the driver's session: {seen}");
+
+/// The turn prompt's 4,000 bytes are bytes: a goal written in CJK and emoji, with the agent's
+/// own notes and validation command on its todo, still gives a prompt within them, cut between
+/// characters, and what the agent wrote gives way first: the person's objective is shown at its
+/// own cap.
+#[test]
+fn the_turn_prompt_stays_within_its_bytes_in_any_script() {
+    let sb = Sandbox::new();
+    let objective = "目標を達成する".repeat(190); // 3,990 bytes
+    sb.ok(&["init", "--goal-id", "main", "--objective", &objective]);
+    sb.ok(&["agent", "register", "--agent-id", "bot", "--agent-type", "other"]);
+    let crabs = "🦀".repeat(1000);
+    let check = format!("echo {}", "🦀".repeat(500));
+    sb.ok(&["todo", "add", "--agent-id", "bot", "--text", &crabs, "--validation-command", &check]);
+    for n in 0..3 {
+        let note = format!("{n}{}", "🦀".repeat(999));
+        sb.ok(&["todo", "update", "--todo-id", "t1", "--agent-id", "bot", "--note", &note]);
+    }
+    let prompt = sb.root.parent().unwrap().join("prompt.txt");
+    let keep = format!("cat > '{}'", prompt.display());
+    let mut c = loopx(&sb);
+    c.args(["drive", "--json", "--agent-id", "bot", "--once", "--", "sh", "-c", &keep]);
+    let (_, ev, stderr) = Driving::spawn(c).finish();
+    assert_eq!(of(&ev, "turn_ended").len(), 1, "{stderr}");
+    let prompt = std::fs::read_to_string(&prompt).unwrap();
+    assert!(prompt.len() <= 4000, "{} bytes:\n{prompt}", prompt.len());
+    let shown = prompt.lines().find(|l| l.starts_with("Objective: ")).unwrap();
+    assert!(shown.len() > "Objective: ".len() + 590, "{shown}");
+    assert!(shown.starts_with(&format!("Objective: \"{}", &objective[..588])), "{shown}");
+    assert!(prompt.contains("This turn: t1 (P2): \"🦀") && prompt.contains("refresh-state"), "{prompt}");
 }
