@@ -724,10 +724,11 @@ pub struct ReportArgs {
     /// Print the report as Markdown, to paste into a pull request or a post (not with --json)
     #[arg(long)]
     pub markdown: bool,
-    /// Also write the timeline and the burn-up as one SVG picture to FILE
+    /// Also write the timeline and the burn-up as one SVG picture to FILE, a regular file or a
+    /// new one (`-`: print it on stdout instead of the report)
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// Also write the picture as PNG to FILE (needs rsvg-convert, or Chromium, on PATH)
+    /// Also write the picture as PNG to FILE (`-`: on stdout); needs rsvg-convert, or Chromium, on PATH
     #[arg(long, value_name = "FILE")]
     pub png: Option<PathBuf>,
 }

@@ -18,13 +18,19 @@ pub struct Rendered {
     pub json: Value,
     pub text: String,
     pub exit_code: i32,
+    /// Bytes printed as they are instead of the text or the JSON (`report --svg -`).
+    pub raw: Option<Vec<u8>>,
 }
 
 impl Rendered {
     pub fn new(value: &impl Serialize, text: String) -> Result<Self, Error> {
         let json =
             serde_json::to_value(value).map_err(|e| Error::internal(format!("cannot encode output: {e}")))?;
-        Ok(Self { json, text, exit_code: exit::SUCCESS })
+        Ok(Self { json, text, exit_code: exit::SUCCESS, raw: None })
+    }
+    /// `bytes` on stdout as they are, and nothing else.
+    pub fn raw(bytes: Vec<u8>) -> Self {
+        Self { json: Value::Null, text: String::new(), exit_code: exit::SUCCESS, raw: Some(bytes) }
     }
     pub fn with_exit(mut self, code: i32) -> Self {
         self.exit_code = code;
@@ -104,6 +110,10 @@ impl Printer {
 
     /// Prints a result; returns its exit code.
     pub fn emit(&self, r: Rendered) -> i32 {
+        if let Some(bytes) = &r.raw {
+            write_raw(bytes);
+            return r.exit_code;
+        }
         let doc = if self.json { document(r.json) } else { r.text };
         write_stdout(&doc);
         r.exit_code
@@ -153,6 +163,15 @@ fn document(body: Value) -> String {
         }
     }
     Value::Object(m).to_string()
+}
+
+fn write_raw(bytes: &[u8]) {
+    let mut out = io::stdout().lock();
+    if let Err(e) = out.write_all(bytes).and_then(|()| out.flush())
+        && e.kind() == io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(exit::SUCCESS);
+    }
 }
 
 fn write_stdout(s: &str) {

@@ -29,23 +29,108 @@ pub fn run(k: &DynKernel, goal: Option<&GoalId>, a: &ReportArgs, json: bool) -> 
             Error::usage(format!("--since {s} is after --until {u}")).with_hint("give an earlier --since")
         );
     }
+    let svg_to = a.svg.as_deref().map(|p| Target::of("--svg", p)).transpose()?;
+    let png_to = a.png.as_deref().map(|p| Target::of("--png", p)).transpose()?;
+    let to_stdout = [("--svg", &svg_to), ("--png", &png_to)]
+        .into_iter()
+        .filter(|(_, t)| matches!(t, Some(Target::Stdout)))
+        .map(|(flag, _)| flag)
+        .collect::<Vec<_>>();
+    match (to_stdout.as_slice(), json, a.markdown) {
+        ([_, _], ..) => {
+            return Err(Error::usage("--svg - and --png - would both print on stdout: choose one")
+                .with_hint("write one of them to a file: --svg report.svg --png -"));
+        }
+        ([flag], true, _) | ([flag], _, true) => {
+            let other = if json { "--json" } else { "--markdown" };
+            return Err(Error::usage(format!(
+                "{flag} - prints the picture on stdout, where {other} would print the report: choose one"
+            ))
+            .with_hint(format!("write the picture to a file ({flag} FILE), or leave out {other}")));
+        }
+        _ => {}
+    }
     let rasteriser = a.png.as_ref().map(|_| rasteriser()).transpose()?;
     let id = k.resolve_goal(goal)?;
     let t = loopx_report::build(k.store(), &id, window)?;
+    let mut printed = None;
     if a.svg.is_some() || a.png.is_some() {
         let title = format!("goal {} — {}", id, t.report.title.as_deref().unwrap_or(&t.report.objective));
         let drawing = svg::both(&t.picture, title.lines().next().unwrap_or_default());
-        if let Some(path) = &a.svg {
-            kfs::atomic_write(path, drawing.svg.as_bytes())?;
-            eprintln!("loopx: the picture is in {}", path.display());
+        if let Some(to) = &svg_to {
+            printed = to.write("--svg", drawing.svg.as_bytes())?.or(printed);
         }
-        if let (Some(path), Some(r)) = (&a.png, rasteriser) {
-            rasterise(&r, &drawing, path)?;
-            eprintln!("loopx: the picture is in {}", path.display());
+        if let (Some(to), Some(r)) = (&png_to, rasteriser) {
+            printed = to.write("--png", &rasterise(&r, &drawing)?)?.or(printed);
         }
+    }
+    if let Some(picture) = printed {
+        return Ok(Rendered::raw(picture));
     }
     let text = if a.markdown { text::markdown(&t.report) } else { text::text(&t.report) };
     Rendered::new(&t.report, text)
+}
+
+/// Where `--svg` or `--png` writes the picture: stdout (`-`), or a regular file, replaced by
+/// rename, or a new one. A link, a FIFO, a device, a directory or a file with other names
+/// (hard links) is refused, never replaced: a rename would turn it into a plain file.
+#[derive(Debug)]
+enum Target {
+    Stdout,
+    File(PathBuf),
+}
+
+impl Target {
+    fn of(flag: &str, path: &Path) -> Result<Self> {
+        if path.as_os_str() == "-" {
+            return Ok(Self::Stdout);
+        }
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let what = match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::File(path.to_owned())),
+            Err(e) => {
+                return Err(Error::refused(format!("{flag} {}: cannot look at it: {e}", path.display()))
+                    .with_hint(format!("give a file you can write, or {flag} - for stdout")));
+            }
+            Ok(m) if m.is_file() && m.nlink() <= 1 => return Ok(Self::File(path.to_owned())),
+            Ok(m) => {
+                let t = m.file_type();
+                if t.is_symlink() {
+                    "a symbolic link"
+                } else if t.is_dir() {
+                    "a directory"
+                } else if t.is_fifo() {
+                    "a FIFO"
+                } else if t.is_char_device() || t.is_block_device() {
+                    "a device"
+                } else if t.is_socket() {
+                    "a socket"
+                } else if t.is_file() {
+                    "a file with other names (hard links)"
+                } else {
+                    "not a regular file"
+                }
+            }
+        };
+        Err(Error::refused(format!(
+            "{flag} {} is {what}: loopx writes the picture only to a regular file, which it replaces, and leaves this one alone",
+            path.display()
+        ))
+        .with_hint(format!("give the path of a regular file (or a new one), or {flag} - to print the picture on stdout")))
+    }
+
+    /// Writes `bytes` to the file (checked again, just before), or gives them back to print.
+    fn write(&self, flag: &str, bytes: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self {
+            Self::Stdout => Ok(Some(bytes.to_vec())),
+            Self::File(path) => {
+                Self::of(flag, path)?;
+                kfs::atomic_write(path, bytes)?;
+                eprintln!("loopx: the picture is in {}", path.display());
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// RFC 3339, or a duration (`7d`, `12h`) before `now`.
@@ -82,7 +167,8 @@ fn rasteriser() -> Result<Rasteriser> {
         .with_hint("install librsvg (rsvg-convert) or Chromium, or write the picture with --svg FILE"))
 }
 
-fn rasterise(r: &Rasteriser, d: &svg::Drawing, out: &Path) -> Result<()> {
+/// The PNG of `d`, made by `r`.
+fn rasterise(r: &Rasteriser, d: &svg::Drawing) -> Result<Vec<u8>> {
     let dir = std::env::temp_dir().join(format!("loopx-report-{}", std::process::id()));
     kfs::create_dir_all(&dir)?;
     let src = dir.join("picture.svg");
@@ -124,7 +210,7 @@ fn rasterise(r: &Rasteriser, d: &svg::Drawing, out: &Path) -> Result<()> {
             ))
             .with_hint("write the picture with --svg FILE and convert it yourself"));
         };
-        kfs::atomic_write(out, &bytes)
+        Ok(bytes)
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result

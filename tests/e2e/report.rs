@@ -317,3 +317,89 @@ fn the_picture_is_written_as_png_by_the_rasteriser_on_path() {
     assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 960, "the SVG's width");
     assert!(r.stderr.contains("the picture is in"), "{}", r.stderr);
 }
+
+/// `--svg`/`--png` replace only a regular file: a symbolic link, a FIFO, a device, a directory
+/// or a file with other names (hard links) is refused with what it is, and left as it was, the
+/// project too; `-` prints the picture on stdout on purpose, and nothing else there.
+#[test]
+fn the_picture_replaces_only_a_regular_file_or_goes_to_stdout() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let s = Sandbox::new();
+    shaped(&s, 1);
+    // A rasteriser that writes a PNG's first bytes where `-o` says.
+    let bin = s.root.parent().unwrap().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let rsvg = bin.join("rsvg-convert");
+    std::fs::write(
+        &rsvg,
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && printf '\\211PNG fake' > \"$2\"; shift; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&rsvg, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let report = |args: &[&str]| {
+        let out = s.command().env("PATH", &path).arg("report").args(args).output().unwrap();
+        (out.status.code().unwrap(), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+
+    let out = s.root.parent().unwrap().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let mine = s.home.join("notes.txt");
+    std::fs::write(&mine, "the user's own notes").unwrap();
+    let link = out.join("link.svg");
+    std::os::unix::fs::symlink(&mine, &link).unwrap();
+    let fifo = out.join("pipe.svg");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let dir = out.join("dir.svg");
+    std::fs::create_dir(&dir).unwrap();
+    let shared = out.join("shared.svg");
+    std::fs::write(&shared, "shared bytes").unwrap();
+    std::fs::hard_link(&shared, s.home.join("shared-too")).unwrap();
+    let before = s.tree();
+    let cases = [
+        (link.as_path(), "a symbolic link"),
+        (fifo.as_path(), "a FIFO"),
+        (dir.as_path(), "a directory"),
+        (shared.as_path(), "other names (hard links)"),
+        (std::path::Path::new("/dev/null"), "a device"),
+    ];
+    for (target, what) in cases {
+        for flag in ["--svg", "--png"] {
+            let (code, stdout, stderr) = report(&[flag, target.to_str().unwrap()]);
+            assert_eq!(code, 1, "{flag} {}: {stderr}", target.display());
+            assert!(stderr.contains(what) && stderr.contains(&format!("{flag} -")), "{stderr}");
+            assert!(stdout.is_empty());
+        }
+    }
+    assert_eq!(s.tree(), before, "a refused report changes nothing in the project");
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&mine).unwrap(), "the user's own notes");
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::read_dir(&dir).unwrap().next().is_none());
+    assert_eq!(std::fs::read_to_string(s.home.join("shared-too")).unwrap(), "shared bytes");
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 4, "no file left beside them");
+
+    // On purpose: the picture on stdout, and only the picture.
+    let (code, stdout, stderr) = report(&["--svg", "-"]);
+    assert_eq!(code, 0, "{stderr}");
+    let svg = String::from_utf8(stdout).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+    let (code, stdout, stderr) = report(&["--png", "-", "--svg", out.join("new.svg").to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, b"\x89PNG fake");
+    assert!(std::fs::read_to_string(out.join("new.svg")).unwrap().starts_with("<svg"));
+    for args in [&["--svg", "-", "--png", "-"][..], &["--svg", "-", "--json"], &["--png", "-", "--markdown"]]
+    {
+        let (code, stdout, stderr) = report(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains("choose one"), "{stderr}");
+        // Nothing on stdout but, with --json, the error's document.
+        assert!(stdout.is_empty() || stdout.starts_with(b"{\"schema_version\""), "{args:?}");
+    }
+    // A regular file is still replaced.
+    std::fs::write(out.join("old.svg"), "old").unwrap();
+    let (code, _, stderr) = report(&["--svg", out.join("old.svg").to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(std::fs::read_to_string(out.join("old.svg")).unwrap().starts_with("<svg"));
+    assert_eq!(s.tree(), before);
+}
