@@ -463,7 +463,15 @@ impl Driver {
                 _ => break back,
             }
         };
-        let outcome = Outcome { code: stop.code, reason: stop.reason, ..total };
+        // A person's Ctrl-C (or a termination signal) says how the drive ended, even when
+        // the turn it let finish was the last anyway (--once, the last of --max-turns, the
+        // work finished).
+        let (code, reason) = if self.interrupt.asked() && stop.code == exit::SUCCESS {
+            (self.interrupt.code(), format!("stopped by a person; {}", stop.reason))
+        } else {
+            (stop.code, stop.reason)
+        };
+        let outcome = Outcome { code, reason, ..total };
         sink.report(&Report::Exited {
             reason: outcome.reason.clone(),
             code: outcome.code,

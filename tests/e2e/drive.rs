@@ -544,6 +544,27 @@ fn ctrl_c_once_finishes_the_turn_twice_stops_it() {
     assert!(gone_within(&grandchild, Duration::from_secs(10)));
 }
 
+/// Ctrl-C in what was to be the drive's last turn (`--once`, the last of `--max-turns`) lets
+/// the turn finish and still exits 130, as a press does in any other turn.
+#[test]
+fn ctrl_c_in_the_last_turn_still_exits_130() {
+    for last in [&["--once"][..], &["--max-turns", "1"]] {
+        let sb = goal(&["careful [slow]", "next"]);
+        let args: Vec<&str> = ["--agent-id", "bot"].iter().chain(last).copied().collect();
+        let d = Driving::start(&sb, &args, &[]);
+        d.wait_for("the turn", Duration::from_secs(30), |e| e["event"] == "turn_started");
+        d.signal("INT");
+        let (code, ev, stderr) = d.finish();
+        assert_eq!(code, 130, "{last:?}: {stderr}");
+        let ended = of(&ev, "turn_ended");
+        assert_eq!(ended.len(), 1, "{last:?}");
+        assert!(ended[0]["end"]["spent_by"].is_string(), "the turn finished: {}", ended[0]);
+        let exited = of(&ev, "exited")[0];
+        assert_eq!(exited["code"], 130, "{exited}");
+        assert!(exited["reason"].as_str().unwrap().starts_with("stopped by a person"), "{exited}");
+    }
+}
+
 #[test]
 fn goal_stop_now_ends_the_running_turn_and_no_turn_starts_after_it() {
     let sb = goal(&["stuck [hang]", "next"]);
