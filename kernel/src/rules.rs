@@ -207,17 +207,28 @@ fn not_closed(state: &GoalState, todo: &Todo, doing: &str) -> Result<()> {
     Ok(())
 }
 
+/// A done goal (a person confirmed its objective is met) changes only through `goal resume`:
+/// what it `cannot` do (take new todos, be stopped, …) is refused, saying so, never dropped
+/// silently.
+pub fn not_done(state: &GoalState, cannot: &str) -> Result<()> {
+    if state.goal.status != GoalStatus::Done {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "goal {} is done: a person confirmed its objective is met, so it cannot {cannot}",
+        state.goal.id
+    ))
+    .with_hint(format!(
+        "a done goal changes only through loopx goal resume: a person resumes it first (loopx --goal-id {} goal resume)",
+        state.goal.id
+    ))
+    .with_next(&state.goal.id, None, NextStep::ResumeGoal))
+}
+
 /// Whether the goal takes `n` new todos: it is not done, and has room for them.
 fn room_for(state: &GoalState, n: usize) -> Result<()> {
-    if n > 0 && state.goal.status == GoalStatus::Done {
-        return Err(Error::refused(format!(
-            "goal {} is done: a person confirmed its objective is met",
-            state.goal.id
-        ))
-        .with_hint(format!(
-            "to add work, a person resumes it first: loopx --goal-id {} goal resume",
-            state.goal.id
-        )));
+    if n > 0 {
+        not_done(state, "take new todos")?;
     }
     if state.todos.len() + n > MAX_TODOS {
         return Err(Error::refused(format!("goal {} holds the maximum of {MAX_TODOS} live todos", state.goal.id))
@@ -306,6 +317,7 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
     {
         return Ok(None);
     }
+    not_done(state, "take new settings")?;
     Ok(Some(Event::GoalUpdated {
         objective,
         title,
@@ -392,6 +404,8 @@ pub fn check_webhook(w: &str) -> Result<()> {
 /// be made `now`.
 pub fn stop_goal(state: &GoalState, reason: Option<&String>, now: bool) -> Result<Option<Event>> {
     check_note(reason)?;
+    // Stopping a done goal would drop the person's completion without a word.
+    not_done(state, "be stopped (that would drop its completion)")?;
     let stopped = state.goal.status == GoalStatus::Stopped;
     // Stopped already: again only to make a plain stop `now`.
     let again = stopped && (state.goal.stop_now || !now);
@@ -819,6 +833,7 @@ pub fn supersede(state: &GoalState, actor: &Actor, req: &SupersedeTodo, now: Tim
 
 pub fn add_evidence(state: &GoalState, actor: &Actor, req: &AddEvidence, now: Timestamp) -> Result<Event> {
     find_todo(state, req.todo)?;
+    not_done(state, "take new evidence")?;
     Ok(Event::EvidenceAdded { evidence: make_evidence(state, actor, req.todo, &req.evidence, now, 0)? })
 }
 
@@ -833,6 +848,7 @@ pub fn find_gate(state: &GoalState, id: GateId) -> Result<&loopx_core::model::Ga
 
 pub fn ask_gate(state: &GoalState, req: &AskGate, now: Timestamp) -> Result<Event> {
     check_text("question", &req.question)?;
+    not_done(state, "take new questions (gates)")?;
     check_gate_kind(&req.kind, now)?;
     match &req.blocks {
         GateBlocks::Goal => {}
@@ -1600,6 +1616,7 @@ const HANDOFF_EVIDENCE: usize = 10;
 /// The sender hands its todos (those named, or every open one it holds) to a host or agent.
 pub fn offer_handoff(state: &GoalState, actor: &Actor, req: &OfferHandoff, now: Timestamp) -> Result<Event> {
     let me = explicit_agent(actor, "a handoff")?;
+    not_done(state, "take handoffs")?;
     check_note(req.note.as_ref())?;
     if req.ttl_secs == 0 || req.ttl_secs > MAX_HANDOFF_SECS {
         return Err(Error::usage(format!(

@@ -54,6 +54,9 @@ fn row_1_a_completed_goal_stops_everyone_done_until_resumed() {
     assert!(!s.state.work_finished(), "a gate is open");
     assert_eq!(rules::complete_goal(&s.state, None).unwrap_err().kind, ErrorKind::Refused);
     s.answer(g, GateStatus::Approved);
+    // A budget spent before the completion (a done goal takes no new settings).
+    s.quota(QuotaChange { budget_tokens: Some(1), ..Default::default() });
+    s.spend("a", x, Some(5));
     let e = rules::complete_goal(&s.state, Some(&"met".to_owned())).unwrap().unwrap();
     s.apply("user", e);
     assert!(!s.state.work_finished(), "done is no longer waiting for the person");
@@ -64,8 +67,6 @@ fn row_1_a_completed_goal_stops_everyone_done_until_resumed() {
         assert_eq!(d.continuation, Continuation::Stop { cause: StopCause::Done });
     }
     // Row 1 before row 3: a spent budget on a done goal still reads done.
-    s.quota(QuotaChange { budget_tokens: Some(1), ..Default::default() });
-    s.spend("a", x, Some(5));
     check(&s.decide(Some("a")), DecisionKind::Stop, RunState::Done);
     // A done goal takes no new work; resumed, it is finished (row 4) again.
     let add = AddTodo {

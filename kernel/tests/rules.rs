@@ -1646,3 +1646,65 @@ fn a_person_is_told_only_how_the_goal_says_once_each_time_its_work_finishes() {
     s.apply("loopx", told_once(2));
     assert!(!finish_notice_due(&s.state, s.now, &told));
 }
+
+/// A done goal changes only through `goal resume`: a stop (which would drop the person's
+/// completion), a question, new settings, evidence, a handoff and new todos are refused, each
+/// saying the goal is done and naming `loopx goal resume`; resumed, each is taken again.
+#[test]
+fn a_done_goal_changes_only_through_goal_resume() {
+    let mut s = Sim::new().agents(&["a", "b"]);
+    let x = s.todo("work", Priority::P1);
+    s.claim("a", x);
+    s.complete(x, true);
+    s.apply("user", rules::complete_goal(&s.state, None).unwrap().unwrap());
+    let ask = AskGate { question: "may I?".into(), blocks: GateBlocks::Goal, kind: GateKind::Person };
+    let set = SetGoal { objective: Some("another objective".into()), ..SetGoal::default() };
+    let more = NewEvidence {
+        kind: EvidenceKind::Note,
+        summary: "one more thing".into(),
+        command: None,
+        exit_code: None,
+        link: None,
+    };
+    let offer = OfferHandoff {
+        to_host: AgentType::other(),
+        to_agent: Some(agent("b")),
+        todos: vec![],
+        note: None,
+        ttl_secs: 3600,
+    };
+    let attempts: Vec<(&str, Result<Option<Event>>)> = vec![
+        ("stop", rules::stop_goal(&s.state, None, false)),
+        ("stop --now", rules::stop_goal(&s.state, Some(&"enough".to_owned()), true)),
+        ("gate ask", rules::ask_gate(&s.state, &ask, s.now).map(Some)),
+        ("goal set", rules::set_goal(&s.state, &set)),
+        (
+            "evidence add",
+            rules::add_evidence(
+                &s.state,
+                &by("a"),
+                &loopx_core::kernel::AddEvidence { todo: x, evidence: more.clone() },
+                s.now,
+            )
+            .map(Some),
+        ),
+        ("handoff", rules::offer_handoff(&s.state, &by("a"), &offer, s.now).map(Some)),
+    ];
+    for (what, r) in attempts {
+        let e = r.expect_err(what);
+        assert_eq!(e.kind, ErrorKind::Refused, "{what}");
+        assert!(e.message.contains(&format!("goal {} is done", s.state.goal.id)), "{what}: {}", e.message);
+        assert!(e.hint.as_deref().unwrap().contains("loopx goal resume"), "{what}: {:?}", e.hint);
+        assert_eq!(e.next.as_ref().unwrap().steps, [NextStep::ResumeGoal], "{what}");
+    }
+    // What would change nothing is still nothing, not a refusal.
+    assert!(rules::set_goal(&s.state, &SetGoal::default()).unwrap().is_none());
+    assert!(rules::complete_goal(&s.state, None).unwrap().is_none());
+    // Resumed, the goal takes them again.
+    s.apply("user", rules::resume_goal(&s.state).unwrap());
+    assert!(rules::ask_gate(&s.state, &ask, s.now).is_ok());
+    assert!(rules::set_goal(&s.state, &set).unwrap().is_some());
+    let evidence = loopx_core::kernel::AddEvidence { todo: x, evidence: more };
+    assert!(rules::add_evidence(&s.state, &by("a"), &evidence, s.now).is_ok());
+    assert!(rules::stop_goal(&s.state, None, false).unwrap().is_some());
+}

@@ -152,3 +152,34 @@ fn status_says_why_a_stopped_goal_waits_and_how_it_resumes() {
     assert!(text.contains("\nnext for a: t1 P2 write the parser\n") && !text.contains("stopped"), "{text}");
     assert_eq!(s.json(&["status"]).get("stop_reason"), None, "left out while active");
 }
+
+/// A done goal changes only through `goal resume`: `goal stop` (which would drop the person's
+/// completion without a word), an agent's `gate ask` and `goal set` are refused, each naming
+/// `loopx goal resume`, and nothing in `.loopx/` changes; resumed, the goal takes them again.
+#[test]
+fn a_done_goal_refuses_a_stop_and_a_question_until_resumed() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "claude-code"]);
+    s.ok(&["todo", "add", "--text", "write the parser"]);
+    s.ok(&["todo", "claim", "--todo-id", "t1", "--agent-id", "a"]);
+    s.ok(&["todo", "complete", "--todo-id", "t1", "--agent-id", "a", "--no-follow-up", "--note", "done"]);
+    s.ok(&["goal", "complete"]);
+    let before = s.tree();
+    for args in [
+        &["goal", "stop"][..],
+        &["goal", "stop", "--now", "--reason", "enough"],
+        &["gate", "ask", "--agent-id", "a", "--question", "may I go on?", "--blocks", "goal"],
+        &["goal", "set", "--objective", "something else"],
+    ] {
+        let r = s.fails(1, args);
+        assert!(r.stderr.contains("goal main is done"), "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("loopx goal resume"), "{args:?}: {}", r.stderr);
+        assert_eq!(s.tree(), before, "{args:?} changed nothing");
+    }
+    assert_eq!(s.json(&["status"])["goal_status"], "done", "still done, its completion kept");
+    s.ok(&["goal", "resume"]);
+    s.ok(&["gate", "ask", "--agent-id", "a", "--question", "may I go on?", "--blocks", "goal"]);
+    s.ok(&["goal", "stop"]);
+    assert_eq!(s.json(&["status"])["goal_status"], "stopped");
+}
