@@ -4,6 +4,23 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use loopx_core::model::{Brakes, QuotaPolicy};
+
+/// The most turns `loopx drive --max-turns` runs.
+pub const MAX_TURNS: u64 = 1_000_000;
+
+/// The parser of a number a person types: anything outside `lo..=hi` is refused, naming the
+/// range (clap names the flag), a number too large for its type as much as one too large for
+/// loopx, so a 309-digit budget is an error and not a budget.
+fn within<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy + Send + Sync + 'static,
+{
+    move |s: &str| match s.trim().parse::<T>() {
+        Ok(n) if lo <= n && n <= hi => Ok(n),
+        _ => Err(format!("must be between {lo} and {hi}")),
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -287,8 +304,8 @@ pub struct DriveArgs {
     /// Kill the turn's whole process group after this long
     #[arg(long, default_value = "30m", value_name = "DURATION")]
     pub turn_timeout: String,
-    /// Stop after this many turns
-    #[arg(long, value_name = "N")]
+    /// Stop after this many turns (1 to 1000000)
+    #[arg(long, value_name = "N", value_parser = within(1u64, MAX_TURNS))]
     pub max_turns: Option<u64>,
     /// `idle`: exit when there is nothing to run instead of sleeping until there is
     #[arg(long, value_enum, value_name = "WHEN")]
@@ -300,10 +317,10 @@ pub struct DriveArgs {
     #[arg(long)]
     pub resume_session: bool,
     /// Turns one session may continue for, with --resume-session
-    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = within(1u32, 1000))]
     pub session_turns: u32,
     /// Stop after this many failed turns in a row
-    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = within(1u32, 1000))]
     pub max_failures: u32,
     /// A line of the command's output (stdout or stderr) that says its own quota or rate
     /// limit ended the turn (a regular expression; a group named `secs` gives the seconds
@@ -697,7 +714,7 @@ pub enum EvidenceCommand {
         #[arg(long)]
         command: Option<String>,
         /// The exit code of the command the evidence is from
-        #[arg(long, allow_negative_numbers = true)]
+        #[arg(long, allow_negative_numbers = true, value_parser = within(i32::MIN, i32::MAX))]
         exit_code: Option<i32>,
         /// Where to see it: a URL or a path
         #[arg(long)]
@@ -735,8 +752,8 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
-    /// How many of the latest (matching) events to show
-    #[arg(long, default_value_t = 20)]
+    /// How many of the latest (matching) events to show (1 to 10000)
+    #[arg(long, default_value_t = 20, value_parser = within(1usize, 10_000))]
     pub limit: usize,
     /// Only what this agent did, or what names it
     #[arg(long = "agent", value_name = "AGENT")]
@@ -784,13 +801,13 @@ impl NotifyArgs {
 pub struct BrakesArgs {
     /// Ask the person about a todo after this many driven turns in a row that changed nothing
     /// that counts (default 3; 0: never)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = within(0u32, Brakes::MAX_TURN_SETTING))]
     pub stall_turns: Option<u32>,
     /// Ask the person after this many driven turns on one todo (0: no cap)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = within(0u32, Brakes::MAX_TURN_SETTING))]
     pub todo_turn_cap: Option<u32>,
     /// Ask the person after this many driven turns of the goal in an hour (0: no cap; at most 60)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = within(0u32, Brakes::MAX_HOURLY_CAP))]
     pub hourly_turn_cap: Option<u32>,
     /// The longest a driver waits on a host's quota or rate limit (default 12h; 0 or off: it
     /// never waits)
@@ -842,22 +859,22 @@ impl BrakesArgs {
 #[derive(Debug, Args, Default)]
 pub struct QuotaArgs {
     /// Share of the window the goal may use, 0 to 1 (0 pauses it for everyone)
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = within(0.0, 1.0))]
     pub compute: Option<f64>,
     /// Length of the rolling window, 1 to 168 hours
-    #[arg(long)]
+    #[arg(long, value_parser = within(1u32, QuotaPolicy::MAX_WINDOW_HOURS))]
     pub window_hours: Option<u32>,
-    /// Minutes of compute one slot stands for
-    #[arg(long)]
+    /// Minutes of compute one slot stands for (1 to 1440)
+    #[arg(long, value_parser = within(1u32, QuotaPolicy::MAX_SLOT_MINUTES))]
     pub slot_minutes: Option<u32>,
-    /// Slots allowed in the window (default: window * 60 / slot minutes * compute)
-    #[arg(long)]
+    /// Slots allowed in the window, 0 to 10080 (default: window * 60 / slot minutes * compute)
+    #[arg(long, value_parser = within(0u32, QuotaPolicy::MAX_ALLOWED_SLOTS))]
     pub allowed_slots: Option<u32>,
-    /// Hard budget in tokens; exhausted stops the goal
-    #[arg(long, allow_negative_numbers = true)]
+    /// Hard budget in tokens, up to a trillion; exhausted stops the goal
+    #[arg(long, allow_negative_numbers = true, value_parser = within(0u64, QuotaPolicy::MAX_BUDGET_TOKENS))]
     pub budget_tokens: Option<u64>,
-    /// Hard budget in US dollars; exhausted stops the goal
-    #[arg(long, allow_negative_numbers = true)]
+    /// Hard budget in US dollars, up to a million; exhausted stops the goal
+    #[arg(long, allow_negative_numbers = true, value_parser = within(0.0, QuotaPolicy::MAX_BUDGET_USD))]
     pub budget_usd: Option<f64>,
 }
 
@@ -947,13 +964,13 @@ pub enum QuotaCommand {
         #[arg(long, value_name = "ID", env = "LOOPX_TODO_ID")]
         todo_id: String,
         /// How many slots
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        #[arg(long, default_value_t = 1, value_parser = within(1u32, QuotaPolicy::MAX_ALLOWED_SLOTS))]
         slots: u32,
         /// Tokens the host reports for the turn
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true, value_parser = within(0u64, QuotaPolicy::MAX_BUDGET_TOKENS))]
         tokens: Option<u64>,
         /// Money the host reports for the turn, in US dollars
-        #[arg(long, allow_negative_numbers = true)]
+        #[arg(long, allow_negative_numbers = true, value_parser = within(0.0, QuotaPolicy::MAX_BUDGET_USD))]
         usd: Option<f64>,
         /// Check and preview; commit nothing
         #[arg(long, conflicts_with = "execute")]
@@ -979,8 +996,8 @@ pub enum QuotaCommand {
     Status,
     /// Record the cadence the host's scheduler applied
     SchedulerAck {
-        /// The interval the host now runs at, in minutes
-        #[arg(long)]
+        /// The interval the host now runs at, in minutes (1 to 1440)
+        #[arg(long, value_parser = within(1u32, 1440))]
         cadence_minutes: Option<u32>,
         /// The RRULE the host now runs on (Codex App)
         #[arg(long)]
@@ -1094,7 +1111,7 @@ pub struct McpArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The port on 127.0.0.1 to listen on (0: any free port); never another address
-    #[arg(long, default_value_t = 7450)]
+    #[arg(long, default_value_t = 7450, value_parser = within(0u16, u16::MAX))]
     pub port: u16,
     /// Open the dashboard in the default browser once it listens
     #[arg(long)]

@@ -164,10 +164,21 @@ fn machine() -> String {
         .unwrap_or_else(|| "localhost".to_owned())
 }
 
-fn duration(flag: &str, value: &str) -> Result<Duration> {
-    loopx_core::time::parse_duration(value)
-        .map_err(|e| Error::usage(format!("--{flag}: {}", e.message)).with_hint(format!("e.g. --{flag} 30m")))
+/// The duration `--flag` gives, within `lo..=hi`: anything else is refused, naming the range.
+fn duration(flag: &str, value: &str, lo: Duration, hi: Duration) -> Result<Duration> {
+    let d = loopx_core::time::parse_duration(value).map_err(|e| {
+        Error::usage(format!("--{flag}: {}", e.message)).with_hint(format!("e.g. --{flag} 30m"))
+    })?;
+    if d < lo || d > hi {
+        let show = loopx_core::time::format_duration;
+        return Err(Error::usage(format!("--{flag} must be between {} and {}", show(lo), show(hi)))
+            .with_hint(format!("e.g. --{flag} 30m")));
+    }
+    Ok(d)
 }
+
+/// The longest `--turn-timeout`: a week.
+const MAX_TURN_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Starts a thread that rings `wake` whenever `feed` hears of a change; a feed that fails is
 /// opened again with `reopen` after a pause.
@@ -356,8 +367,13 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
         .with_hint("start it in your own terminal (or with nohup, tmux or systemd --user)"));
     }
     // Everything that can be refused is, before anything is written.
-    let turn_timeout = duration("turn-timeout", &a.turn_timeout)?;
-    let lease_ttl = duration("lease", &a.lease)?;
+    let turn_timeout = duration("turn-timeout", &a.turn_timeout, Duration::from_secs(1), MAX_TURN_TIMEOUT)?;
+    let lease_ttl = duration(
+        "lease",
+        &a.lease,
+        Duration::from_secs(loopx_kernel::drive::MIN_LEASE_SECS),
+        Duration::from_secs(loopx_kernel::drive::MAX_LEASE_SECS),
+    )?;
     if let Some(id) = &a.agent_id {
         AgentId::new_registrable(id)?;
     }

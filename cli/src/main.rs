@@ -162,6 +162,21 @@ fn env_options() -> Result<StoreOptions, Error> {
     Ok(options)
 }
 
+/// A value clap refused, shown cut to its first characters when long: a 309-digit number is
+/// refused for its range, not printed back whole.
+fn shorten_invalid_value(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    const SHOWN: usize = 24;
+    if let Some(ContextValue::String(v)) = e.get(ContextKind::InvalidValue)
+        && v.chars().count() > SHOWN
+    {
+        let short =
+            format!("{}… ({} characters)", v.chars().take(SHOWN).collect::<String>(), v.chars().count());
+        e.insert(ContextKind::InvalidValue, ContextValue::String(short));
+    }
+    e
+}
+
 /// The arguments after the program name, as text (never a panic on bytes that are not UTF-8).
 fn raw_args() -> Vec<String> {
     start::args().iter().skip(1).map(|a| a.to_string_lossy().into_owned()).collect()
@@ -321,7 +336,7 @@ fn cli_main() -> i32 {
         Some(cli) => Ok(cli),
         None => Cli::try_parse_from(start::args()),
     };
-    let cli = match parsed {
+    let cli = match parsed.map_err(shorten_invalid_value) {
         Ok(mut cli) => {
             if let args::Command::Hook(a) = &cli.command {
                 run_hook_checked(a)
@@ -345,6 +360,22 @@ fn cli_main() -> i32 {
             let (host, event) = hook.unwrap_or_default();
             let first = e.render().to_string().lines().next().unwrap_or("usage error").to_owned();
             hook_failed(host.as_deref(), event.as_deref(), &Error::usage(first.trim_start_matches("error: ")))
+        }
+        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
+            // A value outside its range: the message names the flag and the range, the hint
+            // where to read more, like every other refusal.
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or("usage error").trim_start_matches("error: ");
+            let flag = match e.get(clap::error::ContextKind::InvalidArg) {
+                Some(clap::error::ContextValue::String(a)) => a.split(' ').next().unwrap_or("it").to_owned(),
+                _ => "it".to_owned(),
+            };
+            let err =
+                Error::usage(first).with_hint(format!("give {flag} a value in that range (see --help)"));
+            let json = raw_args().iter().any(|a| a == "--json");
+            std::process::exit(
+                Printer::new(json, args::ColorChoice::Never, output::ColorEnv::default()).error(&err),
+            );
         }
         Err(e) => {
             let _ = e.print();

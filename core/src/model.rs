@@ -276,6 +276,17 @@ impl Default for QuotaPolicy {
 }
 
 impl QuotaPolicy {
+    /// The longest window, in hours (a week).
+    pub const MAX_WINDOW_HOURS: u32 = 168;
+    /// The most minutes a slot stands for (a day).
+    pub const MAX_SLOT_MINUTES: u32 = 1440;
+    /// The most slots a window allows, and a spend spends: a week's window at a minute a slot.
+    pub const MAX_ALLOWED_SLOTS: u32 = 10_080;
+    /// The largest token budget, and token count a spend reports: a trillion.
+    pub const MAX_BUDGET_TOKENS: u64 = 1_000_000_000_000;
+    /// The largest budget in US dollars, and amount a spend reports: a million.
+    pub const MAX_BUDGET_USD: f64 = 1_000_000.0;
+
     /// `allowed_slots`, or `round(window_hours * 60 / slot_minutes * compute)`.
     pub fn effective_allowed_slots(&self) -> u32 {
         self.allowed_slots.unwrap_or_else(|| {

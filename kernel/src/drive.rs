@@ -32,9 +32,10 @@ fn check_lease_ttl(ttl_secs: u64) -> Result<()> {
         return Ok(());
     }
     Err(Error::usage(format!(
-        "a driver lease lasts {MIN_LEASE_SECS} s to {MAX_LEASE_SECS} s, not {ttl_secs} s"
+        "--lease must be between {MIN_LEASE_SECS} s and {} h, not {ttl_secs} s",
+        MAX_LEASE_SECS / 3600
     ))
-    .with_hint("e.g. --lease-minutes 10"))
+    .with_hint("e.g. loopx drive --lease 10m"))
 }
 
 fn lease_at(ttl_secs: u64, now: Timestamp) -> Timestamp {

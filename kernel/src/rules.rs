@@ -370,7 +370,7 @@ fn check_notify(n: &NotifyPolicy) -> Result<()> {
         );
     }
     if n.remind_after_secs.is_some_and(|s| s == 0 || s > 30 * 86_400) {
-        return Err(Error::usage("a reminder comes between 1 s and 30 days after the notice")
+        return Err(Error::usage("--notify-reminder must be between 1 s and 30 days (after the notice)")
             .with_hint("e.g. --notify-reminder 4h"));
     }
     Ok(())
@@ -493,7 +493,7 @@ pub fn add_todo(state: &GoalState, req: &AddTodo) -> Result<Event> {
         }
         if v.timeout_secs == 0 || v.timeout_secs > MAX_VALIDATION_SECS {
             return Err(Error::usage(format!(
-                "the validation timeout must be between 1 s and {} h",
+                "--validation-timeout must be between 1 s and {} h",
                 MAX_VALIDATION_SECS / 3600
             ))
             .with_hint("e.g. --validation-timeout 10m"));
@@ -890,7 +890,7 @@ fn check_gate_kind(kind: &GateKind, now: Timestamp) -> Result<()> {
             }
             if *timeout_secs == 0 || *timeout_secs > MAX_CHECK_SECS {
                 return Err(Error::usage(format!(
-                    "a check runs between 1 s and {} h",
+                    "--timeout (a check's) must be between 1 s and {} h",
                     MAX_CHECK_SECS / 3600
                 ))
                 .with_hint("e.g. --timeout 5m"));
@@ -909,7 +909,7 @@ fn check_gate_kind(kind: &GateKind, now: Timestamp) -> Result<()> {
 
 fn check_every(every_secs: u64) -> Result<()> {
     if !(60..=MAX_EVERY_SECS).contains(&every_secs) {
-        return Err(Error::usage("a gate is checked every 1 min to 24 h").with_hint("e.g. --every 10m"));
+        return Err(Error::usage("--every must be between 1 min and 24 h").with_hint("e.g. --every 10m"));
     }
     Ok(())
 }
@@ -998,7 +998,7 @@ pub fn answer_gate(state: &GoalState, actor: &Actor, req: &AnswerGate) -> Result
 // ---- quota ---------------------------------------------------------------------------------
 
 /// Longest quota window, in hours (a week).
-pub const MAX_WINDOW_HOURS: u32 = 168;
+pub const MAX_WINDOW_HOURS: u32 = QuotaPolicy::MAX_WINDOW_HOURS;
 
 /// The quota policy after `change`, validated; `None` when nothing is asked.
 fn new_quota(state: &GoalState, change: &QuotaChange) -> Result<Option<QuotaPolicy>> {
@@ -1023,26 +1023,52 @@ fn new_quota(state: &GoalState, change: &QuotaChange) -> Result<Option<QuotaPoli
         q.window_hours = h;
     }
     if let Some(m) = change.slot_minutes {
-        if m == 0 || m > 1440 {
-            return Err(Error::usage(format!("--slot-minutes must be between 1 and 1440, not {m}"))
-                .with_hint("e.g. --slot-minutes 1"));
+        if m == 0 || m > QuotaPolicy::MAX_SLOT_MINUTES {
+            return Err(Error::usage(format!(
+                "--slot-minutes must be between 1 and {}, not {m}",
+                QuotaPolicy::MAX_SLOT_MINUTES
+            ))
+            .with_hint("e.g. --slot-minutes 1"));
         }
         q.slot_minutes = m;
     }
     if let Some(n) = change.allowed_slots {
+        if n > QuotaPolicy::MAX_ALLOWED_SLOTS {
+            return Err(Error::usage(format!(
+                "--allowed-slots must be between 0 and {}, not {n}",
+                QuotaPolicy::MAX_ALLOWED_SLOTS
+            ))
+            .with_hint("e.g. --allowed-slots 40"));
+        }
         q.allowed_slots = Some(n);
     }
     if let Some(t) = change.budget_tokens {
+        if t > QuotaPolicy::MAX_BUDGET_TOKENS {
+            return Err(Error::usage(format!(
+                "--budget-tokens must be between 0 and {}, not {t}",
+                QuotaPolicy::MAX_BUDGET_TOKENS
+            ))
+            .with_hint("e.g. --budget-tokens 2000000"));
+        }
         q.budget_tokens = Some(t);
     }
     if let Some(usd) = change.budget_usd {
-        if !usd.is_finite() || usd < 0.0 {
-            return Err(Error::usage(format!("--budget-usd must be a non-negative amount, not {usd}"))
-                .with_hint("e.g. --budget-usd 25"));
-        }
+        check_usd("--budget-usd", usd).map_err(|e| e.with_hint("e.g. --budget-usd 25"))?;
         q.budget_usd = Some(usd);
     }
     Ok(Some(q))
+}
+
+/// An amount of US dollars a person or a host gives (`flag`): 0 to a million, never the
+/// amount itself in the message (it may be hundreds of digits long).
+fn check_usd(flag: &str, usd: f64) -> Result<()> {
+    if usd.is_finite() && (0.0..=QuotaPolicy::MAX_BUDGET_USD).contains(&usd) {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "{flag} must be an amount between 0 and {} US dollars",
+        QuotaPolicy::MAX_BUDGET_USD
+    )))
 }
 
 fn explicit_agent<'a>(actor: &'a Actor, what: &str) -> Result<&'a AgentId> {
@@ -1136,11 +1162,25 @@ pub fn spend_slot(
 ) -> Result<Event> {
     let agent = explicit_agent(actor, "quota spend-slot")?;
     find_todo(state, req.todo)?;
-    if req.slots == 0 {
-        return Err(Error::usage("--slots must be at least 1").with_hint("e.g. --slots 1"));
+    if req.slots == 0 || req.slots > QuotaPolicy::MAX_ALLOWED_SLOTS {
+        return Err(Error::usage(format!(
+            "--slots must be between 1 and {}, not {}",
+            QuotaPolicy::MAX_ALLOWED_SLOTS,
+            req.slots
+        ))
+        .with_hint("e.g. --slots 1"));
     }
-    if req.usd.is_some_and(|u| !u.is_finite() || u < 0.0) {
-        return Err(Error::usage("--usd must be a non-negative amount").with_hint("e.g. --usd 0.42"));
+    if let Some(t) = req.tokens
+        && t > QuotaPolicy::MAX_BUDGET_TOKENS
+    {
+        return Err(Error::usage(format!(
+            "--tokens must be between 0 and {}, not {t}",
+            QuotaPolicy::MAX_BUDGET_TOKENS
+        ))
+        .with_hint("e.g. --tokens 12000"));
+    }
+    if let Some(usd) = req.usd {
+        check_usd("--usd", usd).map_err(|e| e.with_hint("e.g. --usd 0.42"))?;
     }
     if state.goal.status == GoalStatus::Stopped || crate::quota::is_paused(state) {
         return Err(Error::refused(format!(
@@ -1395,7 +1435,7 @@ pub fn lease(state: &GoalState, actor: &Actor, req: &LeaseRequest, now: Timestam
     let ttl = |secs: u64| -> Result<Timestamp> {
         if secs == 0 || secs > MAX_LEASE_SECS {
             return Err(Error::usage(format!(
-                "a lease lasts between 1 s and {} days",
+                "--ttl (a lease's) must be between 1 s and {} days",
                 MAX_LEASE_SECS / 86_400
             ))
             .with_hint("e.g. --ttl 45m"));
@@ -1620,7 +1660,7 @@ pub fn offer_handoff(state: &GoalState, actor: &Actor, req: &OfferHandoff, now: 
     check_note(req.note.as_ref())?;
     if req.ttl_secs == 0 || req.ttl_secs > MAX_HANDOFF_SECS {
         return Err(Error::usage(format!(
-            "a handoff waits between 1 s and {} days",
+            "--ttl (a handoff's) must be between 1 s and {} days",
             MAX_HANDOFF_SECS / 86_400
         ))
         .with_hint("e.g. --ttl 24h"));

@@ -169,7 +169,11 @@ fn a_lease_refuses_bad_requests_and_persons() {
     let w = World::new();
     let short =
         DriverOp::Start { host: "other".into(), machine: "box".into(), pid: 1, ttl_secs: 1, replaces: None };
-    assert_eq!(w.lease("a", short).unwrap_err().kind, ErrorKind::Usage);
+    let e = w.lease("a", short).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Usage);
+    // It names the flag a person gives, `loopx drive --lease`, and its range.
+    assert!(e.message.starts_with("--lease must be between 10 s and 24 h"), "{}", e.message);
+    assert_eq!(e.hint.as_deref(), Some("e.g. loopx drive --lease 10m"));
     assert_eq!(w.lease("has space", start("other", 1, None)).unwrap_err().kind, ErrorKind::Usage);
     assert_eq!(w.lease("a", start("Not A Host", 1, None)).unwrap_err().kind, ErrorKind::Usage);
     // A driver lease lasts up to a day; a host's name is up to 64 letters; a machine's name is

@@ -1708,3 +1708,58 @@ fn a_done_goal_changes_only_through_goal_resume() {
     assert!(rules::add_evidence(&s.state, &by("a"), &evidence, s.now).is_ok());
     assert!(rules::stop_goal(&s.state, None, false).unwrap().is_some());
 }
+
+/// Every number a person gives the quota or a spend is bounded, the error naming the flag and
+/// its range and never an enormous amount itself.
+#[test]
+fn quota_and_spend_numbers_are_bounded_naming_the_flag_and_its_range() {
+    let mut s = Sim::new().agents(&["a"]);
+    let x = s.todo("work", Priority::P1);
+    let set = |quota: QuotaChange| rules::set_goal(&s.state, &SetGoal { quota, ..SetGoal::default() });
+    let cases = [
+        (QuotaChange { budget_usd: Some(1e308), ..QuotaChange::default() }, "--budget-usd", "0 and 1000000"),
+        (
+            QuotaChange { budget_usd: Some(f64::NAN), ..QuotaChange::default() },
+            "--budget-usd",
+            "0 and 1000000",
+        ),
+        (
+            QuotaChange { budget_tokens: Some(1_000_000_000_001), ..QuotaChange::default() },
+            "--budget-tokens",
+            "0 and 1000000000000",
+        ),
+        (
+            QuotaChange { allowed_slots: Some(10_081), ..QuotaChange::default() },
+            "--allowed-slots",
+            "0 and 10080",
+        ),
+        (QuotaChange { slot_minutes: Some(1441), ..QuotaChange::default() }, "--slot-minutes", "1 and 1440"),
+    ];
+    for (change, flag, range) in cases {
+        let e = set(change).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Usage, "{flag}");
+        assert!(e.message.starts_with(flag) && e.message.contains(range), "{flag}: {}", e.message);
+        assert!(e.message.len() < 100, "{}", e.message);
+    }
+    let top = QuotaChange {
+        budget_usd: Some(1_000_000.0),
+        budget_tokens: Some(1_000_000_000_000),
+        allowed_slots: Some(10_080),
+        ..QuotaChange::default()
+    };
+    assert!(set(top).unwrap().is_some(), "the bounds themselves are taken");
+    let spend = |slots, tokens, usd| {
+        let req = SpendSlot { todo: x, slots, tokens, usd, dry_run: false };
+        rules::spend_slot(&s.state, &by("a"), None, &req, s.now)
+    };
+    for (r, flag) in [
+        (spend(10_081, None, None), "--slots"),
+        (spend(1, Some(1_000_000_000_001), None), "--tokens"),
+        (spend(1, None, Some(1e12)), "--usd"),
+        (spend(1, None, Some(-0.5)), "--usd"),
+    ] {
+        let e = r.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Usage, "{flag}");
+        assert!(e.message.starts_with(flag), "{flag}: {}", e.message);
+    }
+}

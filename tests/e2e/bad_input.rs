@@ -205,3 +205,123 @@ fn times_past_what_a_clock_can_write_are_refused_not_a_crash() {
     s.ok(&["gate", "ask", "--kind", "timer", "--until", "9999-12-31T23:59:59Z", "--blocks", "goal"]);
     assert!(s.ok(&["gate", "list"]).stdout.contains("9999-12-31T23:59:59"));
 }
+
+/// Every number a person types is bounded: a budget, a quota, a count, a duration outside its
+/// range (a 309-digit budget, a number too large for its type, a negative one, not a number)
+/// is refused naming the flag and the range, shown cut when long, and changes nothing.
+#[test]
+fn every_number_a_person_types_is_bounded_naming_the_flag_and_its_range() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "a", "--agent-type", "cc"]);
+    s.ok(&["todo", "add", "--text", "real work"]);
+    let huge = "9".repeat(309);
+    let huge = huge.as_str();
+    check(
+        &s,
+        &[
+            (
+                &["goal", "set", "--budget-usd", huge],
+                2,
+                &["--budget-usd", "between 0 and 1000000", "(309 characters)"],
+            ),
+            (&["goal", "set", "--budget-usd", "inf"], 2, &["--budget-usd", "between 0 and 1000000"]),
+            (&["goal", "set", "--budget-usd", "NaN"], 2, &["--budget-usd", "between 0 and 1000000"]),
+            (&["goal", "set", "--budget-usd", "-1"], 2, &["--budget-usd", "between 0 and 1000000"]),
+            (
+                &["goal", "set", "--budget-tokens", huge],
+                2,
+                &["--budget-tokens", "between 0 and 1000000000000"],
+            ),
+            (
+                &["goal", "set", "--budget-tokens", "1000000000001"],
+                2,
+                &["--budget-tokens", "and 1000000000000"],
+            ),
+            (&["goal", "set", "--allowed-slots", "10081"], 2, &["--allowed-slots", "between 0 and 10080"]),
+            (&["goal", "set", "--compute", "1.5"], 2, &["--compute", "between 0 and 1"]),
+            (&["goal", "set", "--window-hours", "169"], 2, &["--window-hours", "between 1 and 168"]),
+            (&["goal", "set", "--slot-minutes", "0"], 2, &["--slot-minutes", "between 1 and 1440"]),
+            (&["goal", "set", "--stall-turns", "10001"], 2, &["--stall-turns", "between 0 and 10000"]),
+            (&["goal", "set", "--hourly-turn-cap", huge], 2, &["--hourly-turn-cap", "between 0 and 60"]),
+            (
+                &["quota", "spend-slot", "--todo-id", "t1", "--agent-id", "a", "--tokens", huge],
+                2,
+                &["--tokens", "between 0 and 1000000000000"],
+            ),
+            (
+                &["quota", "spend-slot", "--todo-id", "t1", "--agent-id", "a", "--usd", "1e309"],
+                2,
+                &["--usd", "between 0 and 1000000"],
+            ),
+            (
+                &["quota", "spend-slot", "--todo-id", "t1", "--agent-id", "a", "--slots", "10081"],
+                2,
+                &["--slots", "between 1 and 10080"],
+            ),
+            (
+                &["quota", "scheduler-ack", "--agent-id", "a", "--cadence-minutes", "0"],
+                2,
+                &["--cadence-minutes", "between 1 and 1440"],
+            ),
+            (&["history", "--limit", "0"], 2, &["--limit", "between 1 and 10000"]),
+            (&["history", "--limit", huge], 2, &["--limit", "between 1 and 10000"]),
+            // `--json` before the drive's `--`, where check() would add it after.
+            (
+                &["drive", "--json", "--max-turns", "0", "--", "true"],
+                2,
+                &["--max-turns", "between 1 and 1000000"],
+            ),
+            (
+                &["drive", "--json", "--max-turns", huge, "--", "true"],
+                2,
+                &["--max-turns", "between 1 and 1000000"],
+            ),
+            (
+                &["drive", "--json", "--session-turns", "1001", "--", "true"],
+                2,
+                &["--session-turns", "between 1 and 1000"],
+            ),
+            (
+                &["drive", "--json", "--max-failures", "0", "--", "true"],
+                2,
+                &["--max-failures", "between 1 and 1000"],
+            ),
+            (
+                &["drive", "--json", "--turn-timeout", "8d", "--", "true"],
+                2,
+                &["--turn-timeout must be between 1s and 7days"],
+            ),
+            (
+                &["drive", "--json", "--lease", "5s", "--", "true"],
+                2,
+                &["--lease must be between 10s and 1day", "hint: e.g. --lease"],
+            ),
+            (
+                &[
+                    "gate", "ask", "--kind", "command", "--check", "true", "--every", "10s", "--blocks",
+                    "goal",
+                ],
+                2,
+                &["--every must be between 1 min and 24 h"],
+            ),
+            (&["serve", "--port", "70000"], 2, &["--port", "between 0 and 65535"]),
+        ],
+    );
+    let r = s.fails(2, &["goal", "set", "--budget-usd", huge]);
+    assert!(!r.stderr.contains(&huge[..100]), "the number is shown cut: {}", r.stderr);
+    let r = s.fails(2, &["drive", "--lease", "5s", "--", "true"]);
+    assert!(!r.stderr.contains("--lease-minutes"), "a flag that does not exist: {}", r.stderr);
+    // The bounds themselves are taken.
+    s.ok(&[
+        "goal",
+        "set",
+        "--budget-usd",
+        "1000000",
+        "--budget-tokens",
+        "1000000000000",
+        "--allowed-slots",
+        "10080",
+    ]);
+    s.ok(&["history", "--limit", "10000"]);
+}

@@ -432,7 +432,7 @@ fn bad_tick_input_is_refused_and_changes_nothing() {
         (&["gate", "answer", "g1"], 2, "--approve"),
         (&["gate", "answer", "g1", "--approve", "--reject"], 2, "cannot be used with"),
         (&["quota", "spend-slot", "--agent-id", "a", "--todo-id", "t1", "--slots", "0"], 2, "--slots"),
-        (&["goal", "set", "--budget-usd", "-1"], 2, "non-negative"),
+        (&["goal", "set", "--budget-usd", "-1"], 2, "between 0 and 1000000"),
         (&["goal", "set", "--budget-tokens", "-5"], 2, "--budget-tokens"),
         (&["goal", "set", "--compute", "1.5"], 2, "between 0 and 1"),
         (&["goal", "set", "--window-hours", "0"], 2, "--window-hours"),
