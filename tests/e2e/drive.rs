@@ -1131,6 +1131,7 @@ fn a_driven_command_has_no_terminal_of_the_persons() {
     let lines: Vec<&str> = seen.lines().map(str::trim).collect();
     assert_eq!(lines[0], "none", "the turn reached the person's terminal: {seen}");
     assert_ne!(lines[1], lines[2], "the turn runs in the driver's session: {seen}");
+}
 
 /// The turn prompt's 4,000 bytes are bytes: a goal written in CJK and emoji, with the agent's
 /// own notes and validation command on its todo, still gives a prompt within them, cut between
