@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use loopx_core::{Error, Result};
@@ -341,6 +341,44 @@ pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
     file.sync_all().map_err(|e| Error::io("sync", path, &e))
 }
 
+/// How much of a log's end one read takes while looking for where its last line ends.
+pub const TAIL_WINDOW: usize = 64 * 1024;
+
+/// The bytes after the last newline of the `len` bytes `r` holds (a torn final line, never
+/// committed), found by reading back from the end a window ([`TAIL_WINDOW`]) at a time: a
+/// gigabyte appended after the last line costs one window of memory, not a gigabyte.
+pub fn torn_tail_len<R: Read + Seek>(r: &mut R, len: u64) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; TAIL_WINDOW];
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(TAIL_WINDOW as u64);
+        let n = usize::try_from(end - start).unwrap_or(TAIL_WINDOW);
+        r.seek(SeekFrom::Start(start))?;
+        r.read_exact(&mut buf[..n])?;
+        if let Some(i) = memchr::memrchr(b'\n', &buf[..n]) {
+            return Ok(len - (start + i as u64 + 1));
+        }
+        end = start;
+    }
+    Ok(len)
+}
+
+/// Cuts the torn final line ([`torn_tail_len`]) off the log at `path`, durably, before anyone
+/// reads the log whole; returns how many bytes it cut.
+pub fn cut_torn_tail(path: &Path) -> Result<u64> {
+    check_state_path(path)?;
+    let mut file = no_follow(OpenOptions::new().read(true).write(true))
+        .open(path)
+        .map_err(|e| Error::io("open", path, &e))?;
+    let len = file.metadata().map_err(|e| Error::io("read", path, &e))?.len();
+    let torn = torn_tail_len(&mut file, len).map_err(|e| Error::io("read", path, &e))?;
+    if torn > 0 {
+        file.set_len(len - torn).map_err(|e| Error::io("truncate", path, &e))?;
+        file.sync_all().map_err(|e| Error::io("sync", path, &e))?;
+    }
+    Ok(torn)
+}
+
 pub fn create_dir_all(path: &Path) -> Result<()> {
     refuse_links(path)?;
     fs::create_dir_all(path).map_err(|e| Error::io("create directory", path, &e))?;
@@ -542,6 +580,46 @@ fn tempfile_in(dir: &Path, target: &Path) -> Result<(File, std::path::PathBuf)> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A log in memory that remembers the largest read it was asked for.
+    struct Counted {
+        inner: std::io::Cursor<Vec<u8>>,
+        largest: usize,
+    }
+
+    impl Read for Counted {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.largest = self.largest.max(buf.len());
+            self.inner.read(buf)
+        }
+    }
+
+    impl Seek for Counted {
+        fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+            self.inner.seek(to)
+        }
+    }
+
+    /// The torn tail is what follows the last newline, found reading back a window at a time:
+    /// no read is ever larger than a window, however long the tail.
+    #[test]
+    fn a_torn_tail_is_found_a_window_at_a_time() {
+        let committed = b"{\"seq\":1}\n{\"seq\":2}\n".to_vec();
+        let cases: [(Vec<u8>, u64); 6] = [
+            (Vec::new(), 0),
+            (committed.clone(), 0),
+            ([committed.clone(), b"{\"seq\":3,".to_vec()].concat(), 9),
+            ([committed.clone(), vec![b'x'; TAIL_WINDOW]].concat(), TAIL_WINDOW as u64),
+            ([committed.clone(), vec![b'x'; 5 * TAIL_WINDOW + 17]].concat(), 5 * TAIL_WINDOW as u64 + 17),
+            (vec![b'x'; 3 * TAIL_WINDOW + 1], 3 * TAIL_WINDOW as u64 + 1),
+        ];
+        for (bytes, torn) in cases {
+            let len = bytes.len() as u64;
+            let mut r = Counted { inner: std::io::Cursor::new(bytes), largest: 0 };
+            assert_eq!(torn_tail_len(&mut r, len).unwrap(), torn, "{len} bytes");
+            assert!(r.largest <= TAIL_WINDOW, "a read of {} bytes", r.largest);
+        }
+    }
 
     /// A file is read whole whatever size it is said to have: the size it had when opened, or
     /// a smaller one when it grew since (a read that fills the buffer reads on).

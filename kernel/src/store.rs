@@ -1321,13 +1321,18 @@ impl FileStore {
         }
         self.goal_exists_check(id)?;
         let events = self.layout.events(id);
+        // A torn final line is cut before the log is read, found from the log's end a window at
+        // a time: however much was appended, it is never read whole.
+        let torn = kfs::cut_torn_tail(&events)?;
         let bytes = fs::read(&events).map_err(|e| Error::io("read", &events, &e))?;
         let scan = log::scan(&bytes).map_err(|(_, b)| chain_error(&events, &b))?;
+        let torn = torn + scan.torn_bytes;
         if scan.torn_bytes > 0 {
             kfs::truncate_durable(&events, scan.valid_len)?;
+        }
+        if torn > 0 {
             self.reporter.warn(&format!(
-                "recovered goal {id}: cut an incomplete final line ({} bytes) from events.jsonl; it was never committed",
-                scan.torn_bytes
+                "recovered goal {id}: cut an incomplete final line ({torn} bytes) from events.jsonl; it was never committed"
             ));
         }
         let old = kfs::read_optional(&self.layout.snapshot(id))?.map(|b| {

@@ -190,3 +190,59 @@ fn a_linked_directory_inside_loopx_is_never_written_through() {
         assert_eq!(files_in(&elsewhere), before, "{link}: something was written through the link");
     }
 }
+
+/// `loopx <args>` in `s`, reaped with `wait4`: its exit code, its stderr and its peak memory
+/// (resident, in KiB), its own and no other process's.
+#[allow(unsafe_code, clippy::zombie_processes)] // reaped by wait4, which std does not know
+fn run_measured(s: &Sandbox, args: &[&str]) -> (i32, String, u64) {
+    let err = s.root.parent().unwrap().join("measured.stderr");
+    let child = s
+        .command()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let mut status: libc::c_int = 0;
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `status` and `usage` point to writable memory of the types wait4 fills; the child
+    // is ours and not yet reaped (its `Child` is dropped without a wait).
+    let got = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
+    assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
+    // SAFETY: wait4 returned the pid, so it filled `usage`.
+    let usage = unsafe { usage.assume_init() };
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
+    (code, fs::read_to_string(&err).unwrap(), u64::try_from(usage.ru_maxrss).unwrap())
+}
+
+/// A torn final line of 64 MiB (what a runaway append leaves, no newline in it) is cut by the
+/// next command without being read whole: the command's peak memory stays far below the
+/// tail's size, and the log is its committed lines again.
+#[test]
+fn a_huge_torn_tail_is_cut_without_being_read_whole() {
+    let s = goal_with_history();
+    let path = s.events_path("main");
+    let committed = fs::read(&path).unwrap();
+    let (code, _, small) = run_measured(&s, &["status"]);
+    assert_eq!(code, 0);
+    {
+        use std::io::Write;
+        let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let chunk = vec![b'x'; 1 << 20];
+        f.write_all(br#"{"seq":8,"at":"2026-11-29T10:00:00.000Z","note":""#).unwrap();
+        for _ in 0..64 {
+            f.write_all(&chunk).unwrap();
+        }
+    }
+    let (code, stderr, peak) = run_measured(&s, &["status"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("cut an incomplete final line") && stderr.contains("never committed"),
+        "{stderr}"
+    );
+    assert_eq!(fs::read(&path).unwrap(), committed, "the log is its committed lines again");
+    eprintln!("peak memory: {peak} KiB recovering, {small} KiB for a plain status");
+    assert!(peak < small + 16 * 1024, "{peak} KiB to cut a 64 MiB tail ({small} KiB for a plain status)");
+    assert_eq!(s.json(&["doctor"])["healthy"], true);
+}
