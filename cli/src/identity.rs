@@ -68,7 +68,10 @@ fn agree(env: Identity, tree: Identity) -> Result<Identity, Error> {
             let mine = env.session.as_ref().map_or(&told.host, |s| &s.host);
             let same_host = told.host == *mine || told.host.strip_suffix(PROCESS_HOST_SUFFIX) == Some(mine);
             let thread = env.session.as_ref().map_or("", |s| s.thread.as_str());
-            same_host && (told.thread.is_empty() || thread.is_empty() || told.thread == thread)
+            // A host process (OpenCode's server) may run many sessions: the one the
+            // environment names is finer than the process, not against it.
+            same_host
+                && (told.is_process() || told.thread.is_empty() || thread.is_empty() || told.thread == thread)
         }
     };
     if !agrees {
@@ -299,5 +302,33 @@ mod tests {
         ] {
             assert_eq!(host_of(&person), None, "{person:?}");
         }
+    }
+
+    fn session(host: &str, thread: &str) -> Identity {
+        Identity {
+            session: Some(BindThread { host: host.into(), thread: thread.into() }),
+            ..Identity::default()
+        }
+    }
+
+    #[test]
+    fn a_mark_counts_only_where_the_ancestry_agrees() {
+        let thread = |r: Result<Identity, Error>| r.ok().and_then(|i| i.session).map(|s| (s.host, s.thread));
+        // One OpenCode server process runs many sessions: the environment names which.
+        let server = session("opencode+process", "25054.7");
+        assert_eq!(
+            thread(agree(session("opencode", "ses_a"), server)),
+            Some(("opencode".into(), "ses_a".into()))
+        );
+        // A mark with no session id takes the process's.
+        assert_eq!(
+            thread(agree(session("gemini", ""), session("gemini+process", "40.7"))),
+            Some(("gemini+process".into(), "40.7".into()))
+        );
+        assert!(agree(session("claude-code", "s1"), session("claude-code", "s1")).is_ok());
+        // Another host's mark, or another session of a host that names its sessions, is refused.
+        assert!(agree(session("codex", "x"), session("opencode+process", "25054.7")).is_err());
+        assert!(agree(session("claude-code", "s2"), session("claude-code", "s1")).is_err());
+        assert!(agree(session("claude-code", "s2"), session(MCP_SESSION_HOST, "")).is_err());
     }
 }
