@@ -333,7 +333,7 @@ pub fn todo_detail(d: &TodoDetail, style: Style) -> String {
         let _ = writeln!(
             out,
             "validation: {} (loopx runs it, up to {} s, and completes the todo only if it exits 0)",
-            one(&shell_words::join(&v.argv)),
+            one(&loopx_core::untrusted::shell_exact(&v.argv)),
             v.timeout_secs
         );
     }

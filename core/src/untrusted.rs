@@ -113,6 +113,53 @@ pub fn quoted_bytes(s: &str, max: usize) -> Option<String> {
     Some(q)
 }
 
+/// A character that does not show as itself: a control character, whitespace other than a
+/// plain space (a no-break space reads as a space), or one of the invisible characters
+/// (zero-width, bidi controls, fillers, variation selectors, tags).
+fn unseen(c: char) -> bool {
+    c.is_control()
+        || (c.is_whitespace() && c != ' ')
+        || invisible(c)
+        || matches!(
+            c,
+            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}' | '\u{2065}' | '\u{2800}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FFA0}' | '\u{FFF9}'..='\u{FFFB}' | '\u{E0000}'..='\u{E007F}' | '\u{E0100}'..='\u{E01EF}'
+        )
+}
+
+/// A command's words as a shell reads them back, each shown exactly: a word with a character
+/// that does not show as itself ([`unseen`]: `cargo<NBSP>test` is not `cargo test`) is written
+/// as `$'…'` with that character escaped (`\n`, `\t`, `\u00a0`), the others as a POSIX shell
+/// quotes them (`shell_words`).
+pub fn shell_exact(argv: &[String]) -> String {
+    let mut out = String::new();
+    for (i, w) in argv.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        if !w.chars().any(unseen) {
+            out.push_str(&shell_words::quote(w));
+            continue;
+        }
+        out.push_str("$'");
+        for c in w.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\'' => out.push_str("\\'"),
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                c if unseen(c) && u32::from(c) <= 0xFFFF => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+                c if unseen(c) => out.push_str(&format!("\\U{:08x}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+    }
+    out
+}
+
 /// Safe for a terminal: control and invisible characters other than newline and tab are
 /// shown escaped (`\u{1b}`), never sent as they are.
 pub fn printable(s: &str) -> String {
@@ -158,6 +205,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_command_is_shown_exactly_whatever_its_words_hold() {
+        let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(shell_exact(&words(&["cargo", "test", "-p", "importer"])), "cargo test -p importer");
+        assert_eq!(shell_exact(&words(&["cargo\u{a0}test"])), "$'cargo\\u00a0test'");
+        assert_eq!(shell_exact(&words(&["sh", "-c", "echo hi; rm x"])), "sh -c 'echo hi; rm x'");
+        assert_eq!(shell_exact(&words(&["it's"])), "'it'\\''s'");
+        assert_eq!(shell_exact(&words(&[""])), "''");
+        assert_eq!(shell_exact(&words(&["a\tb", "c\nd"])), "$'a\\tb' $'c\\nd'");
+        assert_eq!(shell_exact(&words(&["x\u{200B}y", "\u{202E}txt"])), "$'x\\u200by' $'\\u202etxt'");
+        assert_eq!(shell_exact(&words(&["é\u{3000}'\\"])), "$'é\\u3000\\'\\\\'");
+        assert_eq!(shell_exact(&words(&["\u{E0041}"])), "$'\\U000e0041'");
+        // Nothing it prints is unseen: what is shown is what runs.
+        let all = words(&["a\u{a0}b", "\u{1b}[31m", "\u{feff}", "\u{2066}x\u{2069}", "\u{ad}"]);
+        assert!(!shell_exact(&all).chars().any(unseen), "{}", shell_exact(&all));
     }
 
     #[test]

@@ -699,7 +699,7 @@ pub fn complete(
             return Err(Error::refused(format!(
                 "todo {} completes only when loopx has run its validation `{}` and it passed",
                 req.todo,
-                shell_words::join(&v.argv)
+                loopx_core::untrusted::shell_exact(&v.argv)
             )));
         }
         (_, Some(draft)) => evidence.push(evidence_from_draft(state, "loopx", req.todo, draft, now, 0)),

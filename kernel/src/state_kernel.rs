@@ -140,7 +140,13 @@ impl<S: Store> StateKernel<S> {
             .into_iter()
             .map(|(at, argv, author)| {
                 let here = approvals.as_ref().map(|a| a.lookup(&argv)).transpose()?.flatten();
-                Ok(crate::approvals::GoalCommand { at, quoted: shell_words::join(&argv), argv, author, here })
+                Ok(crate::approvals::GoalCommand {
+                    at,
+                    quoted: loopx_core::untrusted::shell_exact(&argv),
+                    argv,
+                    author,
+                    here,
+                })
             })
             .collect()
     }
@@ -160,7 +166,7 @@ impl<S: Store> StateKernel<S> {
         {
             self.store.reporter().warn(&format!(
                 "could not record the command `{}` as written here ({}); it runs once a person approves it",
-                shell_words::join(argv),
+                loopx_core::untrusted::shell_exact(argv),
                 e.message
             ));
         }
@@ -300,7 +306,7 @@ impl<S: Store> StateKernel<S> {
                 if let Some(why) = self.withheld(&v.argv, &author, actor.name())? {
                     return Err(Error::refused(format!(
                         "loopx does not run the validation command of {id} (`{}`) for {}: {why}",
-                        shell_words::join(&v.argv),
+                        loopx_core::untrusted::shell_exact(&v.argv),
                         actor.name()
                     ))
                     .with_hint(format!(
@@ -1857,7 +1863,7 @@ impl<S: Store> StateKernel<S> {
             {
                 withheld.push(format!(
                     "gate {id}'s check `{}` is not run for {runner}: {why} (loopx command approve --gate-id {id})",
-                    shell_words::join(argv)
+                    loopx_core::untrusted::shell_exact(argv)
                 ));
                 continue;
             }
@@ -1949,7 +1955,7 @@ impl<S: Store> StateKernel<S> {
         {
             self.store().reporter().warn(&format!(
                 "the notify command `{}` is not run: {why} (loopx command approve --notify)",
-                shell_words::join(argv)
+                loopx_core::untrusted::shell_exact(argv)
             ));
             (policy.command, left_out) = (None, true);
         }

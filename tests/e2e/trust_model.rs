@@ -391,7 +391,7 @@ fn a_command_an_agent_started_is_the_agents_whatever_its_environment_says() {
     for (host, line) in [
         // Started by the host's agent process, its marks gone however they went.
         ("claude", "unset CLAUDECODE; X=answer; loopx gate $X g1 --approve"),
-        ("claude", "env -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID loopx goal set --compute 9"),
+        ("claude", "env -u CLAUDECODE -u CLAUDE_CODE_SESSION_ID loopx goal set --compute 0.9"),
         ("codex", "exec env -i PATH=\"$PATH\" HOME=\"$HOME\" loopx quota void-slot --spend-id s1"),
         ("cursor-agent", "loopx goal stop"),
         // Its marks were in the environment of a shell it started: `env -i` below changes nothing.
@@ -760,4 +760,43 @@ fn every_person_only_command_is_refused_inside_an_agents_session() {
     }
     assert_eq!(s.tree(), tree, "every refusal changes nothing");
     assert_eq!(std::fs::read_dir(&s.home).unwrap().count(), home);
+}
+
+/// `command list` shows each word of a command exactly: a no-break space, an em space, a zero-width
+/// space or a soft hyphen is escaped (`$'cargo\u00a0test'`, which a shell reads back to the very
+/// word), never shown as what it looks like; a plain command reads as before. So does `todo
+/// show`, and the approval names the same command.
+#[test]
+fn a_command_is_listed_exactly_whatever_its_words_hold() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["agent", "register", "--agent-id", "a1", "--agent-type", "cc"]);
+    let sly = ["cargo\u{a0}test", "make\u{2003}all", "make \u{200B}all", "rm\u{AD} -rf x"];
+    for check in sly {
+        s.ok(&["todo", "add", "--agent-id", "a1", "--text", "build", "--validation-command", check]);
+    }
+    s.ok(&["todo", "add", "--text", "plain", "--validation-command", "cargo test -p importer"]);
+    let list = s.ok(&["command", "list"]).stdout;
+    for shown in [
+        "  $'cargo\\u00a0test'\n",
+        "  $'make\\u2003all'\n",
+        "  make $'\\u200ball'\n",
+        "  $'rm\\u00ad' -rf x\n",
+        "  cargo test -p importer\n",
+    ] {
+        assert!(list.contains(shown), "{shown:?} missing from:\n{list}");
+    }
+    assert!(!list.contains('\u{a0}') && !list.contains('\u{200B}') && !list.contains('\u{2003}'), "{list:?}");
+    let json = s.json(&["command", "list"]);
+    assert_eq!(json["commands"][0]["quoted"], "$'cargo\\u00a0test'");
+    assert_eq!(json["commands"][0]["argv"], json!(["cargo\u{a0}test"]), "the argv itself as it is");
+    let show = s.ok(&["todo", "show", "--todo-id", "t1"]).stdout;
+    assert!(show.contains("validation: $'cargo\\u00a0test'"), "{show}");
+    let approved = s.ok(&["command", "approve", "--todo-id", "t1"]).stdout;
+    assert!(approved.contains("$'cargo\\u00a0test'"), "{approved}");
+    // What a shell reads back from the listing is the very word.
+    let back = std::process::Command::new("bash").args(["-c", "printf '%s' $'cargo\\u00a0test'"]).output();
+    if let Ok(back) = back {
+        assert_eq!(back.stdout, "cargo\u{a0}test".as_bytes());
+    }
 }
