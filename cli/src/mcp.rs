@@ -28,8 +28,9 @@ pub struct Server {
     pub goal: Option<GoalId>,
     /// When set, every call acts as this agent, and a call naming another is refused.
     pub agent: Option<AgentId>,
-    /// The agent the session's latest `should_run` named: the other tools (which take no
-    /// agent id) act as it.
+    /// The agent the session's latest `should_run` (or its first call naming one) named: the
+    /// calls that name none act as it, and a call other than `should_run` naming another is
+    /// refused.
     pub named: std::sync::Mutex<Option<AgentId>>,
     /// The host session that started the server, if a host marked its environment: calls
     /// without an agent act as the agent bound to it.
@@ -124,7 +125,11 @@ fn rpc_error(id: Value, code: i64, message: &str) -> Value {
 }
 
 /// The arguments of each tool: derived structs, so a misspelt or unknown argument is refused,
-/// and the schemas are generated from the same structs. Field notes are `//`, not `///`: a doc
+/// and the schemas are generated from the same structs. Every tool takes the acting agent's
+/// own `agent_id` (a model guesses arguments by name, and one that worked on `should_run` must
+/// work on the next call), refusing another's; only `should_run`'s schema lists it, as the
+/// place the session's agent is named, so the list stays small (a schema does not forbid a
+/// key it does not list). Field notes are `//`, not `///`: a doc
 /// comment becomes a description in the schema, and every byte of `tools/list` sits in each
 /// agent's context, so only arguments whose values are not plain from their name are
 /// described, as the values' list.
@@ -143,11 +148,16 @@ mod tool_args {
 
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
-    pub struct Status {}
+    pub struct Status {
+        #[schemars(skip)]
+        pub agent_id: Option<String>,
+    }
 
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct ClaimTask {
+        #[schemars(skip)]
+        pub agent_id: Option<String>,
         // todo id, e.g. t3 (without it: your next todo)
         pub todo_id: Option<String>,
         pub turn_id: Option<String>,
@@ -156,6 +166,8 @@ mod tool_args {
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct UpdateTask {
+        #[schemars(skip)]
+        pub agent_id: Option<String>,
         pub todo_id: String,
         pub note: Option<String>,
         /// open|blocked|deferred
@@ -169,6 +181,8 @@ mod tool_args {
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct CompleteTask {
+        #[schemars(skip)]
+        pub agent_id: Option<String>,
         pub todo_id: String,
         // this turn's id (required, but under loopx drive)
         pub turn_id: Option<String>,
@@ -190,6 +204,8 @@ mod tool_args {
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct AskUser {
+        #[schemars(skip)]
+        pub agent_id: Option<String>,
         pub question: String,
         /// goal|agent:<id>|todos:<ids>
         pub blocks: String,
@@ -198,6 +214,8 @@ mod tool_args {
     #[derive(Debug, Deserialize, JsonSchema)]
     #[serde(deny_unknown_fields)]
     pub struct Handoff {
+        #[schemars(skip)]
+        pub agent_id: Option<String>,
         /// claude-code|codex-cli|gemini|…
         pub to_host: String,
         pub to_agent: Option<String>,
@@ -306,7 +324,24 @@ impl Server {
     /// The acting agent: the server's own when it was started with one (a call naming
     /// another is refused), otherwise the call's `agent_id`.
     fn agent(&self, named: Option<&str>) -> Result<Option<AgentId>> {
+        self.agent_as(named, true)
+    }
+
+    /// [`Server::agent`] for a call that may name the session's agent (`should_run`,
+    /// `renames`) or only the one it already is: a tool naming another than the agent the
+    /// session's `should_run` named is refused, as `--agent-id` naming another agent is inside
+    /// a session.
+    fn agent_as(&self, named: Option<&str>, renames: bool) -> Result<Option<AgentId>> {
         let named = opt_id(named, AgentId::new)?;
+        let session = self.named.lock().ok().and_then(|n| n.clone());
+        if let (None, false, Some(is), Some(other)) = (&self.agent, renames, &session, &named)
+            && is != other
+        {
+            return Err(Error::identity(format!(
+                "this session acts as agent {is} (its should_run named it); it cannot act as {other}"
+            ))
+            .with_hint(format!("leave out agent_id, or pass agent_id {is}")));
+        }
         match (&self.agent, named) {
             (Some(mine), Some(other)) if *mine != other => {
                 Err(Error::identity(format!("this server acts as agent {mine}; it cannot act as {other}"))
@@ -316,7 +351,7 @@ impl Server {
             }
             (Some(mine), _) => Ok(Some(mine.clone())),
             (None, Some(named)) => Ok(Some(named)),
-            (None, None) => Ok(self.named.lock().ok().and_then(|n| n.clone())),
+            (None, None) => Ok(session),
         }
     }
 
@@ -351,7 +386,7 @@ impl Server {
     ) -> Result<CommandContext> {
         Ok(CommandContext {
             goal: self.goal.clone(),
-            agent: self.agent(agent)?,
+            agent: self.agent_as(agent, false)?,
             key: opt_id(turn, IdempotencyKey::new)?,
             session: session.clone(),
             signer: None,
@@ -367,7 +402,10 @@ impl Server {
         match name {
             "should_run" => {
                 let a: ta::ShouldRun = parse(name, args)?;
-                let ctx = self.context(session, a.agent_id.as_deref(), self.turn(a.turn_id.as_deref())?)?;
+                let mut ctx = self.context(session, None, self.turn(a.turn_id.as_deref())?)?;
+                if a.agent_id.is_some() {
+                    ctx.agent = self.agent(a.agent_id.as_deref())?;
+                }
                 let answer = self.kernel()?.should_run(&ctx, None).await?;
                 // The agent it named is who this session is: the other tools act as it.
                 if a.agent_id.is_some() {
@@ -380,12 +418,14 @@ impl Server {
                 crate::next::should_run_mcp(&answer)
             }
             "status" => {
-                let _: ta::Status = parse(name, args)?;
+                let a: ta::Status = parse(name, args)?;
+                // Status acts as no one, but an agent naming itself is checked like any call.
+                self.context(session, a.agent_id.as_deref(), None)?;
                 to_value(&self.kernel()?.status(self.goal.as_ref()).await?)
             }
             "claim_task" => {
                 let a: ta::ClaimTask = parse(name, args)?;
-                let ctx = self.context(session, None, self.turn(a.turn_id.as_deref())?)?;
+                let ctx = self.context(session, a.agent_id.as_deref(), self.turn(a.turn_id.as_deref())?)?;
                 let k = self.kernel()?;
                 match a.todo_id {
                     Some(t) => to_value(&k.claim_todo(&ctx, t.parse()?).await?),
@@ -421,18 +461,19 @@ impl Server {
                     claimed_by: None,
                     takeover_reason: None,
                 };
-                let ctx = self.context(session, None, None)?;
+                let ctx = self.context(session, a.agent_id.as_deref(), None)?;
                 to_value(&self.kernel()?.update_todo(&ctx, req).await?)
             }
             "complete_task" => self.complete(parse(name, args)?, session).await,
             "ask_user" => {
                 let a: ta::AskUser = parse(name, args)?;
+                let ctx = self.context(session, a.agent_id.as_deref(), None)?;
                 let req = AskGate {
                     question: a.question,
                     blocks: GateBlocks::parse(&a.blocks)?,
                     kind: loopx_core::model::GateKind::Person,
                 };
-                to_value(&self.kernel()?.ask_gate(&self.context(session, None, None)?, req).await?)
+                to_value(&self.kernel()?.ask_gate(&ctx, req).await?)
             }
             "handoff" => {
                 let a: ta::Handoff = parse(name, args)?;
@@ -443,7 +484,7 @@ impl Server {
                     note: a.note,
                     ttl_secs: DEFAULT_HANDOFF_TTL_SECS,
                 };
-                let ctx = self.context(session, None, a.turn_id.as_deref())?;
+                let ctx = self.context(session, a.agent_id.as_deref(), a.turn_id.as_deref())?;
                 to_value(&self.kernel()?.handoff(&ctx, req).await?)
             }
             other => Err(Error::usage(format!("no tool named {other:?}")).with_hint("see tools/list")),
@@ -458,7 +499,7 @@ impl Server {
             Error::usage("complete_task needs this turn's id: it makes the call safe to repeat")
                 .with_hint("pass turn_id (the id you used with should_run)")
         })?;
-        let ctx = self.context(session, None, Some(turn))?;
+        let ctx = self.context(session, a.agent_id.as_deref(), Some(turn))?;
         let kind = a.evidence_kind.as_deref().unwrap_or("test").parse::<EvidenceKind>()?;
         let outcome =
             a.delivery_outcome.as_deref().unwrap_or("outcome_progress").parse::<DeliveryOutcome>()?;
@@ -555,7 +596,16 @@ impl Server {
                     Some(_) => return Some(rpc_error(id, -32602, "arguments must be an object")),
                 };
                 match self.call(name, args, &self.call_session(&params)).await {
-                    Ok(v) => json!({"content": [{"type": "text", "text": v.to_string()}], "isError": false}),
+                    Ok(v) => {
+                        // The first call naming its agent names the session's, whichever tool.
+                        if let (None, Some(a)) = (&self.agent, args.get("agent_id").and_then(Value::as_str))
+                            && let (Ok(mut named), Ok(a)) = (self.named.lock(), AgentId::new(a))
+                            && named.is_none()
+                        {
+                            *named = Some(a);
+                        }
+                        json!({"content": [{"type": "text", "text": v.to_string()}], "isError": false})
+                    }
                     Err(e) => {
                         let e = crate::registry::with_type_names(&e);
                         let mut text = format!("error: {}", e.message);

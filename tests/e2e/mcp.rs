@@ -102,9 +102,11 @@ fn the_handshake_and_the_tool_list() {
     );
     for t in list["result"]["tools"].as_array().unwrap() {
         assert_eq!(t["inputSchema"]["type"], "object", "{t}");
-        // Only should_run names the agent; the session's other calls act as it.
+        // Every tool takes the agent's own id; only should_run's schema lists it, where the
+        // session's agent is named (the others' schemas do not forbid it).
         let agent = t["inputSchema"]["properties"].get("agent_id").is_some();
         assert_eq!(agent, t["name"] == "should_run", "{t}");
+        assert!(t["inputSchema"].get("additionalProperties").is_none(), "{t}");
     }
     // Every byte sits in each agent's context: 4,019 bytes once, 1,988 since only the
     // arguments whose values are not plain from their name say what they take (as the list of
@@ -208,14 +210,9 @@ fn bad_calls_are_errors_and_the_server_keeps_going() {
     assert!(err && text.as_str().unwrap().contains("complete_task needs this turn's id"), "{text}");
     let (err, text) = m.call("update_task", json!({"todo_id": 7}));
     assert!(err && text.as_str().unwrap().contains("invalid type: integer `7`, expected a string"), "{text}");
-    // A misspelt or unknown argument is refused (an agent_id too: only should_run takes
-    // one), and nothing is claimed.
+    // A misspelt or unknown argument is refused, and nothing is claimed.
     let before = events(&s.events_path("main")).len();
-    for bad in [
-        json!({"todoo_id": "t1"}),
-        json!({"todo_id": "t1", "priority": "P0"}),
-        json!({"agent_id": "cc", "todo_id": "t1"}),
-    ] {
+    for bad in [json!({"todoo_id": "t1"}), json!({"todo_id": "t1", "priority": "P0"})] {
         let (err, text) = m.call("claim_task", bad.clone());
         assert!(err && text.as_str().unwrap().contains("unknown field"), "{bad}: {text}");
     }
@@ -325,4 +322,53 @@ fn a_command_the_server_runs_for_an_agent_is_that_agents() {
     assert!(err, "the check failed, so the todo is not done: {text}");
     assert_eq!(s.json(&["gate", "list"])["gates"][0]["status"], "open");
     assert!(events(&s.events_path("main")).iter().all(|e| e["kind"] != "gate_answered"));
+}
+
+/// Every tool takes the acting agent's own `agent_id`, as `should_run` does (a model that
+/// passed it there passes it on the next call), and refuses another's: the one the session's
+/// `should_run` named, or the one the server was started for; the refusal changes nothing. The
+/// tool list stays within 2,000 bytes.
+#[test]
+fn every_tool_takes_the_agents_own_id_and_refuses_anothers() {
+    let s = project();
+    let mut m = Session::start(&s, &[]);
+    m.ok("should_run", json!({"agent_id": "cc", "turn_id": "turn-1"}));
+    let c = m.ok("claim_task", json!({"agent_id": "cc", "todo_id": "t1", "turn_id": "turn-1"}));
+    assert_eq!(c["todo"]["claimed_by"], "cc");
+    m.ok("update_task", json!({"agent_id": "cc", "todo_id": "t1", "note": "halfway"}));
+    m.ok("status", json!({"agent_id": "cc"}));
+    m.ok("ask_user", json!({"agent_id": "cc", "question": "which format?", "blocks": "todos:t2"}));
+    let done = json!({"agent_id": "cc", "todo_id": "t1", "turn_id": "turn-1", "evidence": "tests pass"});
+    m.ok("complete_task", done);
+    let before = s.tree();
+    let calls = [
+        ("status", json!({"agent_id": "cx"})),
+        ("claim_task", json!({"agent_id": "cx", "todo_id": "t2"})),
+        ("update_task", json!({"agent_id": "cx", "todo_id": "t2", "note": "mine now"})),
+        ("complete_task", json!({"agent_id": "cx", "todo_id": "t2", "turn_id": "turn-2", "evidence": "x"})),
+        ("ask_user", json!({"agent_id": "cx", "question": "may I?", "blocks": "goal"})),
+        ("handoff", json!({"agent_id": "cx", "to_host": "codex-cli"})),
+    ];
+    for (tool, args) in &calls {
+        let (err, text) = m.call(tool, args.clone());
+        let text = text.as_str().unwrap_or_default().to_owned();
+        assert!(
+            err && text.contains("acts as agent cc") && text.contains("cannot act as cx"),
+            "{tool}: {text}"
+        );
+        assert!(text.contains("agent_id cc"), "{tool}: {text}");
+    }
+    assert_eq!(s.tree(), before, "a refused call changes nothing");
+    // A server started for an agent refuses another's the same way, on every tool.
+    let mut bound = Session::start(&s, &["--agent-id", "cx"]);
+    for (tool, args) in &calls {
+        let mut args = args.clone();
+        args["agent_id"] = json!("cc");
+        let (err, text) = bound.call(tool, args);
+        assert!(err && text.as_str().unwrap().contains("acts as agent cx"), "{tool}: {text}");
+    }
+    assert_eq!(s.tree(), before);
+    let list = m.request("tools/list", json!({}));
+    let compact = serde_json::to_string(&list["result"]["tools"]).unwrap().len();
+    assert!(compact <= 2_000, "{compact} bytes");
 }
