@@ -825,16 +825,18 @@ pub fn resume(r: &Receipt<ResumeBody>) -> String {
 
 pub fn doctor(d: &DoctorReport, style: Style) -> String {
     let mut out = String::new();
-    let mark = |ok: bool| {
-        if ok { style.green("ok  ") } else { style.red("FAIL") }
+    let mark = |c: &loopx_core::kernel::DoctorCheck| match (c.ok, c.note) {
+        (true, false) => style.green("ok  "),
+        (true, true) => style.yellow("note"),
+        (false, _) => style.red("FAIL"),
     };
     for c in &d.project {
-        let _ = writeln!(out, "{} {}: {}", mark(c.ok), c.name, c.detail);
+        let _ = writeln!(out, "{} {}: {}", mark(c), c.name, c.detail);
     }
     for g in &d.goals {
         let _ = writeln!(out, "goal {}", style.bold(g.goal_id.as_str()));
         for c in &g.checks {
-            let _ = writeln!(out, "  {} {}: {}", mark(c.ok), c.name, c.detail);
+            let _ = writeln!(out, "  {} {}: {}", mark(c), c.name, c.detail);
         }
     }
     let _ = writeln!(out, "{}", if d.healthy { "healthy" } else { "problems found; see above" });

@@ -502,6 +502,10 @@ pub struct DoctorCheck {
     pub name: String,
     pub ok: bool,
     pub detail: String,
+    /// Not a failure, but worth saying (a snapshot an older loopx wrote, which the next
+    /// command rebuilds): `ok`, and shown as a note.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub note: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

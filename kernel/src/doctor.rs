@@ -14,7 +14,12 @@ use crate::state::GoalState;
 use crate::store::{Doctor, FileStore, Snapshot, Store, replay};
 
 fn check(name: &str, ok: bool, detail: impl Into<String>) -> DoctorCheck {
-    DoctorCheck { name: name.to_owned(), ok, detail: detail.into() }
+    DoctorCheck { name: name.to_owned(), ok, detail: detail.into(), note: false }
+}
+
+/// A check that found nothing wrong but something to say.
+fn note(name: &str, detail: impl Into<String>) -> DoctorCheck {
+    DoctorCheck { note: true, ..check(name, true, detail) }
 }
 
 fn run(store: &FileStore, only: Option<&GoalId>) -> Result<DoctorReport> {
@@ -124,25 +129,31 @@ fn goal_report(store: &FileStore, id: &GoalId) -> DoctorGoal {
     if let Some(Err(e)) = store.witness(id).map(|w| w.check(id, replayed.seq, scan.head())) {
         checks.push(check("head", false, format!("{} ({})", e.message, e.hint.unwrap_or_default())));
     }
-    checks.push(archive_check(&layout.archive(id), &archive, &replayed));
     let bytes = read_optional(&layout.snapshot(id)).ok().flatten().map(std::sync::Arc::new);
     let snap = bytes.as_ref().map(|b| Snapshot::decode(b, layout, id).ok_or(b));
+    let archived = archive_check(&layout.archive(id), &archive, &replayed);
+    // A store from before the archive (snapshot version 1) has none yet: its upgrade, on the
+    // next command, writes it.
+    let before_archive = matches!(&snap, Some(Err(b)) if crate::store::older_snapshot(b) == Some(1));
+    checks.push(if before_archive && !archived.ok {
+        note("archive", "the store is from before the archive; the next command's upgrade writes it")
+    } else {
+        archived
+    });
     match snap {
         None => {
             checks.push(check("snapshot", false, "snapshot.json is missing (the next command rebuilds it)"))
         }
-        Some(Err(b)) => {
-            let version = crate::store::older_snapshot(b);
-            checks.push(check(
+        // A snapshot an older loopx wrote is what an upgrade leaves: the next command
+        // rebuilds it from the log, which verified above, so it is a note, not a failure.
+        Some(Err(b)) => checks.push(match crate::store::older_snapshot(b) {
+            Some(1) => note(
                 "snapshot",
-                false,
-                match version {
-                    Some(1) => "written by an older loopx (the whole state in one file); the next command upgrades the store",
-                    Some(_) => "written by an older loopx; the next command rebuilds it from the log",
-                    None => "snapshot.json is unreadable; the next command rebuilds it",
-                },
-            ))
-        }
+                "written by an older loopx (the whole state in one file); the next command upgrades the store",
+            ),
+            Some(_) => note("snapshot", "written by an older loopx; the next command rebuilds it from the log"),
+            None => check("snapshot", false, "snapshot.json is unreadable; the next command rebuilds it"),
+        }),
         Some(Ok(snap)) => {
             // The todos' JSON is checked against the hashes the snapshot records first.
             let todos = snap.state.todos.check();

@@ -167,7 +167,7 @@ fn log_name(id: &GoalId) -> PathBuf {
 }
 
 fn check(name: &str, ok: bool, detail: &str) -> DoctorCheck {
-    DoctorCheck { name: name.to_owned(), ok, detail: detail.to_owned() }
+    DoctorCheck { name: name.to_owned(), ok, detail: detail.to_owned(), note: false }
 }
 
 impl Doctor for MemStore {

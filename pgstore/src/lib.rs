@@ -523,7 +523,7 @@ impl PgStore {
 }
 
 fn check(name: &str, ok: bool, detail: &str) -> DoctorCheck {
-    DoctorCheck { name: name.to_owned(), ok, detail: detail.to_owned() }
+    DoctorCheck { name: name.to_owned(), ok, detail: detail.to_owned(), note: false }
 }
 
 fn project_text(p: &ProjectFile) -> Result<String> {

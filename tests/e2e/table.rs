@@ -208,3 +208,30 @@ fn should_run_reads_the_snapshot_only_as_far_as_its_glance() {
     assert_eq!(s.json(&ask), before);
     assert_eq!(s.json(&["doctor"])["healthy"], true);
 }
+
+/// Right after an upgrade, `loopx doctor` says a snapshot an older loopx wrote is a note, not a
+/// failure: the log verifies, the next command rebuilds the snapshot, and doctor exits 0 and
+/// writes nothing; after that command, the snapshot checks out.
+#[test]
+fn doctor_right_after_an_upgrade_notes_the_older_snapshot_and_passes() {
+    for fixture in ["store-v1", "store-v2", "store-v3"] {
+        let (s, _) = fixture_project(fixture);
+        let before = s.tree();
+        let text = s.ok(&["doctor"]).stdout;
+        assert!(text.contains("note snapshot: written by an older loopx"), "{fixture}: {text}");
+        assert!(!text.contains("FAIL") && text.ends_with("healthy\n"), "{fixture}: {text}");
+        let d = s.json(&["doctor"]);
+        assert_eq!(d["healthy"], true, "{fixture}: {d}");
+        let snapshot =
+            &d["goals"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "snapshot").unwrap();
+        assert_eq!(
+            (&snapshot["ok"], &snapshot["note"]),
+            (&true.into(), &true.into()),
+            "{fixture}: {snapshot}"
+        );
+        assert_eq!(s.tree(), before, "{fixture}: doctor writes nothing");
+        s.ok(&["status"]);
+        let text = s.ok(&["doctor"]).stdout;
+        assert!(text.contains("ok   snapshot: matches a full replay"), "{fixture}: {text}");
+    }
+}
