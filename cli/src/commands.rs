@@ -533,6 +533,10 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
             if let (Some(p), Some((_, name, _))) = (notify_req.as_mut(), &kept) {
                 p.webhook = Some(format!("config:{name}"));
             }
+            // A new URL under the goal's same entry changes nothing in the goal: the log records
+            // that the person changed where notices go, without the URL.
+            let webhook_changed =
+                kept.as_ref().is_some_and(|(_, _, old)| old.as_deref() != notify.notify_webhook.as_deref());
             let req = SetGoal {
                 objective: objective.clone(),
                 title: title.clone(),
@@ -543,6 +547,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 notify: notify_req,
                 clear_notify: notify.clear_notify,
                 brakes,
+                webhook_changed,
             };
             let r = match async {
                 k.set_goal(&crate::person::signed(cli, k, context(cli, acting)?).await?, req).await
@@ -557,7 +562,8 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                     return Err(e);
                 }
             };
-            Rendered::new(&r, text::goal_changes(&before.goal, before.is_default, &r, style))
+            let webhook_changed = r.changed && webhook_changed;
+            Rendered::new(&r, text::goal_changes(&before.goal, before.is_default, &r, webhook_changed, style))
         }
         Command::Goal(GoalCommand::Stop { reason, now, acting }) => {
             let ctx = crate::person::signed(cli, k, context(cli, acting)?).await?;

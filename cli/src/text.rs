@@ -119,6 +119,7 @@ pub fn goal_changes(
     before: &loopx_core::model::Goal,
     was_default: bool,
     r: &Receipt<GoalBody>,
+    webhook_changed: bool,
     style: Style,
 ) -> String {
     let after = &r.body.goal;
@@ -160,6 +161,12 @@ pub fn goal_changes(
     };
     change("write scope", scope(before), scope(after));
     change("brakes", brakes(&before.brakes), brakes(&after.brakes));
+    if webhook_changed {
+        let _ = writeln!(
+            out,
+            "notices: the webhook posts to a new URL (kept in your configuration, not in .loopx/)"
+        );
+    }
     if r.body.is_default && !was_default {
         let _ = writeln!(out, "default goal: no → yes");
     }

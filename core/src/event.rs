@@ -45,6 +45,10 @@ pub enum Event {
         /// The whole new brakes of `loopx drive`, when they changed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         brakes: Option<Brakes>,
+        /// The person pointed the goal's webhook at another URL: the URL is kept in their own
+        /// configuration, never here, so the log says only that where notices go changed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        webhook_changed: bool,
     },
     GoalStopped {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -457,6 +461,9 @@ impl Event {
                 format!("the person is notified through {}", how.join(" and "))
             }
             Event::GoalUpdated { clear_notify: true, .. } => "notifications off".to_owned(),
+            Event::GoalUpdated { webhook_changed: true, .. } => {
+                "notices go to another webhook URL (kept in the person's configuration)".to_owned()
+            }
             Event::GoalUpdated { .. } => "goal updated".to_owned(),
             Event::GoalStopped { reason, now } => {
                 let how = if *now { "goal stopped now (a running turn is ended)" } else { "goal stopped" };

@@ -106,6 +106,9 @@ pub struct SetGoal {
     pub clear_notify: bool,
     /// The brakes of `loopx drive` to change: each setting given replaces the goal's.
     pub brakes: crate::model::Brakes,
+    /// The person pointed the goal's webhook at another URL (kept in their configuration, not
+    /// in the goal): recorded, without the URL, even when the goal names the same entry.
+    pub webhook_changed: bool,
 }
 
 /// Changes to a goal's quota policy; `None` keeps the current value.

@@ -314,6 +314,7 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
         && notify.is_none()
         && !clear_notify
         && brakes.is_none()
+        && !req.webhook_changed
     {
         return Ok(None);
     }
@@ -327,6 +328,7 @@ pub fn set_goal(state: &GoalState, req: &SetGoal) -> Result<Option<Event>> {
         notify,
         clear_notify,
         brakes,
+        webhook_changed: req.webhook_changed,
     }))
 }
 

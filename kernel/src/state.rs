@@ -464,6 +464,7 @@ impl GoalState {
                 notify,
                 clear_notify,
                 brakes,
+                webhook_changed: _,
             } => {
                 if *clear_notify {
                     self.goal.notify = None;

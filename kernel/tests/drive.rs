@@ -666,6 +666,7 @@ impl World {
             notify: None,
             clear_notify: false,
             brakes,
+            webhook_changed: false,
         };
         block_on(self.k.set_goal(&self.person(), req)).unwrap();
     }

@@ -1763,3 +1763,18 @@ fn quota_and_spend_numbers_are_bounded_naming_the_flag_and_its_range() {
         assert!(e.message.starts_with(flag), "{flag}: {}", e.message);
     }
 }
+
+/// A person pointing the goal's webhook at another URL (kept in their configuration, so the
+/// goal's own settings stay the same) is still recorded: an update that says only that.
+#[test]
+fn a_new_webhook_url_alone_is_an_update_saying_only_that() {
+    let s = Sim::new();
+    let req = SetGoal { webhook_changed: true, ..SetGoal::default() };
+    let Some(Event::GoalUpdated { webhook_changed, notify, objective, .. }) =
+        rules::set_goal(&s.state, &req).unwrap()
+    else {
+        panic!("an update")
+    };
+    assert!(webhook_changed && notify.is_none() && objective.is_none());
+    assert!(rules::set_goal(&s.state, &SetGoal::default()).unwrap().is_none(), "nothing else: nothing");
+}

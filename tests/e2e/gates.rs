@@ -753,3 +753,40 @@ fn a_notify_command_gets_the_gate_as_json_and_its_ids_in_the_environment() {
     assert_eq!(read("env"), format!("main|g1|{}", s.root.display()));
     assert!(read("msg").starts_with("loopx: goal main needs you. g1 asks: Ship it?"), "{}", read("msg"));
 }
+
+/// A new webhook URL under the goal's same entry changes the person's configuration, not the
+/// goal: `goal set` still says what changed and the log records that the person changed where
+/// notices go (without the URL); the same URL again changes nothing and records nothing.
+#[test]
+fn a_new_webhook_url_is_said_and_recorded_without_the_url() {
+    let s = Sandbox::new();
+    s.init();
+    let first = "https://hooks.example.com/first-secret-7741";
+    let second = "https://hooks.example.com/second-secret-7742";
+    s.ok(&["goal", "set", "--notify-webhook", first]);
+    let lines = std::fs::read_to_string(s.events_path("main")).unwrap().lines().count();
+    let r = s.ok(&["goal", "set", "--notify-webhook", second]);
+    assert!(!r.stdout.contains("nothing changed"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("goal main updated")
+            && r.stdout.contains("notices: the webhook posts to a new URL"),
+        "{}",
+        r.stdout
+    );
+    let log = loopx_tests::events(&s.events_path("main"));
+    assert_eq!(log.len(), lines + 1, "one event");
+    let last = log.last().unwrap();
+    assert_eq!((&last["kind"], &last["actor"]), (&"goal_updated".into(), &"user".into()), "{last}");
+    assert_eq!(last["data"]["webhook_changed"], true, "{last}");
+    for (path, bytes) in s.tree() {
+        assert!(!String::from_utf8_lossy(&bytes).contains("secret-774"), "a URL reached {path}");
+    }
+    let kept = std::fs::read_to_string(s.home.join(".config/loopx/webhooks.json")).unwrap();
+    assert!(kept.contains("second-secret-7742") && !kept.contains("first-secret-7741"), "{kept}");
+    assert!(s.ok(&["history"]).stdout.contains("notices go to another webhook URL"));
+    // The same URL again: nothing changed, nothing recorded.
+    let before = s.tree();
+    let r = s.ok(&["goal", "set", "--notify-webhook", second]);
+    assert!(r.stdout.contains("nothing changed"), "{}", r.stdout);
+    assert_eq!(s.tree(), before);
+}
