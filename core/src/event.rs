@@ -256,10 +256,14 @@ pub enum Event {
         agent: AgentId,
         armed: bool,
     },
-    /// A host's stop hook kept the agent working once more in this thread.
+    /// A host's stop hook kept the agent working once more in this thread: to work on, or, when
+    /// `told` names gates, to show the session the questions asked of a person since it was
+    /// armed (each once), so the model can say what it waits for.
     StopBlocked {
         agent: AgentId,
         thread: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        told: Vec<GateId>,
     },
     /// An agent handed work to another host or agent; its claims (and leases) on the todos
     /// are released and reserved for the receiver.
@@ -576,7 +580,13 @@ impl Event {
             }
             Event::LoopArmed { agent, armed: true } => format!("{agent}'s loop armed"),
             Event::LoopArmed { agent, armed: false } => format!("{agent}'s loop disarmed"),
-            Event::StopBlocked { agent, thread } => format!("{agent} kept going in session {thread}"),
+            Event::StopBlocked { agent, thread, told } if told.is_empty() => {
+                format!("{agent} kept going in session {thread}")
+            }
+            Event::StopBlocked { agent, thread, told } => {
+                let gates: Vec<String> = told.iter().map(ToString::to_string).collect();
+                format!("{agent}'s session {thread} was shown {}", gates.join(", "))
+            }
             Event::HandoffOffered { handoff: h } => {
                 let what = if h.todos.is_empty() {
                     "the goal".to_owned()

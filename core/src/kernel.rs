@@ -1043,6 +1043,9 @@ pub struct StopTurn {
     /// The decision that keeps the session working, recorded as one more continuation; `None`
     /// when the session rests (not armed, at its cap, or should-run says not to run).
     pub continued: Option<crate::decision::ShouldRunAnswer>,
+    /// The person's questions the session is shown once more instead, each once: asked since
+    /// its loop was armed, they stop it, and the model says what it waits for.
+    pub told: Vec<crate::decision::OpenQuestion>,
 }
 
 /// What `loopx init` did.

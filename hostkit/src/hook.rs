@@ -218,6 +218,8 @@ async fn stop(adapter: &dyn HostAdapter, k: &DynKernel, ev: &HostEvent, env: &Ho
     let s = &t.session;
     Ok(match t.continued {
         Some(d) => HookReply::Continue(adapter.continuation_text(&d, &env.loopx)).into(),
+        // Asked while it worked, a person's question would end the session unseen: shown once.
+        None if !t.told.is_empty() => HookReply::Continue(waits_text(&t.told)).into(),
         None if s.agent.is_some() && s.armed && s.stop_blocks >= env.stop_cap => Said {
             reply: HookReply::Pass,
             note: Some(format!(
@@ -227,6 +229,16 @@ async fn stop(adapter: &dyn HostAdapter, k: &DynKernel, ev: &HostEvent, env: &Ho
         },
         None => HookReply::Pass.into(),
     })
+}
+
+/// What a session whose work a person's new question stopped is told, once.
+fn waits_text(questions: &[loopx_core::decision::OpenQuestion]) -> String {
+    let mut out = String::from("loopx: a person must answer before this work goes on.\n");
+    questions.iter().for_each(|g| out.push_str(&gate_line(g)));
+    out.push_str(
+        "Tell the user what waits on them, then end your turn: do no more work on the goal until they answer.\n",
+    );
+    out
 }
 
 /// What a session is told when it starts: a handoff waiting for this host first, then the
@@ -478,8 +490,11 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
                 added = format!(" Added {} (P1): {}.", t.body.todo.id, quoted(task, 400));
             }
             let armed = k.set_armed(&ctx, true).await?;
+            // The objective, which the model may hear of nowhere else (a host with no
+            // session-start hook of ours).
+            let objective = quoted(&k.status(None).await?.objective, 1000);
             format!(
-                "loopx: this session is agent {agent} on goal {}, loop armed.{added} {} Each turn starts with {}.",
+                "loopx: this session is agent {agent} on goal {}: {objective}; loop armed.{added} {} Each turn starts with {}.",
                 armed.body.goal_id,
                 adapter.keep_turning(),
                 adapter.tool_name("should_run")

@@ -1632,7 +1632,7 @@ pub fn set_armed(state: &GoalState, actor: &Actor, armed: bool) -> Result<Option
     Ok((now != armed).then(|| Event::LoopArmed { agent: agent.clone(), armed }))
 }
 
-pub fn stop_block(state: &GoalState, actor: &Actor, req: &BindThread) -> Result<Event> {
+pub fn stop_block(state: &GoalState, actor: &Actor, req: &BindThread, told: Vec<GateId>) -> Result<Event> {
     let agent = explicit_agent(actor, "a stop-hook continuation")?;
     check_thread(req)?;
     // A session acts as its bound agent; an unbound one as the agent its host was installed with.
@@ -1645,7 +1645,7 @@ pub fn stop_block(state: &GoalState, actor: &Actor, req: &BindThread) -> Result<
         ))
         .with_hint("the session joins with the host's entry command (/loopx, $loopx or loopx join)"));
     }
-    Ok(Event::StopBlocked { agent: agent.clone(), thread: req.thread.clone() })
+    Ok(Event::StopBlocked { agent: agent.clone(), thread: req.thread.clone(), told })
 }
 
 // ---- handoffs --------------------------------------------------------------------------------

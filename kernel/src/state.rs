@@ -1,6 +1,6 @@
 //! Derived state: what the event log says, folded. Pure; no I/O.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -142,6 +142,13 @@ pub struct GoalState {
     /// Telling the person the goal's work is finished (left out until first told).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_notice: Option<FinishNotice>,
+    // The fields below came with showing a session the questions asked while it works.
+    /// When each armed agent's loop was armed: a question asked before, its entry showed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub armed_at: BTreeMap<AgentId, Timestamp>,
+    /// The person's questions a stop hook showed each host session (`thread`), each once.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub told: BTreeMap<String, BTreeSet<GateId>>,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -376,6 +383,8 @@ impl GoalState {
             turns_ended_total: 0,
             turns_failed_total: 0,
             finish_notice: None,
+            armed_at: BTreeMap::new(),
+            told: BTreeMap::new(),
         };
         state.keep_receipt(first)?;
         Ok(state)
@@ -808,15 +817,21 @@ impl GoalState {
             Event::ThreadUnbound { host, thread, .. } => {
                 self.threads.remove(&thread_key(host, thread));
                 self.stop_blocks.remove(thread);
+                self.told.remove(thread);
             }
             Event::LoopArmed { agent, armed } => {
                 self.armed.retain(|a| a != agent);
+                self.armed_at.remove(agent);
                 if *armed {
                     self.armed.push(agent.clone());
+                    self.armed_at.insert(agent.clone(), at);
                 }
             }
-            Event::StopBlocked { thread, .. } => {
+            Event::StopBlocked { thread, told, .. } => {
                 *self.stop_blocks.entry(thread.clone()).or_default() += 1;
+                if !told.is_empty() {
+                    self.told.entry(thread.clone()).or_default().extend(told.iter().cloned());
+                }
             }
             Event::SchedulerFailed { agent, error } => {
                 let sched = self.schedulers.entry(agent.clone()).or_default();

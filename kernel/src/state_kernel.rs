@@ -9,11 +9,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use loopx_core::agent::{Cadence, HostCatalog};
-use loopx_core::decision::{ShouldRunAnswer, TurnRef};
+use loopx_core::decision::{OpenQuestion, ShouldRunAnswer, TurnRef};
 use loopx_core::event::Event;
 use loopx_core::kernel::*;
 use loopx_core::model::RuntimeProfile;
-use loopx_core::model::{Gate, GateKind, GoalStatus};
+use loopx_core::model::{Gate, GateBlocks, GateKind, GoalStatus};
 use loopx_core::traits::{Capability, EvidenceDraft, Subject, TransitionProposal};
 use loopx_core::traits::{Notification, Observation, ObservationRequest};
 use loopx_core::{AgentId, Clock, Error, GateId, GoalId, Result, Timestamp, TodoId};
@@ -1737,7 +1737,7 @@ impl<S: Store> Kernel for StateKernel<S> {
             };
             let ctx = CommandContext { agent: session.agent.clone(), ..CommandContext::default() };
             if session.agent.is_none() || !session.armed || session.stop_blocks >= cap {
-                out = Some(StopTurn { session, continued: None });
+                out = Some(StopTurn { session, continued: None, told: Vec::new() });
                 return Ok(None);
             }
             let (runner, d) =
@@ -1746,14 +1746,17 @@ impl<S: Store> Kernel for StateKernel<S> {
                 return Ok(Some(runner_name(runner)));
             }
             let answer = decide::answer(txn.state(), runner.as_ref(), &d, self.pacing(None), now, None);
-            if !answer.should_run {
-                out = Some(StopTurn { session, continued: None });
+            let told = if answer.should_run { Vec::new() } else { untold_questions(txn.state(), &session) };
+            if !answer.should_run && told.is_empty() {
+                out = Some(StopTurn { session, continued: None, told });
                 return Ok(None);
             }
             let actor = rules::resolve_actor(txn.state(), &ctx, Lane::Agent)?;
-            let event = rules::stop_block(txn.state(), &actor, &req)?;
+            let ids = told.iter().map(|q| q.gate).collect();
+            let event = rules::stop_block(txn.state(), &actor, &req, ids)?;
             txn.commit(actor.name(), event, None, false, |_| Ok(Nothing {}))?;
-            out = Some(StopTurn { session, continued: Some(answer) });
+            let continued = answer.should_run.then_some(answer);
+            out = Some(StopTurn { session, continued, told });
             Ok(None)
         })
         .await?;
@@ -2103,6 +2106,26 @@ impl<S: Store> StateKernel<S> {
                 && (!notices_due(state, now, &self.gates).is_empty()
                     || finish_notice_due(state, now, &self.gates)))
     }
+}
+
+/// The person's questions that stop a session's agent (asked of the whole goal or of it) and
+/// were asked after its loop was armed — its entry showed those before — and not yet shown
+/// to this session at a stop.
+fn untold_questions(state: &GoalState, session: &SessionView) -> Vec<OpenQuestion> {
+    let Some(agent) = &session.agent else { return Vec::new() };
+    let Some(since) = state.armed_at.get(agent) else { return Vec::new() };
+    let told = state.told.get(&session.thread);
+    state
+        .open_gates()
+        .filter(|g| g.is_persons() && g.asked_at > *since)
+        .filter(|g| match &g.blocks {
+            GateBlocks::Goal => true,
+            GateBlocks::Agent(a) => a == agent,
+            GateBlocks::Todos(_) => false,
+        })
+        .filter(|g| !told.is_some_and(|t| t.contains(&g.id)))
+        .map(|g| decide::open_question(g, 400))
+        .collect()
 }
 
 #[cfg(test)]

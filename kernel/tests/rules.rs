@@ -711,9 +711,9 @@ fn a_session_acts_as_one_agent_and_an_agent_in_one_session_of_a_host() {
     assert!(unbind("a", "a", "s1").unwrap().is_some());
     assert!(unbind("user", "a", "s1").unwrap().is_some());
 
-    assert!(rules::stop_block(&s.state, &by("a"), &session("s1")).is_ok());
-    assert!(rules::stop_block(&s.state, &by("b"), &session("s7")).is_ok(), "an unbound session");
-    assert_eq!(kind(rules::stop_block(&s.state, &by("b"), &session("s1"))), ErrorKind::Identity);
+    assert!(rules::stop_block(&s.state, &by("a"), &session("s1"), Vec::new()).is_ok());
+    assert!(rules::stop_block(&s.state, &by("b"), &session("s7"), Vec::new()).is_ok(), "an unbound session");
+    assert_eq!(kind(rules::stop_block(&s.state, &by("b"), &session("s1"), Vec::new())), ErrorKind::Identity);
 
     assert_eq!(rules::set_armed(&s.state, &by("a"), false).unwrap(), None, "not armed");
     let e = rules::set_armed(&s.state, &by("a"), true).unwrap().unwrap();

@@ -96,7 +96,11 @@ fn slash_loopx_joins_as_this_sessions_own_agent() {
     s.init();
     s.ok(&["agent", "register", "--agent-id", "codex-1", "--agent-type", "codex-cli"]);
     let c = context(&prompt(&s, "sess-AAA-111", "/loopx write the parser"));
-    assert!(c.contains("agent claude-sessaaa111 on goal main, loop armed") && c.contains("Added t1"), "{c}");
+    assert!(
+        c.contains("agent claude-sessaaa111 on goal main: \"ship the feature\"; loop armed")
+            && c.contains("Added t1"),
+        "{c}"
+    );
     // A second session is a second agent; the Codex agent is still there.
     let c = context(&prompt(&s, "sess-BBB-222", "/loopx"));
     assert!(c.contains("agent claude-sessbbb222"), "{c}");
@@ -142,7 +146,11 @@ fn slash_loopx_with_nothing_to_change_answers_while_the_goal_is_locked() {
     let r = hook(&s, "user-prompt-submit", &again, &locked);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let c = context(&serde_json::from_str(&r.stdout).unwrap());
-    assert!(c.contains("agent claude-sessaaa111 on goal main, loop armed") && c.contains("Next: t1"), "{c}");
+    assert!(
+        c.contains("agent claude-sessaaa111 on goal main: \"ship the feature\"; loop armed")
+            && c.contains("Next: t1"),
+        "{c}"
+    );
     let add =
         input(&s, "sess-AAA-111", json!({"hook_event_name": "UserPromptSubmit", "prompt": "/loopx more"}));
     let r = hook(&s, "user-prompt-submit", &add, &locked);
@@ -186,6 +194,32 @@ fn the_stop_driver_continues_only_while_loopx_says_run_and_up_to_its_cap() {
     }
     prompt(&s, "s3", "/loopx");
     assert_eq!(stop(&s, "s3", &[]).stdout, "");
+}
+
+/// A person's question asked while a session works is shown to it once at its next stop (a
+/// continuation that says what waits); one asked before its loop was armed, which its entry
+/// showed, and one that blocks only another agent are not.
+#[test]
+fn a_question_asked_while_a_session_works_is_shown_to_it_once() {
+    let s = Sandbox::new();
+    s.init();
+    s.ok(&["gate", "ask", "--question", "Which licence?", "--blocks", "goal"]);
+    let c = context(&prompt(&s, "s1", "/loopx write the parser"));
+    assert!(c.contains("Which licence?"), "the entry showed it: {c}");
+    assert_eq!(stop(&s, "s1", &[]).stdout, "", "not shown again");
+    s.ok(&["gate", "answer", "g1", "--approve"]);
+    s.ok(&["agent", "register", "--agent-id", "other", "--agent-type", "other"]);
+    s.ok(&["gate", "ask", "--question", "Rename it?", "--blocks", "agent:other"]);
+    s.ok(&["gate", "ask", "--question", "May it push to main?", "--blocks", "goal"]);
+    let v: Value = serde_json::from_str(&stop(&s, "s1", &[]).stdout).unwrap();
+    assert_eq!(v["decision"], "block", "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("g3 \"May it push to main?\" (blocks goal)") && reason.contains("end your turn"),
+        "{reason}"
+    );
+    assert!(!reason.contains("Rename it?"), "{reason}");
+    assert_eq!(stop(&s, "s1", &[]).stdout, "", "shown once");
 }
 
 #[test]

@@ -229,6 +229,36 @@ fn real_gemini_ends_at_once_on_a_goal_wide_gate_with_the_question_shown() {
     assert!(!kinds(&s).contains(&"stop_blocked".to_owned()));
 }
 
+/// A question a person asks while the session works stops it, and the model is shown the
+/// question once before it ends (the AfterAgent driver continues it that one time); the
+/// `/loopx` entry names the goal's objective.
+#[test]
+fn real_gemini_is_shown_a_question_asked_mid_session_once_and_then_ends() {
+    let s = Sandbox::new();
+    s.init();
+    setup(&s, &["--with", "stop-driver"]);
+    let person = s.person();
+    let api = fake_api_with(move |req| match model_turns(req) {
+        0 => call("mcp_loopx_should_run", json!({"turn_id": "turn-1"})),
+        1 => {
+            let r = person(&["gate", "ask", "--question", "May the agent push to main?", "--blocks", "goal"]);
+            assert_eq!(r.code, 0, "{}", r.stderr);
+            say("Pushing next.")
+        }
+        _ => say("I will wait for the user."),
+    });
+    let stdout = ok(&run_gemini(&s, &api, &["-p", "/loopx push the release"], &[]));
+    assert!(stdout.contains("I will wait for the user."), "{stdout}");
+    let all = api.all();
+    assert!(all.contains(r#"goal main: \"ship the feature\""#), "the objective reached the model: {all}");
+    assert_eq!(all.matches("May the agent push to main?").count(), 1, "shown once: {all}");
+    assert_eq!(api.requests.lock().unwrap().len(), 3, "the prompt, the tool result, the question");
+    let events = events(&s.events_path("main"));
+    let told: Vec<_> =
+        events.iter().filter(|e| e["kind"] == "stop_blocked").map(|e| &e["data"]["told"]).collect();
+    assert_eq!(told, [&json!(["g1"])], "one continuation, to show g1");
+}
+
 /// With `--harden`, the model's shell cannot answer its own gate, however the command hides
 /// loopx from the environment: the BeforeTool gate denies it before it runs.
 #[test]

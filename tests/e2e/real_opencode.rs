@@ -298,6 +298,47 @@ fn real_opencode_ends_at_once_on_a_goal_wide_gate_with_the_question_shown() {
     assert!(!kinds(&s).contains(&"stop_blocked".to_owned()));
 }
 
+/// A question a person asks while the session works stops it, and the model is shown the
+/// question once before it ends (the plugin's driver continues it that one time); the
+/// `/loopx` entry names the goal's objective.
+#[test]
+fn real_opencode_is_shown_a_question_asked_mid_session_once_and_then_ends() {
+    let s = Sandbox::new();
+    s.init();
+    let person = s.person();
+    let api = fake_api_with(move |req| match assistant_turns(req) {
+        0 => call("loopx_should_run", json!({"turn_id": "turn-1"})),
+        1 => {
+            let r = person(&["gate", "ask", "--question", "May the agent push to main?", "--blocks", "goal"]);
+            assert_eq!(r.code, 0, "{}", r.stderr);
+            say("Pushing next.")
+        }
+        _ => say("I will wait for the user."),
+    });
+    setup(&s, &api, &["--with", "stop-driver"]);
+    let server = serve(&s, &[]);
+    ok(&run_opencode(
+        &s,
+        &["--attach", &server.url, "--command", "loopx", "push", "the", "release"],
+        "",
+        &[],
+    ));
+    until("the question's turn", || api.requests.lock().unwrap().len() == 3);
+    stays_quiet(&api, 3);
+    drop(server);
+    let all = api.all();
+    assert!(all.contains(r#"goal main: \"ship the feature\""#), "the objective reached the model");
+    let shown =
+        api.requests.lock().unwrap().iter().filter(|r| r.to_string().contains("May the agent push")).count();
+    assert_eq!(shown, 1, "shown once, in the last request");
+    let told: Vec<_> = events(&s.events_path("main"))
+        .into_iter()
+        .filter(|e| e["kind"] == "stop_blocked")
+        .map(|e| e["data"]["told"].clone())
+        .collect();
+    assert_eq!(told, [json!(["g1"])], "one continuation, to show g1");
+}
+
 #[test]
 fn real_opencode_tool_gate_denies_a_persons_decision_from_bash() {
     let s = Sandbox::new();

@@ -128,18 +128,18 @@ impl Sandbox {
     }
 
     /// `c` with the sandbox's environment and nothing of the machine's but `PATH`.
-    pub fn environment(&self, mut c: Command) -> Command {
-        c.env_clear()
-            .env("HOME", &self.home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("NO_COLOR", "1")
-            .env(ANCESTRY_ROOT, ancestry_root())
-            .current_dir(&self.root);
+    pub fn environment(&self, c: Command) -> Command {
+        sandboxed(c, &self.home, &self.root, self.clock_skew_ms.load(Ordering::Relaxed))
+    }
+
+    /// Runs loopx here as the person, from any thread (a fake model's, between two turns).
+    pub fn person(&self) -> impl Fn(&[&str]) -> Run + Send + Sync + 'static {
+        let (home, root) = (self.home.clone(), self.root.clone());
         let skew = self.clock_skew_ms.load(Ordering::Relaxed);
-        if skew != 0 {
-            c.env("LOOPX_TEST_CLOCK_SKEW_MS", skew.to_string());
+        move |args| {
+            let mut c = sandboxed(Command::new(loopx_bin()), &home, &root, skew);
+            Run::from(c.args(args).output().expect("run loopx"))
         }
-        c
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
@@ -378,4 +378,19 @@ pub fn loopx_py_fixture() -> (Sandbox, PathBuf) {
     let s = Sandbox::new();
     copy_dir(&fixture.join("project"), &s.root);
     (s, fixture.join("expected"))
+}
+
+/// `c` with a sandbox's environment (`home`, `root`, its clock's skew) and nothing of the
+/// machine's but `PATH`.
+fn sandboxed(mut c: Command, home: &Path, root: &Path, skew: i64) -> Command {
+    c.env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("NO_COLOR", "1")
+        .env(ANCESTRY_ROOT, ancestry_root())
+        .current_dir(root);
+    if skew != 0 {
+        c.env("LOOPX_TEST_CLOCK_SKEW_MS", skew.to_string());
+    }
+    c
 }
