@@ -2,18 +2,19 @@
 //! without its todos) as one JSON line, the glance (the few todos a decision may need, see
 //! [`Glance`]), then the todos' key lines ([`crate::table`]). The state root hashes that form
 //! ([`encode_keys`]) in two parts, what a glance reads and the key lines, so a decision can check
-//! the part it reads without reading the rest ([`crate::log::state_root`]); the todos' JSON
+//! the part it reads without reading the rest ([`state_root`]); the todos' JSON
 //! follows where the store keeps it ([`Bodies`]). Older forms are still read: the table form
 //! without a glance (`loopx-state 3`), and before it one JSON document.
 
 use std::sync::Arc;
 
 use serde::ser::{self, Serialize, SerializeStruct, Serializer};
+use sha2::{Digest, Sha256};
 
 use loopx_core::{Error, Result, TodoId};
 
 use crate::state::GoalState;
-use crate::table::{Bodies, TodoTable};
+use crate::table::{Bodies, Glance, TodoTable};
 
 /// How the first line of a state in the table form begins: the number of todos follows, and
 /// then how many bytes the head and the glance after the marker line take.
@@ -25,30 +26,6 @@ const MARKER_3: &[u8] = b"loopx-state 3 ";
 
 /// The glance's first line begins so; the counts and the number of its key lines follow.
 const GLANCE: &[u8] = b"glance ";
-
-/// What a decision needs of a goal's todos when its best todo is among a few: kept in the
-/// state's form right after its head, so a decision reads and checks that part alone. It
-/// holds the key lines, in id order, of the [`GLANCE_FREE`] best todos an agent could pick
-/// that nobody holds (by priority, then creation), every one an agent holds or waits for (up
-/// to [`GLANCE_HELD`]) and every open todo of a person's (up to [`GLANCE_USER`]), with how
-/// many of each the goal has: a glance vouches for a pick only when it holds everything that
-/// could rank before it ([`crate::decide::decide_at_a_glance`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Glance {
-    /// Todos an agent could pick that nobody holds.
-    pub free: usize,
-    /// Todos an agent could pick that an agent holds (claimed or waiting for it).
-    pub held: usize,
-    /// Open todos of a person's.
-    pub user: usize,
-}
-
-/// How many of the best free todos a glance holds.
-pub const GLANCE_FREE: usize = 16;
-/// How many held todos a glance holds at most (with more, it vouches for nothing).
-pub const GLANCE_HELD: usize = 16;
-/// How many open todos of a person's a glance holds at most.
-pub const GLANCE_USER: usize = 16;
 
 /// What a state's root hashes: the marker line (the number of todos, and the length of the
 /// head and glance that follow it), the state's head as one JSON line, the glance, and a key
@@ -110,7 +87,7 @@ pub fn is_table_form(bytes: &[u8]) -> bool {
 
 /// Where the part of a state's form in the table form that a glance reads ends (the marker
 /// line, the head and the glance), when the form has a glance: the state root hashes that part
-/// and the key lines after it apart ([`crate::log::state_root`]).
+/// and the key lines after it apart ([`state_root`]).
 pub fn glance_end(bytes: &[u8]) -> Option<usize> {
     glance_len(bytes).filter(|end| *end <= bytes.len())
 }
@@ -360,5 +337,82 @@ impl<S: Serializer> Serializer for HeadOnly<S> {
         _: &T,
     ) -> std::result::Result<S::Ok, S::Error> {
         Err(not_a_state())
+    }
+}
+
+// ---- state roots -----------------------------------------------------------------------------
+
+/// The state root of a state's canonical bytes (what the snapshot holds, byte for byte), 17
+/// characters, since every line carries one. BLAKE3 because a command hashes the live state it
+/// reads. A form with a glance ([`glance_end`]) is hashed in two parts, the
+/// glance's part and the key lines after it, and its root is `c` and the first 96 bits of
+/// BLAKE3 over the two parts' hashes ([`glance_root`]): a decision that reads the glance alone
+/// checks it with the key lines' hash the snapshot records. Any other form's root is `b` and
+/// the first 96 bits of BLAKE3 over it. Both in unpadded base64url.
+pub fn state_root(state: &[u8]) -> String {
+    state_root_parts(state).0
+}
+
+/// [`state_root`], and for a form with a glance the hash of its key lines, which a snapshot
+/// records for a glance to be checked with.
+pub fn state_root_parts(state: &[u8]) -> (String, Option<[u8; 32]>) {
+    if let Some(end) = glance_end(state) {
+        let (glance, keys) = state.split_at(end);
+        let keys = *blake3::hash(keys).as_bytes();
+        return (glance_root(blake3::hash(glance).as_bytes(), &keys), Some(keys));
+    }
+    let mut out = String::with_capacity(17);
+    out.push('b');
+    crate::base64::base64_96(blake3::hash(state).as_bytes(), &mut out);
+    (out, None)
+}
+
+/// The root of a form with a glance, from the hashes of its two parts (see [`state_root`]).
+pub fn glance_root(glance: &[u8; 32], keys: &[u8; 32]) -> String {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(glance);
+    hasher.update(keys);
+    let mut out = String::with_capacity(17);
+    out.push('c');
+    crate::base64::base64_96(hasher.finalize().as_bytes(), &mut out);
+    out
+}
+
+/// The root lines written before the table form carry: the first 96 bits of SHA-256 of the
+/// state's JSON, 16 characters.
+pub fn legacy_state_root(state_json: &[u8]) -> String {
+    let mut out = String::with_capacity(16);
+    crate::base64::base64_96(&Sha256::digest(state_json), &mut out);
+    out
+}
+
+/// Whether a line's root is of the older kind ([`legacy_state_root`]).
+pub fn is_legacy_root(root: &str) -> bool {
+    root.len() == 16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_roots_are_short_and_differ() {
+        let a = state_root(b"{}");
+        assert_eq!(a.len(), 17);
+        assert!(a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{a}");
+        assert_ne!(a, state_root(b"{ }"));
+        assert!(!is_legacy_root(&a));
+        let old = legacy_state_root(b"{}");
+        assert!(is_legacy_root(&old), "{old}");
+    }
+
+    /// Every log ever written carries these roots, so their encoding is fixed: the values
+    /// below were computed apart from loopx (Python's `hashlib`, `blake3` and `base64`).
+    #[test]
+    fn roots_are_encoded_as_logs_carry_them() {
+        assert_eq!(state_root(b"{}"), "bbkbdEN78m1bCmm7F");
+        assert_eq!(state_root(b"loopx"), "bbxcGG6LkITd2_Mbf");
+        assert_eq!(legacy_state_root(b"{}"), "RBNvo1WzZ4oRRq0W");
+        assert_eq!(legacy_state_root(b"loopx"), "fQLfEDVuAYOCynzR");
     }
 }

@@ -30,7 +30,7 @@ use loopx_core::next::NextStep;
 use loopx_core::untrusted::quoted;
 use loopx_core::{AgentId, Error, GateId, Result, Timestamp, TodoId};
 
-use crate::codec::Glance;
+use crate::table::Glance;
 use crate::quota;
 use crate::state::GoalState;
 

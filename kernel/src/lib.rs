@@ -7,6 +7,7 @@
 
 pub mod actor;
 pub mod approvals;
+mod base64;
 pub mod codec;
 pub mod decide;
 pub mod doctor;

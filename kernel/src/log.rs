@@ -153,65 +153,6 @@ impl EventLine {
     }
 }
 
-/// The state root of a state's canonical bytes (what the snapshot holds, byte for byte), 17
-/// characters, since every line carries one. BLAKE3 because a command hashes the live state it
-/// reads. A form with a glance ([`crate::codec::glance_end`]) is hashed in two parts, the
-/// glance's part and the key lines after it, and its root is `c` and the first 96 bits of
-/// BLAKE3 over the two parts' hashes ([`glance_root`]): a decision that reads the glance alone
-/// checks it with the key lines' hash the snapshot records. Any other form's root is `b` and
-/// the first 96 bits of BLAKE3 over it. Both in unpadded base64url.
-pub fn state_root(state: &[u8]) -> String {
-    state_root_parts(state).0
-}
-
-/// [`state_root`], and for a form with a glance the hash of its key lines, which a snapshot
-/// records for a glance to be checked with.
-pub fn state_root_parts(state: &[u8]) -> (String, Option<[u8; 32]>) {
-    if let Some(end) = crate::codec::glance_end(state) {
-        let (glance, keys) = state.split_at(end);
-        let keys = *blake3::hash(keys).as_bytes();
-        return (glance_root(blake3::hash(glance).as_bytes(), &keys), Some(keys));
-    }
-    let mut out = String::with_capacity(17);
-    out.push('b');
-    base64_96(blake3::hash(state).as_bytes(), &mut out);
-    (out, None)
-}
-
-/// The root of a form with a glance, from the hashes of its two parts (see [`state_root`]).
-pub fn glance_root(glance: &[u8; 32], keys: &[u8; 32]) -> String {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(glance);
-    hasher.update(keys);
-    let mut out = String::with_capacity(17);
-    out.push('c');
-    base64_96(hasher.finalize().as_bytes(), &mut out);
-    out
-}
-
-/// The root lines written before the table form carry: the first 96 bits of SHA-256 of the
-/// state's JSON, 16 characters.
-pub fn legacy_state_root(state_json: &[u8]) -> String {
-    let mut out = String::with_capacity(16);
-    base64_96(&Sha256::digest(state_json), &mut out);
-    out
-}
-
-/// Whether a line's root is of the older kind ([`legacy_state_root`]).
-pub fn is_legacy_root(root: &str) -> bool {
-    root.len() == 16
-}
-
-pub(crate) fn base64_96(digest: &[u8], out: &mut String) {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    for chunk in digest[..12].chunks(3) {
-        let n = (u32::from(chunk[0]) << 16) | (u32::from(chunk[1]) << 8) | u32::from(chunk[2]);
-        for shift in [18, 12, 6, 0] {
-            out.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
-        }
-    }
-}
-
 /// The state root the last committed line of a log of `len` bytes records, read from its end.
 /// `None` for an empty log, a last line without one, or one that does not parse (the full scan
 /// will say why).
@@ -413,25 +354,10 @@ mod tests {
         out
     }
 
-    #[test]
-    fn state_roots_are_short_and_differ() {
-        let a = state_root(b"{}");
-        assert_eq!(a.len(), 17);
-        assert!(a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{a}");
-        assert_ne!(a, state_root(b"{ }"));
-        assert!(!is_legacy_root(&a));
-        let old = legacy_state_root(b"{}");
-        assert!(is_legacy_root(&old), "{old}");
-    }
-
     /// Every log ever written carries these hashes, so their encoding is fixed: the values
-    /// below were computed apart from loopx (Python's `hashlib`, `blake3` and `base64`).
+    /// below were computed apart from loopx (Python's `hashlib`).
     #[test]
-    fn roots_and_line_hashes_are_encoded_as_logs_carry_them() {
-        assert_eq!(state_root(b"{}"), "bbkbdEN78m1bCmm7F");
-        assert_eq!(state_root(b"loopx"), "bbxcGG6LkITd2_Mbf");
-        assert_eq!(legacy_state_root(b"{}"), "RBNvo1WzZ4oRRq0W");
-        assert_eq!(legacy_state_root(b"loopx"), "fQLfEDVuAYOCynzR");
+    fn line_hashes_are_encoded_as_logs_carry_them() {
         assert_eq!(line_hash(b"{}"), "44136fa355b3678a1146ad16f7e8649e");
         assert_eq!(line_hash(b"loopx"), "7d02df10356e018382ca7cd167ad1f94");
     }

@@ -30,7 +30,7 @@ use crate::state::{ArchiveHead, ArchivedTodo, GoalState, StoredReceipt};
 use crate::table;
 
 /// The version of `snapshot.json`. Version 4 holds the live state in the table form with its
-/// glance ([`crate::codec::Glance`]), and names the hash of its key lines and where the glance's
+/// glance ([`crate::table::Glance`]), and names the hash of its key lines and where the glance's
 /// todos are, so that a decision reads the head and the glance alone; version 3 held the table
 /// form without a glance (a record per todo, decoded when used: [`crate::table`]); version 2 held it as one JSON document, and
 /// version 1 held the whole state, archive included. An older snapshot is rebuilt from the log
@@ -66,7 +66,7 @@ pub trait Store: Doctor + Send + Sync + fmt::Debug {
     /// A glance at a goal: its state with the glance's todos alone, and the glance's counts
     /// ([`codec::decode_glance`]), when the store can read that part of the state by itself,
     /// checked against the log, and it is current. `None` sends the caller to [`Store::read`].
-    fn glance(&self, _id: &GoalId) -> Result<Option<(GoalState, codec::Glance)>> {
+    fn glance(&self, _id: &GoalId) -> Result<Option<(GoalState, table::Glance)>> {
         Ok(None)
     }
     /// Runs `f` under the goal lock with the current state; `f` commits at most one event.
@@ -162,7 +162,7 @@ impl Store for Box<dyn Store> {
     fn read(&self, id: &GoalId) -> Result<Arc<GoalState>> {
         (**self).read(id)
     }
-    fn glance(&self, id: &GoalId) -> Result<Option<(GoalState, codec::Glance)>> {
+    fn glance(&self, id: &GoalId) -> Result<Option<(GoalState, table::Glance)>> {
         (**self).glance(id)
     }
     fn seen_person_key(&self, id: &GoalId) -> Option<String> {
@@ -228,7 +228,7 @@ pub struct Commit<'a> {
     /// `state`'s canonical encoding, whose root the line records.
     /// The state's hashed form ([`codec::encode_keys`]).
     pub state_keys: &'a [u8],
-    /// The hash of its key lines ([`log::state_root_parts`]), when it has a glance.
+    /// The hash of its key lines ([`codec::state_root_parts`]), when it has a glance.
     pub keys_hash: Option<[u8; 32]>,
     /// The archive before the event (the todos it archived are `state.archived_now`).
     pub archive_before: &'a ArchiveHead,
@@ -606,7 +606,7 @@ impl<'a> Txn<'a> {
             next.keep_receipt(&line).map_err(Error::internal)?;
         }
         let state_keys = codec::encode_keys(next, self.size_hint)?;
-        let (root, keys_hash) = log::state_root_parts(&state_keys);
+        let (root, keys_hash) = codec::state_root_parts(&state_keys);
         line.root = Some(root);
         let text =
             serde_json::to_string(&line).map_err(|e| Error::internal(format!("cannot encode event: {e}")))?;
@@ -1035,7 +1035,7 @@ impl FileStore {
                     ))
                 };
                 let source = match root {
-                    Some(r) if log::is_legacy_root(&r) || r.starts_with('b') => {
+                    Some(r) if codec::is_legacy_root(&r) || r.starts_with('b') => {
                         // A log whose last line an older loopx wrote has a root of an older
                         // kind, over the state as it encoded it; its next commit writes one of
                         // the new kind.
@@ -1044,7 +1044,7 @@ impl FileStore {
                         }
                         None
                     }
-                    Some(r) if r != log::state_root(&bytes[from..hashed]) => return tampered(),
+                    Some(r) if r != codec::state_root(&bytes[from..hashed]) => return tampered(),
                     Some(r) => Some(Source { bytes: vec![Arc::clone(&bytes)], root: r }),
                     None => None,
                 };
@@ -1114,7 +1114,7 @@ impl FileStore {
     /// glance against the log's last root with the key lines' hash the header records), but
     /// for the key lines, which are neither read nor hashed. `None` whenever anything is not
     /// as a current snapshot's: the whole load then finds out what.
-    fn glance_at(&self, id: &GoalId) -> Result<Option<(GoalState, codec::Glance)>> {
+    fn glance_at(&self, id: &GoalId) -> Result<Option<(GoalState, table::Glance)>> {
         /// Enough for the header, the head and the glance of most goals at one read.
         const FIRST_READ: usize = 16 * 1024;
         let again =
@@ -1161,7 +1161,7 @@ impl FileStore {
         let Ok(body_file) = self.open_bodies(id, header.bodies.as_ref()) else { return Ok(None) };
         let Some(keys) = unhex(&glance.keys) else { return Ok(None) };
         let root = log::last_root(&events, mark.len).map_err(|e| Error::io("read", &events, &e))?;
-        if root != Some(log::glance_root(blake3::hash(&bytes[from..]).as_bytes(), &keys)) {
+        if root != Some(codec::glance_root(blake3::hash(&bytes[from..]).as_bytes(), &keys)) {
             return Ok(None);
         }
         let bytes = Arc::new(bytes);
@@ -1591,9 +1591,9 @@ pub fn encode_state(state: &GoalState) -> Result<Vec<u8>> {
     codec::encode_state(state)
 }
 
-/// A state's root ([`log::state_root`] of [`codec::encode_keys`]).
+/// A state's root ([`codec::state_root`] of [`codec::encode_keys`]).
 pub fn root_of(state: &GoalState) -> Result<String> {
-    Ok(log::state_root(&codec::encode_keys(state, 0)?))
+    Ok(codec::state_root(&codec::encode_keys(state, 0)?))
 }
 
 /// A state as one JSON document, the form roots hashed before the table form.
@@ -1604,11 +1604,11 @@ pub fn legacy_json(state: &GoalState) -> Result<Vec<u8>> {
 /// Whether `root`, from a log line, is the root of `state`: in the form its kind names (an
 /// older loopx's JSON, the table form without a glance, or with one).
 pub fn root_matches(root: &str, state: &GoalState) -> Result<bool> {
-    if log::is_legacy_root(root) {
-        return Ok(root == log::legacy_state_root(&legacy_json(state)?));
+    if codec::is_legacy_root(root) {
+        return Ok(root == codec::legacy_state_root(&legacy_json(state)?));
     }
     if root.starts_with('b') {
-        return Ok(root == log::state_root(&codec::encode_keys_3(state)?));
+        return Ok(root == codec::state_root(&codec::encode_keys_3(state)?));
     }
     Ok(root == root_of(state)?)
 }
@@ -1652,7 +1652,7 @@ impl FileStore {
         // cost the whole state per event.
         let state_keys = codec::encode_keys(&state, 0)?;
         if let Some(last) = lines.last_mut() {
-            last.root = Some(log::state_root(&state_keys));
+            last.root = Some(codec::state_root(&state_keys));
         }
         let mut text = String::new();
         let n = lines.len() as u64;
@@ -2009,7 +2009,7 @@ impl Store for FileStore {
         Ok(state)
     }
 
-    fn glance(&self, id: &GoalId) -> Result<Option<(GoalState, codec::Glance)>> {
+    fn glance(&self, id: &GoalId) -> Result<Option<(GoalState, table::Glance)>> {
         self.glance_at(id)
     }
 
@@ -2313,8 +2313,8 @@ pub fn check_root(id: &GoalId, scan: &Scan, state: &GoalState, archive: &[String
     }
     let upgraded = scan.lines.iter().any(|l| matches!(l.event, Event::StoreUpgraded { .. }));
     if upgraded
-        || !log::is_legacy_root(root)
-        || *root != log::legacy_state_root(&legacy_json(&whole_state(state, archive)?)?)
+        || !codec::is_legacy_root(root)
+        || *root != codec::legacy_state_root(&legacy_json(&whole_state(state, archive)?)?)
     {
         return Err(Error::integrity(format!(
             "goal {id}: replaying events.jsonl does not give the state its last event records (event {})",
@@ -2585,7 +2585,7 @@ mod tests {
         let whole = open_at(a.root()).read(&id).unwrap();
         assert_eq!((g.seq, &g.goal, &g.agents), (whole.seq, &whole.goal, &whole.agents));
         let held: Vec<_> = g.todos.iter().cloned().collect();
-        assert_eq!(held, whole.todos.iter().take(codec::GLANCE_FREE).cloned().collect::<Vec<_>>());
+        assert_eq!(held, whole.todos.iter().take(table::GLANCE_FREE).cloned().collect::<Vec<_>>());
         add_todo(&a, &id, "one more");
         let (g, counts) = open_at(a.root()).glance(&id).unwrap().unwrap();
         assert_eq!((g.seq, counts.free), (whole.seq + 1, 21));

@@ -28,13 +28,38 @@ use serde::ser::{Serialize, Serializer};
 use loopx_core::model::{Priority, ResumeWhen, Role, Todo, TodoClass, TodoStatus};
 use loopx_core::{AgentId, Error, GateId, Result, Timestamp, TodoId};
 
+/// What a decision needs of a goal's todos when its best todo is among a few: kept in the
+/// state's form right after its head, so a decision reads and checks that part alone. It
+/// holds the key lines, in id order, of the [`GLANCE_FREE`] best todos an agent could pick
+/// that nobody holds (by priority, then creation), every one an agent holds or waits for (up
+/// to [`GLANCE_HELD`]) and every open todo of a person's (up to [`GLANCE_USER`]), with how
+/// many of each the goal has: a glance vouches for a pick only when it holds everything that
+/// could rank before it ([`crate::decide::decide_at_a_glance`]); the state's stored form keeps it
+/// ([`crate::codec`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Glance {
+    /// Todos an agent could pick that nobody holds.
+    pub free: usize,
+    /// Todos an agent could pick that an agent holds (claimed or waiting for it).
+    pub held: usize,
+    /// Open todos of a person's.
+    pub user: usize,
+}
+
+/// How many of the best free todos a glance holds.
+pub const GLANCE_FREE: usize = 16;
+/// How many held todos a glance holds at most (with more, it vouches for nothing).
+pub const GLANCE_HELD: usize = 16;
+/// How many open todos of a person's a glance holds at most.
+pub const GLANCE_USER: usize = 16;
+
 /// The length of a todo's hash in its key line.
 const HASH_LEN: usize = 16;
 
 /// The hash of a todo's JSON: 96 bits of BLAKE3, base64url.
 fn body_hash(body: &[u8]) -> [u8; HASH_LEN] {
     let mut text = String::with_capacity(HASH_LEN);
-    crate::log::base64_96(blake3::hash(body).as_bytes(), &mut text);
+    crate::base64::base64_96(blake3::hash(body).as_bytes(), &mut text);
     let mut out = [0; HASH_LEN];
     out.copy_from_slice(text.as_bytes());
     out
@@ -555,11 +580,10 @@ impl TodoTable {
         Ok(starts)
     }
 
-    /// The rows a glance holds ([`crate::codec::Glance`]), by place in id order, and how many
+    /// The rows a glance holds ([`Glance`]), by place in id order, and how many
     /// of each kind the table has.
-    pub(crate) fn glance(&self) -> (Vec<usize>, crate::codec::Glance) {
-        use crate::codec::{GLANCE_FREE, GLANCE_HELD, GLANCE_USER};
-        let mut counts = crate::codec::Glance::default();
+    pub(crate) fn glance(&self) -> (Vec<usize>, Glance) {
+        let mut counts = Glance::default();
         // The best free rows so far, by (priority, place): rows come in id order, so a row
         // ranks before one already kept only by a higher priority.
         let mut free: Vec<(Priority, usize)> = Vec::with_capacity(GLANCE_FREE + 1);

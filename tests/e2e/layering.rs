@@ -1,13 +1,13 @@
 //! The layering rules of ARCHITECTURE.md's code map (`loopx_tests::layering`), on the workspace, and on
 //! injected violations to show the check bites.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-use loopx_tests::layering::{Layer, check_deps, check_source, check_workspace};
+use loopx_tests::layering::{Layer, check_deps, check_source, check_workspace, circles, module_graph, modules_named};
 
 fn workspace_deps() -> BTreeMap<String, Vec<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -53,6 +53,41 @@ fn crates_depend_only_as_the_code_map_allows() {
 fn sources_name_only_what_their_layer_allows() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     assert_eq!(check_workspace(&root), vec![]);
+}
+
+/// Inside a crate, no two modules name each other, directly or round a longer circle: each
+/// module can be read knowing only those below it.
+#[test]
+fn no_library_crate_has_a_circle_of_modules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = Vec::new();
+    for dir in ["core", "kernel"] {
+        for circle in circles(&module_graph(&root.join(dir).join("src"))) {
+            found.push(format!("{dir}: {}", circle.join(" → ")));
+        }
+    }
+    assert_eq!(found, Vec::<String>::new());
+}
+
+#[test]
+fn the_module_check_finds_an_injected_circle() {
+    let a = modules_named("use crate::b::Thing; fn f() {}");
+    let b = modules_named("fn g() { crate::c::h(); }");
+    let c = modules_named("use crate::{a, d::X}; fn i() { let _ = format!(\"{}\", crate::e::j()); }");
+    let tests_only = modules_named("#[cfg(test)] mod tests { use crate::a::f; }");
+    assert_eq!(c, BTreeSet::from(["a".to_owned(), "d".to_owned(), "e".to_owned()]));
+    assert!(tests_only.is_empty(), "a test may name anything");
+    let graph = BTreeMap::from([("a".to_owned(), a), ("b".to_owned(), b.clone()), ("c".to_owned(), c)]);
+    assert_eq!(circles(&graph), [["a", "b", "c"]]);
+    let open = BTreeMap::from([("a".to_owned(), BTreeSet::from(["b".to_owned()])), ("b".to_owned(), b)]);
+    assert!(circles(&open).is_empty());
+    // And on disk: a circle written into a copy of a crate's sources.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("x")).unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "mod x; mod y;").unwrap();
+    std::fs::write(dir.path().join("x/inner.rs"), "pub fn f() { crate::y::g() }").unwrap();
+    std::fs::write(dir.path().join("y.rs"), "pub fn g() { crate::x::inner::f() }").unwrap();
+    assert_eq!(circles(&module_graph(dir.path())), [["x", "y"]]);
 }
 
 /// The check itself: each violation below must be caught (and the legitimate code beside it

@@ -4,7 +4,7 @@
 //! renames, globs), every path and macro is resolved through them, macro arguments are parsed
 //! too, and every module file is read, however deep. Test modules (`#[cfg(test)]`) are exempt.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use syn::punctuated::Punctuated;
@@ -369,4 +369,141 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
         }
     }
     out
+}
+
+// ---- circles of modules ----------------------------------------------------------------------
+
+/// The crate's own top-level modules a source file names (`crate::X…` in an import or a path),
+/// outside tests.
+pub fn modules_named(src: &str) -> BTreeSet<String> {
+    struct Named(BTreeSet<String>);
+    impl<'ast> Visit<'ast> for Named {
+        fn visit_item_use(&mut self, i: &'ast syn::ItemUse) {
+            if is_test_only(&i.attrs) {
+                return;
+            }
+            let mut out = Vec::new();
+            flatten(&i.tree, &mut Vec::new(), &mut out);
+            for (_, full) in out {
+                if let [root, module, ..] = full.as_slice()
+                    && root == "crate"
+                {
+                    self.0.insert(module.clone());
+                }
+            }
+        }
+        fn visit_item_mod(&mut self, i: &'ast syn::ItemMod) {
+            if !is_test_only(&i.attrs) {
+                visit::visit_item_mod(self, i);
+            }
+        }
+        fn visit_item_fn(&mut self, i: &'ast syn::ItemFn) {
+            if !is_test_only(&i.attrs) {
+                visit::visit_item_fn(self, i);
+            }
+        }
+        fn visit_path(&mut self, p: &'ast syn::Path) {
+            let mut s = p.segments.iter().map(|s| s.ident.to_string());
+            if let (Some(root), Some(module)) = (s.next(), s.next())
+                && root == "crate"
+            {
+                self.0.insert(module);
+            }
+            visit::visit_path(self, p);
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            if let Ok(args) = m.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
+                for e in &args {
+                    self.visit_expr(e);
+                }
+            }
+        }
+    }
+    let Ok(ast) = syn::parse_file(src) else { return BTreeSet::new() };
+    let mut named = Named(BTreeSet::new());
+    named.visit_file(&ast);
+    named.0
+}
+
+/// Which top-level module names which, over a crate's `src` directory: a file `src/x.rs` or any
+/// file under `src/x/` is module `x`; the crate root names none.
+pub fn module_graph(src_dir: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src_dir, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let Ok(rel) = f.strip_prefix(src_dir) else { continue };
+        let Some(first) = rel.components().next() else { continue };
+        let module = first.as_os_str().to_string_lossy().trim_end_matches(".rs").to_owned();
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let named = modules_named(&std::fs::read_to_string(&f).unwrap_or_default());
+        graph.entry(module.clone()).or_default().extend(named.into_iter().filter(|m| *m != module));
+    }
+    graph
+}
+
+/// The circles of a module graph: each set of two or more modules that reach one another,
+/// sorted (Tarjan's strongly connected components).
+pub fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Walk<'g> {
+        graph: &'g BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'g str, usize>,
+        low: BTreeMap<&'g str, usize>,
+        stack: Vec<&'g str>,
+        on_stack: BTreeSet<&'g str>,
+        out: Vec<Vec<String>>,
+    }
+    impl<'g> Walk<'g> {
+        fn visit(&mut self, v: &'g str) {
+            let i = self.index.len();
+            self.index.insert(v, i);
+            self.low.insert(v, i);
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            for w in self.graph.get(v).into_iter().flatten() {
+                let w = w.as_str();
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let lw = self.low[w];
+                    let lv = self.low.get_mut(v).expect("visited");
+                    *lv = (*lv).min(lw);
+                } else if self.on_stack.contains(w) {
+                    let iw = self.index[w];
+                    let lv = self.low.get_mut(v).expect("visited");
+                    *lv = (*lv).min(iw);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut scc = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on_stack.remove(w);
+                    scc.push(w.to_owned());
+                    if w == v {
+                        break;
+                    }
+                }
+                if scc.len() > 1 {
+                    scc.sort();
+                    self.out.push(scc);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !walk.index.contains_key(v.as_str()) {
+            walk.visit(v);
+        }
+    }
+    walk.out.sort();
+    walk.out
 }

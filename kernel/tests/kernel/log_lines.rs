@@ -15,8 +15,7 @@ use loopx_kernel::store::Store;
 use loopx_kernel::{MemKernel, MemStore, Silent};
 use serde_json::Value;
 
-mod support;
-use support::block_on;
+use crate::support::block_on;
 
 /// A clock a millisecond later each time it is read, so a command's own time and its commit's
 /// differ.
@@ -53,11 +52,11 @@ impl World {
     }
 
     fn ctx(&self, turn: Option<&str>) -> CommandContext {
-        support::agent_ctx(&self.goal, bot(), turn)
+        crate::support::agent_ctx(&self.goal, bot(), turn)
     }
 
     fn person(&self) -> CommandContext {
-        support::person_ctx(&self.goal)
+        crate::support::person_ctx(&self.goal)
     }
 
     /// The log's lines as written.
@@ -94,7 +93,7 @@ impl World {
 fn done(todo: loopx_core::TodoId) -> CompleteTodo {
     CompleteTodo {
         todo,
-        evidence: Some(support::evidence()),
+        evidence: Some(crate::support::evidence()),
         no_follow_up: true,
         note: None,
         next_todo: None,
@@ -190,10 +189,10 @@ fn evidence_added_alone_or_with_an_update_leaves_out_its_lines_time_and_author()
     let w = World::new();
     let ctx = w.ctx(None);
     let todo = w.claim_next(&ctx);
-    block_on(w.k.add_evidence(&ctx, AddEvidence { todo, evidence: support::evidence() })).unwrap();
+    block_on(w.k.add_evidence(&ctx, AddEvidence { todo, evidence: crate::support::evidence() })).unwrap();
     let update = UpdateTodo {
         note: Some("halfway".into()),
-        evidence: Some(support::evidence()),
+        evidence: Some(crate::support::evidence()),
         ..UpdateTodo::of(todo)
     };
     block_on(w.k.update_todo(&ctx, update)).unwrap();

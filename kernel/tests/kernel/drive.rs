@@ -17,8 +17,7 @@ use loopx_kernel::drive::PromptFor;
 use loopx_kernel::rules::Actor;
 use loopx_kernel::{MemKernel, MemStore, Silent};
 
-mod support;
-use support::block_on;
+use crate::support::block_on;
 
 /// A clock the test moves.
 #[derive(Debug)]
@@ -56,11 +55,11 @@ impl World {
     }
 
     fn ctx(&self, turn: Option<&str>) -> CommandContext {
-        support::agent_ctx(&self.goal, bot(), turn)
+        crate::support::agent_ctx(&self.goal, bot(), turn)
     }
 
     fn person(&self) -> CommandContext {
-        support::person_ctx(&self.goal)
+        crate::support::person_ctx(&self.goal)
     }
 
     fn advance(&self, secs: i64) {
@@ -86,7 +85,7 @@ impl World {
         block_on(self.k.claim_todo(&self.ctx(None), todo)).unwrap();
         let done = CompleteTodo {
             todo,
-            evidence: Some(support::evidence()),
+            evidence: Some(crate::support::evidence()),
             no_follow_up: false,
             note: None,
             next_todo: None,
@@ -450,7 +449,7 @@ fn the_turn_prompt_counts_bytes_and_cuts_what_agents_wrote_first() {
     let t1 = TodoId::from_number(1);
     let person_note = "人の注意".repeat(300);
     let update = UpdateTodo { note: Some(person_note.clone()), ..UpdateTodo::of(t1) };
-    let user = support::agent_ctx(&w.goal, AgentId::user(), None);
+    let user = crate::support::agent_ctx(&w.goal, AgentId::user(), None);
     block_on(w.k.update_todo(&user, update)).unwrap();
     for n in 0..3 {
         let note = format!("{n}{}", "🦀".repeat(999));
@@ -693,7 +692,7 @@ fn the_same_writeback_again_is_no_progress_and_a_new_one_is() {
     w.add("another");
     // Evidence from before the turns, and on another todo, is no turn's progress.
     for todo in [1, 2] {
-        let add = AddEvidence { todo: loopx_core::TodoId::from_number(todo), evidence: support::evidence() };
+        let add = AddEvidence { todo: loopx_core::TodoId::from_number(todo), evidence: crate::support::evidence() };
         block_on(w.k.add_evidence(&w.person(), add)).unwrap();
     }
     w.advance(1);
@@ -748,7 +747,7 @@ fn the_hourly_cap_is_asked_apart_from_a_todos_question_and_a_persons() {
     block_on(w.k.claim_todo(&w.ctx(None), todo)).unwrap();
     let done = CompleteTodo {
         todo,
-        evidence: Some(support::evidence()),
+        evidence: Some(crate::support::evidence()),
         no_follow_up: false,
         note: None,
         next_todo: None,
@@ -890,7 +889,7 @@ fn a_failed_check_is_no_progress_and_evidence_on_another_todo_is_not_this_ones()
         let _ = block_on(w.k.claim_todo(&w.ctx(None), t1));
         block_on(w.k.add_evidence(&w.ctx(None), AddEvidence { todo: t1, evidence: failed.clone() })).unwrap();
         let elsewhere =
-            AddEvidence { todo: loopx_core::TodoId::from_number(2), evidence: support::evidence() };
+            AddEvidence { todo: loopx_core::TodoId::from_number(2), evidence: crate::support::evidence() };
         block_on(w.k.add_evidence(&w.person(), elsewhere)).unwrap();
         w.write_back(&turn, t1).unwrap();
         w.end(&turn, TurnExit::Exited, TurnUsage::default());

@@ -12,14 +12,13 @@ use loopx_core::model::{
     GateBlocks, GateKind, GateStatus, Priority, ResumeWhen, Role, TodoClass, TodoStatus,
 };
 use loopx_core::{AgentId, AgentType, Timestamp};
-use loopx_kernel::codec::{self, GLANCE_FREE, GLANCE_HELD, GLANCE_USER, Glance};
+use loopx_kernel::codec;
 use loopx_kernel::decide;
 use loopx_kernel::rules::{self, Actor};
 use loopx_kernel::state::GoalState;
-use loopx_kernel::table::BodyFile;
+use loopx_kernel::table::{BodyFile, GLANCE_FREE, GLANCE_HELD, GLANCE_USER, Glance};
 
-mod support;
-use support::{Sim, agent, evidence};
+use crate::support::{Sim, agent, evidence};
 
 /// The glance a snapshot of `s` holds, read as a decision reads it: the state's form encoded,
 /// its glance's todos' JSON in a body file of their own (in `dir`), and the glance decoded

@@ -8,8 +8,7 @@ use loopx_core::{Timestamp, TodoId};
 use loopx_kernel::render::goal_md;
 use loopx_kernel::rules;
 
-mod support;
-use support::{Sim, T0, agent, t};
+use crate::support::{Sim, T0, agent, t};
 
 /// A goal with two agents, a person's todo, a question for the person, a check loopx waits
 /// on, a handoff, claimed, held, blocked, deferred and done todos, and more open todos than a

@@ -12,8 +12,7 @@ use loopx_core::{ErrorKind, GoalId};
 use loopx_kernel::person;
 use loopx_kernel::{MemKernel, MemStore, Silent, SystemClock};
 
-mod support;
-use support::block_on;
+use crate::support::block_on;
 
 /// Signs with a key, and keeps every signature it made.
 struct Recording {

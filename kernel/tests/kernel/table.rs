@@ -256,7 +256,6 @@ fn tables_differing_in_one_todo_are_not_equal() {
 /// with a glance hashes its two parts apart, each part counting.
 #[test]
 fn the_form_before_the_glance_is_still_encoded_decoded_and_checked() {
-    use loopx_kernel::log;
     use loopx_kernel::store::{root_matches, root_of};
     let s = goal();
     let now = codec::encode_keys(&s, 0).unwrap();
@@ -271,14 +270,14 @@ fn the_form_before_the_glance_is_still_encoded_decoded_and_checked() {
     let src = Arc::new(whole);
     let (back, end) = codec::decode(&src, 0, src.len(), Bodies::Inline).unwrap();
     assert_eq!((end, &back), (older.len(), &s), "the hashed part ends where the todos' JSON begins");
-    let b = log::state_root(&older);
+    let b = codec::state_root(&older);
     assert!(b.starts_with('b') && root_matches(&b, &s).unwrap(), "{b}");
     let c = root_of(&s).unwrap();
-    assert!(c.starts_with('c') && c == log::state_root(&now) && root_matches(&c, &s).unwrap(), "{c}");
+    assert!(c.starts_with('c') && c == codec::state_root(&now) && root_matches(&c, &s).unwrap(), "{c}");
     assert!(!root_matches(&b.replacen('b', "c", 1), &s).unwrap());
     let glance_end = codec::glance_end(&now).unwrap();
     let (glance, keys) = (blake3::hash(&now[..glance_end]), blake3::hash(&now[glance_end..]));
-    assert_eq!(log::glance_root(glance.as_bytes(), keys.as_bytes()), c);
-    assert_eq!(log::state_root_parts(&now).1, Some(*keys.as_bytes()));
-    assert_ne!(log::glance_root(keys.as_bytes(), glance.as_bytes()), c, "each part in its place");
+    assert_eq!(codec::glance_root(glance.as_bytes(), keys.as_bytes()), c);
+    assert_eq!(codec::state_root_parts(&now).1, Some(*keys.as_bytes()));
+    assert_ne!(codec::glance_root(keys.as_bytes(), glance.as_bytes()), c, "each part in its place");
 }

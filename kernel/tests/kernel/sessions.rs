@@ -10,8 +10,7 @@ use loopx_core::{AgentId, AgentType, ErrorKind, GoalId};
 use loopx_kernel::store::Store;
 use loopx_kernel::{MemKernel, MemStore, Silent, SystemClock};
 
-mod support;
-use support::block_on;
+use crate::support::block_on;
 
 fn agent(id: &str) -> CommandContext {
     CommandContext { agent: Some(AgentId::new(id).unwrap()), ..CommandContext::default() }

@@ -14,8 +14,7 @@ use loopx_core::{AgentType, ErrorKind, GateId, Timestamp, TodoId};
 use loopx_kernel::decide::{self, Decision};
 use loopx_kernel::rules::{self, Actor};
 
-mod support;
-use support::{Sim, T0, agent, t};
+use crate::support::{Sim, T0, agent, t};
 
 fn check(d: &Decision, decision: DecisionKind, state: RunState) {
     assert_eq!((d.decision, d.state), (decision, state), "{d:#?}");

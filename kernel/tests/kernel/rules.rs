@@ -17,8 +17,7 @@ use loopx_core::traits::{EvidenceDraft, TransitionProposal};
 use loopx_core::{AgentType, ErrorKind, HandoffId, Result, Timestamp, TodoId};
 use loopx_kernel::rules::{self, Actor, MAX_HANDOFF_SECS, MAX_LEASE_SECS};
 
-mod support;
-use support::{Sim, T0, agent, evidence, t};
+use crate::support::{Sim, T0, agent, evidence, t};
 
 fn by(who: &str) -> Actor {
     if who == "user" { Actor::User } else { Actor::Agent(agent(who)) }
