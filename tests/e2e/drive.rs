@@ -346,9 +346,11 @@ fn the_driver_sleeps_on_a_gate_without_cpu_and_goes_on_once_answered() {
     let notify = format!("touch {}", notified.display());
     sb.ok(&["goal", "set", "--notify-command", &notify]);
     let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
-    d.wait_for("a sleep on the question", Duration::from_secs(60), |e| {
+    let (_, sleep) = d.wait_for("a sleep on the question", Duration::from_secs(60), |e| {
         e["event"] == "sleeping" && e["decision"] == "ask_user"
     });
+    // When its own timer would wake it (the lease's, minutes away), if ever.
+    let until = sleep["until"].as_str().map(|u| loopx_core::Timestamp::parse_rfc3339(u).unwrap());
     // The person was told before the driver went to sleep.
     assert!(notified.exists(), "the goal's notifier was not run");
     // Asleep: a few seconds cost (next to) no CPU.
@@ -362,11 +364,10 @@ fn the_driver_sleeps_on_a_gate_without_cpu_and_goes_on_once_answered() {
     // A person answers from another shell; the driver goes on at once (its only timer is the
     // lease's, minutes away).
     sb.ok(&["gate", "answer", "g1", "--approve", "--note", "go on"]);
-    let answered = Instant::now();
-    let (at, next) =
+    let (_, next) =
         d.wait_for("the next turn", Duration::from_secs(30), |e| e["event"] == "turn_started" && e["n"] == 2);
-    let took = at.duration_since(answered);
-    assert!(took < Duration::from_secs(2), "the driver went on {took:?} after the answer");
+    // The answer woke it, not its timer.
+    assert!(until.is_none_or(|u| loopx_core::Timestamp::from_system_time(std::time::SystemTime::now()) < u), "{sleep}");
     assert_eq!(next["todo"], "t1", "the todo whose question was answered");
     let (code, ev, stderr) = d.finish();
     assert_eq!(code, 0, "{stderr}");
@@ -570,13 +571,9 @@ fn goal_stop_now_ends_the_running_turn_and_no_turn_starts_after_it() {
     let sb = goal(&["stuck [hang]", "next"]);
     let d = Driving::start(&sb, &["--agent-id", "bot"], &[]);
     let grandchild = wait_file(&sb.root.join(".agent-state/grandchild-t1"));
-    // From another shell, as the person.
-    let asked = Instant::now();
+    // From another shell, as the person: the turn, which would hang for ever, is ended.
     sb.ok(&["goal", "stop", "--now", "--reason", "enough for today"]);
-    let (at, ended) = d.wait_for("the turn's end", Duration::from_secs(30), |e| e["event"] == "turn_ended");
-    let took = at.duration_since(asked);
-    eprintln!("goal stop --now ended the turn in {took:?}");
-    assert!(took < Duration::from_secs(5), "the turn ran on for {took:?} after the stop");
+    let (_, ended) = d.wait_for("the turn's end", Duration::from_secs(30), |e| e["event"] == "turn_ended");
     assert_eq!(ended["end"]["exit"], "interrupted", "{ended}");
     assert!(ended["end"]["run"].is_null(), "{ended}");
     assert!(

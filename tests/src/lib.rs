@@ -16,24 +16,42 @@ use std::time::Duration;
 use serde_json::Value;
 use tempfile::TempDir;
 
-/// The `loopx` binary, built once per test process so the suite never runs a stale one.
+/// The `loopx` binary, built so the suite never runs a stale one: `LOOPX_BIN` when set (`cargo
+/// xtask ci` builds it once and sets it), else built by the first test process of a nextest run
+/// (the others wait on a lock and find the run's stamp), else once per test process.
 pub fn loopx_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         if let Some(bin) = std::env::var_os("LOOPX_BIN") {
             return PathBuf::from(bin);
         }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--package", "loopx-cli", "--bin", "loopx"])
-            .status()
-            .expect("run cargo build for the loopx binary");
-        assert!(status.success(), "cargo build of the loopx binary failed");
         let exe = std::env::current_exe().expect("test executable path");
         // target/<profile>/deps/e2e-… → target/<profile>/loopx
         let dir = exe.parent().and_then(Path::parent).expect("target directory");
-        dir.join(format!("loopx{}", std::env::consts::EXE_SUFFIX))
+        let bin = dir.join(format!("loopx{}", std::env::consts::EXE_SUFFIX));
+        let Some(run) = std::env::var_os("NEXTEST_RUN_ID") else {
+            build_loopx();
+            return bin;
+        };
+        let lock = std::fs::File::create(dir.join("loopx-bin.lock")).expect("the build lock");
+        // Held until `lock` drops, once the binary is there.
+        lock.lock().expect("lock the build");
+        let stamp = dir.join("loopx-bin.run");
+        if std::fs::read(&stamp).ok().as_deref() != Some(run.as_encoded_bytes()) {
+            build_loopx();
+            std::fs::write(&stamp, run.as_encoded_bytes()).expect("the build stamp");
+        }
+        bin
     })
+}
+
+fn build_loopx() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "--package", "loopx-cli", "--bin", "loopx"])
+        .status()
+        .expect("run cargo build for the loopx binary");
+    assert!(status.success(), "cargo build of the loopx binary failed");
 }
 
 /// What one run of the binary did.

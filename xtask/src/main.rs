@@ -186,22 +186,79 @@ fn ci() -> Result<()> {
     ensure_hosts()?;
     // The PostgreSQL store's tests need a database; the server stops when `_server` drops.
     let (url, _server) = loopx_tests::pg::for_tests().map_err(anyhow::Error::msg)?;
+    // The binary the end-to-end tests run, built once for the whole run.
+    run("cargo build (the loopx binary)", cargo().args(["build", "--locked", "-p", "loopx-cli", "--bin", "loopx"]))?;
+    let bin = workspace_root().join("target/debug").join(format!("loopx{}", std::env::consts::EXE_SUFFIX));
     let has_nextest = cargo().args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success());
     let mut tests = cargo();
     if has_nextest {
-        tests.args(["nextest", "run", "--workspace", "--locked"]);
+        tests.args(["nextest", "run", "--workspace", "--locked", "--profile", "ci"]);
     } else {
         tests.args(["test", "--workspace", "--locked"]);
     }
+    tests.env("LOOPX_BIN", &bin);
     if let Some(url) = url {
         tests.env("LOOPX_TEST_PG_URL", url);
     }
-    run(if has_nextest { "cargo nextest run" } else { "cargo test" }, &mut tests)
+    let ran = run(if has_nextest { "cargo nextest run" } else { "cargo test" }, &mut tests);
+    if has_nextest {
+        print_slowest(&workspace_root().join("target/nextest/ci/junit.xml"), 10);
+    }
+    ran
+}
+
+/// Prints the `n` slowest tests of a nextest run from its JUnit report (nothing without one).
+fn print_slowest(junit: &Path, n: usize) {
+    let Ok(xml) = std::fs::read_to_string(junit) else { return };
+    let mut times = slowest(&xml);
+    times.truncate(n);
+    if times.is_empty() {
+        return;
+    }
+    eprintln!("xtask: the {} slowest tests", times.len());
+    for (secs, name) in times {
+        eprintln!("{secs:>8.1} s  {name}");
+    }
+}
+
+/// Every `<testcase>` of a JUnit report as (seconds, name), slowest first.
+fn slowest(xml: &str) -> Vec<(f64, String)> {
+    let attr = |tag: &str, name: &str| {
+        let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        let len = tag[start..].find('"')?;
+        Some(tag[start..start + len].to_owned())
+    };
+    let mut out: Vec<(f64, String)> = xml
+        .split("<testcase")
+        .skip(1)
+        .filter_map(|rest| {
+            let tag = &rest[..rest.find('>')?];
+            let time = attr(tag, "time")?.parse().ok()?;
+            Some((time, attr(tag, "name")?))
+        })
+        .collect();
+    out.sort_by(|a, b| b.0.total_cmp(&a.0));
+    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::asks_for_help;
+    use super::{asks_for_help, slowest};
+
+    #[test]
+    fn the_slowest_tests_come_from_the_junit_report_slowest_first() {
+        let xml = r#"<testsuites><testsuite name="e2e">
+<testcase name="a::quick" classname="loopx-tests::e2e" timestamp="t" time="0.250"></testcase>
+<testcase name="b::slow" classname="loopx-tests::e2e" timestamp="t" time="21.5"><failure/></testcase>
+<testcase name="c::mid" classname="x" time="3"/>
+</testsuite></testsuites>"#;
+        let names: Vec<(f64, String)> = slowest(xml);
+        assert_eq!(
+            names,
+            [(21.5, "b::slow".to_owned()), (3.0, "c::mid".to_owned()), (0.25, "a::quick".to_owned())]
+        );
+        assert!(slowest("<testsuites/>").is_empty());
+    }
 
     #[test]
     fn help_is_asked_for_anywhere_among_the_words() {
