@@ -1,5 +1,5 @@
-//! The decision table (ARCHITECTURE.md, "Bird's-eye view"): a pure function of the goal's state
-//! and the clock.
+//! The decision table (ARCHITECTURE.md, "A `should-run` decision"): a pure function of the goal's
+//! state and the clock.
 //! Rows are evaluated top to bottom; the first that matches decides.
 //!
 //! | # | situation | decision | state |
