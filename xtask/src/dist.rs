@@ -56,8 +56,9 @@ fn host_triple() -> Result<String> {
         .context("rustc -vV names no host")
 }
 
-/// Builds the release binary and packs it with its completions, man pages, README and
-/// licence notes into `target/dist/loopx-<version>-<host>.tar.gz`. Returns the archive.
+/// Builds the release binary and packs it with its completions, man pages, README,
+/// ARCHITECTURE.md and the docs they link to into
+/// `target/dist/loopx-<version>-<host>.tar.gz`. Returns the archive.
 pub fn dist(workspace: &Path) -> Result<PathBuf> {
     crate::run(
         "release build",
@@ -77,6 +78,15 @@ pub fn dist(workspace: &Path) -> Result<PathBuf> {
     man_pages(&stage.join("man"))?;
     for doc in ["README.md", "ARCHITECTURE.md"] {
         std::fs::copy(workspace.join(doc), stage.join(doc)).with_context(|| format!("cannot copy {doc}"))?;
+    }
+    // What the two link to: the docs' Markdown (their pictures stay in the repository).
+    std::fs::create_dir_all(stage.join("docs"))?;
+    for e in std::fs::read_dir(workspace.join("docs")).context("cannot read docs/")? {
+        let path = e?.path();
+        if path.extension().is_some_and(|x| x == "md") {
+            let to = stage.join("docs").join(path.file_name().context("a doc without a name")?);
+            std::fs::copy(&path, &to).with_context(|| format!("cannot copy {}", path.display()))?;
+        }
     }
     let archive = out.join(format!("{name}.tar.gz"));
     let status = Command::new("tar")
