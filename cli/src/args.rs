@@ -83,7 +83,7 @@ impl Driven {
     /// that is not a valid id is a usage error naming the variable.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, loopx_core::Error> {
         let Some(agent) = get("LOOPX_AGENT_ID") else { return Ok(None) };
-        let bad = |var: &str, e: loopx_core::Error| {
+        let bad = |var: &str, e: loopx_core::ids::InvalidId| {
             loopx_core::Error::usage(format!("{var} (set by loopx drive): {}", e.message))
                 .with_hint(format!("unset {var}, or run this inside a turn of loopx drive"))
         };

@@ -20,7 +20,7 @@ use crate::output::{Rendered, Style};
 use crate::text;
 
 pub(crate) fn goal_arg(cli: &Cli) -> Result<Option<GoalId>> {
-    cli.goal_id.as_deref().map(GoalId::new).transpose()
+    Ok(cli.goal_id.as_deref().map(GoalId::new).transpose()?)
 }
 
 fn context(cli: &Cli, acting: &Acting) -> Result<CommandContext> {
@@ -83,7 +83,7 @@ fn text_arg(s: &str) -> Result<String> {
 }
 
 fn todo_id(s: &str) -> Result<TodoId> {
-    s.parse()
+    Ok(s.parse()?)
 }
 
 pub(crate) fn project_root(cli: &Cli, env: &Env) -> Result<PathBuf> {

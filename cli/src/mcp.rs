@@ -290,8 +290,11 @@ fn parse<T: serde::de::DeserializeOwned>(tool: &str, args: &Map<String, Value>) 
     })
 }
 
-fn opt_id<T>(s: Option<&str>, f: impl Fn(&str) -> Result<T>) -> Result<Option<T>> {
-    s.map(f).transpose()
+fn opt_id<T, E: Into<Error>>(
+    s: Option<&str>,
+    f: impl Fn(&str) -> std::result::Result<T, E>,
+) -> Result<Option<T>> {
+    s.map(f).transpose().map_err(Into::into)
 }
 
 fn to_value(v: &impl serde::Serialize) -> Result<Value> {
@@ -480,7 +483,7 @@ impl Server {
                 let req = OfferHandoff {
                     to_host: crate::registry::catalog().resolve(&a.to_host)?,
                     to_agent: opt_id(a.to_agent.as_deref(), AgentId::new)?,
-                    todos: a.todo_ids.iter().map(|t| t.parse()).collect::<Result<_>>()?,
+                    todos: a.todo_ids.iter().map(|t| t.parse()).collect::<std::result::Result<_, _>>()?,
                     note: a.note,
                     ttl_secs: DEFAULT_HANDOFF_TTL_SECS,
                 };

@@ -44,21 +44,6 @@ impl StopCause {
     }
 }
 
-impl Continuation {
-    /// The decision this continuation carries.
-    pub fn kind(&self) -> crate::decision::DecisionKind {
-        use crate::decision::DecisionKind as K;
-        match self {
-            Continuation::Run { .. } => K::Run,
-            Continuation::AskUser { .. } => K::AskUser,
-            Continuation::Wait { .. } => K::Wait,
-            Continuation::Replan { .. } => K::Replan,
-            Continuation::Handoff { .. } => K::Handoff,
-            Continuation::Stop { .. } => K::Stop,
-        }
-    }
-}
-
 /// What an agent should do with its next turn.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]

@@ -234,6 +234,22 @@ impl DecisionRecord {
     }
 }
 
+// A continuation's decision is told here, beside the decisions, so continuations name none.
+impl Continuation {
+    /// The decision this continuation carries.
+    pub fn kind(&self) -> DecisionKind {
+        use DecisionKind as K;
+        match self {
+            Continuation::Run { .. } => K::Run,
+            Continuation::AskUser { .. } => K::AskUser,
+            Continuation::Wait { .. } => K::Wait,
+            Continuation::Replan { .. } => K::Replan,
+            Continuation::Handoff { .. } => K::Handoff,
+            Continuation::Stop { .. } => K::Stop,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

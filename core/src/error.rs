@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::ids::{AgentId, GoalId};
+use crate::ids::{AgentId, GoalId, InvalidId};
 use crate::next::{Next, NextStep};
 
 /// Process exit codes, in one place. Documented in the README.
@@ -146,6 +146,13 @@ impl Error {
     }
     pub fn exit_code(&self) -> i32 {
         self.kind.exit_code()
+    }
+}
+
+impl From<InvalidId> for Error {
+    fn from(e: InvalidId) -> Self {
+        let usage = Error::usage(e.message);
+        if e.hint.is_empty() { usage } else { usage.with_hint(e.hint) }
     }
 }
 

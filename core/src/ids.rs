@@ -7,14 +7,38 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::error::Error;
+/// A malformed id: what is wrong and how to write one, which a command shows as a usage error
+/// (`Error` is made from it). Its own type, so ids need nothing of the errors that name them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidId {
+    pub message: String,
+    pub hint: String,
+}
+
+impl InvalidId {
+    fn usage(message: impl Into<String>) -> Self {
+        Self { message: message.into(), hint: String::new() }
+    }
+
+    fn with_hint(self, hint: impl Into<String>) -> Self {
+        Self { hint: hint.into(), ..self }
+    }
+}
+
+impl fmt::Display for InvalidId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for InvalidId {}
 
 /// Longest name id (goal, agent): 64 characters, as in `^[a-z][a-z0-9._-]{0,63}$`.
 pub const MAX_NAME_ID_LEN: usize = 64;
 /// Longest turn id or idempotency key.
 pub const MAX_KEY_LEN: usize = 128;
 
-fn check_name(what: &str, flag: &str, s: &str) -> Result<(), Error> {
+fn check_name(what: &str, flag: &str, s: &str) -> Result<(), InvalidId> {
     let ok = !s.is_empty()
         && s.len() <= MAX_NAME_ID_LEN
         && s.as_bytes()[0].is_ascii_lowercase()
@@ -22,7 +46,7 @@ fn check_name(what: &str, flag: &str, s: &str) -> Result<(), Error> {
     if ok {
         Ok(())
     } else {
-        Err(Error::usage(format!("invalid {what} {}", quote_input(s)))
+        Err(InvalidId::usage(format!("invalid {what} {}", quote_input(s)))
             .with_hint(format!(
                 "{flag} must start with a lowercase letter and use only a-z, 0-9, '.', '_' or '-' (at most {MAX_NAME_ID_LEN} characters), e.g. {flag} my-{what}",
                 what = what.split(' ').next().unwrap_or(what)
@@ -49,7 +73,7 @@ macro_rules! name_id {
 
         impl $name {
             /// Validates `s` and makes the id.
-            pub fn new(s: &str) -> Result<Self, Error> {
+            pub fn new(s: &str) -> Result<Self, InvalidId> {
                 check_name($what, $flag, s)?;
                 Ok(Self(s.to_owned()))
             }
@@ -58,8 +82,8 @@ macro_rules! name_id {
             }
         }
         impl FromStr for $name {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self, Error> {
+            type Err = InvalidId;
+            fn from_str(s: &str) -> Result<Self, InvalidId> {
                 Self::new(s)
             }
         }
@@ -113,10 +137,10 @@ impl AgentId {
     }
 
     /// Validates an id for registration: the pattern, and not a reserved actor name.
-    pub fn new_registrable(s: &str) -> Result<Self, Error> {
+    pub fn new_registrable(s: &str) -> Result<Self, InvalidId> {
         let id = Self::new(s)?;
         if Self::RESERVED.contains(&s) {
-            return Err(Error::usage(format!("agent id {s:?} is reserved"))
+            return Err(InvalidId::usage(format!("agent id {s:?} is reserved"))
                 .with_hint("choose another --agent-id, e.g. --agent-id agent-2"));
         }
         Ok(id)
@@ -140,14 +164,14 @@ macro_rules! seq_id {
             }
         }
         impl FromStr for $name {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self, Error> {
+            type Err = InvalidId;
+            fn from_str(s: &str) -> Result<Self, InvalidId> {
                 s.strip_prefix($prefix)
                     .filter(|d| !d.is_empty() && d.len() <= 12 && !d.starts_with('0'))
                     .and_then(|d| d.parse::<u64>().ok())
                     .map(Self)
                     .ok_or_else(|| {
-                        Error::usage(format!("invalid {} {}", $what, quote_input(s))).with_hint(
+                        InvalidId::usage(format!("invalid {} {}", $what, quote_input(s))).with_hint(
                             format!("{} ids look like {}1, {}2, …", $what, $prefix, $prefix),
                         )
                     })
@@ -170,7 +194,7 @@ macro_rules! seq_id {
         }
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                crate::ids::parse_str(d, |s| s.parse().map_err(|e: Error| e.message))
+                crate::ids::parse_str(d, |s| s.parse().map_err(|e: InvalidId| e.message))
             }
         }
     };
@@ -226,14 +250,14 @@ seq_id!(
 pub struct IdempotencyKey(String);
 
 impl IdempotencyKey {
-    pub fn new(s: &str) -> Result<Self, Error> {
+    pub fn new(s: &str) -> Result<Self, InvalidId> {
         let ok = !s.is_empty()
             && s.len() <= MAX_KEY_LEN
             && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
         if ok {
             Ok(Self(s.to_owned()))
         } else {
-            Err(Error::usage(format!("invalid turn id or idempotency key {}", quote_input(s)))
+            Err(InvalidId::usage(format!("invalid turn id or idempotency key {}", quote_input(s)))
                 .with_hint(format!(
                     "use 1-{MAX_KEY_LEN} characters of A-Z, a-z, 0-9, '.', '_', ':' or '-', e.g. --turn-instance-id turn-42"
                 )))

@@ -643,5 +643,5 @@ fn agent_id_for(prefix: &str, session: &str) -> Result<AgentId> {
     if tail.is_empty() {
         return Err(Error::usage("the hook input has no session id"));
     }
-    AgentId::new(&format!("{prefix}-{tail}"))
+    Ok(AgentId::new(&format!("{prefix}-{tail}"))?)
 }

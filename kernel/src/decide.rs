@@ -30,9 +30,9 @@ use loopx_core::next::NextStep;
 use loopx_core::untrusted::quoted;
 use loopx_core::{AgentId, Error, GateId, Result, Timestamp, TodoId};
 
-use crate::table::Glance;
 use crate::quota;
 use crate::state::GoalState;
+use crate::table::Glance;
 
 /// The decision for one agent at one moment.
 #[derive(Clone, Debug, PartialEq)]

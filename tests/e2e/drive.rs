@@ -367,7 +367,10 @@ fn the_driver_sleeps_on_a_gate_without_cpu_and_goes_on_once_answered() {
     let (_, next) =
         d.wait_for("the next turn", Duration::from_secs(30), |e| e["event"] == "turn_started" && e["n"] == 2);
     // The answer woke it, not its timer.
-    assert!(until.is_none_or(|u| loopx_core::Timestamp::from_system_time(std::time::SystemTime::now()) < u), "{sleep}");
+    assert!(
+        until.is_none_or(|u| loopx_core::Timestamp::from_system_time(std::time::SystemTime::now()) < u),
+        "{sleep}"
+    );
     assert_eq!(next["todo"], "t1", "the todo whose question was answered");
     let (code, ev, stderr) = d.finish();
     assert_eq!(code, 0, "{stderr}");

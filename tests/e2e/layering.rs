@@ -7,7 +7,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use loopx_tests::layering::{Layer, check_deps, check_source, check_workspace, circles, module_graph, modules_named};
+use loopx_tests::layering::{
+    Layer, check_deps, check_source, check_workspace, circles, module_graph, modules_named,
+};
 
 fn workspace_deps() -> BTreeMap<String, Vec<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());

@@ -187,7 +187,10 @@ fn ci() -> Result<()> {
     // The PostgreSQL store's tests need a database; the server stops when `_server` drops.
     let (url, _server) = loopx_tests::pg::for_tests().map_err(anyhow::Error::msg)?;
     // The binary the end-to-end tests run, built once for the whole run.
-    run("cargo build (the loopx binary)", cargo().args(["build", "--locked", "-p", "loopx-cli", "--bin", "loopx"]))?;
+    run(
+        "cargo build (the loopx binary)",
+        cargo().args(["build", "--locked", "-p", "loopx-cli", "--bin", "loopx"]),
+    )?;
     let bin = workspace_root().join("target/debug").join(format!("loopx{}", std::env::consts::EXE_SUFFIX));
     let has_nextest = cargo().args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success());
     let mut tests = cargo();

@@ -57,7 +57,7 @@ fn render(template: &str, ctx: &impl Serialize) -> Result<String> {
 
 /// The agent an install acts as.
 pub fn agent(opts: &InstallOptions) -> Result<AgentId> {
-    opts.agent.clone().map_or_else(|| AgentId::new(DEFAULT_AGENT), Ok)
+    opts.agent.clone().map_or_else(|| Ok(AgentId::new(DEFAULT_AGENT)?), Ok)
 }
 
 fn protocol(opts: &InstallOptions) -> Result<String> {

@@ -692,7 +692,8 @@ fn the_same_writeback_again_is_no_progress_and_a_new_one_is() {
     w.add("another");
     // Evidence from before the turns, and on another todo, is no turn's progress.
     for todo in [1, 2] {
-        let add = AddEvidence { todo: loopx_core::TodoId::from_number(todo), evidence: crate::support::evidence() };
+        let add =
+            AddEvidence { todo: loopx_core::TodoId::from_number(todo), evidence: crate::support::evidence() };
         block_on(w.k.add_evidence(&w.person(), add)).unwrap();
     }
     w.advance(1);
