@@ -1,6 +1,7 @@
-//! loopx-kernel: the state, the rules, the decisions and the stores. The only crate that
-//! writes a goal's state: it keeps `.loopx/` (the per-goal hash-chained event log, the
-//! snapshot, the GOAL.md projection and the locks) and implements the
+//! loopx-kernel: the state, the rules, the decisions and the stores. It keeps `.loopx/` (the
+//! per-goal hash-chained event log, the snapshot, the GOAL.md projection and the locks);
+//! another store (PostgreSQL's, in `loopx-pgstore`) writes a goal's state only through its
+//! [`Store`] trait and [`store::Txn`]. It implements the
 //! [`loopx_core::kernel::Kernel`] command surface over any [`Store`] ([`StateKernel`]): the
 //! file store ([`FileKernel`]) and the in-memory one ([`MemKernel`]). Its [`fs`] module is
 //! how every crate writes a file durably.
