@@ -2109,7 +2109,7 @@ impl<S: Store> StateKernel<S> {
 }
 
 /// The person's questions that stop a session's agent (asked of the whole goal or of it) and
-/// were asked after its loop was armed — its entry showed those before — and not yet shown
+/// were asked since its loop was armed — its entry showed those before — and not yet shown
 /// to this session at a stop.
 fn untold_questions(state: &GoalState, session: &SessionView) -> Vec<OpenQuestion> {
     let Some(agent) = &session.agent else { return Vec::new() };
@@ -2117,7 +2117,7 @@ fn untold_questions(state: &GoalState, session: &SessionView) -> Vec<OpenQuestio
     let told = state.told.get(&session.thread);
     state
         .open_gates()
-        .filter(|g| g.is_persons() && g.asked_at > *since)
+        .filter(|g| g.is_persons() && g.asked_at >= *since)
         .filter(|g| match &g.blocks {
             GateBlocks::Goal => true,
             GateBlocks::Agent(a) => a == agent,

@@ -87,7 +87,8 @@ fn a_stop_hook_turn_goes_on_only_for_an_armed_session_under_its_cap_with_work_to
     assert_eq!(stop(2).session.stop_blocks, 1);
     let capped = stop(2);
     assert_eq!((capped.continued, capped.session.stop_blocks, seq()), (None, 2, armed + 2));
-    // A question holding the whole goal: should-run says ask_user, the session rests.
+    // A question holding the whole goal, asked while the session works: should-run says
+    // ask_user; the session is shown the question once (recorded), then rests.
     let ask = AskGate {
         question: "may I?".into(),
         blocks: loopx_core::model::GateBlocks::Goal,
@@ -95,8 +96,13 @@ fn a_stop_hook_turn_goes_on_only_for_an_armed_session_under_its_cap_with_work_to
     };
     block_on(k.ask_gate(&agent("a1"), ask)).unwrap();
     let held = seq();
-    assert!(stop(10).continued.is_none());
-    assert_eq!(seq(), held, "a session that rests writes nothing");
+    let shown = stop(10);
+    assert!(shown.continued.is_none());
+    assert_eq!(shown.told.iter().map(|q| q.gate.to_string()).collect::<Vec<_>>(), ["g1"]);
+    assert_eq!(seq(), held + 1, "the showing is recorded");
+    let rests = stop(10);
+    assert!(rests.continued.is_none() && rests.told.is_empty(), "{rests:?}");
+    assert_eq!(seq(), held + 1, "a session that rests writes nothing");
     // A host installed with one agent: the named agent's session, bound or not.
     let named = block_on(k.stop_turn(Some(&AgentId::new("a2").unwrap()), s1.clone(), 10)).unwrap();
     assert_eq!((named.session.agent.as_ref().map(AgentId::as_str), named.session.armed), (Some("a2"), false));
