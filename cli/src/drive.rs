@@ -22,11 +22,14 @@ fn host_of(name: &str) -> Result<Option<&'static dyn loopx_core::host::HostAdapt
         return Ok(None);
     }
     let adapter = crate::registry::find(name).map_err(|e| {
-        let hosts: Vec<&str> =
-            crate::registry::adapters().iter().filter(|a| a.driver().is_some()).map(|a| a.host()).collect();
+        let hosts: Vec<&str> = crate::registry::adapters()
+            .iter()
+            .filter(|a| a.protocol().driver().is_some())
+            .map(|a| a.host())
+            .collect();
         Error::usage(e.message).with_hint(format!("--host {} or other", hosts.join(", --host ")))
     })?;
-    if adapter.driver().is_none() {
+    if adapter.protocol().driver().is_none() {
         return Err(Error::usage(format!("loopx cannot run {name}'s agent CLI unattended yet"))
             .with_hint("drive it as any command: --host other -- <its command>"));
     }
@@ -35,7 +38,10 @@ fn host_of(name: &str) -> Result<Option<&'static dyn loopx_core::host::HostAdapt
 
 /// The adapter that drives agents of `t`, if one does.
 fn host_for_type(t: AgentType) -> Option<&'static dyn loopx_core::host::HostAdapter> {
-    crate::registry::adapters().iter().copied().find(|a| a.driver().is_some_and(|d| d.agent_type() == t))
+    crate::registry::adapters()
+        .iter()
+        .copied()
+        .find(|a| a.protocol().driver().is_some_and(|d| d.agent_type() == t))
 }
 
 /// The agent to drive and its host: the one named (registered if new, its type from the
@@ -49,7 +55,7 @@ async fn agent_and_host(
     let agents = k.list_agents(Some(goal)).await?.agents;
     let named_host = host.map(host_of).transpose()?;
     let type_of = |h: Option<&'static dyn loopx_core::host::HostAdapter>| {
-        h.and_then(|h| h.driver()).map_or_else(AgentType::other, |d| d.agent_type())
+        h.and_then(|h| h.protocol().driver()).map_or_else(AgentType::other, |d| d.agent_type())
     };
     let (agent, host) = match (agent_id, named_host) {
         (Some(id), h) => {
@@ -120,7 +126,7 @@ fn fallback_of(spec: &str) -> Result<(String, Vec<String>)> {
     if argv.is_empty() {
         return Err(Error::usage("--fallback names no command").with_hint(hint));
     }
-    if let Some(d) = host_of(host.trim())?.and_then(|h| h.driver()) {
+    if let Some(d) = host_of(host.trim())?.and_then(|h| h.protocol().driver()) {
         d.turn_argv(&argv, None, true)?;
     }
     Ok((host.trim().to_owned(), argv))
@@ -129,7 +135,7 @@ fn fallback_of(spec: &str) -> Result<(String, Vec<String>)> {
 /// The host's configuration directory on this machine (Codex's `$CODEX_HOME`).
 fn host_home_of(host: Option<&'static dyn loopx_core::host::HostAdapter>) -> Option<PathBuf> {
     let home = std::env::var_os("HOME").map(PathBuf::from)?;
-    host?.host_home(&home, &|k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    host?.protocol().host_home(&home, &|k: &str| std::env::var(k).ok().filter(|v| !v.is_empty()))
 }
 
 /// How the agent's shell reaches this loopx: as the host's adapter says (Codex's login shell
@@ -377,7 +383,8 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
     if let Some(id) = &a.agent_id {
         AgentId::new_registrable(id)?;
     }
-    if let Some(h) = a.host.as_deref().map(host_of).transpose()?.flatten().and_then(|h| h.driver()) {
+    if let Some(h) = a.host.as_deref().map(host_of).transpose()?.flatten().and_then(|h| h.protocol().driver())
+    {
         h.turn_argv(&a.command, None, !a.prompt_arg)?;
     }
     let limit_pattern = a.limit_pattern.as_deref().map(LimitPattern::new).transpose()?;
@@ -400,7 +407,7 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
                 agent: fb_agent,
                 host: fb_adapter.map_or("other", |h| h.host()).to_owned(),
                 command: command.clone(),
-                driver: fb_adapter.and_then(|h| h.driver()),
+                driver: fb_adapter.and_then(|h| h.protocol().driver()),
                 host_home: host_home_of(fb_adapter),
                 loopx: this_loopx(fb_adapter),
                 prefer_first: !a.stay,
@@ -433,7 +440,7 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
         return_at: None,
         fallback_of: None,
     };
-    if let Some(h) = host.and_then(|h| h.driver()) {
+    if let Some(h) = host.and_then(|h| h.protocol().driver()) {
         // A command line the host cannot run a turn with is refused before anything starts.
         h.turn_argv(&config.command, None, !config.prompt_arg)?;
     }
@@ -455,7 +462,7 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
     let driver = Driver {
         kernel,
         config,
-        host: host.and_then(|h| h.driver()),
+        host: host.and_then(|h| h.protocol().driver()),
         clock: env.clock.clone(),
         wake,
         interrupt,

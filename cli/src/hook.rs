@@ -38,7 +38,7 @@ pub async fn answer(
     };
     let env = HookEnv {
         cwd,
-        project_dir: adapter.project_dir_env().and_then(std::env::var_os).map(PathBuf::from),
+        project_dir: adapter.protocol().project_dir_env().and_then(std::env::var_os).map(PathBuf::from),
         stop_cap: std::env::var("LOOPX_STOP_CAP")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -52,6 +52,7 @@ pub async fn answer(
         clock: crate::clock(),
         // Only a hook that binds a session looks up the process (it walks the process tree).
         process: adapter
+            .protocol()
             .hook_point(event)
             .is_ok_and(|p| matches!(p, HookPoint::SessionStart | HookPoint::PromptSubmit))
             .then(|| crate::identity::agent_process_key(adapter))

@@ -57,7 +57,7 @@ fn roots(adapter: &dyn HostAdapter, project: &Path, home: &Path) -> Roots {
     Roots {
         project: project.to_path_buf(),
         home: home.to_path_buf(),
-        host_home: adapter.host_home(home, &get),
+        host_home: adapter.protocol().host_home(home, &get),
     }
 }
 
@@ -82,7 +82,7 @@ fn everything(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<Ins
 /// (and no agent that writes only the workspace) reaches.
 fn ours(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<install::Ours> {
     let witness = crate::projects::config_file("installs")?;
-    install::Ours::new(a.name(), s, &everything(a, roots, s)?, a.host_files(), witness)
+    install::Ours::new(a.name(), s, &everything(a, roots, s)?, a.protocol().host_files(), witness)
 }
 
 /// How installed hooks and templates call loopx: this very binary, by its absolute path, so a
@@ -106,7 +106,7 @@ pub fn run(
             let mut rows = Vec::new();
             let mut text = String::new();
             for a in registry::adapters() {
-                let d = a.detect();
+                let d = found(*a);
                 text.push_str(&format!(
                     "{:<12} adapter {} · {}\n",
                     a.host(),
@@ -119,7 +119,7 @@ pub fn run(
         }
         HostCommand::Detect { host } => {
             let a = registry::find(host)?;
-            let d = a.detect();
+            let d = found(a);
             let text = match (&d.path, &d.version) {
                 (Some(p), v) => {
                     format!("{host}: {} ({})\n", p.display(), v.as_deref().unwrap_or("version unknown"))
@@ -241,7 +241,7 @@ fn binary_check(installed: &str) -> (String, bool, String) {
 fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope, looked_in_both: bool) -> Result<Rendered> {
     let ours = ours(a, roots, s)?;
     let unfinished = install::unfinished(roots, a.name(), s, &ours)?;
-    let d = a.detect();
+    let d = found(a);
     let mut checks = vec![(
         format!("{} on PATH", a.host()),
         d.path.is_some(),
@@ -361,4 +361,10 @@ fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope, looked_in_both: b
     });
     let v = json!({"host": a.host(), "ok": ok, "unfinished": unfinished, "warnings": warnings, "steps": steps, "checks": checks.iter().map(|(n, ok, d)| json!({"name": n, "ok": ok, "detail": d})).collect::<Vec<_>>()});
     Ok(Rendered::new(&v, text)?.with_exit(if ok { 0 } else { 1 }))
+}
+
+/// The host's program on this machine's `PATH`, and its version.
+fn found(a: &dyn HostAdapter) -> loopx_core::host::Detection {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    loopx_hostkit::detect::detect(a.protocol(), std::env::var_os("PATH").as_deref(), &cwd)
 }

@@ -101,7 +101,7 @@ fn agree(env: Identity, tree: Identity) -> Result<Identity, Error> {
 /// (`<pid>.<start>`): what a hook of a host whose sessions are known by their process binds
 /// the session's agent to. `None` for any other host, or outside the host's process tree.
 pub fn agent_process_key(adapter: &dyn loopx_core::host::HostAdapter) -> Option<String> {
-    let process = adapter.agent_process().filter(|_| adapter.sessions_by_process())?;
+    let process = adapter.protocol().agent_process().filter(|_| adapter.protocol().sessions_by_process())?;
     loopx_providers::process::ancestor_programs(ancestry_root())
         .find(|a| process.matches(&a.name, &a.argv))
         .map(|a| a.key())

@@ -67,7 +67,8 @@ pub fn hosts_help() -> String {
 /// `loopx drive --host`'s help: the hosts whose agent CLI loopx knows how to drive, from the
 /// registry.
 pub fn drive_hosts_help() -> String {
-    let names: Vec<&str> = ADAPTERS.iter().filter(|a| a.driver().is_some()).map(|a| a.host()).collect();
+    let names: Vec<&str> =
+        ADAPTERS.iter().filter(|a| a.protocol().driver().is_some()).map(|a| a.host()).collect();
     format!(
         "The agent CLI: {} (loopx shapes its command line and reads its session, tokens and cost), or other (any command, run as given); default: from the agent's type, else other",
         or_list(&names)
@@ -88,7 +89,7 @@ pub fn find(host: &str) -> Result<&'static dyn HostAdapter> {
 /// the empty id, which is never bound.
 pub fn tool_session(get: impl Fn(&str) -> Option<String>) -> Option<loopx_core::kernel::BindThread> {
     ADAPTERS.iter().find_map(|a| {
-        let env = a.tool_env()?;
+        let env = a.protocol().tool_env()?;
         get(env.marker)?;
         let thread = env.session.and_then(&get).unwrap_or_default();
         Some(loopx_core::kernel::BindThread { host: a.host().to_owned(), thread })
@@ -97,7 +98,10 @@ pub fn tool_session(get: impl Fn(&str) -> Option<String>) -> Option<loopx_core::
 
 /// The host whose agent process this is (its name, its argv), if it is one.
 pub fn agent_process(name: &str, argv: &[String]) -> Option<&'static str> {
-    ADAPTERS.iter().find(|a| a.agent_process().is_some_and(|p| p.matches(name, argv))).map(|a| a.host())
+    ADAPTERS
+        .iter()
+        .find(|a| a.protocol().agent_process().is_some_and(|p| p.matches(name, argv)))
+        .map(|a| a.host())
 }
 
 /// The adapter of a session's host (of the session's process too, see
@@ -109,12 +113,12 @@ pub fn session_host(session: &loopx_core::kernel::BindThread) -> Result<&'static
 /// Whether `host`'s sessions are known to its tools only by its agent process (see
 /// `HostAdapter::sessions_by_process`).
 pub fn sessions_by_process(host: &str) -> bool {
-    ADAPTERS.iter().any(|a| a.host() == host && a.sessions_by_process())
+    ADAPTERS.iter().any(|a| a.host() == host && a.protocol().sessions_by_process())
 }
 
 /// The host whose MCP client calls itself `name` at `initialize`, and how it names sessions.
 pub fn mcp_client(name: &str) -> Option<(&'static str, loopx_core::host::McpClient)> {
-    ADAPTERS.iter().find_map(|a| a.mcp_client().filter(|c| c.name == name).map(|c| (a.host(), c)))
+    ADAPTERS.iter().find_map(|a| a.protocol().mcp_client().filter(|c| c.name == name).map(|c| (a.host(), c)))
 }
 
 /// The adapter that serves `agent_type`, and its activation steps.

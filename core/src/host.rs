@@ -470,12 +470,40 @@ pub enum HookReply {
     Status(String),
 }
 
-/// The host-protocol answer to print: stdout, stderr and an exit code.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The host-protocol answer to print: stdout, stderr and an exit code. The default is no
+/// answer at all (nothing printed, exit 0): the event goes on as it would have.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostAnswer {
     pub stdout: String,
     pub stderr: String,
     pub exit_code: i32,
+}
+
+impl HostAnswer {
+    /// `stdout` printed, exit 0.
+    pub fn print(stdout: impl Into<String>) -> Self {
+        HostAnswer { stdout: stdout.into(), ..HostAnswer::default() }
+    }
+
+    /// A warning that blocks nothing: exit 1 with the message on stderr, what most hosts take
+    /// as a failed hook to show, short of the exit code 2 that blocks.
+    pub fn warning(message: &str) -> Self {
+        HostAnswer { stdout: String::new(), stderr: message.to_owned(), exit_code: 1 }
+    }
+}
+
+/// A gate hook's tool call: the tool it names (a gate cannot pass what it cannot name: no name
+/// is a usage error) and what `effect` reads the call as doing.
+pub fn tool_call(
+    event: &str,
+    tool: Option<&str>,
+    input: Option<&serde_json::Value>,
+    effect: fn(&str, Option<&serde_json::Value>) -> Result<ToolEffect>,
+) -> Result<HostEventKind> {
+    let tool = tool.filter(|t| !t.is_empty()).ok_or_else(|| {
+        Error::usage(format!("a {event} hook input names no tool_name")).with_hint(HOOK_STDIN_HINT)
+    })?;
+    Ok(HostEventKind::ToolCall { effect: effect(tool, input)?, tool: tool.to_owned() })
 }
 
 /// Whether a host is installed on this machine, and which version.
@@ -646,31 +674,19 @@ pub trait HostDriver: Send + Sync {
     }
 }
 
-/// One way of binding a host to the kernel. Implementations are registered in one place (the
-/// CLI's adapter registry) and pass the adapter conformance suite (`loopx-kernel`'s `testkit`).
+/// What a host is and how it speaks, written once in its host crate (`loopx-host-<name>`): its
+/// name and programs, how its processes are told apart, its hook events, reading a hook's stdin
+/// and writing the answer, the oracle for its answers, and how `loopx drive` runs it. Facts
+/// only: the host crate reads and parses; it runs nothing (finding the host on this machine is
+/// the host platform's, `loopx_hostkit::detect`).
 ///
-/// Every method but [`HostAdapter::detect`] is pure and cheap; the hook methods run on every
-/// hook invocation, so they must not touch the disk or the network.
-pub trait HostAdapter: Send + Sync + fmt::Debug {
+/// Every method is pure and cheap; the hook methods run on every hook invocation, so they must
+/// not touch the disk or the network.
+pub trait HostProtocol: Send + Sync + fmt::Debug {
     /// The host's name in `loopx host …` and `loopx hook <host> …` (`claude-code`).
     fn host(&self) -> &'static str;
-    /// The adapter's own name (`claude-code-slash`); names its install manifest.
-    fn name(&self) -> &'static str;
-    /// What this adapter supports; constant for an adapter.
-    fn capabilities(&self) -> AdapterCapabilities;
-    /// The host types this adapter serves, as the catalog lists them: each one's name,
-    /// aliases, description and cadence. The first is the one its sessions register as.
-    fn host_types(&self) -> Vec<HostType>;
-    /// The agent type a session of this host registers as.
-    fn agent_type(&self) -> AgentType {
-        self.host_types().into_iter().next().map_or_else(AgentType::other, |t| t.name)
-    }
-    /// The prefix of the agent ids the hook driver gives this host's sessions (`claude`).
-    fn agent_prefix(&self) -> &'static str;
-    /// The prompt that joins the goal from inside the host (`/loopx`), if the host has one.
-    fn entry_command(&self) -> Option<&'static str> {
-        None
-    }
+    /// The commands a person starts the host with, looked for on `PATH` in this order.
+    fn binaries(&self) -> &'static [&'static str];
     /// The environment variable a host sets to the project directory in hooks, if any.
     fn project_dir_env(&self) -> Option<&'static str> {
         None
@@ -686,9 +702,9 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
         None
     }
     /// Whether the host's hooks name the session but its tools (its shell, its MCP servers) do
-    /// not, while both run under the same [`HostAdapter::agent_process`]: a hook then binds the
-    /// session's agent to that process as well (`BindThread::process`), and a command under
-    /// the process acts as that agent.
+    /// not, while both run under the same [`HostProtocol::agent_process`]: a hook then binds
+    /// the session's agent to that process as well (`BindThread::process`), and a command
+    /// under the process acts as that agent.
     fn sessions_by_process(&self) -> bool {
         false
     }
@@ -701,6 +717,76 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
     /// variable), for [`Base::HostHome`] paths.
     fn host_home(&self, home: &std::path::Path, get: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
         let _ = (home, get);
+        None
+    }
+    /// The files the host writes by itself into a configuration directory loopx's install
+    /// created (see [`HostFile`]).
+    fn host_files(&self) -> &'static [HostFile] {
+        &[]
+    }
+
+    /// The host's hook events, each with the hook point it is (its host crate's
+    /// [`HookTable`]).
+    fn hook_events(&self) -> Vec<HookEventName>;
+    /// The hook point a `loopx hook <host> <event>` name stands for (the host's own name for
+    /// the event is taken too). Unknown names are a usage error.
+    fn hook_point(&self, event: &str) -> Result<HookPoint> {
+        let events = self.hook_events();
+        events.iter().find(|e| e.cli == event || e.native == event).map(|e| e.point).ok_or_else(|| {
+            let names: Vec<&str> = events.iter().map(|e| e.cli).collect();
+            Error::usage(format!("unknown {} hook event {event:?}", self.host()))
+                .with_hint(format!("one of: {}", names.join(", ")))
+        })
+    }
+    /// Parses a hook's stdin. Tolerates unknown fields; empty, oversized, non-object or
+    /// wrong-typed input is an error the driver answers in the point's safe way.
+    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent>;
+    /// Writes `reply` in the host's protocol for `point`. A reply the point cannot carry (or a
+    /// point the host has no event for) is no answer at all: the event goes on as it would have.
+    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer;
+    /// Reports a failure of loopx itself at `point` (`None`: a hook loopx could not even name)
+    /// without blocking the host (never an exit code the host treats as blocking).
+    fn fail_open(&self, point: Option<HookPoint>, message: &str) -> HostAnswer;
+    /// How the model sees one of loopx's MCP tools (`mcp__loopx__should_run`).
+    fn tool_name(&self, tool: &str) -> String;
+    /// Fixture stdin for every hook point the host calls loopx at.
+    fn samples(&self) -> Vec<HookSample>;
+    /// Checks an answer against what the host accepts for `point`: the conformance suite's
+    /// oracle for [`HostProtocol::encode`] and [`HostProtocol::fail_open`].
+    fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()>;
+    /// How `loopx drive --host <host>` runs this host's agent CLI, if it can.
+    fn driver(&self) -> Option<&dyn HostDriver> {
+        None
+    }
+}
+
+/// One way of binding a host to the kernel: what to install, and what to tell the person and
+/// the model, over the host's one [`HostProtocol`]. Implementations are registered in one place
+/// (the CLI's adapter registry) and pass the adapter conformance suite (`loopx-testkit`).
+///
+/// Every method is pure and cheap.
+pub trait HostAdapter: Send + Sync + fmt::Debug {
+    /// The host's protocol, from its host crate.
+    fn protocol(&self) -> &dyn HostProtocol;
+    /// The host's name in `loopx host …` and `loopx hook <host> …` (`claude-code`).
+    fn host(&self) -> &'static str {
+        self.protocol().host()
+    }
+    /// The adapter's own name (`claude-code-slash`); names its install manifest.
+    fn name(&self) -> &'static str;
+    /// What this adapter supports; constant for an adapter.
+    fn capabilities(&self) -> AdapterCapabilities;
+    /// The host types this adapter serves, as the catalog lists them: each one's name,
+    /// aliases, description and cadence. The first is the one its sessions register as.
+    fn host_types(&self) -> Vec<HostType>;
+    /// The agent type a session of this host registers as.
+    fn agent_type(&self) -> AgentType {
+        self.host_types().into_iter().next().map_or_else(AgentType::other, |t| t.name)
+    }
+    /// The prefix of the agent ids the hook driver gives this host's sessions (`claude`).
+    fn agent_prefix(&self) -> &'static str;
+    /// The prompt that joins the goal from inside the host (`/loopx`), if the host has one.
+    fn entry_command(&self) -> Option<&'static str> {
         None
     }
     /// How installed hooks, plugins, skills, templates and rendered prompts call loopx, given
@@ -738,23 +824,11 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
         let _ = agent_type;
         None
     }
-    /// How `loopx drive --host <host>` runs this host's agent CLI, if it can.
-    fn driver(&self) -> Option<&dyn HostDriver> {
-        None
-    }
     /// How many times in a row the stop hook may keep one session going before loopx lets it
     /// stop anyway (`LOOPX_STOP_CAP` overrides it).
     fn default_stop_cap(&self) -> u32 {
         25
     }
-    /// The files the host writes by itself into a configuration directory loopx's install
-    /// created (see [`HostFile`]).
-    fn host_files(&self) -> &'static [HostFile] {
-        &[]
-    }
-    /// Looks for the host on this machine. May run the host's binary (`--version`); called
-    /// only by `loopx host list|detect|doctor`.
-    fn detect(&self) -> Detection;
     /// How a person installs the host itself.
     fn install_hint(&self) -> &'static str;
     /// One line telling the person what to do in the host after an install.
@@ -778,47 +852,12 @@ pub trait HostAdapter: Send + Sync + fmt::Debug {
         self.install_plan(&opts, env)
     }
 
-    /// The host's hook events, each with the hook point it is (its host crate's
-    /// [`HookTable`]).
-    fn hook_events(&self) -> Vec<HookEventName>;
-    /// The hook point a `loopx hook <host> <event>` name stands for (the host's own name for
-    /// the event is taken too). Unknown names are a usage error.
-    fn hook_point(&self, event: &str) -> Result<HookPoint> {
-        let events = self.hook_events();
-        events.iter().find(|e| e.cli == event || e.native == event).map(|e| e.point).ok_or_else(|| {
-            let names: Vec<&str> = events.iter().map(|e| e.cli).collect();
-            Error::usage(format!("unknown {} hook event {event:?}", self.host()))
-                .with_hint(format!("one of: {}", names.join(", ")))
-        })
-    }
-    /// Parses a hook's stdin. Tolerates unknown fields; empty, oversized, non-object or
-    /// wrong-typed input is an error the driver answers in the point's safe way.
-    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent>;
-    /// Writes `reply` in the host's protocol for `point`.
-    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer;
-    /// Reports a failure of loopx itself without blocking the host (never an exit code the
-    /// host treats as blocking).
-    fn fail_open(&self, message: &str) -> HostAnswer;
-    /// [`HostAdapter::fail_open`] for one hook point, for a host whose events want different
-    /// neutral answers.
-    fn fail_open_at(&self, point: Option<HookPoint>, message: &str) -> HostAnswer {
-        let _ = point;
-        self.fail_open(message)
-    }
-    /// How the model sees one of loopx's MCP tools (`mcp__loopx__should_run`).
-    fn tool_name(&self, tool: &str) -> String;
     /// The instruction that continues a session for a `run` or `replan` answer. `loopx` is how
     /// this host's shell reaches the loopx binary answering the hook.
     fn continuation_text(&self, answer: &ShouldRunAnswer, loopx: &str) -> String {
         let _ = loopx;
-        crate::prose::continuation(answer, &|t| self.tool_name(t))
+        crate::prose::continuation(answer, &|t| self.protocol().tool_name(t))
     }
-
-    /// Fixture stdin for every hook point the adapter answers.
-    fn samples(&self) -> Vec<HookSample>;
-    /// Checks an answer against what the host accepts for `point`: the conformance suite's
-    /// oracle for [`HostAdapter::encode`] and [`HostAdapter::fail_open`].
-    fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()>;
 }
 
 /// One hook event of a host, declared: the host's own name for it (in its configuration and

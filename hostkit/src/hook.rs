@@ -69,21 +69,21 @@ impl std::fmt::Debug for HookEnv {
 /// Answers one hook invocation in the adapter's host protocol. Never fails: an error becomes
 /// the point's safe answer, with the reason on stderr.
 pub async fn answer(adapter: &dyn HostAdapter, event: &str, stdin: &[u8], env: &HookEnv) -> HostAnswer {
-    let point = match adapter.hook_point(event) {
+    let point = match adapter.protocol().hook_point(event) {
         Ok(p) => p,
         Err(e) => return failed(adapter, None, &e),
     };
-    let ev = match adapter.decode(point, stdin) {
+    let ev = match adapter.protocol().decode(point, stdin) {
         Ok(ev) => ev,
         Err(e) => return failed(adapter, Some(point), &e),
     };
     // Read-only tools are never gated, whatever the state of loopx.
     if matches!(ev.kind, HostEventKind::ToolCall { effect: ToolEffect::ReadOnly, .. }) {
-        return adapter.encode(point, &HookReply::Pass);
+        return adapter.protocol().encode(point, &HookReply::Pass);
     }
     match run(adapter, point, &ev, env).await {
         Ok(Said { reply, note }) => {
-            let mut a = adapter.encode(point, &reply);
+            let mut a = adapter.protocol().encode(point, &reply);
             if let Some(n) = note {
                 a.stderr = n;
             }
@@ -108,7 +108,7 @@ impl From<HookReply> for Said {
 /// The safe answer for a hook that failed before it could run (a usage error, a bad
 /// environment value), for `event` if it names one of the adapter's hook points.
 pub fn refuse(adapter: &dyn HostAdapter, event: Option<&str>, e: &Error) -> HostAnswer {
-    failed(adapter, event.and_then(|ev| adapter.hook_point(ev).ok()), e)
+    failed(adapter, event.and_then(|ev| adapter.protocol().hook_point(ev).ok()), e)
 }
 
 /// The safe answer to a failure: the host goes on, except that the tool gate denies.
@@ -123,9 +123,12 @@ fn failed(adapter: &dyn HostAdapter, point: Option<HookPoint>, e: &Error) -> Hos
                 "loopx could not check this tool call ({}); a mutating tool is refused until it can",
                 e.message
             );
-            HostAnswer { stderr: note, ..adapter.encode(HookPoint::ToolGate, &HookReply::Deny(reason)) }
+            HostAnswer {
+                stderr: note,
+                ..adapter.protocol().encode(HookPoint::ToolGate, &HookReply::Deny(reason))
+            }
         }
-        _ => adapter.fail_open_at(point, &note),
+        _ => adapter.protocol().fail_open(point, &note),
     }
 }
 
@@ -169,7 +172,7 @@ async fn run(adapter: &dyn HostAdapter, point: HookPoint, ev: &HostEvent, env: &
     // A host with no session-start hook of ours hears it with a prompt, until its loop is armed.
     let starts_at_prompt = point == HookPoint::PromptSubmit
         && !s.armed
-        && !adapter.hook_events().iter().any(|e| e.point == HookPoint::SessionStart);
+        && !adapter.protocol().hook_events().iter().any(|e| e.point == HookPoint::SessionStart);
     match (point, &ev.kind) {
         (HookPoint::SessionStart, _) => {
             Ok(HookReply::Context(start_text(adapter, &k, &s, env).await?).into())
@@ -361,7 +364,7 @@ fn gate_line(g: &loopx_core::decision::OpenQuestion) -> String {
 fn waiting_text(adapter: &dyn HostAdapter, p: &HandoffPacket, loopx: &str) -> String {
     let how = match adapter.entry_command() {
         // Its tools cannot name a session that has not joined: only the entry takes it over.
-        Some(cmd) if adapter.sessions_by_process() => format!("{cmd} (the user types it)"),
+        Some(cmd) if adapter.protocol().sessions_by_process() => format!("{cmd} (the user types it)"),
         Some(cmd) => format!("{cmd}, or run `{loopx} resume --host {}`", adapter.agent_type().name()),
         None => format!("run `{loopx} resume --host {}`", adapter.agent_type().name()),
     };
@@ -389,8 +392,8 @@ fn context_text(adapter: &dyn HostAdapter, st: &StatusView, agent: Option<&Agent
             }
             out.push_str(&format!(
                 "Each turn: {}, then claim, one bounded verified slice, {} with evidence.\n",
-                adapter.tool_name("should_run"),
-                adapter.tool_name("complete_task")
+                adapter.protocol().tool_name("should_run"),
+                adapter.protocol().tool_name("complete_task")
             ));
         }
         None => match adapter.entry_command() {
@@ -497,7 +500,7 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
                 "loopx: this session is agent {agent} on goal {}: {objective}; loop armed.{added} {} Each turn starts with {}.",
                 armed.body.goal_id,
                 adapter.keep_turning(),
-                adapter.tool_name("should_run")
+                adapter.protocol().tool_name("should_run")
             )
         }
     };
@@ -565,7 +568,9 @@ async fn bind_process(
     agent: &AgentId,
     env: &HookEnv,
 ) -> Result<()> {
-    let Some(key) = env.process.as_deref().filter(|_| adapter.sessions_by_process()) else { return Ok(()) };
+    let Some(key) = env.process.as_deref().filter(|_| adapter.protocol().sessions_by_process()) else {
+        return Ok(());
+    };
     let process = BindThread::process(adapter.host(), key);
     if k.session(None, &process).await?.agent.is_some() {
         return Ok(());

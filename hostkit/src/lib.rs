@@ -5,6 +5,7 @@
 //! - [`hook`]: the hook driver, one host-neutral answer to every host's hooks, asking the
 //!   kernel through its command surface;
 //! - [`shell`]: the tool gate's reading of a shell command line;
+//! - [`detect`]: finding a host's program on this machine and the version it reports;
 //! - [`drive`] and [`child`]: `loopx drive`, loopx's own outer loop, which runs any agent CLI
 //!   as a child, one turn at a time, asking the kernel before each turn and settling each one
 //!   through it.
@@ -16,6 +17,7 @@
 //! shows what it reports.
 
 pub mod child;
+pub mod detect;
 pub mod drive;
 pub mod hook;
 pub mod install;

@@ -118,7 +118,7 @@ fn cleanup(a: &dyn HostAdapter, r: &Roots, scope: InstallScope) -> InstallSpec {
 /// the project and the home, so their trees stay the install's alone).
 fn ours(a: &dyn HostAdapter, r: &Roots, scope: InstallScope) -> Ours {
     let witness = r.project.parent().unwrap().join("witness");
-    Ours::new(a.name(), scope, &cleanup(a, r, scope), a.host_files(), witness).unwrap()
+    Ours::new(a.name(), scope, &cleanup(a, r, scope), a.protocol().host_files(), witness).unwrap()
 }
 
 fn install(a: &dyn HostAdapter, r: &Roots, o: &InstallOptions) -> loopx_hostkit::install::Plan {
@@ -199,7 +199,7 @@ fn round_trip(a: &dyn HostAdapter, o: &InstallOptions) {
 /// The files a host writes by itself into the directories an install created go with them on
 /// uninstall; one the user changed stays, with its directory.
 fn host_files_go_with_loopxs_directories(a: &dyn HostAdapter, o: &InstallOptions) {
-    if a.host_files().is_empty() {
+    if a.protocol().host_files().is_empty() {
         return;
     }
     for changed in [false, true] {
@@ -220,7 +220,7 @@ fn host_files_go_with_loopxs_directories(a: &dyn HostAdapter, o: &InstallOptions
         dirs.dedup();
         let mut kept = Vec::new();
         for d in &dirs {
-            for f in a.host_files() {
+            for f in a.protocol().host_files() {
                 let content = if changed { format!("{}mine\n", f.content) } else { f.content.to_owned() };
                 std::fs::write(d.join(f.name), &content).unwrap();
                 kept.push((d.join(f.name), content));
@@ -416,10 +416,10 @@ fn unsupported_options_are_refused(a: &dyn HostAdapter) {
 
 fn hooks(a: &dyn HostAdapter) {
     let caps = a.capabilities();
-    let samples = a.samples();
+    let samples = a.protocol().samples();
     // The declared table: an event a point, the points the adapter says it has, each event
     // read by either of its names.
-    let events = a.hook_events();
+    let events = a.protocol().hook_events();
     let mut points: Vec<_> = events.iter().map(|e| e.point).collect();
     points.sort_by_key(|p| format!("{p:?}"));
     points.dedup();
@@ -428,20 +428,29 @@ fn hooks(a: &dyn HostAdapter) {
     declared.sort_by_key(|p| format!("{p:?}"));
     assert_eq!(points, declared, "{}: the hook table's points are the capabilities'", a.name());
     for e in &events {
-        assert_eq!((a.hook_point(e.cli).ok(), a.hook_point(e.native).ok()), (Some(e.point), Some(e.point)));
+        assert_eq!(
+            (a.protocol().hook_point(e.cli).ok(), a.protocol().hook_point(e.native).ok()),
+            (Some(e.point), Some(e.point))
+        );
     }
     for p in &caps.hook_points {
         assert!(
-            samples.iter().any(|s| a.hook_point(s.event).ok() == Some(*p)),
+            samples.iter().any(|s| a.protocol().hook_point(s.event).ok() == Some(*p)),
             "{}: a sample for every hook point ({p:?})",
             a.name()
         );
     }
     for s in &samples {
-        let p = a.hook_point(s.event).unwrap();
-        assert_eq!(a.decode(p, s.stdin.as_bytes()).unwrap(), s.expected, "{}: {}", a.name(), s.event);
+        let p = a.protocol().hook_point(s.event).unwrap();
+        assert_eq!(
+            a.protocol().decode(p, s.stdin.as_bytes()).unwrap(),
+            s.expected,
+            "{}: {}",
+            a.name(),
+            s.event
+        );
     }
-    assert!(a.hook_point("no-such-event").is_err());
+    assert!(a.protocol().hook_point("no-such-event").is_err());
     let big = format!("{{\"session_id\": \"s\", \"pad\": \"{}\"}}", "x".repeat(5 << 20));
     let bad: [&[u8]; 6] =
         [b"", b"not json", b"[1,2]", b"\"text\"", br#"{"session_id": 7, "cwd": ["x"]}"#, big.as_bytes()];
@@ -460,17 +469,18 @@ fn hooks(a: &dyn HostAdapter) {
         process: None,
     };
     for s in &samples {
-        let p = a.hook_point(s.event).unwrap();
+        let p = a.protocol().hook_point(s.event).unwrap();
         for stdin in bad {
             assert!(
-                a.decode(p, stdin).is_err(),
+                a.protocol().decode(p, stdin).is_err(),
                 "{}: {} refuses {} bytes of bad stdin",
                 a.name(),
                 s.event,
                 stdin.len()
             );
             let out = block_on(answer(a, s.event, stdin, &env));
-            a.check_answer(Some(p), &out)
+            a.protocol()
+                .check_answer(Some(p), &out)
                 .unwrap_or_else(|e| panic!("{}: {}: {}", a.name(), s.event, e.message));
             assert!(!out.stderr.is_empty(), "{}: {} says why on stderr", a.name(), s.event);
             if p == HookPoint::ToolGate {
@@ -481,7 +491,7 @@ fn hooks(a: &dyn HostAdapter) {
                 );
             } else {
                 // Failing open is answering as if loopx had nothing to say.
-                let pass = a.encode(p, &HookReply::Pass);
+                let pass = a.protocol().encode(p, &HookReply::Pass);
                 assert_eq!(out.stdout, pass.stdout, "{}: {} fails open: {out:?}", a.name(), s.event);
             }
         }
@@ -492,7 +502,7 @@ fn hooks(a: &dyn HostAdapter) {
             s.stdin.replace("/home/u/p", &dir.path().display().to_string()).as_bytes(),
             &env,
         ));
-        a.check_answer(Some(p), &out).unwrap();
+        a.protocol().check_answer(Some(p), &out).unwrap();
     }
     let replies = [
         HookReply::Pass,
@@ -503,12 +513,13 @@ fn hooks(a: &dyn HostAdapter) {
     ];
     for p in &caps.hook_points {
         for r in &replies {
-            let out = a.encode(*p, r);
-            a.check_answer(Some(*p), &out)
+            let out = a.protocol().encode(*p, r);
+            a.protocol()
+                .check_answer(Some(*p), &out)
                 .unwrap_or_else(|e| panic!("{}: {p:?} {r:?}: {}", a.name(), e.message));
         }
     }
-    a.check_answer(None, &a.fail_open("loopx: broken")).unwrap();
+    a.protocol().check_answer(None, &a.protocol().fail_open(None, "loopx: broken")).unwrap();
     let unknown = block_on(answer(a, "no-such-event", b"{}", &env));
-    a.check_answer(None, &unknown).unwrap();
+    a.protocol().check_answer(None, &unknown).unwrap();
 }

@@ -130,6 +130,11 @@ fn help_names_every_host_from_the_registry() {
     let help = s.ok(&["drive", "--help"]).stdout;
     let line: String = help.split("--host <HOST>").nth(1).unwrap().split("\n      --").next().unwrap().into();
     for a in adapters {
-        assert_eq!(line.contains(a.host()), a.driver().is_some(), "drive --host and {}:\n{line}", a.host());
+        assert_eq!(
+            line.contains(a.host()),
+            a.protocol().driver().is_some(),
+            "drive --host and {}:\n{line}",
+            a.host()
+        );
     }
 }

@@ -54,8 +54,8 @@ fn check(case: &str, event: &str, r: &Run, must_deny: bool) {
         r.stdout, r.stderr
     );
     let answer = HostAnswer { stdout: r.stdout.clone(), stderr: r.stderr.clone(), exit_code: r.code };
-    let point = ClaudeCodeSlash.hook_point(event).ok();
-    if let Err(e) = ClaudeCodeSlash.check_answer(point, &answer) {
+    let point = ClaudeCodeSlash.protocol().hook_point(event).ok();
+    if let Err(e) = ClaudeCodeSlash.protocol().check_answer(point, &answer) {
         panic!("{case} / {event}: {}\n{r:?}", e.message);
     }
     if must_deny && point == Some(HookPoint::ToolGate) {

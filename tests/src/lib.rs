@@ -95,7 +95,7 @@ pub fn ancestry_root() -> String {
 /// host's shell as from a terminal.
 pub fn without_agent_marks(c: &mut Command) -> &mut Command {
     for adapter in loopx_cli::registry::adapters() {
-        if let Some(env) = adapter.tool_env() {
+        if let Some(env) = adapter.protocol().tool_env() {
             c.env_remove(env.marker);
             if let Some(session) = env.session {
                 c.env_remove(session);

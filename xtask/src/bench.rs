@@ -318,7 +318,7 @@ fn hooks(b: &mut Bench, against: &[PathBuf], warm: usize, runs: usize) -> Result
         let host = a.host();
         let root = b.project(&format!("hooks-{host}"))?;
         fixture("todos", &root, 1_000)?;
-        let samples = a.samples();
+        let samples = a.protocol().samples();
         let input = |i: usize, s: &loopx_core::host::HookSample, prompt: Option<&str>| -> Result<PathBuf> {
             let mut swap = vec![(s.expected.session.clone(), format!("bench-{host}"))];
             if let Some(cwd) = &s.expected.cwd {
@@ -345,7 +345,7 @@ fn hooks(b: &mut Bench, against: &[PathBuf], warm: usize, runs: usize) -> Result
         for (i, s) in samples.iter().enumerate() {
             let file = input(i, s, None)?;
             let args = ["hook", host, s.event];
-            let point = a.hook_point(s.event)?;
+            let point = a.protocol().hook_point(s.event)?;
             let same_event = samples.iter().filter(|x| x.event == s.event).count() > 1;
             let name = if same_event {
                 format!("hook {host} {} #{}, 1000 todos", s.event, i + 1)
@@ -363,7 +363,8 @@ fn hooks(b: &mut Bench, against: &[PathBuf], warm: usize, runs: usize) -> Result
                 for (j, bin) in bins.iter().enumerate() {
                     let (t, exit_code, stdout, stderr, r) =
                         run_with_input(bin, &root, &args, &env, Some(&file))?;
-                    a.check_answer(Some(point), &HostAnswer { stdout, stderr: stderr.clone(), exit_code })
+                    a.protocol()
+                        .check_answer(Some(point), &HostAnswer { stdout, stderr: stderr.clone(), exit_code })
                         .map_err(|e| {
                             anyhow::anyhow!(
                                 "{name} ({}): not an answer {host} takes: {} ({stderr})",

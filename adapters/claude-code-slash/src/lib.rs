@@ -13,9 +13,8 @@ use serde_json::json;
 
 use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::host::{
-    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookEventName, HookPoint,
-    HookReply, HookSample, HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions,
-    InstallScope, InstallSpec, MARKER, ManagedFile, ToolEnv, unsupported_features,
+    AdapterCapabilities, Entry, Feature, Format, HookPoint, HostAdapter, HostPath, HostProtocol, InstallEnv,
+    InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, unsupported_features,
 };
 use loopx_core::{AgentType, Error, Result};
 use loopx_host_claude_code::{self as cc, HookEvent, Paths};
@@ -65,7 +64,8 @@ pub fn render_loop(opts: &InstallOptions) -> Result<String> {
 }
 
 fn hook(opts: &InstallOptions, event: HookEvent, matcher: Option<&str>) -> Entry {
-    let mut command = format!("{} hook {} {}", shell_words::quote(&opts.loopx), cc::HOST, event.cli_name());
+    let mut command =
+        format!("{} hook {} {}", shell_words::quote(&opts.loopx), cc::HOST, cc::HOOKS.cli(event));
     if event == HookEvent::PreToolUse {
         // The tool gate fails closed: when loopx cannot answer at all (its binary gone, killed),
         // the shell's exit code would be one Claude Code lets the call through on; 2 blocks it.
@@ -76,12 +76,12 @@ fn hook(opts: &InstallOptions, event: HookEvent, matcher: Option<&str>) -> Entry
     if let Some(m) = matcher {
         group["matcher"] = json!(m);
     }
-    Entry::push(&["hooks", event.host_name()], group)
+    Entry::push(&["hooks", cc::HOOKS.native(event)], group)
 }
 
 impl HostAdapter for ClaudeCodeSlash {
-    fn host(&self) -> &'static str {
-        cc::HOST
+    fn protocol(&self) -> &dyn HostProtocol {
+        &cc::ClaudeCode
     }
     fn name(&self) -> &'static str {
         "claude-code-slash"
@@ -117,26 +117,11 @@ impl HostAdapter for ClaudeCodeSlash {
     fn entry_command(&self) -> Option<&'static str> {
         Some("/loopx")
     }
-    fn project_dir_env(&self) -> Option<&'static str> {
-        Some(cc::PROJECT_DIR_ENV)
-    }
-    fn tool_env(&self) -> Option<ToolEnv> {
-        Some(ToolEnv { marker: cc::TOOL_ENV_MARKER, session: Some(cc::SESSION_ID_ENV) })
-    }
-    fn agent_process(&self) -> Option<AgentProcess> {
-        Some(AgentProcess { programs: cc::AGENT_PROGRAMS, packages: &[cc::NPM_PACKAGE] })
-    }
-    fn detect(&self) -> Detection {
-        cc::detect()
-    }
     fn install_hint(&self) -> &'static str {
         "npm install -g @anthropic-ai/claude-code"
     }
     fn after_install(&self) -> &'static str {
         "in Claude Code, /loopx <task> joins the goal; /loop keeps turning"
-    }
-    fn driver(&self) -> Option<&dyn loopx_core::host::HostDriver> {
-        Some(&loopx_host_claude_code::drive::ClaudeDriver)
     }
     fn keep_turning(&self) -> &'static str {
         "Run /loop to keep turning."
@@ -170,7 +155,7 @@ impl HostAdapter for ClaudeCodeSlash {
                 "{} hook {} {}",
                 shell_words::quote(&opts.loopx),
                 cc::HOST,
-                HookEvent::StatusLine.cli_name()
+                cc::HOOKS.cli(HookEvent::StatusLine)
             );
             settings.push(Entry::set(&["statusLine"], json!({"type": "command", "command": command})));
         }
@@ -197,32 +182,6 @@ impl HostAdapter for ClaudeCodeSlash {
             });
         }
         Ok(InstallSpec { files })
-    }
-
-    fn hook_events(&self) -> Vec<HookEventName> {
-        cc::HOOKS.names()
-    }
-    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
-        cc::decode(cc::HOOKS.for_point(point)?, stdin)
-    }
-    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
-        // Claude Code has an event for every hook point.
-        match cc::HOOKS.for_point(point) {
-            Ok(e) => cc::encode(e, reply),
-            Err(_) => cc::encode(HookEvent::Stop, &HookReply::Pass),
-        }
-    }
-    fn fail_open(&self, message: &str) -> HostAnswer {
-        cc::fail_open(message)
-    }
-    fn tool_name(&self, tool: &str) -> String {
-        cc::mcp_tool("loopx", tool)
-    }
-    fn samples(&self) -> Vec<HookSample> {
-        cc::samples()
-    }
-    fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()> {
-        cc::check_answer(point.and_then(|p| cc::HOOKS.for_point(p).ok()), answer)
     }
 }
 

@@ -16,9 +16,8 @@ use serde_json::{Value, json};
 use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::host::{
-    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookEventName, HookPoint,
-    HookReply, HookSample, HostAdapter, HostAnswer, HostEvent, HostPath, HostPrompt, InstallEnv,
-    InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, McpClient, PromptRequest, ToolEnv,
+    AdapterCapabilities, Entry, Feature, Format, HookPoint, HostAdapter, HostPath, HostPrompt, HostProtocol,
+    InstallEnv, InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, PromptRequest,
     unsupported_features,
 };
 use loopx_core::untrusted::{flatten, quoted};
@@ -155,7 +154,7 @@ fn join(dir: &HostPath, rel: &str) -> Result<HostPath> {
 
 /// Our hook group for `event`.
 fn hook_group(opts: &InstallOptions, event: HookEvent) -> (String, Value) {
-    let command = format!("{} hook {} {}", shell_words::quote(&opts.loopx), cx::HOST, event.cli_name());
+    let command = format!("{} hook {} {}", shell_words::quote(&opts.loopx), cx::HOST, cx::HOOKS.cli(event));
     let group = json!({"hooks": [cx::handler(&command, HOOK_TIMEOUT)]});
     (command, group)
 }
@@ -163,15 +162,15 @@ fn hook_group(opts: &InstallOptions, event: HookEvent) -> (String, Value) {
 /// Where our group for `event` will sit in `hooks.json`: where it already is, or at the end.
 fn group_index(current: Option<&str>, event: HookEvent, group: &Value) -> usize {
     let doc: Value = current.and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null);
-    match doc["hooks"][event.host_name()].as_array() {
+    match doc["hooks"][cx::HOOKS.native(event)].as_array() {
         Some(groups) => groups.iter().position(|g| g == group).unwrap_or(groups.len()),
         None => 0,
     }
 }
 
 impl HostAdapter for CodexHeartbeat {
-    fn host(&self) -> &'static str {
-        cx::HOST
+    fn protocol(&self) -> &dyn HostProtocol {
+        &cx::Codex
     }
     fn name(&self) -> &'static str {
         "codex-heartbeat"
@@ -235,21 +234,6 @@ impl HostAdapter for CodexHeartbeat {
     }
     fn entry_command(&self) -> Option<&'static str> {
         Some("$loopx")
-    }
-    fn project_dir_env(&self) -> Option<&'static str> {
-        None
-    }
-    fn tool_env(&self) -> Option<ToolEnv> {
-        Some(ToolEnv { marker: cx::THREAD_ENV, session: Some(cx::THREAD_ENV) })
-    }
-    fn agent_process(&self) -> Option<AgentProcess> {
-        Some(AgentProcess { programs: cx::AGENT_PROGRAMS, packages: &[cx::NPM_PACKAGE] })
-    }
-    fn mcp_client(&self) -> Option<McpClient> {
-        Some(McpClient { name: cx::MCP_CLIENT_NAME, session_meta: cx::MCP_SESSION_META })
-    }
-    fn host_home(&self, home: &Path, get: &dyn Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
-        Some(cx::codex_home(home, get))
     }
     fn default_stop_cap(&self) -> u32 {
         8
@@ -344,17 +328,11 @@ impl HostAdapter for CodexHeartbeat {
             _ => None,
         }
     }
-    fn detect(&self) -> Detection {
-        cx::detect()
-    }
     fn install_hint(&self) -> &'static str {
         "npm install -g @openai/codex"
     }
     fn after_install(&self) -> &'static str {
         "in Codex, type $loopx <task> to join the goal (see loopx agent onboard --agent-type codex-cli)"
-    }
-    fn driver(&self) -> Option<&dyn loopx_core::host::HostDriver> {
-        Some(&loopx_host_codex::drive::CodexDriver)
     }
     fn keep_turning(&self) -> &'static str {
         "The Stop hook keeps turning while loopx says run."
@@ -394,7 +372,7 @@ impl HostAdapter for CodexHeartbeat {
                     let hash = cx::trust_hash(event, &command, HOOK_TIMEOUT, None);
                     config.push(Entry::set(&["hooks", "state", &key], json!({"trusted_hash": hash})));
                 }
-                groups.push(Entry::push(&["hooks", event.host_name()], group));
+                groups.push(Entry::push(&["hooks", cx::HOOKS.native(event)], group));
             }
             files.push(ManagedFile::Entries { path: p.hooks.clone(), format: Format::Json, entries: groups });
         }
@@ -418,30 +396,6 @@ impl HostAdapter for CodexHeartbeat {
         Ok(InstallSpec { files })
     }
 
-    fn hook_events(&self) -> Vec<HookEventName> {
-        cx::HOOKS.names()
-    }
-    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
-        cx::decode(cx::HOOKS.for_point(point)?, stdin)
-    }
-    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
-        match cx::HOOKS.for_point(point) {
-            Ok(e) => cx::encode(e, reply),
-            Err(_) => cx::encode(HookEvent::Stop, &HookReply::Pass),
-        }
-    }
-    fn fail_open(&self, message: &str) -> HostAnswer {
-        cx::fail_open(message)
-    }
-    /// In words the shell tool can act on (the MCP server is optional here).
-    fn tool_name(&self, tool: &str) -> String {
-        match tool {
-            "should_run" => "`loopx quota should-run --json`".to_owned(),
-            "claim_task" => "`loopx todo claim`".to_owned(),
-            "complete_task" => "`loopx todo complete` (then refresh-state and spend-slot)".to_owned(),
-            other => cx::mcp_tool("loopx", other),
-        }
-    }
     /// Through the shell tool: the MCP server is optional, the CLI is always there.
     fn continuation_text(&self, answer: &ShouldRunAnswer, loopx: &str) -> String {
         let who = answer.agent_id.as_ref().map_or_else(|| "loopx".to_owned(), |a| format!("loopx ({a})"));
@@ -458,12 +412,6 @@ impl HostAdapter for CodexHeartbeat {
             ),
             _ => format!("{who}: {}. {tick}.", flatten(&answer.reason, 600)),
         }
-    }
-    fn samples(&self) -> Vec<HookSample> {
-        cx::samples()
-    }
-    fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()> {
-        cx::check_answer(point.and_then(|p| cx::HOOKS.for_point(p).ok()), answer)
     }
 }
 

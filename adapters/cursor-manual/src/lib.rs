@@ -17,9 +17,8 @@ use serde_json::json;
 use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::decision::{DecisionKind, ShouldRunAnswer};
 use loopx_core::host::{
-    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookEventName, HookPoint,
-    HookReply, HookSample, HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions,
-    InstallScope, InstallSpec, MARKER, ManagedFile, ToolEnv, unsupported_features,
+    AdapterCapabilities, Entry, Feature, Format, HookPoint, HostAdapter, HostPath, HostProtocol, InstallEnv,
+    InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, unsupported_features,
 };
 use loopx_core::untrusted::{flatten, quoted};
 use loopx_core::{AgentId, AgentType, Error, Result};
@@ -95,14 +94,14 @@ fn hook_command(opts: &InstallOptions, event: HookEvent) -> Result<String> {
         "{} hook {} {} --agent-id {}",
         shell_words::quote(&opts.loopx),
         cu::HOST,
-        event.cli_name(),
+        cu::HOOKS.cli(event),
         agent(opts)?
     ))
 }
 
 impl HostAdapter for CursorManual {
-    fn host(&self) -> &'static str {
-        cu::HOST
+    fn protocol(&self) -> &dyn HostProtocol {
+        &cu::Cursor
     }
     fn name(&self) -> &'static str {
         "cursor-manual"
@@ -137,16 +136,6 @@ impl HostAdapter for CursorManual {
     }
     fn entry_command(&self) -> Option<&'static str> {
         Some("/loopx")
-    }
-    fn project_dir_env(&self) -> Option<&'static str> {
-        None
-    }
-    /// Cursor marks nothing in its shell's environment that loopx could tell a chat by.
-    fn tool_env(&self) -> Option<ToolEnv> {
-        None
-    }
-    fn agent_process(&self) -> Option<AgentProcess> {
-        Some(AgentProcess { programs: cu::AGENT_PROGRAMS, packages: &[] })
     }
     fn default_stop_cap(&self) -> u32 {
         LOOP_LIMIT
@@ -194,9 +183,6 @@ impl HostAdapter for CursorManual {
             "loopx host install cursor --with stop-driver --with harden   # --dry-run first to see the plan";
         Some(std::iter::once(install.to_owned()).chain(self.remaining_steps(&opts)).collect())
     }
-    fn detect(&self) -> Detection {
-        cu::detect()
-    }
     fn install_hint(&self) -> &'static str {
         "install Cursor (cursor.com/downloads); the cursor-agent command comes with it"
     }
@@ -226,12 +212,12 @@ impl HostAdapter for CursorManual {
         if opts.has(Feature::StopDriver) {
             let stop = cu::hook_entry(&hook_command(opts, HookEvent::Stop)?, Some(LOOP_LIMIT));
             let prompt = cu::hook_entry(&hook_command(opts, HookEvent::BeforeSubmitPrompt)?, None);
-            hooks.push(Entry::push(&["hooks", HookEvent::Stop.host_name()], stop));
-            hooks.push(Entry::push(&["hooks", HookEvent::BeforeSubmitPrompt.host_name()], prompt));
+            hooks.push(Entry::push(&["hooks", cu::HOOKS.native(HookEvent::Stop)], stop));
+            hooks.push(Entry::push(&["hooks", cu::HOOKS.native(HookEvent::BeforeSubmitPrompt)], prompt));
         }
         if opts.has(Feature::Harden) {
             let gate = cu::hook_entry(&hook_command(opts, HookEvent::BeforeShellExecution)?, None);
-            hooks.push(Entry::push(&["hooks", HookEvent::BeforeShellExecution.host_name()], gate));
+            hooks.push(Entry::push(&["hooks", cu::HOOKS.native(HookEvent::BeforeShellExecution)], gate));
         }
         if !hooks.is_empty() {
             hooks.insert(0, Entry::set(&["version"], json!(1)));
@@ -244,28 +230,6 @@ impl HostAdapter for CursorManual {
         Ok(InstallSpec { files })
     }
 
-    fn hook_events(&self) -> Vec<HookEventName> {
-        cu::HOOKS.names()
-    }
-    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
-        cu::decode(cu::HOOKS.for_point(point)?, stdin)
-    }
-    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
-        match cu::HOOKS.for_point(point) {
-            Ok(e) => cu::encode(e, reply),
-            Err(_) => cu::encode(HookEvent::Stop, &HookReply::Pass),
-        }
-    }
-    fn fail_open(&self, message: &str) -> HostAnswer {
-        cu::fail_open(None, message)
-    }
-    fn fail_open_at(&self, point: Option<HookPoint>, message: &str) -> HostAnswer {
-        cu::fail_open(point.and_then(|p| cu::HOOKS.for_point(p).ok()), message)
-    }
-    /// Cursor shows the server's tools by their own names.
-    fn tool_name(&self, tool: &str) -> String {
-        format!("the loopx tool `{tool}`")
-    }
     /// The next user message: Cursor submits it as the person's, so it says who speaks.
     fn continuation_text(&self, answer: &ShouldRunAnswer, loopx: &str) -> String {
         let _ = loopx;
@@ -279,11 +243,5 @@ impl HostAdapter for CursorManual {
             ),
             _ => format!("{who}: {}. Follow the loopx rule for this turn.", flatten(&answer.reason, 600)),
         }
-    }
-    fn samples(&self) -> Vec<HookSample> {
-        cu::samples()
-    }
-    fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()> {
-        cu::check_answer(point.and_then(|p| cu::HOOKS.for_point(p).ok()), answer)
     }
 }

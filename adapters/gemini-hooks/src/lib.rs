@@ -13,9 +13,8 @@ use serde_json::json;
 
 use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::host::{
-    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookEventName, HookPoint,
-    HookReply, HookSample, HostAdapter, HostAnswer, HostEvent, HostPath, InstallEnv, InstallOptions,
-    InstallScope, InstallSpec, MARKER, ManagedFile, ToolEnv, unsupported_features,
+    AdapterCapabilities, Entry, Feature, Format, HookPoint, HostAdapter, HostPath, HostProtocol, InstallEnv,
+    InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, unsupported_features,
 };
 use loopx_core::{AgentType, Error, Result};
 use loopx_host_gemini::{self as gm, HookEvent};
@@ -59,18 +58,18 @@ pub fn render_protocol(opts: &InstallOptions) -> Result<String> {
 }
 
 fn hook(opts: &InstallOptions, event: HookEvent) -> Entry {
-    let command = format!("{} hook {} {}", shell_words::quote(&opts.loopx), gm::HOST, event.cli_name());
+    let command = format!("{} hook {} {}", shell_words::quote(&opts.loopx), gm::HOST, gm::HOOKS.cli(event));
     let mut group = json!({"hooks": [{"type": "command", "name": "loopx", "command": command, "timeout": gm::HOOK_TIMEOUT_MS}]});
     if event == HookEvent::BeforeTool {
         // Every tool, MCP tools included: the driver lets read-only ones through.
         group["matcher"] = json!(".*");
     }
-    Entry::push(&["hooks", event.host_name()], group)
+    Entry::push(&["hooks", gm::HOOKS.native(event)], group)
 }
 
 impl HostAdapter for GeminiHooks {
-    fn host(&self) -> &'static str {
-        gm::HOST
+    fn protocol(&self) -> &dyn HostProtocol {
+        &gm::Gemini
     }
     fn name(&self) -> &'static str {
         "gemini-hooks"
@@ -107,29 +106,11 @@ impl HostAdapter for GeminiHooks {
     fn entry_command(&self) -> Option<&'static str> {
         Some("/loopx")
     }
-    fn project_dir_env(&self) -> Option<&'static str> {
-        Some(gm::PROJECT_DIR_ENV)
-    }
-    fn tool_env(&self) -> Option<ToolEnv> {
-        Some(ToolEnv { marker: gm::TOOL_ENV_MARKER, session: None })
-    }
-    fn agent_process(&self) -> Option<AgentProcess> {
-        Some(AgentProcess { programs: gm::AGENT_PROGRAMS, packages: &[gm::NPM_PACKAGE] })
-    }
-    fn sessions_by_process(&self) -> bool {
-        true
-    }
-    fn detect(&self) -> Detection {
-        gm::detect()
-    }
     fn install_hint(&self) -> &'static str {
         "npm install -g @google/gemini-cli"
     }
     fn after_install(&self) -> &'static str {
         "in Gemini CLI, /loopx <task> joins the goal; with --with stop-driver the session keeps turning"
-    }
-    fn driver(&self) -> Option<&dyn loopx_core::host::HostDriver> {
-        Some(&gm::drive::GeminiDriver)
     }
     fn keep_turning(&self) -> &'static str {
         "loopx continues the session after each reply while it says run (--with stop-driver)."
@@ -170,31 +151,6 @@ impl HostAdapter for GeminiHooks {
                 ManagedFile::Entries { path: at(gm::SETTINGS)?, format: Format::Jsonc, entries: settings },
             ],
         })
-    }
-
-    fn hook_events(&self) -> Vec<HookEventName> {
-        gm::HOOKS.names()
-    }
-    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
-        gm::decode(gm::HOOKS.for_point(point)?, stdin)
-    }
-    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
-        match gm::HOOKS.for_point(point) {
-            Ok(e) => gm::encode(e, reply),
-            Err(_) => gm::encode(HookEvent::AfterAgent, &HookReply::Pass),
-        }
-    }
-    fn fail_open(&self, message: &str) -> HostAnswer {
-        gm::fail_open(message)
-    }
-    fn tool_name(&self, tool: &str) -> String {
-        gm::mcp_tool("loopx", tool)
-    }
-    fn samples(&self) -> Vec<HookSample> {
-        gm::samples()
-    }
-    fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()> {
-        gm::check_answer(point.and_then(|p| gm::HOOKS.for_point(p).ok()), answer)
     }
 }
 

@@ -13,12 +13,11 @@ use serde_json::json;
 
 use loopx_core::agent::{Cadence, HostType, RuntimeProfile};
 use loopx_core::host::{
-    AdapterCapabilities, AgentProcess, Detection, Entry, Feature, Format, HookEventName, HookPoint,
-    HookReply, HookSample, HostAdapter, HostAnswer, HostEvent, HostFile, HostPath, InstallEnv,
-    InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, ToolEnv, unsupported_features,
+    AdapterCapabilities, Entry, Feature, Format, HookPoint, HostAdapter, HostPath, HostProtocol, InstallEnv,
+    InstallOptions, InstallScope, InstallSpec, MARKER, ManagedFile, unsupported_features,
 };
 use loopx_core::{AgentType, Error, Result};
-use loopx_host_opencode::{self as oc, HookEvent, Paths};
+use loopx_host_opencode::{self as oc, Paths};
 
 /// The OpenCode adapter.
 #[derive(Clone, Copy, Debug, Default)]
@@ -66,8 +65,8 @@ pub fn render_protocol(opts: &InstallOptions) -> Result<String> {
 }
 
 impl HostAdapter for OpenCodePlugin {
-    fn host(&self) -> &'static str {
-        oc::HOST
+    fn protocol(&self) -> &dyn HostProtocol {
+        &oc::OpenCode
     }
     fn name(&self) -> &'static str {
         "opencode-plugin"
@@ -104,30 +103,11 @@ impl HostAdapter for OpenCodePlugin {
     fn entry_command(&self) -> Option<&'static str> {
         Some("/loopx")
     }
-    fn tool_env(&self) -> Option<ToolEnv> {
-        Some(ToolEnv { marker: oc::TOOL_ENV_MARKER, session: Some(oc::SESSION_ID_ENV) })
-    }
-    fn agent_process(&self) -> Option<AgentProcess> {
-        Some(AgentProcess { programs: oc::AGENT_PROGRAMS, packages: &[] })
-    }
-    fn sessions_by_process(&self) -> bool {
-        // The bash tool hears its session from the plugin; MCP servers only from the process.
-        true
-    }
-    fn host_files(&self) -> &'static [HostFile] {
-        &[HostFile { name: ".gitignore", content: oc::GITIGNORE }]
-    }
-    fn detect(&self) -> Detection {
-        oc::detect()
-    }
     fn install_hint(&self) -> &'static str {
         "npm install -g opencode-ai"
     }
     fn after_install(&self) -> &'static str {
         "in OpenCode, /loopx <task> joins the goal; with --with stop-driver the session keeps turning"
-    }
-    fn driver(&self) -> Option<&dyn loopx_core::host::HostDriver> {
-        Some(&oc::drive::OpenCodeDriver)
     }
     fn keep_turning(&self) -> &'static str {
         "loopx continues the session after each reply while it says run (--with stop-driver)."
@@ -173,31 +153,6 @@ impl HostAdapter for OpenCodePlugin {
                 ManagedFile::Entries { path: at(paths.config)?, format: Format::Json, entries: config },
             ],
         })
-    }
-
-    fn hook_events(&self) -> Vec<HookEventName> {
-        oc::HOOKS.names()
-    }
-    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
-        oc::decode(oc::HOOKS.for_point(point)?, stdin)
-    }
-    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
-        match oc::HOOKS.for_point(point) {
-            Ok(e) => oc::encode(e, reply),
-            Err(_) => oc::encode(HookEvent::SessionIdle, &HookReply::Pass),
-        }
-    }
-    fn fail_open(&self, message: &str) -> HostAnswer {
-        oc::fail_open(message)
-    }
-    fn tool_name(&self, tool: &str) -> String {
-        oc::mcp_tool("loopx", tool)
-    }
-    fn samples(&self) -> Vec<HookSample> {
-        oc::samples()
-    }
-    fn check_answer(&self, point: Option<HookPoint>, answer: &HostAnswer) -> Result<()> {
-        oc::check_answer(point.and_then(|p| oc::HOOKS.for_point(p).ok()), answer)
     }
 }
 

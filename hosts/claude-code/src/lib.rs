@@ -20,15 +20,14 @@
 pub mod drive;
 
 use std::path::PathBuf;
-use std::process::Command;
-use std::str::FromStr;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use loopx_core::host::{
-    Detection, HOOK_STDIN_HINT, HookBinding, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
-    HostEvent, HostEventKind, InstallScope, ToolEffect, parse_hook_stdin,
+    AgentProcess, HookBinding, HookEventName, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
+    HostDriver, HostEvent, HostEventKind, HostProtocol, InstallScope, ToolEffect, ToolEnv, parse_hook_stdin,
+    tool_call,
 };
 use loopx_core::{Error, Result};
 
@@ -108,23 +107,6 @@ impl HookEvent {
         HookEvent::Stop,
         HookEvent::StatusLine,
     ];
-
-    /// The event's name in Claude Code's configuration and on stdin.
-    pub fn host_name(self) -> &'static str {
-        HOOKS.native(self)
-    }
-
-    /// The event's name on loopx's command line.
-    pub fn cli_name(self) -> &'static str {
-        HOOKS.cli(self)
-    }
-}
-
-impl FromStr for HookEvent {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        HOOKS.parse(s)
-    }
 }
 
 /// What a hook receives on stdin. Unknown fields are ignored; missing optional ones default.
@@ -174,56 +156,6 @@ impl HookInput {
             })
             .map(PathBuf::from)
     }
-}
-
-/// Decodes one hook's stdin into the host-neutral event.
-pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
-    let input = parse_input(stdin)?;
-    let kind = match event {
-        HookEvent::SessionStart => HostEventKind::SessionStart,
-        HookEvent::UserPromptSubmit => {
-            HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
-        }
-        HookEvent::PreToolUse => {
-            let tool = input.tool_name.clone().filter(|t| !t.is_empty()).ok_or_else(|| {
-                Error::usage("a PreToolUse hook input names no tool_name").with_hint(HOOK_STDIN_HINT)
-            })?;
-            HostEventKind::ToolCall { effect: tool_effect(&tool, input.tool_input.as_ref())?, tool }
-        }
-        HookEvent::Stop => HostEventKind::Stop,
-        HookEvent::StatusLine => HostEventKind::StatusLine,
-    };
-    Ok(HostEvent { session: input.session_id.clone(), cwd: input.dir(), kind })
-}
-
-fn answer(stdout: String) -> HostAnswer {
-    HostAnswer { stdout, stderr: String::new(), exit_code: 0 }
-}
-
-/// Writes a reply in Claude Code's protocol for `event`. A reply the event cannot carry (a
-/// denial at session start, say) is nothing.
-pub fn encode(event: HookEvent, reply: &HookReply) -> HostAnswer {
-    match (event, reply) {
-        (HookEvent::Stop, HookReply::Continue(reason)) => {
-            answer(json!({"decision": "block", "reason": reason}).to_string())
-        }
-        (HookEvent::SessionStart | HookEvent::UserPromptSubmit, HookReply::Context(text)) => answer(
-            json!({"hookSpecificOutput": {"hookEventName": event.host_name(), "additionalContext": text}}).to_string(),
-        ),
-        (HookEvent::PreToolUse, HookReply::Deny(reason)) => answer(
-            json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}})
-                .to_string(),
-        ),
-        (HookEvent::StatusLine, HookReply::Status(text)) => {
-            answer(format!("{}\n", text.lines().next().unwrap_or("")))
-        }
-        _ => answer(String::new()),
-    }
-}
-
-/// A non-blocking error: exit 1 with the message on stderr. Never 2, which blocks.
-pub fn fail_open(message: &str) -> HostAnswer {
-    HostAnswer { stdout: String::new(), stderr: message.to_owned(), exit_code: 1 }
 }
 
 /// Classifies a tool call from `tool_name` and `tool_input`. An input that is not an object, or
@@ -287,18 +219,8 @@ impl Paths {
     }
 }
 
-/// Looks for `claude` on `PATH` and asks it its version.
-pub fn detect() -> Detection {
-    let path = which::which("claude").ok();
-    let version = path.as_ref().and_then(|p| {
-        let out = Command::new(p).arg("--version").output().ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    });
-    Detection { path, version }
-}
-
 /// Fixture stdin for every event, as Claude Code 2.1 sends it.
-pub fn samples() -> Vec<HookSample> {
+fn samples() -> Vec<HookSample> {
     let base = |event: &str| {
         json!({"session_id": "4f1c9a2e-77b0-4d11-9c3e-1a2b3c4d5e6f", "transcript_path": "/home/u/.claude/projects/p/4f1c.jsonl",
                "cwd": "/home/u/p", "hook_event_name": event, "permission_mode": "default"})
@@ -352,47 +274,128 @@ pub fn samples() -> Vec<HookSample> {
     ]
 }
 
-/// Whether `a` is an answer Claude Code accepts for `event` (`None`: an answer to an event
-/// loopx could not even name). The exit code must never be 2 unless a reply blocks by
-/// design, and stdout must be empty or the JSON the event reads.
-pub fn check_answer(event: Option<HookEvent>, a: &HostAnswer) -> Result<()> {
-    let bad = |why: String| Err(Error::internal(format!("not a valid Claude Code answer: {why}")));
-    if a.exit_code == 2 {
-        return bad("exit code 2 blocks the session".to_owned());
+/// Claude Code's protocol.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClaudeCode;
+
+impl HostProtocol for ClaudeCode {
+    fn host(&self) -> &'static str {
+        HOST
     }
-    if a.exit_code != 0 && !a.stdout.is_empty() {
-        return bad("stdout is ignored on a non-zero exit".to_owned());
+    fn binaries(&self) -> &'static [&'static str] {
+        &["claude"]
     }
-    if a.stdout.is_empty() {
-        return Ok(());
+    fn project_dir_env(&self) -> Option<&'static str> {
+        Some(PROJECT_DIR_ENV)
     }
-    if event == Some(HookEvent::StatusLine) {
-        return if a.stdout.lines().count() == 1 {
-            Ok(())
-        } else {
-            bad("a status line is one line".to_owned())
+    fn tool_env(&self) -> Option<ToolEnv> {
+        Some(ToolEnv { marker: TOOL_ENV_MARKER, session: Some(SESSION_ID_ENV) })
+    }
+    fn agent_process(&self) -> Option<AgentProcess> {
+        Some(AgentProcess { programs: AGENT_PROGRAMS, packages: &[NPM_PACKAGE] })
+    }
+    fn hook_events(&self) -> Vec<HookEventName> {
+        HOOKS.names()
+    }
+
+    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
+        let event = HOOKS.for_point(point)?;
+        let input = parse_input(stdin)?;
+        let kind = match event {
+            HookEvent::SessionStart => HostEventKind::SessionStart,
+            HookEvent::UserPromptSubmit => {
+                HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
+            }
+            HookEvent::PreToolUse => {
+                tool_call("PreToolUse", input.tool_name.as_deref(), input.tool_input.as_ref(), tool_effect)?
+            }
+            HookEvent::Stop => HostEventKind::Stop,
+            HookEvent::StatusLine => HostEventKind::StatusLine,
         };
+        Ok(HostEvent { session: input.session_id.clone(), cwd: input.dir(), kind })
     }
-    let v: Value = match serde_json::from_str(&a.stdout) {
-        Ok(v) => v,
-        Err(e) => return bad(format!("stdout is not JSON ({e})")),
-    };
-    let out = &v["hookSpecificOutput"];
-    let ok = match event {
-        Some(HookEvent::Stop) => {
-            v["decision"] == "block" && v["reason"].as_str().is_some_and(|r| !r.is_empty())
+
+    /// A reply the event cannot carry (a denial at session start, say) is nothing.
+    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
+        let Ok(event) = HOOKS.for_point(point) else { return HostAnswer::default() };
+        match (event, reply) {
+            (HookEvent::Stop, HookReply::Continue(reason)) => {
+                HostAnswer::print(json!({"decision": "block", "reason": reason}).to_string())
+            }
+            (HookEvent::SessionStart | HookEvent::UserPromptSubmit, HookReply::Context(text)) => HostAnswer::print(
+                json!({"hookSpecificOutput": {"hookEventName": HOOKS.native(event), "additionalContext": text}})
+                    .to_string(),
+            ),
+            (HookEvent::PreToolUse, HookReply::Deny(reason)) => HostAnswer::print(
+                json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}})
+                    .to_string(),
+            ),
+            (HookEvent::StatusLine, HookReply::Status(text)) => {
+                HostAnswer::print(format!("{}\n", text.lines().next().unwrap_or("")))
+            }
+            _ => HostAnswer::default(),
         }
-        Some(e @ (HookEvent::SessionStart | HookEvent::UserPromptSubmit)) => {
-            out["hookEventName"] == e.host_name() && out["additionalContext"].is_string()
+    }
+
+    /// Exit 1 with the message on stderr. Never 2, which blocks.
+    fn fail_open(&self, _: Option<HookPoint>, message: &str) -> HostAnswer {
+        HostAnswer::warning(message)
+    }
+
+    fn tool_name(&self, tool: &str) -> String {
+        mcp_tool("loopx", tool)
+    }
+
+    fn samples(&self) -> Vec<HookSample> {
+        samples()
+    }
+
+    /// The exit code must never be 2 unless a reply blocks by design, and stdout must be empty
+    /// or the JSON the event reads.
+    fn check_answer(&self, point: Option<HookPoint>, a: &HostAnswer) -> Result<()> {
+        let event = point.and_then(|p| HOOKS.for_point(p).ok());
+        let bad = |why: String| Err(Error::internal(format!("not a valid Claude Code answer: {why}")));
+        if a.exit_code == 2 {
+            return bad("exit code 2 blocks the session".to_owned());
         }
-        Some(HookEvent::PreToolUse) => {
-            out["hookEventName"] == "PreToolUse"
-                && matches!(out["permissionDecision"].as_str(), Some("allow" | "deny" | "ask"))
-                && out["permissionDecisionReason"].is_string()
+        if a.exit_code != 0 && !a.stdout.is_empty() {
+            return bad("stdout is ignored on a non-zero exit".to_owned());
         }
-        _ => false,
-    };
-    if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+        if a.stdout.is_empty() {
+            return Ok(());
+        }
+        if event == Some(HookEvent::StatusLine) {
+            return if a.stdout.lines().count() == 1 {
+                Ok(())
+            } else {
+                bad("a status line is one line".to_owned())
+            };
+        }
+        let v: Value = match serde_json::from_str(&a.stdout) {
+            Ok(v) => v,
+            Err(e) => return bad(format!("stdout is not JSON ({e})")),
+        };
+        let out = &v["hookSpecificOutput"];
+        let ok = match event {
+            Some(HookEvent::Stop) => {
+                v["decision"] == "block" && v["reason"].as_str().is_some_and(|r| !r.is_empty())
+            }
+            Some(e @ (HookEvent::SessionStart | HookEvent::UserPromptSubmit)) => {
+                out["hookEventName"] == HOOKS.native(e) && out["additionalContext"].is_string()
+            }
+            Some(HookEvent::PreToolUse) => {
+                out["hookEventName"] == "PreToolUse"
+                    && matches!(out["permissionDecision"].as_str(), Some("allow" | "deny" | "ask"))
+                    && out["permissionDecisionReason"].is_string()
+            }
+            _ => false,
+        };
+        if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+    }
+
+    fn driver(&self) -> Option<&dyn HostDriver> {
+        Some(&drive::ClaudeDriver)
+    }
 }
 
 #[cfg(test)]
@@ -421,29 +424,38 @@ mod tests {
 
     #[test]
     fn answers_follow_the_protocol() {
-        let stop = encode(HookEvent::Stop, &HookReply::Continue("do t3".into()));
+        let stop = ClaudeCode.encode(HookPoint::Stop, &HookReply::Continue("do t3".into()));
         assert_eq!(stop.stdout, r#"{"decision":"block","reason":"do t3"}"#);
         let ctx: Value = serde_json::from_str(
-            &encode(HookEvent::SessionStart, &HookReply::Context("goal: x".into())).stdout,
+            &ClaudeCode.encode(HookPoint::SessionStart, &HookReply::Context("goal: x".into())).stdout,
         )
         .unwrap();
         assert_eq!(ctx["hookSpecificOutput"]["hookEventName"], "SessionStart");
         assert_eq!(ctx["hookSpecificOutput"]["additionalContext"], "goal: x");
-        let deny: Value =
-            serde_json::from_str(&encode(HookEvent::PreToolUse, &HookReply::Deny("paused".into())).stdout)
-                .unwrap();
+        let deny: Value = serde_json::from_str(
+            &ClaudeCode.encode(HookPoint::ToolGate, &HookReply::Deny("paused".into())).stdout,
+        )
+        .unwrap();
         assert_eq!(deny["hookSpecificOutput"]["permissionDecision"], "deny");
-        assert_eq!(encode(HookEvent::StatusLine, &HookReply::Status("a\nb".into())).stdout, "a\n");
-        assert_eq!(encode(HookEvent::Stop, &HookReply::Pass).stdout, "");
-        assert_eq!(fail_open("x").exit_code, 1);
+        assert_eq!(ClaudeCode.encode(HookPoint::StatusLine, &HookReply::Status("a\nb".into())).stdout, "a\n");
+        assert_eq!(ClaudeCode.encode(HookPoint::Stop, &HookReply::Pass).stdout, "");
+        assert_eq!(ClaudeCode.fail_open(None, "x").exit_code, 1);
         // The oracle rejects what Claude Code would misread.
-        assert!(check_answer(Some(HookEvent::Stop), &HostAnswer { exit_code: 2, ..fail_open("x") }).is_err());
         assert!(
-            check_answer(
-                Some(HookEvent::Stop),
-                &encode(HookEvent::SessionStart, &HookReply::Context("x".into()))
-            )
-            .is_err()
+            ClaudeCode
+                .check_answer(
+                    Some(HookPoint::Stop),
+                    &HostAnswer { exit_code: 2, ..ClaudeCode.fail_open(None, "x") }
+                )
+                .is_err()
+        );
+        assert!(
+            ClaudeCode
+                .check_answer(
+                    Some(HookPoint::Stop),
+                    &ClaudeCode.encode(HookPoint::SessionStart, &HookReply::Context("x".into()))
+                )
+                .is_err()
         );
     }
 
@@ -473,6 +485,6 @@ mod tests {
     #[test]
     fn events_have_two_names_and_a_point() {
         HOOKS.check(&HookEvent::ALL).unwrap();
-        assert!("Bogus".parse::<HookEvent>().is_err());
+        assert!(HOOKS.parse("Bogus").is_err());
     }
 }

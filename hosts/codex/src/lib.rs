@@ -24,16 +24,15 @@
 pub mod drive;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::str::FromStr;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use loopx_core::host::{
-    Detection, HOOK_STDIN_HINT, HookBinding, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
-    HostEvent, HostEventKind, ToolEffect, parse_hook_stdin,
+    AgentProcess, HookBinding, HookEventName, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
+    HostDriver, HostEvent, HostEventKind, HostProtocol, McpClient, ToolEffect, ToolEnv, parse_hook_stdin,
+    tool_call,
 };
 use loopx_core::{Error, Result};
 
@@ -117,16 +116,6 @@ impl HookEvent {
     pub const ALL: [HookEvent; 4] =
         [HookEvent::SessionStart, HookEvent::UserPromptSubmit, HookEvent::Stop, HookEvent::PreToolUse];
 
-    /// The event's name in Codex's configuration and on stdin.
-    pub fn host_name(self) -> &'static str {
-        HOOKS.native(self)
-    }
-
-    /// The event's name on loopx's command line.
-    pub fn cli_name(self) -> &'static str {
-        HOOKS.cli(self)
-    }
-
     /// The event's name in trust keys (`session_start`).
     pub fn state_name(self) -> &'static str {
         match self {
@@ -135,13 +124,6 @@ impl HookEvent {
             HookEvent::Stop => "stop",
             HookEvent::PreToolUse => "pre_tool_use",
         }
-    }
-}
-
-impl FromStr for HookEvent {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        HOOKS.parse(s)
     }
 }
 
@@ -169,89 +151,6 @@ pub fn parse_input(bytes: &[u8]) -> Result<HookInput> {
     parse_hook_stdin(bytes)
 }
 
-/// Decodes one hook's stdin into the host-neutral event.
-pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
-    let input = parse_input(stdin)?;
-    let kind = match event {
-        HookEvent::SessionStart => HostEventKind::SessionStart,
-        HookEvent::UserPromptSubmit => {
-            HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
-        }
-        HookEvent::Stop => HostEventKind::Stop,
-        HookEvent::PreToolUse => {
-            let tool = input.tool_name.clone().filter(|t| !t.is_empty()).ok_or_else(|| {
-                Error::usage("a PreToolUse hook input names no tool_name").with_hint(HOOK_STDIN_HINT)
-            })?;
-            HostEventKind::ToolCall { effect: tool_effect(&tool, input.tool_input.as_ref())?, tool }
-        }
-    };
-    Ok(HostEvent { session: input.session_id.clone(), cwd: input.cwd.as_deref().map(PathBuf::from), kind })
-}
-
-fn answer(stdout: String) -> HostAnswer {
-    HostAnswer { stdout, stderr: String::new(), exit_code: 0 }
-}
-
-/// Writes a reply in Codex's protocol for `event`; a reply the event cannot carry is nothing.
-pub fn encode(event: HookEvent, reply: &HookReply) -> HostAnswer {
-    match (event, reply) {
-        (HookEvent::Stop, HookReply::Continue(reason)) => {
-            answer(json!({"decision": "block", "reason": reason}).to_string())
-        }
-        (HookEvent::SessionStart | HookEvent::UserPromptSubmit, HookReply::Context(text)) => answer(
-            json!({"hookSpecificOutput": {"hookEventName": event.host_name(), "additionalContext": text}})
-                .to_string(),
-        ),
-        // Codex refuses an empty reason; "allow" and "ask" it does not support: passing is
-        // saying nothing.
-        (HookEvent::PreToolUse, HookReply::Deny(reason)) => {
-            let reason = if reason.trim().is_empty() { "loopx denies this tool call" } else { reason };
-            answer(
-                json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}})
-                    .to_string(),
-            )
-        }
-        _ => answer(String::new()),
-    }
-}
-
-/// A failure that does not block: exit 1 with the message on stderr.
-pub fn fail_open(message: &str) -> HostAnswer {
-    HostAnswer { stdout: String::new(), stderr: message.to_owned(), exit_code: 1 }
-}
-
-/// Whether `a` is an answer Codex accepts for `event` without blocking by accident.
-pub fn check_answer(event: Option<HookEvent>, a: &HostAnswer) -> Result<()> {
-    let bad = |why: String| Err(Error::internal(format!("not a valid Codex answer: {why}")));
-    if a.exit_code == 2 {
-        return bad("exit code 2 blocks".to_owned());
-    }
-    if a.exit_code != 0 && !a.stdout.is_empty() {
-        return bad("stdout is ignored on a non-zero exit".to_owned());
-    }
-    if a.stdout.is_empty() {
-        return Ok(());
-    }
-    let v: Value = match serde_json::from_str(&a.stdout) {
-        Ok(v) => v,
-        Err(e) => return bad(format!("stdout is not JSON ({e})")),
-    };
-    let out = &v["hookSpecificOutput"];
-    let ok = match event {
-        Some(HookEvent::Stop) => {
-            v["decision"] == "block" && v["reason"].as_str().is_some_and(|r| !r.is_empty())
-        }
-        Some(HookEvent::PreToolUse) => {
-            out["hookEventName"] == "PreToolUse"
-                && out["permissionDecision"] == "deny"
-                && out["permissionDecisionReason"].as_str().is_some_and(|r| !r.trim().is_empty())
-        }
-        Some(e) => out["hookEventName"] == e.host_name() && out["additionalContext"].is_string(),
-        None => false,
-    };
-    if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
-}
-
 /// One command handler in `hooks.json`, as Codex's trust hash covers it.
 pub fn handler(command: &str, timeout: u64) -> Value {
     json!({"type": "command", "command": command, "timeout": timeout})
@@ -276,16 +175,6 @@ pub fn trust_hash(event: HookEvent, command: &str, timeout: u64, matcher: Option
 /// The key of a hook's trust entry: its source file, event, group and handler index.
 pub fn trust_key(source: &Path, event: HookEvent, group: usize, handler: usize) -> String {
     format!("{}:{}:{group}:{handler}", source.display(), event.state_name())
-}
-
-/// Looks for `codex` on `PATH` and asks it its version.
-pub fn detect() -> Detection {
-    let path = which::which("codex").ok();
-    let version = path.as_ref().and_then(|p| {
-        let out = Command::new(p).arg("--version").output().ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    });
-    Detection { path, version }
 }
 
 /// Classifies a `PreToolUse` call: the shell tool is `Bash` with `tool_input.command`, a patch
@@ -325,7 +214,7 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
 }
 
 /// Fixture stdin for every event, as Codex 0.169 sends it.
-pub fn samples() -> Vec<HookSample> {
+fn samples() -> Vec<HookSample> {
     let session = "01a22c26-c833-7ee1-9b5d-c26b06462ba8";
     let base = |event: &str| {
         json!({"session_id": session, "transcript_path": "/home/u/.codex/sessions/2026/11/30/rollout.jsonl",
@@ -386,6 +275,128 @@ pub fn samples() -> Vec<HookSample> {
     ]
 }
 
+/// Codex's protocol.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Codex;
+
+impl HostProtocol for Codex {
+    fn host(&self) -> &'static str {
+        HOST
+    }
+    fn binaries(&self) -> &'static [&'static str] {
+        AGENT_PROGRAMS
+    }
+    fn tool_env(&self) -> Option<ToolEnv> {
+        Some(ToolEnv { marker: THREAD_ENV, session: Some(THREAD_ENV) })
+    }
+    fn agent_process(&self) -> Option<AgentProcess> {
+        Some(AgentProcess { programs: AGENT_PROGRAMS, packages: &[NPM_PACKAGE] })
+    }
+    fn mcp_client(&self) -> Option<McpClient> {
+        Some(McpClient { name: MCP_CLIENT_NAME, session_meta: MCP_SESSION_META })
+    }
+    fn host_home(&self, home: &Path, get: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        Some(codex_home(home, get))
+    }
+    fn hook_events(&self) -> Vec<HookEventName> {
+        HOOKS.names()
+    }
+
+    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
+        let event = HOOKS.for_point(point)?;
+        let input = parse_input(stdin)?;
+        let kind = match event {
+            HookEvent::SessionStart => HostEventKind::SessionStart,
+            HookEvent::UserPromptSubmit => {
+                HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
+            }
+            HookEvent::Stop => HostEventKind::Stop,
+            HookEvent::PreToolUse => {
+                tool_call("PreToolUse", input.tool_name.as_deref(), input.tool_input.as_ref(), tool_effect)?
+            }
+        };
+        Ok(HostEvent {
+            session: input.session_id.clone(),
+            cwd: input.cwd.as_deref().map(PathBuf::from),
+            kind,
+        })
+    }
+
+    /// A reply the event cannot carry is nothing.
+    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
+        let Ok(event) = HOOKS.for_point(point) else { return HostAnswer::default() };
+        match (event, reply) {
+            (HookEvent::Stop, HookReply::Continue(reason)) => {
+                HostAnswer::print(json!({"decision": "block", "reason": reason}).to_string())
+            }
+            (HookEvent::SessionStart | HookEvent::UserPromptSubmit, HookReply::Context(text)) => HostAnswer::print(
+                json!({"hookSpecificOutput": {"hookEventName": HOOKS.native(event), "additionalContext": text}})
+                    .to_string(),
+            ),
+            // Codex refuses an empty reason; "allow" and "ask" it does not support: passing is
+            // saying nothing.
+            (HookEvent::PreToolUse, HookReply::Deny(reason)) => {
+                let reason = if reason.trim().is_empty() { "loopx denies this tool call" } else { reason };
+                HostAnswer::print(
+                    json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}})
+                        .to_string(),
+                )
+            }
+            _ => HostAnswer::default(),
+        }
+    }
+
+    /// Exit 1 with the message on stderr.
+    fn fail_open(&self, _: Option<HookPoint>, message: &str) -> HostAnswer {
+        HostAnswer::warning(message)
+    }
+
+    fn tool_name(&self, tool: &str) -> String {
+        mcp_tool("loopx", tool)
+    }
+
+    fn samples(&self) -> Vec<HookSample> {
+        samples()
+    }
+
+    /// Whether `a` is an answer Codex accepts without blocking by accident.
+    fn check_answer(&self, point: Option<HookPoint>, a: &HostAnswer) -> Result<()> {
+        let event = point.and_then(|p| HOOKS.for_point(p).ok());
+        let bad = |why: String| Err(Error::internal(format!("not a valid Codex answer: {why}")));
+        if a.exit_code == 2 {
+            return bad("exit code 2 blocks".to_owned());
+        }
+        if a.exit_code != 0 && !a.stdout.is_empty() {
+            return bad("stdout is ignored on a non-zero exit".to_owned());
+        }
+        if a.stdout.is_empty() {
+            return Ok(());
+        }
+        let v: Value = match serde_json::from_str(&a.stdout) {
+            Ok(v) => v,
+            Err(e) => return bad(format!("stdout is not JSON ({e})")),
+        };
+        let out = &v["hookSpecificOutput"];
+        let ok = match event {
+            Some(HookEvent::Stop) => {
+                v["decision"] == "block" && v["reason"].as_str().is_some_and(|r| !r.is_empty())
+            }
+            Some(HookEvent::PreToolUse) => {
+                out["hookEventName"] == "PreToolUse"
+                    && out["permissionDecision"] == "deny"
+                    && out["permissionDecisionReason"].as_str().is_some_and(|r| !r.trim().is_empty())
+            }
+            Some(e) => out["hookEventName"] == HOOKS.native(e) && out["additionalContext"].is_string(),
+            None => false,
+        };
+        if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+    }
+
+    fn driver(&self) -> Option<&dyn HostDriver> {
+        Some(&drive::CodexDriver)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,11 +438,18 @@ mod tests {
             assert!(parse_input(bad).is_err());
         }
         assert_eq!(
-            encode(HookEvent::Stop, &HookReply::Continue("go".into())).stdout,
+            Codex.encode(HookPoint::Stop, &HookReply::Continue("go".into())).stdout,
             r#"{"decision":"block","reason":"go"}"#
         );
-        assert!(check_answer(Some(HookEvent::Stop), &fail_open("x")).is_ok());
-        assert!(check_answer(Some(HookEvent::Stop), &HostAnswer { exit_code: 2, ..fail_open("x") }).is_err());
+        assert!(Codex.check_answer(Some(HookPoint::Stop), &Codex.fail_open(None, "x")).is_ok());
+        assert!(
+            Codex
+                .check_answer(
+                    Some(HookPoint::Stop),
+                    &HostAnswer { exit_code: 2, ..Codex.fail_open(None, "x") }
+                )
+                .is_err()
+        );
         assert_eq!(codex_home(Path::new("/h"), &|_| None), PathBuf::from("/h/.codex"));
         assert_eq!(codex_home(Path::new("/h"), &|_| Some("/c".into())), PathBuf::from("/c"));
     }

@@ -22,14 +22,13 @@
 //!   its JSON on stdout.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use loopx_core::host::{
-    Detection, HookBinding, HookPoint, HookReply, HookSample, HookTable, HostAnswer, HostEvent,
-    HostEventKind, ToolEffect, parse_hook_stdin,
+    AgentProcess, HookBinding, HookEventName, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
+    HostEvent, HostEventKind, HostProtocol, ToolEffect, parse_hook_stdin,
 };
 use loopx_core::{Error, Result};
 
@@ -78,23 +77,6 @@ pub const HOOKS: HookTable<HookEvent> = HookTable {
 impl HookEvent {
     pub const ALL: [HookEvent; 3] =
         [HookEvent::BeforeSubmitPrompt, HookEvent::BeforeShellExecution, HookEvent::Stop];
-
-    /// The event's name in Cursor's configuration and on stdin.
-    pub fn host_name(self) -> &'static str {
-        HOOKS.native(self)
-    }
-
-    /// The event's name on loopx's command line.
-    pub fn cli_name(self) -> &'static str {
-        HOOKS.cli(self)
-    }
-}
-
-impl FromStr for HookEvent {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        HOOKS.parse(s)
-    }
 }
 
 /// What a hook receives on stdin. Unknown fields are ignored.
@@ -121,75 +103,8 @@ pub fn parse_input(bytes: &[u8]) -> Result<HookInput> {
     parse_hook_stdin(bytes)
 }
 
-/// Decodes one hook's stdin into the host-neutral event. The chat is the session; its
-/// directory is the shell's `cwd`, else the first workspace root.
-pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
-    let input = parse_input(stdin)?;
-    let kind = match event {
-        HookEvent::BeforeSubmitPrompt => {
-            HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
-        }
-        HookEvent::BeforeShellExecution => HostEventKind::ToolCall {
-            tool: "shell".to_owned(),
-            effect: ToolEffect::Shell(input.command.clone().unwrap_or_default()),
-        },
-        HookEvent::Stop => HostEventKind::Stop,
-    };
-    let cwd = input.cwd.clone().or_else(|| input.workspace_roots.first().cloned()).map(PathBuf::from);
-    Ok(HostEvent { session: input.conversation_id.clone(), cwd, kind })
-}
-
 fn answer(v: Value) -> HostAnswer {
-    HostAnswer { stdout: v.to_string(), stderr: String::new(), exit_code: 0 }
-}
-
-/// Writes a reply in Cursor's protocol for `event`. Every event gets a JSON object: a
-/// permission hook that prints nothing may be taken as a failure.
-pub fn encode(event: HookEvent, reply: &HookReply) -> HostAnswer {
-    match (event, reply) {
-        (HookEvent::Stop, HookReply::Continue(next)) => answer(json!({"followup_message": next})),
-        (HookEvent::Stop, _) => answer(json!({})),
-        (HookEvent::BeforeShellExecution, HookReply::Deny(why)) => {
-            answer(json!({"permission": "deny", "user_message": why, "agent_message": why}))
-        }
-        (HookEvent::BeforeShellExecution, _) => answer(json!({"permission": "allow"})),
-        (HookEvent::BeforeSubmitPrompt, _) => answer(json!({"continue": true})),
-    }
-}
-
-/// A failure that does not block: exit 0 with the event's neutral answer (`{}`, or letting the
-/// prompt through), the message on stderr. The shell gate never fails open: the driver
-/// answers it with a denial.
-pub fn fail_open(event: Option<HookEvent>, message: &str) -> HostAnswer {
-    let stdout = match event {
-        Some(HookEvent::BeforeSubmitPrompt) => json!({"continue": true}),
-        _ => json!({}),
-    };
-    HostAnswer { stdout: stdout.to_string(), stderr: message.to_owned(), exit_code: 0 }
-}
-
-/// Whether `a` is an answer Cursor accepts for `event`.
-pub fn check_answer(event: Option<HookEvent>, a: &HostAnswer) -> Result<()> {
-    let bad = |why: String| Err(Error::internal(format!("not a valid Cursor answer: {why}")));
-    if a.exit_code != 0 {
-        return bad(format!("exit code {}: Cursor reads a hook's answer only on exit 0", a.exit_code));
-    }
-    let v: Value = match serde_json::from_str(&a.stdout) {
-        Ok(v) => v,
-        Err(e) => return bad(format!("stdout is not JSON ({e})")),
-    };
-    let Some(o) = v.as_object() else { return bad("stdout is not a JSON object".to_owned()) };
-    let ok = match event {
-        Some(HookEvent::Stop) => {
-            o.is_empty() || (o.len() == 1 && o["followup_message"].as_str().is_some_and(|m| !m.is_empty()))
-        }
-        Some(HookEvent::BeforeShellExecution) => {
-            matches!(o.get("permission").and_then(Value::as_str), Some("allow" | "deny" | "ask"))
-        }
-        Some(HookEvent::BeforeSubmitPrompt) => o.get("continue").is_some_and(Value::is_boolean),
-        None => o.is_empty(),
-    };
-    if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+    HostAnswer::print(v.to_string())
 }
 
 /// One hook entry in `hooks.json`.
@@ -200,20 +115,8 @@ pub fn hook_entry(command: &str, loop_limit: Option<u32>) -> Value {
     }
 }
 
-/// Looks for Cursor's command-line agent (`cursor-agent`) or the editor's launcher (`cursor`).
-pub fn detect() -> Detection {
-    let path = which::which("cursor-agent").or_else(|_| which::which("cursor")).ok();
-    let version = path.as_ref().and_then(|p| {
-        let out = std::process::Command::new(p).arg("--version").output().ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_owned())
-    });
-    Detection { path, version }
-}
-
 /// Fixture stdin for every event, in the documented shape.
-pub fn samples() -> Vec<HookSample> {
+fn samples() -> Vec<HookSample> {
     let chat = "6d1f0c2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f";
     let base = |event: &str, extra: Value| {
         let mut v = json!({"conversation_id": chat, "generation_id": "9f8e7d6c", "hook_event_name": event,
@@ -249,6 +152,104 @@ pub fn samples() -> Vec<HookSample> {
     ]
 }
 
+/// Cursor's protocol.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cursor;
+
+impl HostProtocol for Cursor {
+    fn host(&self) -> &'static str {
+        HOST
+    }
+    /// Its command-line agent, or the editor's launcher.
+    fn binaries(&self) -> &'static [&'static str] {
+        &["cursor-agent", "cursor"]
+    }
+    fn agent_process(&self) -> Option<AgentProcess> {
+        Some(AgentProcess { programs: AGENT_PROGRAMS, packages: &[] })
+    }
+    fn hook_events(&self) -> Vec<HookEventName> {
+        HOOKS.names()
+    }
+
+    /// The chat is the session; its directory is the shell's `cwd`, else the first workspace
+    /// root.
+    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
+        let event = HOOKS.for_point(point)?;
+        let input = parse_input(stdin)?;
+        let kind = match event {
+            HookEvent::BeforeSubmitPrompt => {
+                HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
+            }
+            HookEvent::BeforeShellExecution => HostEventKind::ToolCall {
+                tool: "shell".to_owned(),
+                effect: ToolEffect::Shell(input.command.clone().unwrap_or_default()),
+            },
+            HookEvent::Stop => HostEventKind::Stop,
+        };
+        let cwd = input.cwd.clone().or_else(|| input.workspace_roots.first().cloned()).map(PathBuf::from);
+        Ok(HostEvent { session: input.conversation_id.clone(), cwd, kind })
+    }
+
+    /// Every event gets a JSON object: a permission hook that prints nothing may be taken as a
+    /// failure.
+    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
+        let Ok(event) = HOOKS.for_point(point) else { return answer(json!({})) };
+        match (event, reply) {
+            (HookEvent::Stop, HookReply::Continue(next)) => answer(json!({"followup_message": next})),
+            (HookEvent::Stop, _) => answer(json!({})),
+            (HookEvent::BeforeShellExecution, HookReply::Deny(why)) => {
+                answer(json!({"permission": "deny", "user_message": why, "agent_message": why}))
+            }
+            (HookEvent::BeforeShellExecution, _) => answer(json!({"permission": "allow"})),
+            (HookEvent::BeforeSubmitPrompt, _) => answer(json!({"continue": true})),
+        }
+    }
+
+    /// Exit 0 with the event's neutral answer (`{}`, or letting the prompt through), the
+    /// message on stderr. The shell gate never fails open: the driver answers it with a denial.
+    fn fail_open(&self, point: Option<HookPoint>, message: &str) -> HostAnswer {
+        let stdout = match point.and_then(|p| HOOKS.for_point(p).ok()) {
+            Some(HookEvent::BeforeSubmitPrompt) => json!({"continue": true}),
+            _ => json!({}),
+        };
+        HostAnswer { stdout: stdout.to_string(), stderr: message.to_owned(), exit_code: 0 }
+    }
+
+    /// Cursor shows the server's tools by their own names.
+    fn tool_name(&self, tool: &str) -> String {
+        format!("the loopx tool `{tool}`")
+    }
+
+    fn samples(&self) -> Vec<HookSample> {
+        samples()
+    }
+
+    fn check_answer(&self, point: Option<HookPoint>, a: &HostAnswer) -> Result<()> {
+        let event = point.and_then(|p| HOOKS.for_point(p).ok());
+        let bad = |why: String| Err(Error::internal(format!("not a valid Cursor answer: {why}")));
+        if a.exit_code != 0 {
+            return bad(format!("exit code {}: Cursor reads a hook's answer only on exit 0", a.exit_code));
+        }
+        let v: Value = match serde_json::from_str(&a.stdout) {
+            Ok(v) => v,
+            Err(e) => return bad(format!("stdout is not JSON ({e})")),
+        };
+        let Some(o) = v.as_object() else { return bad("stdout is not a JSON object".to_owned()) };
+        let ok = match event {
+            Some(HookEvent::Stop) => {
+                o.is_empty()
+                    || (o.len() == 1 && o["followup_message"].as_str().is_some_and(|m| !m.is_empty()))
+            }
+            Some(HookEvent::BeforeShellExecution) => {
+                matches!(o.get("permission").and_then(Value::as_str), Some("allow" | "deny" | "ask"))
+            }
+            Some(HookEvent::BeforeSubmitPrompt) => o.get("continue").is_some_and(Value::is_boolean),
+            None => o.is_empty(),
+        };
+        if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,21 +269,30 @@ mod tests {
         for bad in [&b""[..], b"[1]", br#"{"conversation_id": 1}"#, br#"{"workspace_roots": "/p"}"#] {
             assert!(parse_input(bad).is_err());
         }
-        let e = decode(HookEvent::Stop, br#"{"conversation_id":"c","workspace_roots":["/w"]}"#).unwrap();
+        let e =
+            Cursor.decode(HookPoint::Stop, br#"{"conversation_id":"c","workspace_roots":["/w"]}"#).unwrap();
         assert_eq!(e.cwd, Some(PathBuf::from("/w")));
         assert_eq!(
-            encode(HookEvent::Stop, &HookReply::Continue("go on".into())).stdout,
+            Cursor.encode(HookPoint::Stop, &HookReply::Continue("go on".into())).stdout,
             r#"{"followup_message":"go on"}"#
         );
-        assert_eq!(encode(HookEvent::Stop, &HookReply::Pass).stdout, "{}");
-        let deny = encode(HookEvent::BeforeShellExecution, &HookReply::Deny("no".into()));
-        assert!(check_answer(Some(HookEvent::BeforeShellExecution), &deny).is_ok());
+        assert_eq!(Cursor.encode(HookPoint::Stop, &HookReply::Pass).stdout, "{}");
+        let deny = Cursor.encode(HookPoint::ToolGate, &HookReply::Deny("no".into()));
+        assert!(Cursor.check_answer(Some(HookPoint::ToolGate), &deny).is_ok());
         assert!(deny.stdout.contains(r#""permission":"deny""#));
-        assert!(check_answer(Some(HookEvent::Stop), &fail_open(Some(HookEvent::Stop), "x")).is_ok());
         assert!(
-            check_answer(Some(HookEvent::Stop), &HostAnswer { exit_code: 2, ..fail_open(None, "x") })
+            Cursor.check_answer(Some(HookPoint::Stop), &Cursor.fail_open(Some(HookPoint::Stop), "x")).is_ok()
+        );
+        assert!(
+            Cursor
+                .check_answer(
+                    Some(HookPoint::Stop),
+                    &HostAnswer { exit_code: 2, ..Cursor.fail_open(None, "x") }
+                )
                 .is_err()
         );
-        assert!(check_answer(Some(HookEvent::Stop), &answer(json!({"followup_message": ""}))).is_err());
+        assert!(
+            Cursor.check_answer(Some(HookPoint::Stop), &answer(json!({"followup_message": ""}))).is_err()
+        );
     }
 }

@@ -25,15 +25,14 @@
 pub mod drive;
 
 use std::path::PathBuf;
-use std::process::Command;
-use std::str::FromStr;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use loopx_core::host::{
-    Detection, HOOK_STDIN_HINT, HookBinding, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
-    HostEvent, HostEventKind, InstallScope, ToolEffect, parse_hook_stdin,
+    AgentProcess, HookBinding, HookEventName, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
+    HostDriver, HostEvent, HostEventKind, HostProtocol, InstallScope, ToolEffect, ToolEnv, parse_hook_stdin,
+    tool_call,
 };
 use loopx_core::{Error, Result};
 
@@ -99,23 +98,6 @@ pub const HOOKS: HookTable<HookEvent> = HookTable {
 
 impl HookEvent {
     pub const ALL: [HookEvent; 3] = [HookEvent::BeforeAgent, HookEvent::BeforeTool, HookEvent::AfterAgent];
-
-    /// The event's name in Gemini CLI's settings and on stdin.
-    pub fn host_name(self) -> &'static str {
-        HOOKS.native(self)
-    }
-
-    /// The event's name on loopx's command line.
-    pub fn cli_name(self) -> &'static str {
-        HOOKS.cli(self)
-    }
-}
-
-impl FromStr for HookEvent {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        HOOKS.parse(s)
-    }
 }
 
 /// What a hook receives on stdin. Unknown fields are ignored; missing optional ones default.
@@ -135,50 +117,6 @@ pub struct HookInput {
     // BeforeTool
     pub tool_name: Option<String>,
     pub tool_input: Option<Value>,
-}
-
-/// Decodes one hook's stdin into the host-neutral event.
-pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
-    let input: HookInput = parse_hook_stdin(stdin)?;
-    let kind = match event {
-        HookEvent::BeforeAgent => {
-            HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
-        }
-        HookEvent::BeforeTool => {
-            let tool = input.tool_name.clone().filter(|t| !t.is_empty()).ok_or_else(|| {
-                Error::usage("a BeforeTool hook input names no tool_name").with_hint(HOOK_STDIN_HINT)
-            })?;
-            HostEventKind::ToolCall { effect: tool_effect(&tool, input.tool_input.as_ref())?, tool }
-        }
-        HookEvent::AfterAgent => HostEventKind::Stop,
-    };
-    Ok(HostEvent { session: input.session_id, cwd: input.cwd.map(PathBuf::from), kind })
-}
-
-fn answer(stdout: String) -> HostAnswer {
-    HostAnswer { stdout, stderr: String::new(), exit_code: 0 }
-}
-
-/// Writes a reply in Gemini CLI's protocol for `event`. A reply the event cannot carry is
-/// nothing (no output: the event goes on as it would have).
-pub fn encode(event: HookEvent, reply: &HookReply) -> HostAnswer {
-    match (event, reply) {
-        (HookEvent::AfterAgent, HookReply::Continue(reason))
-        | (HookEvent::BeforeTool, HookReply::Deny(reason)) => {
-            answer(json!({"decision": "deny", "reason": reason}).to_string())
-        }
-        (HookEvent::BeforeAgent, HookReply::Context(text)) => answer(
-            json!({"hookSpecificOutput": {"hookEventName": "BeforeAgent", "additionalContext": text}})
-                .to_string(),
-        ),
-        _ => answer(String::new()),
-    }
-}
-
-/// A non-blocking error: exit 1 with the message on stderr, which Gemini CLI shows as a
-/// warning. Never 2, which blocks.
-pub fn fail_open(message: &str) -> HostAnswer {
-    HostAnswer { stdout: String::new(), stderr: message.to_owned(), exit_code: 1 }
 }
 
 /// Classifies a tool call from `tool_name` and `tool_input`. An input that is not an object, or
@@ -237,20 +175,10 @@ pub fn context_file(scope: InstallScope, file: &str) -> (String, String) {
     }
 }
 
-/// Looks for `gemini` on `PATH` and asks it its version.
-pub fn detect() -> Detection {
-    let path = which::which("gemini").ok();
-    let version = path.as_ref().and_then(|p| {
-        let out = Command::new(p).arg("--version").output().ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    });
-    Detection { path, version }
-}
-
 const SAMPLE_SESSION: &str = "4b7b16b4-33b0-4796-8eda-7f65c32643e7";
 
 /// Fixture stdin for every event, as Gemini CLI 0.61.0 sends it.
-pub fn samples() -> Vec<HookSample> {
+fn samples() -> Vec<HookSample> {
     let with = |event: &str, extra: Value| {
         let mut v = json!({"session_id": SAMPLE_SESSION,
             "transcript_path": "/home/u/.gemini/tmp/p/chats/session-2026-12-02T01-53-4b7b16b4.jsonl",
@@ -293,43 +221,120 @@ pub fn samples() -> Vec<HookSample> {
     ]
 }
 
-/// Whether `a` is an answer Gemini CLI accepts for `event` (`None`: an answer to an event loopx
-/// could not even name): never exit code 2, which blocks; on exit 0 stdout is one JSON object
-/// the event reads.
-pub fn check_answer(event: Option<HookEvent>, a: &HostAnswer) -> Result<()> {
-    let bad = |why: String| Err(Error::internal(format!("not a valid Gemini CLI answer: {why}")));
-    if a.exit_code >= 2 || a.exit_code < 0 {
-        return bad(format!("exit code {} blocks", a.exit_code));
+/// Gemini CLI's protocol.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Gemini;
+
+impl HostProtocol for Gemini {
+    fn host(&self) -> &'static str {
+        HOST
     }
-    if a.exit_code != 0 {
-        return if a.stdout.is_empty() {
-            Ok(())
-        } else {
-            bad("stdout is ignored on a non-zero exit".to_owned())
+    fn binaries(&self) -> &'static [&'static str] {
+        AGENT_PROGRAMS
+    }
+    fn project_dir_env(&self) -> Option<&'static str> {
+        Some(PROJECT_DIR_ENV)
+    }
+    fn tool_env(&self) -> Option<ToolEnv> {
+        Some(ToolEnv { marker: TOOL_ENV_MARKER, session: None })
+    }
+    fn agent_process(&self) -> Option<AgentProcess> {
+        Some(AgentProcess { programs: AGENT_PROGRAMS, packages: &[NPM_PACKAGE] })
+    }
+    fn sessions_by_process(&self) -> bool {
+        true
+    }
+    fn hook_events(&self) -> Vec<HookEventName> {
+        HOOKS.names()
+    }
+
+    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
+        let event = HOOKS.for_point(point)?;
+        let input: HookInput = parse_hook_stdin(stdin)?;
+        let kind = match event {
+            HookEvent::BeforeAgent => {
+                HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
+            }
+            HookEvent::BeforeTool => {
+                tool_call("BeforeTool", input.tool_name.as_deref(), input.tool_input.as_ref(), tool_effect)?
+            }
+            HookEvent::AfterAgent => HostEventKind::Stop,
         };
+        Ok(HostEvent { session: input.session_id, cwd: input.cwd.map(PathBuf::from), kind })
     }
-    if a.stdout.is_empty() {
-        return Ok(());
-    }
-    let v: Value = match serde_json::from_str(&a.stdout) {
-        Ok(v) => v,
-        Err(e) => return bad(format!("stdout is not JSON ({e})")),
-    };
-    let Some(o) = v.as_object() else { return bad("stdout is not a JSON object".to_owned()) };
-    if o.is_empty() {
-        return Ok(());
-    }
-    let reason = || v["reason"].as_str().is_some_and(|r| !r.is_empty());
-    let ok = match event {
-        // Only a denial: a headless run waits forever on `ask`.
-        Some(HookEvent::AfterAgent | HookEvent::BeforeTool) => v["decision"] == "deny" && reason(),
-        Some(HookEvent::BeforeAgent) => {
-            let out = &v["hookSpecificOutput"];
-            out["hookEventName"] == "BeforeAgent" && out["additionalContext"].is_string()
+
+    /// A reply the event cannot carry is nothing (no output: the event goes on as it would
+    /// have).
+    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
+        let Ok(event) = HOOKS.for_point(point) else { return HostAnswer::default() };
+        match (event, reply) {
+            (HookEvent::AfterAgent, HookReply::Continue(reason))
+            | (HookEvent::BeforeTool, HookReply::Deny(reason)) => {
+                HostAnswer::print(json!({"decision": "deny", "reason": reason}).to_string())
+            }
+            (HookEvent::BeforeAgent, HookReply::Context(text)) => HostAnswer::print(
+                json!({"hookSpecificOutput": {"hookEventName": "BeforeAgent", "additionalContext": text}})
+                    .to_string(),
+            ),
+            _ => HostAnswer::default(),
         }
-        None => false,
-    };
-    if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+    }
+
+    /// Exit 1 with the message on stderr, which Gemini CLI shows as a warning. Never 2, which
+    /// blocks.
+    fn fail_open(&self, _: Option<HookPoint>, message: &str) -> HostAnswer {
+        HostAnswer::warning(message)
+    }
+
+    fn tool_name(&self, tool: &str) -> String {
+        mcp_tool("loopx", tool)
+    }
+
+    fn samples(&self) -> Vec<HookSample> {
+        samples()
+    }
+
+    /// Never exit code 2, which blocks; on exit 0 stdout is one JSON object the event reads.
+    fn check_answer(&self, point: Option<HookPoint>, a: &HostAnswer) -> Result<()> {
+        let event = point.and_then(|p| HOOKS.for_point(p).ok());
+        let bad = |why: String| Err(Error::internal(format!("not a valid Gemini CLI answer: {why}")));
+        if a.exit_code >= 2 || a.exit_code < 0 {
+            return bad(format!("exit code {} blocks", a.exit_code));
+        }
+        if a.exit_code != 0 {
+            return if a.stdout.is_empty() {
+                Ok(())
+            } else {
+                bad("stdout is ignored on a non-zero exit".to_owned())
+            };
+        }
+        if a.stdout.is_empty() {
+            return Ok(());
+        }
+        let v: Value = match serde_json::from_str(&a.stdout) {
+            Ok(v) => v,
+            Err(e) => return bad(format!("stdout is not JSON ({e})")),
+        };
+        let Some(o) = v.as_object() else { return bad("stdout is not a JSON object".to_owned()) };
+        if o.is_empty() {
+            return Ok(());
+        }
+        let reason = || v["reason"].as_str().is_some_and(|r| !r.is_empty());
+        let ok = match event {
+            // Only a denial: a headless run waits forever on `ask`.
+            Some(HookEvent::AfterAgent | HookEvent::BeforeTool) => v["decision"] == "deny" && reason(),
+            Some(HookEvent::BeforeAgent) => {
+                let out = &v["hookSpecificOutput"];
+                out["hookEventName"] == "BeforeAgent" && out["additionalContext"].is_string()
+            }
+            None => false,
+        };
+        if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+    }
+
+    fn driver(&self) -> Option<&dyn HostDriver> {
+        Some(&drive::GeminiDriver)
+    }
 }
 
 #[cfg(test)]
@@ -339,39 +344,45 @@ mod tests {
     #[test]
     fn input_parses_and_unknown_fields_are_ignored() {
         let s = samples();
-        assert_eq!(decode(HookEvent::AfterAgent, s[2].stdin.as_bytes()).unwrap(), s[2].expected);
+        assert_eq!(Gemini.decode(HookPoint::Stop, s[2].stdin.as_bytes()).unwrap(), s[2].expected);
         for bad in
             [&b""[..], b"not json", b"[1,2]", br#"{"session_id": 7}"#, br#"{"stop_hook_active": "yes"}"#]
         {
-            assert!(decode(HookEvent::AfterAgent, bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+            assert!(Gemini.decode(HookPoint::Stop, bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
     }
 
     #[test]
     fn answers_follow_the_protocol() {
-        let cont = encode(HookEvent::AfterAgent, &HookReply::Continue("do t3".into()));
+        let cont = Gemini.encode(HookPoint::Stop, &HookReply::Continue("do t3".into()));
         assert_eq!(cont.stdout, r#"{"decision":"deny","reason":"do t3"}"#);
         let ctx: Value = serde_json::from_str(
-            &encode(HookEvent::BeforeAgent, &HookReply::Context("goal: x".into())).stdout,
+            &Gemini.encode(HookPoint::PromptSubmit, &HookReply::Context("goal: x".into())).stdout,
         )
         .unwrap();
         assert_eq!(ctx["hookSpecificOutput"]["additionalContext"], "goal: x");
-        assert_eq!(encode(HookEvent::AfterAgent, &HookReply::Pass).stdout, "");
+        assert_eq!(Gemini.encode(HookPoint::Stop, &HookReply::Pass).stdout, "");
         for e in HookEvent::ALL {
-            check_answer(Some(e), &encode(e, &HookReply::Pass)).unwrap();
+            let p = HOOKS.point(e);
+            Gemini.check_answer(Some(p), &Gemini.encode(p, &HookReply::Pass)).unwrap();
         }
         assert!(
-            check_answer(Some(HookEvent::AfterAgent), &HostAnswer { exit_code: 2, ..fail_open("x") })
+            Gemini
+                .check_answer(
+                    Some(HookPoint::Stop),
+                    &HostAnswer { exit_code: 2, ..Gemini.fail_open(None, "x") }
+                )
                 .is_err()
         );
         assert!(
-            check_answer(
-                Some(HookEvent::AfterAgent),
-                &encode(HookEvent::BeforeAgent, &HookReply::Context("x".into()))
-            )
-            .is_err()
+            Gemini
+                .check_answer(
+                    Some(HookPoint::Stop),
+                    &Gemini.encode(HookPoint::PromptSubmit, &HookReply::Context("x".into()))
+                )
+                .is_err()
         );
-        check_answer(None, &fail_open("x")).unwrap();
+        Gemini.check_answer(None, &Gemini.fail_open(None, "x")).unwrap();
     }
 
     #[test]
@@ -396,6 +407,6 @@ mod tests {
     #[test]
     fn events_have_two_names_and_a_point() {
         HOOKS.check(&HookEvent::ALL).unwrap();
-        assert!("Bogus".parse::<HookEvent>().is_err());
+        assert!(HOOKS.parse("Bogus").is_err());
     }
 }

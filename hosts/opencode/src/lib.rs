@@ -24,15 +24,14 @@
 pub mod drive;
 
 use std::path::PathBuf;
-use std::process::Command;
-use std::str::FromStr;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use loopx_core::host::{
-    Detection, HOOK_STDIN_HINT, HookBinding, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
-    HostEvent, HostEventKind, InstallScope, ToolEffect, parse_hook_stdin,
+    AgentProcess, HOOK_STDIN_HINT, HookBinding, HookEventName, HookPoint, HookReply, HookSample, HookTable,
+    HostAnswer, HostDriver, HostEvent, HostEventKind, HostFile, HostProtocol, InstallScope, ToolEffect,
+    ToolEnv, parse_hook_stdin,
 };
 use loopx_core::{Error, Result};
 
@@ -96,23 +95,6 @@ pub const HOOKS: HookTable<HookEvent> = HookTable {
 impl HookEvent {
     pub const ALL: [HookEvent; 3] =
         [HookEvent::ChatMessage, HookEvent::ToolExecuteBefore, HookEvent::SessionIdle];
-
-    /// The event's name in OpenCode's plugin API.
-    pub fn host_name(self) -> &'static str {
-        HOOKS.native(self)
-    }
-
-    /// The event's name on loopx's command line.
-    pub fn cli_name(self) -> &'static str {
-        HOOKS.cli(self)
-    }
-}
-
-impl FromStr for HookEvent {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        HOOKS.parse(s)
-    }
 }
 
 /// What the plugin hands a hook on stdin. Unknown fields are ignored.
@@ -126,46 +108,6 @@ pub struct HookInput {
     // tool.execute.before
     pub tool: Option<String>,
     pub args: Option<Value>,
-}
-
-/// Decodes one hook's stdin into the host-neutral event.
-pub fn decode(event: HookEvent, stdin: &[u8]) -> Result<HostEvent> {
-    let input: HookInput = parse_hook_stdin(stdin)?;
-    let kind = match event {
-        HookEvent::ChatMessage => {
-            HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
-        }
-        HookEvent::ToolExecuteBefore => {
-            let tool = input.tool.clone().filter(|t| !t.is_empty()).ok_or_else(|| {
-                Error::usage("a tool.execute.before hook input names no tool").with_hint(HOOK_STDIN_HINT)
-            })?;
-            HostEventKind::ToolCall { effect: tool_effect(&tool, input.args.as_ref())?, tool }
-        }
-        HookEvent::SessionIdle => HostEventKind::Stop,
-    };
-    Ok(HostEvent { session: input.session_id, cwd: input.cwd.map(PathBuf::from), kind })
-}
-
-fn answer(stdout: String) -> HostAnswer {
-    HostAnswer { stdout, stderr: String::new(), exit_code: 0 }
-}
-
-/// Writes a reply for the plugin to act on. A reply the event cannot carry is nothing.
-pub fn encode(event: HookEvent, reply: &HookReply) -> HostAnswer {
-    match (event, reply) {
-        (HookEvent::ChatMessage, HookReply::Context(text)) => answer(json!({"context": text}).to_string()),
-        (HookEvent::ToolExecuteBefore, HookReply::Deny(reason)) => {
-            answer(json!({"deny": reason}).to_string())
-        }
-        (HookEvent::SessionIdle, HookReply::Continue(text)) => answer(json!({"continue": text}).to_string()),
-        _ => answer(String::new()),
-    }
-}
-
-/// A failure of loopx: exit 1 with the message on stderr. The plugin lets the event go on,
-/// except at the tool gate, where it blocks the call.
-pub fn fail_open(message: &str) -> HostAnswer {
-    HostAnswer { stdout: String::new(), stderr: message.to_owned(), exit_code: 1 }
 }
 
 /// Classifies a tool call from its name and arguments. Arguments that are not an object, or
@@ -216,20 +158,10 @@ impl Paths {
     }
 }
 
-/// Looks for `opencode` on `PATH` and asks it its version.
-pub fn detect() -> Detection {
-    let path = which::which("opencode").ok();
-    let version = path.as_ref().and_then(|p| {
-        let out = Command::new(p).arg("--version").output().ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    });
-    Detection { path, version }
-}
-
 const SAMPLE_SESSION: &str = "ses_dcb848dddffeiibyiS9a5beW2v";
 
 /// Fixture stdin for every event, as loopx's plugin writes it.
-pub fn samples() -> Vec<HookSample> {
+fn samples() -> Vec<HookSample> {
     let with = |extra: Value| {
         let mut v = json!({"session_id": SAMPLE_SESSION, "cwd": "/home/u/p"});
         if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
@@ -262,32 +194,109 @@ pub fn samples() -> Vec<HookSample> {
     ]
 }
 
-/// Whether `a` is an answer loopx's plugin reads for `event` (`None`: an answer to an event
-/// loopx could not even name): exit 0 with nothing or the one JSON object the event reads, or
-/// a failure with nothing on stdout.
-pub fn check_answer(event: Option<HookEvent>, a: &HostAnswer) -> Result<()> {
-    let bad =
-        |why: String| Err(Error::internal(format!("not an answer loopx's OpenCode plugin reads: {why}")));
-    if a.stdout.is_empty() {
-        return Ok(());
+/// OpenCode's protocol, as loopx's plugin speaks it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenCode;
+
+impl HostProtocol for OpenCode {
+    fn host(&self) -> &'static str {
+        HOST
     }
-    if a.exit_code != 0 {
-        return bad("the plugin ignores stdout on a non-zero exit".to_owned());
+    fn binaries(&self) -> &'static [&'static str] {
+        &["opencode"]
     }
-    let v: Value = match serde_json::from_str(&a.stdout) {
-        Ok(v) => v,
-        Err(e) => return bad(format!("stdout is not JSON ({e})")),
-    };
-    let key = match event {
-        Some(HookEvent::ChatMessage) => "context",
-        Some(HookEvent::ToolExecuteBefore) => "deny",
-        Some(HookEvent::SessionIdle) => "continue",
-        None => return bad("an answer to no event".to_owned()),
-    };
-    let ok = v
-        .as_object()
-        .is_some_and(|o| o.len() == 1 && o.get(key).and_then(Value::as_str).is_some_and(|t| !t.is_empty()));
-    if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+    fn tool_env(&self) -> Option<ToolEnv> {
+        Some(ToolEnv { marker: TOOL_ENV_MARKER, session: Some(SESSION_ID_ENV) })
+    }
+    fn agent_process(&self) -> Option<AgentProcess> {
+        Some(AgentProcess { programs: AGENT_PROGRAMS, packages: &[] })
+    }
+    /// The bash tool hears its session from the plugin; MCP servers only from the process.
+    fn sessions_by_process(&self) -> bool {
+        true
+    }
+    fn host_files(&self) -> &'static [HostFile] {
+        &[HostFile { name: ".gitignore", content: GITIGNORE }]
+    }
+    fn hook_events(&self) -> Vec<HookEventName> {
+        HOOKS.names()
+    }
+
+    fn decode(&self, point: HookPoint, stdin: &[u8]) -> Result<HostEvent> {
+        let event = HOOKS.for_point(point)?;
+        let input: HookInput = parse_hook_stdin(stdin)?;
+        let kind = match event {
+            HookEvent::ChatMessage => {
+                HostEventKind::PromptSubmitted { prompt: input.prompt.clone().unwrap_or_default() }
+            }
+            HookEvent::ToolExecuteBefore => {
+                let tool = input.tool.clone().filter(|t| !t.is_empty()).ok_or_else(|| {
+                    Error::usage("a tool.execute.before hook input names no tool").with_hint(HOOK_STDIN_HINT)
+                })?;
+                HostEventKind::ToolCall { effect: tool_effect(&tool, input.args.as_ref())?, tool }
+            }
+            HookEvent::SessionIdle => HostEventKind::Stop,
+        };
+        Ok(HostEvent { session: input.session_id, cwd: input.cwd.map(PathBuf::from), kind })
+    }
+
+    /// A reply for the plugin to act on. A reply the event cannot carry is nothing.
+    fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer {
+        let Ok(event) = HOOKS.for_point(point) else { return HostAnswer::default() };
+        let key = match (event, reply) {
+            (HookEvent::ChatMessage, HookReply::Context(text)) => ("context", text),
+            (HookEvent::ToolExecuteBefore, HookReply::Deny(reason)) => ("deny", reason),
+            (HookEvent::SessionIdle, HookReply::Continue(text)) => ("continue", text),
+            _ => return HostAnswer::default(),
+        };
+        HostAnswer::print(json!({key.0: key.1}).to_string())
+    }
+
+    /// Exit 1 with the message on stderr. The plugin lets the event go on, except at the tool
+    /// gate, where it blocks the call.
+    fn fail_open(&self, _: Option<HookPoint>, message: &str) -> HostAnswer {
+        HostAnswer::warning(message)
+    }
+
+    fn tool_name(&self, tool: &str) -> String {
+        mcp_tool("loopx", tool)
+    }
+
+    fn samples(&self) -> Vec<HookSample> {
+        samples()
+    }
+
+    /// Exit 0 with nothing or the one JSON object the event reads, or a failure with nothing on
+    /// stdout.
+    fn check_answer(&self, point: Option<HookPoint>, a: &HostAnswer) -> Result<()> {
+        let event = point.and_then(|p| HOOKS.for_point(p).ok());
+        let bad =
+            |why: String| Err(Error::internal(format!("not an answer loopx's OpenCode plugin reads: {why}")));
+        if a.stdout.is_empty() {
+            return Ok(());
+        }
+        if a.exit_code != 0 {
+            return bad("the plugin ignores stdout on a non-zero exit".to_owned());
+        }
+        let v: Value = match serde_json::from_str(&a.stdout) {
+            Ok(v) => v,
+            Err(e) => return bad(format!("stdout is not JSON ({e})")),
+        };
+        let key = match event {
+            Some(HookEvent::ChatMessage) => "context",
+            Some(HookEvent::ToolExecuteBefore) => "deny",
+            Some(HookEvent::SessionIdle) => "continue",
+            None => return bad("an answer to no event".to_owned()),
+        };
+        let ok = v.as_object().is_some_and(|o| {
+            o.len() == 1 && o.get(key).and_then(Value::as_str).is_some_and(|t| !t.is_empty())
+        });
+        if ok { Ok(()) } else { bad(format!("{event:?} does not read {}", a.stdout)) }
+    }
+
+    fn driver(&self) -> Option<&dyn HostDriver> {
+        Some(&drive::OpenCodeDriver)
+    }
 }
 
 #[cfg(test)]
@@ -297,33 +306,45 @@ mod tests {
     #[test]
     fn input_parses_and_bad_input_is_an_error() {
         for s in samples() {
-            assert_eq!(decode(s.event.parse().unwrap(), s.stdin.as_bytes()).unwrap(), s.expected);
+            assert_eq!(
+                OpenCode.decode(HOOKS.point(HOOKS.parse(s.event).unwrap()), s.stdin.as_bytes()).unwrap(),
+                s.expected
+            );
         }
         for bad in [&b""[..], b"not json", b"[1,2]", br#"{"session_id": 7}"#, br#"{"prompt": ["x"]}"#] {
-            assert!(decode(HookEvent::ChatMessage, bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+            assert!(
+                OpenCode.decode(HookPoint::PromptSubmit, bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
     #[test]
     fn answers_follow_the_plugins_protocol() {
         assert_eq!(
-            encode(HookEvent::SessionIdle, &HookReply::Continue("do t3".into())).stdout,
+            OpenCode.encode(HookPoint::Stop, &HookReply::Continue("do t3".into())).stdout,
             r#"{"continue":"do t3"}"#
         );
         assert_eq!(
-            encode(HookEvent::ToolExecuteBefore, &HookReply::Deny("no".into())).stdout,
+            OpenCode.encode(HookPoint::ToolGate, &HookReply::Deny("no".into())).stdout,
             r#"{"deny":"no"}"#
         );
         assert_eq!(
-            encode(HookEvent::ChatMessage, &HookReply::Context("x".into())).stdout,
+            OpenCode.encode(HookPoint::PromptSubmit, &HookReply::Context("x".into())).stdout,
             r#"{"context":"x"}"#
         );
         for e in HookEvent::ALL {
-            check_answer(Some(e), &encode(e, &HookReply::Pass)).unwrap();
+            let p = HOOKS.point(e);
+            OpenCode.check_answer(Some(p), &OpenCode.encode(p, &HookReply::Pass)).unwrap();
         }
-        let ctx = encode(HookEvent::ChatMessage, &HookReply::Context("x".into()));
-        assert!(check_answer(Some(HookEvent::SessionIdle), &ctx).is_err());
-        assert!(check_answer(Some(HookEvent::ChatMessage), &HostAnswer { exit_code: 1, ..ctx }).is_err());
+        let ctx = OpenCode.encode(HookPoint::PromptSubmit, &HookReply::Context("x".into()));
+        assert!(OpenCode.check_answer(Some(HookPoint::Stop), &ctx).is_err());
+        assert!(
+            OpenCode
+                .check_answer(Some(HookPoint::PromptSubmit), &HostAnswer { exit_code: 1, ..ctx })
+                .is_err()
+        );
     }
 
     #[test]
@@ -346,6 +367,6 @@ mod tests {
     #[test]
     fn events_have_two_names_and_a_point() {
         HOOKS.check(&HookEvent::ALL).unwrap();
-        assert!("Bogus".parse::<HookEvent>().is_err());
+        assert!(HOOKS.parse("Bogus").is_err());
     }
 }
