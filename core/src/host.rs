@@ -492,6 +492,23 @@ impl HostAnswer {
     }
 }
 
+/// What a hook printed, for a host's answer oracle: `Ok(None)` when stdout is empty (nothing
+/// to read, whatever the exit code the host does not block on), else the JSON on stdout. An
+/// error says how the host would misread the answer: an exit code it `blocks` on, stdout beside
+/// a non-zero exit (which hosts ignore), or stdout that is not JSON.
+pub fn printed_json(a: &HostAnswer, blocks: fn(i32) -> bool) -> std::result::Result<Option<Value>, String> {
+    if blocks(a.exit_code) {
+        return Err(format!("exit code {} blocks", a.exit_code));
+    }
+    if a.stdout.is_empty() {
+        return Ok(None);
+    }
+    if a.exit_code != 0 {
+        return Err("stdout is ignored on a non-zero exit".to_owned());
+    }
+    serde_json::from_str(&a.stdout).map(Some).map_err(|e| format!("stdout is not JSON ({e})"))
+}
+
 /// A gate hook's tool call: the tool it names (a gate cannot pass what it cannot name: no name
 /// is a usage error) and what `effect` reads the call as doing.
 pub fn tool_call(

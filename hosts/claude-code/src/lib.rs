@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use loopx_core::host::{
     AgentProcess, HookBinding, HookEventName, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
     HostDriver, HostEvent, HostEventKind, HostProtocol, InstallScope, ToolEffect, ToolEnv, parse_hook_stdin,
-    tool_call,
+    printed_json, tool_call,
 };
 use loopx_core::{Error, Result};
 
@@ -355,25 +355,17 @@ impl HostProtocol for ClaudeCode {
     fn check_answer(&self, point: Option<HookPoint>, a: &HostAnswer) -> Result<()> {
         let event = point.and_then(|p| HOOKS.for_point(p).ok());
         let bad = |why: String| Err(Error::internal(format!("not a valid Claude Code answer: {why}")));
-        if a.exit_code == 2 {
-            return bad("exit code 2 blocks the session".to_owned());
-        }
-        if a.exit_code != 0 && !a.stdout.is_empty() {
-            return bad("stdout is ignored on a non-zero exit".to_owned());
-        }
-        if a.stdout.is_empty() {
-            return Ok(());
-        }
-        if event == Some(HookEvent::StatusLine) {
-            return if a.stdout.lines().count() == 1 {
+        if event == Some(HookEvent::StatusLine) && a.exit_code == 0 {
+            return if a.stdout.lines().count() <= 1 {
                 Ok(())
             } else {
                 bad("a status line is one line".to_owned())
             };
         }
-        let v: Value = match serde_json::from_str(&a.stdout) {
-            Ok(v) => v,
-            Err(e) => return bad(format!("stdout is not JSON ({e})")),
+        let v = match printed_json(a, |code| code == 2) {
+            Ok(Some(v)) => v,
+            Ok(None) => return Ok(()),
+            Err(why) => return bad(why),
         };
         let out = &v["hookSpecificOutput"];
         let ok = match event {

@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use loopx_core::host::{
     AgentProcess, HookBinding, HookEventName, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
     HostDriver, HostEvent, HostEventKind, HostProtocol, McpClient, ToolEffect, ToolEnv, parse_hook_stdin,
-    tool_call,
+    printed_json, tool_call,
 };
 use loopx_core::{Error, Result};
 
@@ -363,18 +363,10 @@ impl HostProtocol for Codex {
     fn check_answer(&self, point: Option<HookPoint>, a: &HostAnswer) -> Result<()> {
         let event = point.and_then(|p| HOOKS.for_point(p).ok());
         let bad = |why: String| Err(Error::internal(format!("not a valid Codex answer: {why}")));
-        if a.exit_code == 2 {
-            return bad("exit code 2 blocks".to_owned());
-        }
-        if a.exit_code != 0 && !a.stdout.is_empty() {
-            return bad("stdout is ignored on a non-zero exit".to_owned());
-        }
-        if a.stdout.is_empty() {
-            return Ok(());
-        }
-        let v: Value = match serde_json::from_str(&a.stdout) {
-            Ok(v) => v,
-            Err(e) => return bad(format!("stdout is not JSON ({e})")),
+        let v = match printed_json(a, |code| code == 2) {
+            Ok(Some(v)) => v,
+            Ok(None) => return Ok(()),
+            Err(why) => return bad(why),
         };
         let out = &v["hookSpecificOutput"];
         let ok = match event {

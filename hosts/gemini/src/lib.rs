@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use loopx_core::host::{
     AgentProcess, HookBinding, HookEventName, HookPoint, HookReply, HookSample, HookTable, HostAnswer,
     HostDriver, HostEvent, HostEventKind, HostProtocol, InstallScope, ToolEffect, ToolEnv, parse_hook_stdin,
-    tool_call,
+    printed_json, tool_call,
 };
 use loopx_core::{Error, Result};
 
@@ -298,22 +298,10 @@ impl HostProtocol for Gemini {
     fn check_answer(&self, point: Option<HookPoint>, a: &HostAnswer) -> Result<()> {
         let event = point.and_then(|p| HOOKS.for_point(p).ok());
         let bad = |why: String| Err(Error::internal(format!("not a valid Gemini CLI answer: {why}")));
-        if a.exit_code >= 2 || a.exit_code < 0 {
-            return bad(format!("exit code {} blocks", a.exit_code));
-        }
-        if a.exit_code != 0 {
-            return if a.stdout.is_empty() {
-                Ok(())
-            } else {
-                bad("stdout is ignored on a non-zero exit".to_owned())
-            };
-        }
-        if a.stdout.is_empty() {
-            return Ok(());
-        }
-        let v: Value = match serde_json::from_str(&a.stdout) {
-            Ok(v) => v,
-            Err(e) => return bad(format!("stdout is not JSON ({e})")),
+        let v = match printed_json(a, |code| !(0..2).contains(&code)) {
+            Ok(Some(v)) => v,
+            Ok(None) => return Ok(()),
+            Err(why) => return bad(why),
         };
         let Some(o) = v.as_object() else { return bad("stdout is not a JSON object".to_owned()) };
         if o.is_empty() {

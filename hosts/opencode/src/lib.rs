@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use loopx_core::host::{
     AgentProcess, HOOK_STDIN_HINT, HookBinding, HookEventName, HookPoint, HookReply, HookSample, HookTable,
     HostAnswer, HostDriver, HostEvent, HostEventKind, HostFile, HostProtocol, InstallScope, ToolEffect,
-    ToolEnv, parse_hook_stdin,
+    ToolEnv, parse_hook_stdin, printed_json,
 };
 use loopx_core::{Error, Result};
 
@@ -272,15 +272,11 @@ impl HostProtocol for OpenCode {
         let event = point.and_then(|p| HOOKS.for_point(p).ok());
         let bad =
             |why: String| Err(Error::internal(format!("not an answer loopx's OpenCode plugin reads: {why}")));
-        if a.stdout.is_empty() {
-            return Ok(());
-        }
-        if a.exit_code != 0 {
-            return bad("the plugin ignores stdout on a non-zero exit".to_owned());
-        }
-        let v: Value = match serde_json::from_str(&a.stdout) {
-            Ok(v) => v,
-            Err(e) => return bad(format!("stdout is not JSON ({e})")),
+        // The plugin blocks on no exit code: a failure lets the event go on (but at the gate).
+        let v = match printed_json(a, |_| false) {
+            Ok(Some(v)) => v,
+            Ok(None) => return Ok(()),
+            Err(why) => return bad(why),
         };
         let key = match event {
             Some(HookEvent::ChatMessage) => "context",
