@@ -762,8 +762,12 @@ pub trait HostProtocol: Send + Sync + fmt::Debug {
     /// point the host has no event for) is no answer at all: the event goes on as it would have.
     fn encode(&self, point: HookPoint, reply: &HookReply) -> HostAnswer;
     /// Reports a failure of loopx itself at `point` (`None`: a hook loopx could not even name)
-    /// without blocking the host (never an exit code the host treats as blocking).
-    fn fail_open(&self, point: Option<HookPoint>, message: &str) -> HostAnswer;
+    /// without blocking the host (never an exit code the host treats as blocking). Default: a
+    /// [`HostAnswer::warning`], exit 1 with the message on stderr.
+    fn fail_open(&self, point: Option<HookPoint>, message: &str) -> HostAnswer {
+        let _ = point;
+        HostAnswer::warning(message)
+    }
     /// How the model sees one of loopx's MCP tools (`mcp__loopx__should_run`).
     fn tool_name(&self, tool: &str) -> String;
     /// Fixture stdin for every hook point the host calls loopx at.

@@ -219,61 +219,6 @@ impl Paths {
     }
 }
 
-/// Fixture stdin for every event, as Claude Code 2.1 sends it.
-fn samples() -> Vec<HookSample> {
-    let base = |event: &str| {
-        json!({"session_id": "4f1c9a2e-77b0-4d11-9c3e-1a2b3c4d5e6f", "transcript_path": "/home/u/.claude/projects/p/4f1c.jsonl",
-               "cwd": "/home/u/p", "hook_event_name": event, "permission_mode": "default"})
-    };
-    let with = |event: &str, extra: Value| {
-        let mut v = base(event);
-        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
-            o.extend(e.clone());
-        }
-        v.to_string()
-    };
-    let ev = |kind: HostEventKind, cwd: Option<&str>| HostEvent {
-        session: "4f1c9a2e-77b0-4d11-9c3e-1a2b3c4d5e6f".to_owned(),
-        cwd: cwd.map(PathBuf::from),
-        kind,
-    };
-    vec![
-        HookSample {
-            event: "session-start",
-            stdin: with("SessionStart", json!({"source": "startup", "model": "claude-sonnet-4-5"})),
-            expected: ev(HostEventKind::SessionStart, Some("/home/u/p")),
-        },
-        HookSample {
-            event: "user-prompt-submit",
-            stdin: with("UserPromptSubmit", json!({"prompt": "/loopx write the parser"})),
-            expected: ev(HostEventKind::PromptSubmitted { prompt: "/loopx write the parser".to_owned() }, Some("/home/u/p")),
-        },
-        HookSample {
-            event: "pre-tool-use",
-            stdin: with(
-                "PreToolUse",
-                json!({"tool_name": "Edit", "tool_input": {"file_path": "/home/u/p/src/a.rs", "old_string": "a", "new_string": "b"}, "tool_use_id": "toolu_01"}),
-            ),
-            expected: ev(
-                HostEventKind::ToolCall { tool: "Edit".to_owned(), effect: ToolEffect::Edits(vec!["/home/u/p/src/a.rs".to_owned()]) },
-                Some("/home/u/p"),
-            ),
-        },
-        HookSample {
-            event: "stop",
-            stdin: with("Stop", json!({"stop_hook_active": true, "last_assistant_message": "Done.", "background_tasks": []})),
-            expected: ev(HostEventKind::Stop, Some("/home/u/p")),
-        },
-        HookSample {
-            event: "statusline",
-            stdin: json!({"session_id": "4f1c9a2e-77b0-4d11-9c3e-1a2b3c4d5e6f", "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet"},
-                          "workspace": {"current_dir": "/home/u/p/src", "project_dir": "/home/u/p"}, "version": "2.1.197"})
-            .to_string(),
-            expected: ev(HostEventKind::StatusLine, Some("/home/u/p")),
-        },
-    ]
-}
-
 /// Claude Code's protocol.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ClaudeCode;
@@ -337,17 +282,63 @@ impl HostProtocol for ClaudeCode {
         }
     }
 
-    /// Exit 1 with the message on stderr. Never 2, which blocks.
-    fn fail_open(&self, _: Option<HookPoint>, message: &str) -> HostAnswer {
-        HostAnswer::warning(message)
-    }
-
     fn tool_name(&self, tool: &str) -> String {
         mcp_tool("loopx", tool)
     }
 
+    /// Fixture stdin for every event, as Claude Code 2.1 sends it.
     fn samples(&self) -> Vec<HookSample> {
-        samples()
+        let base = |event: &str| {
+            json!({"session_id": "4f1c9a2e-77b0-4d11-9c3e-1a2b3c4d5e6f", "transcript_path": "/home/u/.claude/projects/p/4f1c.jsonl",
+                   "cwd": "/home/u/p", "hook_event_name": event, "permission_mode": "default"})
+        };
+        let with = |event: &str, extra: Value| {
+            let mut v = base(event);
+            if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                o.extend(e.clone());
+            }
+            v.to_string()
+        };
+        let ev = |kind: HostEventKind, cwd: Option<&str>| HostEvent {
+            session: "4f1c9a2e-77b0-4d11-9c3e-1a2b3c4d5e6f".to_owned(),
+            cwd: cwd.map(PathBuf::from),
+            kind,
+        };
+        vec![
+            HookSample {
+                event: "session-start",
+                stdin: with("SessionStart", json!({"source": "startup", "model": "claude-sonnet-4-5"})),
+                expected: ev(HostEventKind::SessionStart, Some("/home/u/p")),
+            },
+            HookSample {
+                event: "user-prompt-submit",
+                stdin: with("UserPromptSubmit", json!({"prompt": "/loopx write the parser"})),
+                expected: ev(HostEventKind::PromptSubmitted { prompt: "/loopx write the parser".to_owned() }, Some("/home/u/p")),
+            },
+            HookSample {
+                event: "pre-tool-use",
+                stdin: with(
+                    "PreToolUse",
+                    json!({"tool_name": "Edit", "tool_input": {"file_path": "/home/u/p/src/a.rs", "old_string": "a", "new_string": "b"}, "tool_use_id": "toolu_01"}),
+                ),
+                expected: ev(
+                    HostEventKind::ToolCall { tool: "Edit".to_owned(), effect: ToolEffect::Edits(vec!["/home/u/p/src/a.rs".to_owned()]) },
+                    Some("/home/u/p"),
+                ),
+            },
+            HookSample {
+                event: "stop",
+                stdin: with("Stop", json!({"stop_hook_active": true, "last_assistant_message": "Done.", "background_tasks": []})),
+                expected: ev(HostEventKind::Stop, Some("/home/u/p")),
+            },
+            HookSample {
+                event: "statusline",
+                stdin: json!({"session_id": "4f1c9a2e-77b0-4d11-9c3e-1a2b3c4d5e6f", "model": {"id": "claude-sonnet-4-5", "display_name": "Sonnet"},
+                              "workspace": {"current_dir": "/home/u/p/src", "project_dir": "/home/u/p"}, "version": "2.1.197"})
+                .to_string(),
+                expected: ev(HostEventKind::StatusLine, Some("/home/u/p")),
+            },
+        ]
     }
 
     /// The exit code must never be 2 unless a reply blocks by design, and stdout must be empty

@@ -213,68 +213,6 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
         .collect()
 }
 
-/// Fixture stdin for every event, as Codex 0.169 sends it.
-fn samples() -> Vec<HookSample> {
-    let session = "01a22c26-c833-7ee1-9b5d-c26b06462ba8";
-    let base = |event: &str| {
-        json!({"session_id": session, "transcript_path": "/home/u/.codex/sessions/2026/11/30/rollout.jsonl",
-               "cwd": "/home/u/p", "hook_event_name": event, "model": "gpt-5.5", "permission_mode": "default"})
-    };
-    let with = |event: &str, extra: Value| {
-        let mut v = base(event);
-        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
-            o.extend(e.clone());
-        }
-        v.to_string()
-    };
-    let ev = |kind| HostEvent { session: session.to_owned(), cwd: Some(PathBuf::from("/home/u/p")), kind };
-    vec![
-        HookSample {
-            event: "session-start",
-            stdin: with("SessionStart", json!({"source": "startup"})),
-            expected: ev(HostEventKind::SessionStart),
-        },
-        HookSample {
-            event: "user-prompt-submit",
-            stdin: with(
-                "UserPromptSubmit",
-                json!({"turn_id": "01a22c26-c850", "prompt": "$loopx write the parser"}),
-            ),
-            expected: ev(HostEventKind::PromptSubmitted { prompt: "$loopx write the parser".to_owned() }),
-        },
-        HookSample {
-            event: "stop",
-            stdin: with(
-                "Stop",
-                json!({"turn_id": "01a22c26-c850-7080-b2e8-065af11c7016", "stop_hook_active": false, "last_assistant_message": "done"}),
-            ),
-            expected: ev(HostEventKind::Stop),
-        },
-        HookSample {
-            event: "pre-tool-use",
-            stdin: with(
-                "PreToolUse",
-                json!({"turn_id": "01a22c26-c850", "tool_name": "Bash", "tool_input": {"command": "cargo test"}, "tool_use_id": "call_1"}),
-            ),
-            expected: ev(HostEventKind::ToolCall {
-                tool: "Bash".to_owned(),
-                effect: ToolEffect::Shell("cargo test".to_owned()),
-            }),
-        },
-        HookSample {
-            event: "pre-tool-use",
-            stdin: with(
-                "PreToolUse",
-                json!({"turn_id": "01a22c26-c850", "tool_name": "apply_patch", "tool_input": {"command": "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-a\n+b\n*** End Patch\n"}, "tool_use_id": "call_2"}),
-            ),
-            expected: ev(HostEventKind::ToolCall {
-                tool: "apply_patch".to_owned(),
-                effect: ToolEffect::Edits(vec!["src/a.rs".to_owned()]),
-            }),
-        },
-    ]
-}
-
 /// Codex's protocol.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Codex;
@@ -346,17 +284,71 @@ impl HostProtocol for Codex {
         }
     }
 
-    /// Exit 1 with the message on stderr.
-    fn fail_open(&self, _: Option<HookPoint>, message: &str) -> HostAnswer {
-        HostAnswer::warning(message)
-    }
-
     fn tool_name(&self, tool: &str) -> String {
         mcp_tool("loopx", tool)
     }
 
+    /// Fixture stdin for every event, as Codex 0.169 sends it.
     fn samples(&self) -> Vec<HookSample> {
-        samples()
+        let session = "01a22c26-c833-7ee1-9b5d-c26b06462ba8";
+        let base = |event: &str| {
+            json!({"session_id": session, "transcript_path": "/home/u/.codex/sessions/2026/11/30/rollout.jsonl",
+                   "cwd": "/home/u/p", "hook_event_name": event, "model": "gpt-5.5", "permission_mode": "default"})
+        };
+        let with = |event: &str, extra: Value| {
+            let mut v = base(event);
+            if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                o.extend(e.clone());
+            }
+            v.to_string()
+        };
+        let ev =
+            |kind| HostEvent { session: session.to_owned(), cwd: Some(PathBuf::from("/home/u/p")), kind };
+        vec![
+            HookSample {
+                event: "session-start",
+                stdin: with("SessionStart", json!({"source": "startup"})),
+                expected: ev(HostEventKind::SessionStart),
+            },
+            HookSample {
+                event: "user-prompt-submit",
+                stdin: with(
+                    "UserPromptSubmit",
+                    json!({"turn_id": "01a22c26-c850", "prompt": "$loopx write the parser"}),
+                ),
+                expected: ev(HostEventKind::PromptSubmitted { prompt: "$loopx write the parser".to_owned() }),
+            },
+            HookSample {
+                event: "stop",
+                stdin: with(
+                    "Stop",
+                    json!({"turn_id": "01a22c26-c850-7080-b2e8-065af11c7016", "stop_hook_active": false, "last_assistant_message": "done"}),
+                ),
+                expected: ev(HostEventKind::Stop),
+            },
+            HookSample {
+                event: "pre-tool-use",
+                stdin: with(
+                    "PreToolUse",
+                    json!({"turn_id": "01a22c26-c850", "tool_name": "Bash", "tool_input": {"command": "cargo test"}, "tool_use_id": "call_1"}),
+                ),
+                expected: ev(HostEventKind::ToolCall {
+                    tool: "Bash".to_owned(),
+                    effect: ToolEffect::Shell("cargo test".to_owned()),
+                }),
+            },
+            HookSample {
+                event: "pre-tool-use",
+                stdin: with(
+                    "PreToolUse",
+                    json!({"turn_id": "01a22c26-c850", "tool_name": "apply_patch", "tool_input": {"command": "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-a\n+b\n*** End Patch\n"}, "tool_use_id": "call_2"}),
+                ),
+                expected: ev(HostEventKind::ToolCall {
+                    tool: "apply_patch".to_owned(),
+                    effect: ToolEffect::Edits(vec!["src/a.rs".to_owned()]),
+                }),
+            },
+        ]
     }
 
     /// Whether `a` is an answer Codex accepts without blocking by accident.

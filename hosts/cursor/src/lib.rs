@@ -115,43 +115,6 @@ pub fn hook_entry(command: &str, loop_limit: Option<u32>) -> Value {
     }
 }
 
-/// Fixture stdin for every event, in the documented shape.
-fn samples() -> Vec<HookSample> {
-    let chat = "6d1f0c2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f";
-    let base = |event: &str, extra: Value| {
-        let mut v = json!({"conversation_id": chat, "generation_id": "9f8e7d6c", "hook_event_name": event,
-                           "workspace_roots": ["/home/u/p"]});
-        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
-            o.extend(e.clone());
-        }
-        v.to_string()
-    };
-    let ev = |kind| HostEvent { session: chat.to_owned(), cwd: Some(PathBuf::from("/home/u/p")), kind };
-    vec![
-        HookSample {
-            event: "before-submit-prompt",
-            stdin: base(
-                "beforeSubmitPrompt",
-                json!({"prompt": "/loopx write the parser", "attachments": []}),
-            ),
-            expected: ev(HostEventKind::PromptSubmitted { prompt: "/loopx write the parser".to_owned() }),
-        },
-        HookSample {
-            event: "before-shell-execution",
-            stdin: base("beforeShellExecution", json!({"command": "cargo test", "cwd": "/home/u/p"})),
-            expected: ev(HostEventKind::ToolCall {
-                tool: "shell".to_owned(),
-                effect: ToolEffect::Shell("cargo test".to_owned()),
-            }),
-        },
-        HookSample {
-            event: "stop",
-            stdin: base("stop", json!({"status": "completed", "loop_count": 0})),
-            expected: ev(HostEventKind::Stop),
-        },
-    ]
-}
-
 /// Cursor's protocol.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cursor;
@@ -220,8 +183,41 @@ impl HostProtocol for Cursor {
         format!("the loopx tool `{tool}`")
     }
 
+    /// Fixture stdin for every event, in the documented shape.
     fn samples(&self) -> Vec<HookSample> {
-        samples()
+        let chat = "6d1f0c2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f";
+        let base = |event: &str, extra: Value| {
+            let mut v = json!({"conversation_id": chat, "generation_id": "9f8e7d6c", "hook_event_name": event,
+                               "workspace_roots": ["/home/u/p"]});
+            if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                o.extend(e.clone());
+            }
+            v.to_string()
+        };
+        let ev = |kind| HostEvent { session: chat.to_owned(), cwd: Some(PathBuf::from("/home/u/p")), kind };
+        vec![
+            HookSample {
+                event: "before-submit-prompt",
+                stdin: base(
+                    "beforeSubmitPrompt",
+                    json!({"prompt": "/loopx write the parser", "attachments": []}),
+                ),
+                expected: ev(HostEventKind::PromptSubmitted { prompt: "/loopx write the parser".to_owned() }),
+            },
+            HookSample {
+                event: "before-shell-execution",
+                stdin: base("beforeShellExecution", json!({"command": "cargo test", "cwd": "/home/u/p"})),
+                expected: ev(HostEventKind::ToolCall {
+                    tool: "shell".to_owned(),
+                    effect: ToolEffect::Shell("cargo test".to_owned()),
+                }),
+            },
+            HookSample {
+                event: "stop",
+                stdin: base("stop", json!({"status": "completed", "loop_count": 0})),
+                expected: ev(HostEventKind::Stop),
+            },
+        ]
     }
 
     fn check_answer(&self, point: Option<HookPoint>, a: &HostAnswer) -> Result<()> {

@@ -177,50 +177,6 @@ pub fn context_file(scope: InstallScope, file: &str) -> (String, String) {
 
 const SAMPLE_SESSION: &str = "4b7b16b4-33b0-4796-8eda-7f65c32643e7";
 
-/// Fixture stdin for every event, as Gemini CLI 0.61.0 sends it.
-fn samples() -> Vec<HookSample> {
-    let with = |event: &str, extra: Value| {
-        let mut v = json!({"session_id": SAMPLE_SESSION,
-            "transcript_path": "/home/u/.gemini/tmp/p/chats/session-2026-12-02T01-53-4b7b16b4.jsonl",
-            "cwd": "/home/u/p", "hook_event_name": event, "timestamp": "2026-12-02T01:53:51.061Z"});
-        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
-            o.extend(e.clone());
-        }
-        v.to_string()
-    };
-    let ev = |kind: HostEventKind| HostEvent {
-        session: SAMPLE_SESSION.to_owned(),
-        cwd: Some(PathBuf::from("/home/u/p")),
-        kind,
-    };
-    vec![
-        HookSample {
-            event: "before-agent",
-            stdin: with("BeforeAgent", json!({"prompt": "/loopx write the parser"})),
-            expected: ev(HostEventKind::PromptSubmitted { prompt: "/loopx write the parser".to_owned() }),
-        },
-        HookSample {
-            event: "before-tool",
-            stdin: with(
-                "BeforeTool",
-                json!({"tool_name": "write_file", "tool_input": {"file_path": "/home/u/p/src/a.rs", "content": "b"}}),
-            ),
-            expected: ev(HostEventKind::ToolCall {
-                tool: "write_file".to_owned(),
-                effect: ToolEffect::Edits(vec!["/home/u/p/src/a.rs".to_owned()]),
-            }),
-        },
-        HookSample {
-            event: "after-agent",
-            stdin: with(
-                "AfterAgent",
-                json!({"prompt": "go on", "prompt_response": "Done.", "stop_hook_active": true}),
-            ),
-            expected: ev(HostEventKind::Stop),
-        },
-    ]
-}
-
 /// Gemini CLI's protocol.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Gemini;
@@ -280,18 +236,52 @@ impl HostProtocol for Gemini {
         }
     }
 
-    /// Exit 1 with the message on stderr, which Gemini CLI shows as a warning. Never 2, which
-    /// blocks.
-    fn fail_open(&self, _: Option<HookPoint>, message: &str) -> HostAnswer {
-        HostAnswer::warning(message)
-    }
-
     fn tool_name(&self, tool: &str) -> String {
         mcp_tool("loopx", tool)
     }
 
+    /// Fixture stdin for every event, as Gemini CLI 0.61.0 sends it.
     fn samples(&self) -> Vec<HookSample> {
-        samples()
+        let with = |event: &str, extra: Value| {
+            let mut v = json!({"session_id": SAMPLE_SESSION,
+                "transcript_path": "/home/u/.gemini/tmp/p/chats/session-2026-12-02T01-53-4b7b16b4.jsonl",
+                "cwd": "/home/u/p", "hook_event_name": event, "timestamp": "2026-12-02T01:53:51.061Z"});
+            if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                o.extend(e.clone());
+            }
+            v.to_string()
+        };
+        let ev = |kind: HostEventKind| HostEvent {
+            session: SAMPLE_SESSION.to_owned(),
+            cwd: Some(PathBuf::from("/home/u/p")),
+            kind,
+        };
+        vec![
+            HookSample {
+                event: "before-agent",
+                stdin: with("BeforeAgent", json!({"prompt": "/loopx write the parser"})),
+                expected: ev(HostEventKind::PromptSubmitted { prompt: "/loopx write the parser".to_owned() }),
+            },
+            HookSample {
+                event: "before-tool",
+                stdin: with(
+                    "BeforeTool",
+                    json!({"tool_name": "write_file", "tool_input": {"file_path": "/home/u/p/src/a.rs", "content": "b"}}),
+                ),
+                expected: ev(HostEventKind::ToolCall {
+                    tool: "write_file".to_owned(),
+                    effect: ToolEffect::Edits(vec!["/home/u/p/src/a.rs".to_owned()]),
+                }),
+            },
+            HookSample {
+                event: "after-agent",
+                stdin: with(
+                    "AfterAgent",
+                    json!({"prompt": "go on", "prompt_response": "Done.", "stop_hook_active": true}),
+                ),
+                expected: ev(HostEventKind::Stop),
+            },
+        ]
     }
 
     /// Never exit code 2, which blocks; on exit 0 stdout is one JSON object the event reads.
@@ -331,7 +321,7 @@ mod tests {
 
     #[test]
     fn input_parses_and_unknown_fields_are_ignored() {
-        let s = samples();
+        let s = Gemini.samples();
         assert_eq!(Gemini.decode(HookPoint::Stop, s[2].stdin.as_bytes()).unwrap(), s[2].expected);
         for bad in
             [&b""[..], b"not json", b"[1,2]", br#"{"session_id": 7}"#, br#"{"stop_hook_active": "yes"}"#]

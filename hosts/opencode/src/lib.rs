@@ -160,40 +160,6 @@ impl Paths {
 
 const SAMPLE_SESSION: &str = "ses_dcb848dddffeiibyiS9a5beW2v";
 
-/// Fixture stdin for every event, as loopx's plugin writes it.
-fn samples() -> Vec<HookSample> {
-    let with = |extra: Value| {
-        let mut v = json!({"session_id": SAMPLE_SESSION, "cwd": "/home/u/p"});
-        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
-            o.extend(e.clone());
-        }
-        v.to_string()
-    };
-    let ev = |kind: HostEventKind| HostEvent {
-        session: SAMPLE_SESSION.to_owned(),
-        cwd: Some(PathBuf::from("/home/u/p")),
-        kind,
-    };
-    vec![
-        HookSample {
-            event: "chat-message",
-            stdin: with(json!({"prompt": "/loopx write the parser"})),
-            expected: ev(HostEventKind::PromptSubmitted { prompt: "/loopx write the parser".to_owned() }),
-        },
-        HookSample {
-            event: "tool-execute-before",
-            stdin: with(
-                json!({"tool": "edit", "args": {"filePath": "/home/u/p/src/a.rs", "oldString": "a", "newString": "b"}}),
-            ),
-            expected: ev(HostEventKind::ToolCall {
-                tool: "edit".to_owned(),
-                effect: ToolEffect::Edits(vec!["/home/u/p/src/a.rs".to_owned()]),
-            }),
-        },
-        HookSample { event: "session-idle", stdin: with(json!({})), expected: ev(HostEventKind::Stop) },
-    ]
-}
-
 /// OpenCode's protocol, as loopx's plugin speaks it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OpenCode;
@@ -252,18 +218,42 @@ impl HostProtocol for OpenCode {
         HostAnswer::print(json!({key.0: key.1}).to_string())
     }
 
-    /// Exit 1 with the message on stderr. The plugin lets the event go on, except at the tool
-    /// gate, where it blocks the call.
-    fn fail_open(&self, _: Option<HookPoint>, message: &str) -> HostAnswer {
-        HostAnswer::warning(message)
-    }
-
     fn tool_name(&self, tool: &str) -> String {
         mcp_tool("loopx", tool)
     }
 
+    /// Fixture stdin for every event, as loopx's plugin writes it.
     fn samples(&self) -> Vec<HookSample> {
-        samples()
+        let with = |extra: Value| {
+            let mut v = json!({"session_id": SAMPLE_SESSION, "cwd": "/home/u/p"});
+            if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                o.extend(e.clone());
+            }
+            v.to_string()
+        };
+        let ev = |kind: HostEventKind| HostEvent {
+            session: SAMPLE_SESSION.to_owned(),
+            cwd: Some(PathBuf::from("/home/u/p")),
+            kind,
+        };
+        vec![
+            HookSample {
+                event: "chat-message",
+                stdin: with(json!({"prompt": "/loopx write the parser"})),
+                expected: ev(HostEventKind::PromptSubmitted { prompt: "/loopx write the parser".to_owned() }),
+            },
+            HookSample {
+                event: "tool-execute-before",
+                stdin: with(
+                    json!({"tool": "edit", "args": {"filePath": "/home/u/p/src/a.rs", "oldString": "a", "newString": "b"}}),
+                ),
+                expected: ev(HostEventKind::ToolCall {
+                    tool: "edit".to_owned(),
+                    effect: ToolEffect::Edits(vec!["/home/u/p/src/a.rs".to_owned()]),
+                }),
+            },
+            HookSample { event: "session-idle", stdin: with(json!({})), expected: ev(HostEventKind::Stop) },
+        ]
     }
 
     /// Exit 0 with nothing or the one JSON object the event reads, or a failure with nothing on
@@ -301,7 +291,7 @@ mod tests {
 
     #[test]
     fn input_parses_and_bad_input_is_an_error() {
-        for s in samples() {
+        for s in OpenCode.samples() {
             assert_eq!(
                 OpenCode.decode(HOOKS.point(HOOKS.parse(s.event).unwrap()), s.stdin.as_bytes()).unwrap(),
                 s.expected
