@@ -471,22 +471,10 @@ fn in_agent_tools(cli: &Cli) -> bool {
     (cli.session.is_some() || cli.driven.is_some()) && !outside
 }
 
-/// A person-only command (core's one table, which the tool gate reads too) is refused inside an
-/// agent's host session, whatever else would refuse it later. A hook is the host's own call.
-fn refuse_in_session(cli: &Cli) -> Result<(), Error> {
-    let Some(session) = &cli.session else { return Ok(()) };
-    match loopx_core::person_only::person_only_args(&raw_args()) {
-        Some(p) if p.words != ["hook"] => Err(Error::refused(format!(
-            "{} is a person's decision, and this command runs inside a {} session, an agent's tool environment",
-            p.decides, session.host
-        ))
-        .with_hint(format!("it runs in a person's own terminal: ask them to run loopx {} there", p.words.join(" ")))),
-        _ => Ok(()),
-    }
-}
-
 fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
-    refuse_in_session(cli)?;
+    // A person-only command (core's one table, which the tool gate reads too) is refused inside
+    // an agent's host session before anything else.
+    loopx_core::person_only::refuse_in_session(&raw_args(), cli.session.as_ref().map(|s| s.host.as_str()))?;
     let env = Env {
         cwd: std::env::current_dir()
             .map_err(|e| Error::internal(format!("cannot read the working directory: {e}")))?,

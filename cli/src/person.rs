@@ -90,13 +90,6 @@ pub async fn run(cli: &Cli, k: &DynKernel, cmd: &PersonCommand) -> Result<Render
             )
         }
         PersonCommand::Init => {
-            if let Some(s) = &cli.session {
-                return Err(Error::refused(format!(
-                    "putting a goal in strict mode is a person's decision, and this command runs inside a {} session, an agent's tool environment",
-                    s.host
-                ))
-                .with_hint("run loopx person init in your own terminal"));
-            }
             let (key, made) = match person::read(&path)? {
                 Some(file) => (unlock(&file)?, false),
                 None => {

@@ -136,12 +136,6 @@ pub fn run(
             )
             .with_hint("see where the state is with: loopx store show"));
         };
-        if let Some(host) = in_session {
-            return Err(Error::refused(format!(
-                "trusting a database is a person's decision, and this command runs inside a {host} session, an agent's tool environment"
-            ))
-            .with_hint("run loopx store trust in your own terminal"));
-        }
         let changed = trust(root, store, *revoke, env.clock.now())?;
         let url = redacted_text(&store.url);
         let text = match (revoke, changed) {

@@ -69,9 +69,43 @@ pub fn person_only_args(args: &[String]) -> Option<&'static PersonOnly> {
     person_only(&sub, &flags)
 }
 
+/// The one governance check a command meets before anything else: a person-only command (a
+/// loopx command line's `args`, without the program) is refused where an agent's tools run,
+/// inside a session of `session_host`, whatever else would refuse it later. A hook is the
+/// host's own call, never its agent's.
+pub fn refuse_in_session(args: &[String], session_host: Option<&str>) -> crate::Result<()> {
+    let Some(host) = session_host else { return Ok(()) };
+    match person_only_args(args) {
+        Some(p) if p.words != ["hook"] => Err(crate::Error::refused(format!(
+            "{} is a person's decision, and this command runs inside a {host} session, an agent's tool environment",
+            p.decides
+        ))
+        .with_hint(format!("it runs in a person's own terminal: ask them to run loopx {} there", p.words.join(" ")))),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_person_only_command_is_refused_in_a_session_and_only_there() {
+        let args = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        let e = refuse_in_session(&args("command approve --all"), Some("codex")).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::Refused);
+        assert!(
+            e.message.starts_with("approving a command is a person's decision")
+                && e.message.contains("codex")
+        );
+        assert!(e.hint.unwrap().contains("loopx command approve"));
+        assert!(refuse_in_session(&args("command approve --all"), None).is_ok());
+        assert!(refuse_in_session(&args("todo list"), Some("codex")).is_ok());
+        assert!(
+            refuse_in_session(&args("hook codex stop"), Some("codex")).is_ok(),
+            "a hook is the host's call"
+        );
+    }
 
     #[test]
     fn entries_are_found_by_their_words_and_options() {
