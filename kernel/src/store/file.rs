@@ -112,7 +112,7 @@ impl FileStore {
 
     /// Every path a command on goal `id` touches, checked to be a regular file or directory
     /// inside `.loopx/`, never a link out of it.
-    pub fn state_paths(&self, id: Option<&GoalId>) -> Vec<std::path::PathBuf> {
+    pub(crate) fn state_paths(&self, id: Option<&GoalId>) -> Vec<std::path::PathBuf> {
         let l = &self.layout;
         let mut v = vec![l.state_dir(), l.project_file(), l.project_lock(), l.goals_dir()];
         if let Some(id) = id {

@@ -32,15 +32,16 @@ pub use archive::{archive_text, read_archive};
 pub use file::FileStore;
 pub(crate) use open::write_project_file;
 pub use open::{InitOutcome, Opened, StoreOpener, init_pointer, open_file_store, read_project};
-pub use options::{DEFAULT_LOCK_TIMEOUT, FAULT_POINTS, InjectedCrash, StoreOptions};
+pub use options::{FAULT_POINTS, InjectedCrash, StoreOptions};
 pub use replay::{
-    chain_error, check_root, encode_state, events_missing, genesis, legacy_json, lines_of, replay,
-    root_matches, root_of, verify_lines,
+    chain_error, check_root, encode_state, events_missing, genesis, lines_of, replay, root_matches, root_of,
+    verify_lines,
 };
-pub use snapshot::{SNAPSHOT_SCHEMA_VERSION, Snapshot, older_snapshot};
-pub use stream::stream_log;
+pub use snapshot::Snapshot;
+pub(crate) use snapshot::older_snapshot;
 pub use traits::{Commit, Doctor, Store};
-pub use txn::{Txn, stored_receipt};
+pub use txn::Txn;
+pub(crate) use txn::stored_receipt;
 
 #[cfg(test)]
 mod tests {

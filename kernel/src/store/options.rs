@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// How long a command waits for a goal lock before it fails with "busy".
-pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Options fixed when a store is opened.
 #[derive(Clone, Debug)]

@@ -85,7 +85,7 @@ impl FileStore {
 
     /// Keeps the valid prefix of a goal's log, moves the rest aside, and rebuilds its
     /// snapshot and GOAL.md.
-    pub fn repair_goal(&self, id: &GoalId) -> Result<Vec<String>> {
+    pub(crate) fn repair_goal(&self, id: &GoalId) -> Result<Vec<String>> {
         self.goal_exists_check(id)?;
         let _guard = self.lock_goal(id)?;
         let mut actions = Vec::new();

@@ -76,7 +76,7 @@ pub fn root_of(state: &GoalState) -> Result<String> {
 }
 
 /// A state as one JSON document, the form roots hashed before the table form.
-pub fn legacy_json(state: &GoalState) -> Result<Vec<u8>> {
+pub(crate) fn legacy_json(state: &GoalState) -> Result<Vec<u8>> {
     serde_json::to_vec(state).map_err(|e| Error::internal(format!("cannot encode the state: {e}")))
 }
 

@@ -21,7 +21,7 @@ use super::kept::Source;
 /// version 1 held the whole state, archive included. An older snapshot is rebuilt from the log
 /// on first use; going from version 1 also writes the archive and records the upgrade as an
 /// event.
-pub const SNAPSHOT_SCHEMA_VERSION: u32 = 4;
+pub(crate) const SNAPSHOT_SCHEMA_VERSION: u32 = 4;
 
 /// The first line of `snapshot.json`: what the state after it was derived from. The state
 /// follows as the exact bytes its root hashes ([`codec::encode_keys`]), then a line of offsets:
@@ -100,7 +100,7 @@ pub(super) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
 
 /// The version of a `snapshot.json` an older loopx wrote, if it is one (version 1 was one JSON
 /// document; later ones begin with a header line).
-pub fn older_snapshot(bytes: &[u8]) -> Option<u32> {
+pub(crate) fn older_snapshot(bytes: &[u8]) -> Option<u32> {
     let first = bytes.split(|c| *c == b'\n').next()?;
     let v: serde_json::Value = serde_json::from_slice(first).ok()?;
     v["schema_version"].as_u64().and_then(|n| u32::try_from(n).ok()).filter(|n| *n < SNAPSHOT_SCHEMA_VERSION)
@@ -138,7 +138,7 @@ pub struct Snapshot {
     pub log_len: u64,
     pub log_mtime_ns: u64,
     /// SHA-256 prefix of the GOAL.md rendered with this snapshot.
-    pub goal_md_digest: String,
+    pub(crate) goal_md_digest: String,
     pub state: Arc<GoalState>,
 }
 

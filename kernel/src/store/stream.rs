@@ -18,7 +18,7 @@ struct Batch {
 /// Reads the log at `path` from `read`, a line at a time, into `f` (see
 /// [`Store::each_line`]): a second thread reads and hashes while this one decodes, a few
 /// batches of about a MiB between them, so a long log streams at the speed of its decoding.
-pub fn stream_log(
+pub(crate) fn stream_log(
     path: &Path,
     mut read: impl std::io::Read + Send,
     f: &mut dyn FnMut(EventLine) -> Result<bool>,

@@ -156,7 +156,7 @@ pub struct Commit<'a> {
     /// The state's hashed form ([`codec::encode_keys`]).
     pub state_keys: &'a [u8],
     /// The hash of its key lines ([`codec::state_root_parts`]), when it has a glance.
-    pub keys_hash: Option<[u8; 32]>,
+    pub(crate) keys_hash: Option<[u8; 32]>,
     /// The archive before the event (the todos it archived are `state.archived_now`).
     pub archive_before: &'a ArchiveHead,
     /// What the store's views were when the transaction loaded them (the file store: GOAL.md's

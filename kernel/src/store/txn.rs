@@ -70,12 +70,12 @@ impl<'a> Txn<'a> {
 
     /// The person key this machine saw the goal hold ([`crate::witness`]): a goal once in
     /// strict mode stays in it here, whatever its log says now.
-    pub fn strict_as_seen(&mut self, key: Option<String>) {
+    pub(crate) fn strict_as_seen(&mut self, key: Option<String>) {
         self.seen_key = key;
     }
 
     /// The person's key, to sign a decision of theirs with (strict mode).
-    pub fn sign_with(&mut self, signer: Option<loopx_core::kernel::SignerRef>) {
+    pub(crate) fn sign_with(&mut self, signer: Option<loopx_core::kernel::SignerRef>) {
         self.signer = signer;
     }
 
@@ -117,7 +117,7 @@ impl<'a> Txn<'a> {
 
     /// Sizes the state's encoding buffer for `bytes` (the last encoding's size): a large state
     /// is then encoded once, without the buffer doubling (and holding both halves) as it grows.
-    pub fn with_size_hint(mut self, bytes: usize) -> Self {
+    pub(crate) fn with_size_hint(mut self, bytes: usize) -> Self {
         self.size_hint = bytes;
         self
     }
@@ -262,7 +262,7 @@ impl<'a> Txn<'a> {
 
 /// The receipt stored under `key` (`scope:actor:turn#fingerprint`). The same turn used for a
 /// different request (another fingerprint) is refused rather than silently replayed.
-pub fn stored_receipt<T: DeserializeOwned>(
+pub(crate) fn stored_receipt<T: DeserializeOwned>(
     state: &GoalState,
     key: &str,
     body: impl FnOnce(&GoalState) -> Result<T>,
