@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use loopx_core::{Error, Result, Timestamp};
 
 /// The version of the file this build reads and writes.
-pub const APPROVALS_SCHEMA_VERSION: u32 = 1;
+pub(crate) const APPROVALS_SCHEMA_VERSION: u32 = 1;
 
 /// A person's identity in the log.
 const PERSON: &str = "user";
@@ -36,7 +36,7 @@ pub struct CommandRecord {
     pub argv: Vec<String>,
     /// Who wrote it here: `user`, or an agent's id.
     pub by: String,
-    pub written_at: Timestamp,
+    pub(crate) written_at: Timestamp,
     /// When a person of this machine approved it (a person's own command is approved as
     /// written).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,14 +70,14 @@ pub fn digest(argv: &[String]) -> String {
 
 /// The machine-local record at `file`, for the project at `root`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Approvals {
+pub(crate) struct Approvals {
     file: PathBuf,
     project: PathBuf,
 }
 
 /// Why a command may not run now, and the command that lets it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Withheld {
+pub(crate) struct Withheld {
     pub why: String,
 }
 
@@ -88,7 +88,7 @@ impl Approvals {
 
     /// This project's record of `argv`, if this machine has one (a notify webhook's is
     /// [`webhook`]'s).
-    pub fn lookup(&self, argv: &[String]) -> Result<Option<CommandRecord>> {
+    pub(crate) fn lookup(&self, argv: &[String]) -> Result<Option<CommandRecord>> {
         let d = digest(argv);
         Ok(read(&self.file)?.commands.into_iter().find(|c| c.project == self.project && c.digest == d))
     }
@@ -96,7 +96,7 @@ impl Approvals {
     /// Whether `argv`, written (per the log) by `author`, may run for `runner`: approved here,
     /// or an agent's own command, written here, run in its own context (for `runner`, in a
     /// process where its own tools run: `in_its_tools`).
-    pub fn may_run(
+    pub(crate) fn may_run(
         &self,
         argv: &[String],
         author: &str,

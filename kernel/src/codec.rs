@@ -94,7 +94,7 @@ pub fn glance_end(bytes: &[u8]) -> Option<usize> {
 
 /// Where a glance ends, as the marker line at the start of `bytes` says (which may be all that
 /// `bytes` holds of it yet).
-pub fn glance_len(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn glance_len(bytes: &[u8]) -> Option<usize> {
     let rest = bytes.strip_prefix(MARKER)?;
     let nl = crate::newline::find(rest)?;
     let (_, len) = std::str::from_utf8(&rest[..nl]).ok()?.split_once(' ')?;
@@ -380,14 +380,14 @@ pub fn glance_root(glance: &[u8; 32], keys: &[u8; 32]) -> String {
 
 /// The root lines written before the table form carry: the first 96 bits of SHA-256 of the
 /// state's JSON, 16 characters.
-pub fn legacy_state_root(state_json: &[u8]) -> String {
+pub(crate) fn legacy_state_root(state_json: &[u8]) -> String {
     let mut out = String::with_capacity(16);
     crate::base64::base64_96(&Sha256::digest(state_json), &mut out);
     out
 }
 
 /// Whether a line's root is of the older kind ([`legacy_state_root`]).
-pub fn is_legacy_root(root: &str) -> bool {
+pub(crate) fn is_legacy_root(root: &str) -> bool {
     root.len() == 16
 }
 

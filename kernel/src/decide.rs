@@ -74,7 +74,7 @@ impl Decision {
 }
 
 /// Row 2: who is asking. One registered agent is implied; otherwise the id is required.
-pub fn resolve_agent(state: &GoalState, requested: Option<&AgentId>) -> Result<AgentId> {
+pub(crate) fn resolve_agent(state: &GoalState, requested: Option<&AgentId>) -> Result<AgentId> {
     let register_hint =
         "register it: loopx agent register --agent-id <agent> --agent-type <type> (see loopx agent types)";
     match requested {
@@ -429,7 +429,7 @@ pub fn open_question(g: &loopx_core::model::Gate, max: usize) -> OpenQuestion {
 }
 
 /// The backoff ladder for unchanged polls: 3 → 6 → 10 minutes.
-pub fn backoff_minutes(unchanged_polls: u32) -> u32 {
+pub(crate) fn backoff_minutes(unchanged_polls: u32) -> u32 {
     match unchanged_polls {
         0 => 3,
         1 => 6,
@@ -448,7 +448,7 @@ pub fn unchanged_polls(state: &GoalState, agent: &AgentId) -> u32 {
 }
 
 /// The scheduler hint for a host paced by `cadence`. Cadence changes never spend.
-pub fn scheduler_hint(
+pub(crate) fn scheduler_hint(
     state: &GoalState,
     agent: Option<&AgentId>,
     d: &Decision,

@@ -331,7 +331,7 @@ fn check_limit(l: &HostLimit) -> Result<()> {
 
 /// Refuses a writeback for a driven turn that has ended (a command the turn left running,
 /// writing back after the driver gave up on it), unless it repeats the turn's own writeback.
-pub fn check_turn_open(
+pub(crate) fn check_turn_open(
     state: &GoalState,
     agent: &AgentId,
     turn: Option<&str>,
@@ -351,7 +351,7 @@ pub fn check_turn_open(
 }
 
 /// A turn of `agent` as it stands.
-pub fn turn_view(state: &GoalState, agent: &AgentId, turn: &str) -> Result<TurnView> {
+pub(crate) fn turn_view(state: &GoalState, agent: &AgentId, turn: &str) -> Result<TurnView> {
     let run = state.runs.iter().rev().find(|r| &r.agent == agent && r.turn.as_deref() == Some(turn));
     let end = state.turn_end(agent, turn).cloned();
     Ok(TurnView {

@@ -28,7 +28,7 @@ thread_local! {
 /// a link planted in `.loopx/`, which one check in a transaction, under the goal's lock, refuses
 /// as surely as five. Files are checked each time. Begun while one lives, it is that one.
 #[derive(Debug)]
-pub struct RealDirs {
+pub(crate) struct RealDirs {
     /// Whether this one began the thread's memory (and forgets it when dropped).
     began: bool,
     /// The memory is this thread's: the scope must end on the thread it began on.
@@ -74,7 +74,7 @@ impl Drop for RealDirs {
 /// Refuses `path` when a component of it from `.loopx` down (the file itself included) is a
 /// symbolic link or, for a directory on the way, not a directory. A path with no `.loopx`
 /// component is not loopx's state and is not checked.
-pub fn refuse_links(path: &Path) -> Result<()> {
+pub(crate) fn refuse_links(path: &Path) -> Result<()> {
     refuse_links_from(path, 0)
 }
 
@@ -126,12 +126,22 @@ pub enum Sync {
 
 /// [`atomic_write`], calling `before_rename` once the new content is in its temporary file (a
 /// seam for crash tests); with [`Sync::View`], nothing is fsynced.
-pub fn atomic_write_with(path: &Path, bytes: &[u8], sync: Sync, before_rename: &dyn Fn()) -> Result<()> {
+pub(crate) fn atomic_write_with(
+    path: &Path,
+    bytes: &[u8],
+    sync: Sync,
+    before_rename: &dyn Fn(),
+) -> Result<()> {
     atomic_write_parts(path, &[bytes], sync, before_rename)
 }
 
 /// [`atomic_write_with`] of `parts` one after the other, without joining them first.
-pub fn atomic_write_parts(path: &Path, parts: &[&[u8]], sync: Sync, before_rename: &dyn Fn()) -> Result<()> {
+pub(crate) fn atomic_write_parts(
+    path: &Path,
+    parts: &[&[u8]],
+    sync: Sync,
+    before_rename: &dyn Fn(),
+) -> Result<()> {
     refuse_links(path)?;
     let dir = parent(path)?;
     let mut tmp = tempfile_in(dir, path)?;
@@ -161,7 +171,7 @@ pub fn atomic_write_parts(path: &Path, parts: &[&[u8]], sync: Sync, before_renam
 
 /// Writes a view ([`swap_in_view`]) unless the file already holds `bytes`: `existing`, what the
 /// caller read of it (`None`: missing or unreadable). Returns whether it wrote.
-pub fn write_view_if_changed(path: &Path, bytes: &[u8], existing: Option<&[u8]>) -> Result<bool> {
+pub(crate) fn write_view_if_changed(path: &Path, bytes: &[u8], existing: Option<&[u8]>) -> Result<bool> {
     if existing == Some(bytes) {
         return Ok(false);
     }
@@ -182,7 +192,7 @@ pub fn write_view_if_changed(path: &Path, bytes: &[u8], existing: Option<&[u8]>)
 ///
 /// A spare that another name shares (a backup's hard link) is left to it and a new one made.
 /// Where the filesystem cannot exchange, the spare is renamed over the view instead.
-pub fn swap_in_view(path: &Path, parts: &[&[u8]], before_swap: &dyn Fn()) -> Result<()> {
+pub(crate) fn swap_in_view(path: &Path, parts: &[&[u8]], before_swap: &dyn Fn()) -> Result<()> {
     if !cfg!(any(target_os = "linux", target_os = "android", target_vendor = "apple")) {
         return atomic_write_parts(path, parts, Sync::View, before_swap);
     }
@@ -285,7 +295,7 @@ pub fn no_follow(o: &mut OpenOptions) -> &mut OpenOptions {
 /// Refuses a state path that is a symbolic link or not a regular file (a missing one is fine):
 /// loopx keeps its state only in regular files inside `.loopx/`, and writes nowhere else.
 /// Returns what it found there, `None` for nothing.
-pub fn check_state_file(path: &Path) -> Result<Option<fs::Metadata>> {
+pub(crate) fn check_state_file(path: &Path) -> Result<Option<fs::Metadata>> {
     match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => Err(Error::integrity(format!(
             "{} is a symbolic link; loopx keeps its state only in regular files inside .loopx/ and will not follow it",
@@ -308,24 +318,24 @@ pub fn check_state_file(path: &Path) -> Result<Option<fs::Metadata>> {
 
 /// [`check_state_file`] and [`refuse_links`] at once, the path itself looked at once: what a
 /// file about to be opened for writing passes.
-pub fn check_state_path(path: &Path) -> Result<()> {
+pub(crate) fn check_state_path(path: &Path) -> Result<()> {
     check_state_file(path)?;
     refuse_links_from(path, 1)
 }
 
 /// Appends one line and makes it durable before returning.
-pub fn append_durable(file: &mut File, path: &Path, line: &[u8]) -> Result<()> {
+pub(crate) fn append_durable(file: &mut File, path: &Path, line: &[u8]) -> Result<()> {
     file.write_all(line).map_err(|e| Error::io("append to", path, &e))?;
     file.sync_data().map_err(|e| Error::io("sync", path, &e))
 }
 
 /// Appends without waiting for the disk, for a view derived from the log (see [`Sync::View`]).
-pub fn append_view(file: &mut File, path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn append_view(file: &mut File, path: &Path, bytes: &[u8]) -> Result<()> {
     file.write_all(bytes).map_err(|e| Error::io("append to", path, &e))
 }
 
 /// Opens a file for appending, creating it.
-pub fn open_append(path: &Path) -> Result<File> {
+pub(crate) fn open_append(path: &Path) -> Result<File> {
     check_state_path(path)?;
     no_follow(OpenOptions::new().create(true).append(true))
         .open(path)
@@ -333,7 +343,7 @@ pub fn open_append(path: &Path) -> Result<File> {
 }
 
 /// Cuts `path` to `len` bytes durably (used to drop a torn final line).
-pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
+pub(crate) fn truncate_durable(path: &Path, len: u64) -> Result<()> {
     check_state_path(path)?;
     let file =
         no_follow(OpenOptions::new().write(true)).open(path).map_err(|e| Error::io("open", path, &e))?;
@@ -342,12 +352,12 @@ pub fn truncate_durable(path: &Path, len: u64) -> Result<()> {
 }
 
 /// How much of a log's end one read takes while looking for where its last line ends.
-pub const TAIL_WINDOW: usize = 64 * 1024;
+pub(crate) const TAIL_WINDOW: usize = 64 * 1024;
 
 /// The bytes after the last newline of the `len` bytes `r` holds (a torn final line, never
 /// committed), found by reading back from the end a window ([`TAIL_WINDOW`]) at a time: a
 /// gigabyte appended after the last line costs one window of memory, not a gigabyte.
-pub fn torn_tail_len<R: Read + Seek>(r: &mut R, len: u64) -> std::io::Result<u64> {
+pub(crate) fn torn_tail_len<R: Read + Seek>(r: &mut R, len: u64) -> std::io::Result<u64> {
     let mut buf = vec![0u8; TAIL_WINDOW];
     let mut end = len;
     while end > 0 {
@@ -365,7 +375,7 @@ pub fn torn_tail_len<R: Read + Seek>(r: &mut R, len: u64) -> std::io::Result<u64
 
 /// Cuts the torn final line ([`torn_tail_len`]) off the log at `path`, durably, before anyone
 /// reads the log whole; returns how many bytes it cut.
-pub fn cut_torn_tail(path: &Path) -> Result<u64> {
+pub(crate) fn cut_torn_tail(path: &Path) -> Result<u64> {
     check_state_path(path)?;
     let mut file = no_follow(OpenOptions::new().read(true).write(true))
         .open(path)
@@ -410,7 +420,7 @@ pub fn remove_dir_if_empty(path: &Path) -> Result<()> {
 }
 
 /// Makes a rename or a new file in `dir` durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     #[cfg(unix)]
     {
         let d = File::open(dir).map_err(|e| Error::io("open directory", dir, &e))?;
@@ -423,7 +433,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// One of the JSON files loopx keeps in the person's configuration, or `None` when it does not
 /// exist. A file that is not `what` (damaged) or of another `schema_version` than `version` is
 /// refused, with `hint` saying how to get a good one.
-pub fn read_config<T: serde::de::DeserializeOwned>(
+pub(crate) fn read_config<T: serde::de::DeserializeOwned>(
     path: &Path,
     what: &str,
     hint: &str,
@@ -468,7 +478,7 @@ pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
 /// that fills it short says it has reached the end (a regular file reads short only there).
 /// `read_to_end` would ask for the size and the position again, and read once more to find
 /// the end.
-pub fn read_whole(file: &File, len: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_whole(file: &File, len: u64) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     bytes.try_reserve_exact(usize::try_from(len).unwrap_or(0).saturating_add(1))?;
     crate::prefault::spare(&mut bytes);
@@ -492,7 +502,7 @@ pub fn read_whole(file: &File, len: u64) -> std::io::Result<Vec<u8>> {
 
 /// Reads `file` from `at` into `buf` until it is full or the file ends, without moving the
 /// file's position (one call where the system reads at an offset); how much it read.
-pub fn read_at_most(file: &File, at: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_at_most(file: &File, at: u64, buf: &mut [u8]) -> std::io::Result<usize> {
     #[cfg(unix)]
     let read = |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_at(file, buf, at);
     #[cfg(not(unix))]
@@ -525,7 +535,7 @@ fn parent(path: &Path) -> Result<&Path> {
 
 /// Temporary files of [`atomic_write`] in `dir` that no running process is writing: what a
 /// crash mid-write leaves behind. They never became state, so they are safe to remove.
-pub fn stale_temp_files(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn stale_temp_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
     let mut out: Vec<std::path::PathBuf> = entries
         .flatten()

@@ -137,7 +137,7 @@ fn wait(reason: String, sha: Option<&str>, url: Option<&str>) -> TransitionPropo
 
 /// Open until a time.
 #[derive(Debug)]
-pub struct TimerPassed {
+pub(crate) struct TimerPassed {
     pub until: Timestamp,
 }
 
@@ -160,7 +160,7 @@ impl Capability for TimerPassed {
 /// Every required check of the pull request's head commit succeeded (every check, when none is
 /// named); a failed one rejects.
 #[derive(Debug)]
-pub struct ChecksGreen {
+pub(crate) struct ChecksGreen {
     pub required: Vec<String>,
 }
 
@@ -242,7 +242,7 @@ impl Capability for ChecksGreen {
 
 /// The pull request was merged; closed unmerged rejects.
 #[derive(Debug)]
-pub struct PullMerged;
+pub(crate) struct PullMerged;
 
 impl Capability for PullMerged {
     fn name(&self) -> &'static str {
@@ -273,7 +273,7 @@ fn notice_backoff_ms(failures: u32) -> i64 {
 
 /// Whether the person should be told about `g` now: the first notice, or the reminder. `None`
 /// when nothing is due.
-pub fn notice_due(g: &Gate, policy: &NotifyPolicy, now: Timestamp) -> Option<bool> {
+pub(crate) fn notice_due(g: &Gate, policy: &NotifyPolicy, now: Timestamp) -> Option<bool> {
     if !g.is_persons() || g.status != GateStatus::Open {
         return None;
     }
@@ -333,10 +333,10 @@ pub fn channels(policy: &NotifyPolicy) -> String {
 
 /// "The validation command exited 0": the only observation that completes a todo that has one.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct CommandPassed;
+pub(crate) struct CommandPassed;
 
 /// The evidence a command observation gives, passing or not.
-pub fn command_evidence(observation: &Observation) -> Option<EvidenceDraft> {
+pub(crate) fn command_evidence(observation: &Observation) -> Option<EvidenceDraft> {
     let Observation::CommandExited { argv, exit_code, output_digest, duration_ms } = observation else {
         return None;
     };

@@ -156,7 +156,7 @@ impl EventLine {
 /// The state root the last committed line of a log of `len` bytes records, read from its end.
 /// `None` for an empty log, a last line without one, or one that does not parse (the full scan
 /// will say why).
-pub fn last_root(path: &std::path::Path, len: u64) -> std::io::Result<Option<String>> {
+pub(crate) fn last_root(path: &std::path::Path, len: u64) -> std::io::Result<Option<String>> {
     /// Only the root is read: the rest of the line (its event, a receipt) is skipped.
     #[derive(Deserialize)]
     struct Root {
@@ -255,13 +255,13 @@ impl Follow {
     }
 
     /// [`Follow::line`] for a line whose hash ([`line_hash`]) is already known.
-    pub fn hashed_line(&mut self, raw: &[u8], hash: String) -> Result<EventLine, ChainBreak> {
+    pub(crate) fn hashed_line(&mut self, raw: &[u8], hash: String) -> Result<EventLine, ChainBreak> {
         let parsed = serde_json::from_slice(raw);
         self.check(raw.len(), parsed, hash)
     }
 
     /// [`Follow::hashed_line`] for a line already known to be UTF-8 (it decodes faster).
-    pub fn hashed_text(&mut self, raw: &str, hash: String) -> Result<EventLine, ChainBreak> {
+    pub(crate) fn hashed_text(&mut self, raw: &str, hash: String) -> Result<EventLine, ChainBreak> {
         let parsed = serde_json::from_str(raw);
         self.check(raw.len(), parsed, hash)
     }

@@ -18,14 +18,14 @@ use loopx_core::kernel::Signer;
 use loopx_core::{Error, GoalId, Result};
 
 /// The version of the key file this build reads and writes.
-pub const KEY_SCHEMA_VERSION: u32 = 1;
+pub(crate) const KEY_SCHEMA_VERSION: u32 = 1;
 
 /// Argon2id's cost: 19 MiB, two passes (OWASP's minimum for Argon2id).
 const KDF_MEMORY_KIB: u32 = 19 * 1024;
 const KDF_PASSES: u32 = 2;
 
 /// The shortest passphrase accepted.
-pub const MIN_PASSPHRASE: usize = 8;
+pub(crate) const MIN_PASSPHRASE: usize = 8;
 
 /// `person.json`: the public key, and the secret key sealed with the passphrase.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,21 +33,21 @@ pub struct KeyFile {
     pub schema_version: u32,
     /// Hex.
     pub public_key: String,
-    pub kdf: Kdf,
+    pub(crate) kdf: Kdf,
     /// XChaCha20-Poly1305's nonce (24 bytes) and the sealed secret key, hex.
-    pub nonce: String,
+    pub(crate) nonce: String,
     pub sealed: String,
 }
 
 /// How the passphrase becomes the sealing key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Kdf {
+pub(crate) struct Kdf {
     /// `argon2id`.
-    pub alg: String,
-    pub memory_kib: u32,
+    pub(crate) alg: String,
+    pub(crate) memory_kib: u32,
     pub passes: u32,
     /// Hex, 16 bytes.
-    pub salt: String,
+    pub(crate) salt: String,
 }
 
 /// The person's key, unsealed for one command.
@@ -193,7 +193,7 @@ pub fn verify(public_key: &str, message: &[u8], signature: &str) -> bool {
 }
 
 /// Whether `public_key` is an Ed25519 public key in hex.
-pub fn is_public_key(public_key: &str) -> bool {
+pub(crate) fn is_public_key(public_key: &str) -> bool {
     unhex::<32>("", public_key).is_ok_and(|k| VerifyingKey::from_bytes(&k).is_ok())
 }
 

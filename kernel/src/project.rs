@@ -9,7 +9,7 @@ use loopx_core::{GoalId, Timestamp};
 /// The state directory's name.
 pub const STATE_DIR: &str = ".loopx";
 /// The version of `project.json` and `snapshot.json` this build writes and reads.
-pub const STORE_SCHEMA_VERSION: u32 = 1;
+pub(crate) const STORE_SCHEMA_VERSION: u32 = 1;
 
 /// `.loopx/project.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -98,13 +98,13 @@ impl Layout {
     pub fn project_file(&self) -> PathBuf {
         self.state_dir().join("project.json")
     }
-    pub fn project_lock(&self) -> PathBuf {
+    pub(crate) fn project_lock(&self) -> PathBuf {
         self.state_dir().join("lock")
     }
     pub fn gitignore(&self) -> PathBuf {
         self.state_dir().join(".gitignore")
     }
-    pub fn goals_dir(&self) -> PathBuf {
+    pub(crate) fn goals_dir(&self) -> PathBuf {
         self.state_dir().join("goals")
     }
     pub fn goal_dir(&self, id: &GoalId) -> PathBuf {
@@ -127,7 +127,7 @@ impl Layout {
     pub fn bodies(&self, id: &GoalId, generation: u64) -> PathBuf {
         self.goal_dir(id).join(format!("todos-{generation}.dat"))
     }
-    pub fn goal_lock(&self, id: &GoalId) -> PathBuf {
+    pub(crate) fn goal_lock(&self, id: &GoalId) -> PathBuf {
         self.goal_dir(id).join("lock")
     }
 }

@@ -14,7 +14,7 @@ use crate::DynKernel;
 use crate::fs as kfs;
 
 /// The version of the index file this build reads and writes.
-pub const INDEX_SCHEMA_VERSION: u32 = 1;
+pub(crate) const INDEX_SCHEMA_VERSION: u32 = 1;
 
 /// `projects.json`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,7 +71,7 @@ pub struct Need {
 }
 
 /// A goal with claimed work and no event for this long is stalled.
-pub const STALLED_AFTER_MS: i64 = 24 * 60 * 60 * 1000;
+pub(crate) const STALLED_AFTER_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// What goal `goal` of the project at `root` needs a person for.
 pub fn needs(root: &Path, s: &StatusView, now: Timestamp) -> Vec<Need> {

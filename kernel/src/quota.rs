@@ -38,7 +38,7 @@ pub fn is_paused(state: &GoalState) -> bool {
     state.goal.quota.compute <= 0.0
 }
 
-pub fn is_throttled(state: &GoalState, now: Timestamp) -> bool {
+pub(crate) fn is_throttled(state: &GoalState, now: Timestamp) -> bool {
     used_slots(state, now) >= state.goal.quota.effective_allowed_slots()
 }
 

@@ -13,7 +13,7 @@ use crate::state::GoalState;
 use crate::table::KeyRef;
 
 /// Todos listed per section before "… and N more".
-pub const LISTED: usize = 25;
+pub(crate) const LISTED: usize = 25;
 
 /// Renders GOAL.md for `state`.
 pub fn goal_md(state: &GoalState) -> String {

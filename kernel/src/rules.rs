@@ -137,7 +137,7 @@ pub fn lane_of(todo: &Todo) -> Lane {
     }
 }
 
-pub fn find_todo(state: &GoalState, id: TodoId) -> Result<&Todo> {
+pub(crate) fn find_todo(state: &GoalState, id: TodoId) -> Result<&Todo> {
     state.todo(id).ok_or_else(|| {
         if state.is_archived(id) {
             return Error::refused(format!(
@@ -210,7 +210,7 @@ fn not_closed(state: &GoalState, todo: &Todo, doing: &str) -> Result<()> {
 /// A done goal (a person confirmed its objective is met) changes only through `goal resume`:
 /// what it `cannot` do (take new todos, be stopped, …) is refused, saying so, never dropped
 /// silently.
-pub fn not_done(state: &GoalState, cannot: &str) -> Result<()> {
+pub(crate) fn not_done(state: &GoalState, cannot: &str) -> Result<()> {
     if state.goal.status != GoalStatus::Done {
         return Ok(());
     }
@@ -245,7 +245,7 @@ fn check_scopes(scopes: &[String]) -> Result<()> {
     crate::scope::WriteScope::new(scopes).map(|_| ())
 }
 
-pub fn check_note(note: Option<&String>) -> Result<()> {
+pub(crate) fn check_note(note: Option<&String>) -> Result<()> {
     note.map_or(Ok(()), |n| check_text("note", n))
 }
 
@@ -841,7 +841,7 @@ pub fn add_evidence(state: &GoalState, actor: &Actor, req: &AddEvidence, now: Ti
 
 // ---- gates ---------------------------------------------------------------------------------
 
-pub fn find_gate(state: &GoalState, id: GateId) -> Result<&loopx_core::model::Gate> {
+pub(crate) fn find_gate(state: &GoalState, id: GateId) -> Result<&loopx_core::model::Gate> {
     state.gate(id).ok_or_else(|| {
         Error::not_found(format!("gate {id} not found on goal {}", state.goal.id))
             .with_hint("list gates with: loopx gate list --all")
@@ -1747,7 +1747,7 @@ pub fn offer_handoff(state: &GoalState, actor: &Actor, req: &OfferHandoff, now: 
     })
 }
 
-pub fn find_handoff(state: &GoalState, id: HandoffId) -> Result<&Handoff> {
+pub(crate) fn find_handoff(state: &GoalState, id: HandoffId) -> Result<&Handoff> {
     state.handoff(id).ok_or_else(|| {
         Error::not_found(format!("handoff {id} not found on goal {}", state.goal.id))
             .with_hint("list them with: loopx handoff list --all")

@@ -87,7 +87,7 @@ pub struct GoalState {
     #[serde(default)]
     pub decision_order: VecDeque<String>,
     #[serde(default)]
-    pub schedulers: BTreeMap<AgentId, SchedulerState>,
+    pub(crate) schedulers: BTreeMap<AgentId, SchedulerState>,
     /// Host sessions bound to agents, by `host:thread`.
     #[serde(default)]
     pub threads: BTreeMap<String, AgentId>,
@@ -99,7 +99,7 @@ pub struct GoalState {
     pub stop_blocks: BTreeMap<String, u32>,
     /// The latest event that changed the work (not a poll or a scheduler report).
     #[serde(default)]
-    pub work_seq: u64,
+    pub(crate) work_seq: u64,
     /// Every handoff, `handoffs[n - 1]` being `hn`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handoffs: Vec<Handoff>,
@@ -116,7 +116,7 @@ pub struct GoalState {
     pub evidence_total: u64,
     /// The live closed todos, in the order they closed: the first leaves for the archive next.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
-    pub closed_order: VecDeque<TodoId>,
+    pub(crate) closed_order: VecDeque<TodoId>,
     /// What the archive holds, and the hash of its last line.
     #[serde(default, skip_serializing_if = "ArchiveHead::is_empty")]
     pub archive: ArchiveHead,
@@ -133,7 +133,7 @@ pub struct GoalState {
     pub turn_ends: VecDeque<TurnEnd>,
     /// What the brakes count of each open todo's driven turns.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub todo_turns: BTreeMap<TodoId, TodoTurns>,
+    pub(crate) todo_turns: BTreeMap<TodoId, TodoTurns>,
     /// Driven turns ever ended, and of them those that did not write back.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub turns_ended_total: u64,
@@ -145,7 +145,7 @@ pub struct GoalState {
     // The fields below came with showing a session the questions asked while it works.
     /// When each armed agent's loop was armed: a question asked before, its entry showed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub armed_at: BTreeMap<AgentId, Timestamp>,
+    pub(crate) armed_at: BTreeMap<AgentId, Timestamp>,
     /// The person's questions a stop hook showed each host session (`thread`), each once.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub told: BTreeMap<String, BTreeSet<GateId>>,
@@ -297,15 +297,15 @@ impl RecordedDecision {
 
 /// What loopx knows of one agent's host scheduler.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SchedulerState {
+pub(crate) struct SchedulerState {
     /// `work_seq` at the agent's latest recorded poll.
-    pub last_work_seq: u64,
+    pub(crate) last_work_seq: u64,
     /// Recorded polls in a row that found the work unchanged.
     pub unchanged_polls: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub applied_cadence: Option<u32>,
+    pub(crate) applied_cadence: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub applied_rrule: Option<String>,
+    pub(crate) applied_rrule: Option<String>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failures: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -317,12 +317,12 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// The key of a host session binding.
-pub fn thread_key(host: &str, thread: &str) -> String {
+pub(crate) fn thread_key(host: &str, thread: &str) -> String {
     format!("{host}:{thread}")
 }
 
 /// The key of a recorded turn decision.
-pub fn decision_key(agent: &AgentId, turn: &str) -> String {
+pub(crate) fn decision_key(agent: &AgentId, turn: &str) -> String {
     format!("{agent}:{turn}")
 }
 
@@ -995,24 +995,24 @@ impl GoalState {
             .ok_or_else(|| format!("event names unknown handoff {id}"))
     }
 
-    pub fn next_handoff_id(&self) -> HandoffId {
+    pub(crate) fn next_handoff_id(&self) -> HandoffId {
         HandoffId::from_number(self.handoffs.len() as u64 + 1)
     }
 
     /// The pending handoff that reserves `todo`, if any.
-    pub fn handoff_holding(&self, todo: TodoId, now: Timestamp) -> Option<&Handoff> {
+    pub(crate) fn handoff_holding(&self, todo: TodoId, now: Timestamp) -> Option<&Handoff> {
         self.handoffs.iter().rev().find(|h| h.is_pending(now) && h.covers(todo))
     }
 
     /// Whether `agent` may take `todo` as far as handoffs go: no pending handoff reserves it,
     /// or one reserves it for `agent`.
-    pub fn handoff_allows(&self, todo: TodoId, agent: Option<&AgentId>, now: Timestamp) -> bool {
+    pub(crate) fn handoff_allows(&self, todo: TodoId, agent: Option<&AgentId>, now: Timestamp) -> bool {
         self.handoff_holding(todo, now)
             .is_none_or(|h| agent.and_then(|a| self.agent(a)).is_some_and(|a| h.is_for(&a.id, &a.agent_type)))
     }
 
     /// The pending handoff `agent` sent, if any: while it waits, the agent's lane waits too.
-    pub fn handoff_sent_by(&self, agent: &AgentId, now: Timestamp) -> Option<&Handoff> {
+    pub(crate) fn handoff_sent_by(&self, agent: &AgentId, now: Timestamp) -> Option<&Handoff> {
         self.handoffs.iter().find(|h| &h.from == agent && h.is_pending(now))
     }
 
@@ -1059,7 +1059,7 @@ impl GoalState {
             .ok_or_else(|| format!("event names unknown gate {id}"))
     }
 
-    pub fn next_gate_id(&self) -> GateId {
+    pub(crate) fn next_gate_id(&self) -> GateId {
         GateId::from_number(self.gates.len() as u64 + 1)
     }
 
@@ -1073,7 +1073,7 @@ impl GoalState {
 
     /// The open gate that holds an agent's work (one on the whole goal, or on that agent),
     /// if any: nothing is next for it while it is open.
-    pub fn holding_gate(&self, agent: Option<&AgentId>) -> Option<&Gate> {
+    pub(crate) fn holding_gate(&self, agent: Option<&AgentId>) -> Option<&Gate> {
         self.open_gates().find(|g| match &g.blocks {
             GateBlocks::Goal => true,
             GateBlocks::Agent(a) => Some(a) == agent,
@@ -1083,7 +1083,7 @@ impl GoalState {
 
     /// Whether a gate could hold a todo back ([`GoalState::gate_holding`]): only an open or a
     /// rejected one does, and most of the time a goal has none.
-    pub fn gates_may_hold(&self) -> bool {
+    pub(crate) fn gates_may_hold(&self) -> bool {
         self.gates.iter().any(|g| matches!(g.status, GateStatus::Open | GateStatus::Rejected))
     }
 
@@ -1093,7 +1093,7 @@ impl GoalState {
 
     /// Every todo is closed, and one completed with nothing to follow (the work half of the
     /// decision table's row 4).
-    pub fn all_work_closed(&self) -> bool {
+    pub(crate) fn all_work_closed(&self) -> bool {
         !self.todos.is_empty()
             && self.todos.keys().all(|t| t.status.is_closed())
             && (self.archive.no_followup
@@ -1113,7 +1113,7 @@ impl GoalState {
 
     /// The gate holding `todo` back, if any: an open gate scoped to it, or the gate it waits
     /// for (`after_gate`) while that gate is open or was rejected.
-    pub fn gate_holding(&self, todo: KeyRef<'_>) -> Option<GateId> {
+    pub(crate) fn gate_holding(&self, todo: KeyRef<'_>) -> Option<GateId> {
         if let Some(g) = todo.after_gate.and_then(|g| self.gate(g))
             && matches!(g.status, GateStatus::Open | GateStatus::Rejected)
         {
@@ -1261,7 +1261,7 @@ impl GoalState {
 
     /// The todo the decision recorded for `agent`'s `turn` bound, if the turn is known and
     /// selected one.
-    pub fn turn_todo(&self, agent: &AgentId, turn: &str) -> loopx_core::Result<Option<TodoId>> {
+    pub(crate) fn turn_todo(&self, agent: &AgentId, turn: &str) -> loopx_core::Result<Option<TodoId>> {
         match self.decisions.get(&decision_key(agent, turn)) {
             Some(d) => Ok(d.read()?.record.todo()),
             None => Ok(None),
@@ -1335,7 +1335,7 @@ impl GoalState {
             .collect()
     }
 
-    pub fn next_for(&self, agent: Option<&AgentId>, now: Timestamp) -> Option<TodoSummary> {
+    pub(crate) fn next_for(&self, agent: Option<&AgentId>, now: Timestamp) -> Option<TodoSummary> {
         self.pick(agent, now).map(TodoSummary::from)
     }
 }

@@ -87,7 +87,7 @@ impl<'a> KeyRef<'a> {
 
     /// Agent work an agent could pick up, whoever holds it: an open (or deferred with a resume
     /// condition) `advance` or `monitor` agent todo.
-    pub fn is_agent_work(&self) -> bool {
+    pub(crate) fn is_agent_work(&self) -> bool {
         self.role == Role::Agent
             && self.class != TodoClass::Blocker
             && (self.status == TodoStatus::Open
@@ -118,7 +118,7 @@ impl<'a> From<&'a Todo> for KeyRef<'a> {
 #[derive(Debug)]
 pub struct BodyFile {
     /// The event whose commit began the file (its name's N).
-    pub generation: u64,
+    pub(crate) generation: u64,
     pub path: PathBuf,
     file: Mutex<Window>,
     /// Bytes read todo by todo so far; past an eighth of the file, the rest of what is asked
@@ -512,7 +512,7 @@ impl TodoTable {
 
     /// Where each todo's JSON goes in a body file of generation `generation`: the offset of one
     /// already there, or the bytes to write.
-    pub fn places(&self, generation: Option<u64>) -> Result<Vec<Place<'_>>> {
+    pub(crate) fn places(&self, generation: Option<u64>) -> Result<Vec<Place<'_>>> {
         let o = &*self.origin;
         let same = matches!(&o.src, Source::File(f) if Some(f.generation) == generation);
         self.rows
@@ -705,7 +705,7 @@ impl Shared {
 
 /// Where a todo's JSON goes in a body file.
 #[derive(Debug)]
-pub enum Place<'a> {
+pub(crate) enum Place<'a> {
     /// Already there: offset and length.
     At(u64, usize),
     /// To be written.
@@ -819,7 +819,7 @@ impl TodoTable {
 
     /// The key lines of `n` todos from `src[at..to]`, their JSON in `file` at `offsets` (one
     /// for each): a glance's todos. Returns the table and where the key lines end.
-    pub fn decode_at(
+    pub(crate) fn decode_at(
         src: &Arc<Vec<u8>>,
         at: usize,
         to: usize,

@@ -14,7 +14,7 @@ use loopx_core::{Error, Result, Timestamp};
 use crate::fs as kfs;
 
 /// The version of the file this build reads and writes.
-pub const TRUSTED_SCHEMA_VERSION: u32 = 1;
+pub(crate) const TRUSTED_SCHEMA_VERSION: u32 = 1;
 
 /// `stores.json`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,9 +16,9 @@ use crate::project::Layout;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Bytes one turn's file keeps; what comes after is counted, not written.
-    pub per_turn: u64,
+    pub(crate) per_turn: u64,
     /// Bytes the goal's turn logs keep in all; the oldest files go first.
-    pub per_goal: u64,
+    pub(crate) per_goal: u64,
     /// Bytes of the output's end kept in memory (for a failed turn's record).
     pub tail: usize,
 }

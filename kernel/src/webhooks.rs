@@ -13,7 +13,7 @@ use loopx_core::{Error, Result};
 use crate::fs as kfs;
 
 /// The version of the file this build reads and writes.
-pub const WEBHOOKS_SCHEMA_VERSION: u32 = 1;
+pub(crate) const WEBHOOKS_SCHEMA_VERSION: u32 = 1;
 
 /// `webhooks.json`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

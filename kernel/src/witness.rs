@@ -55,7 +55,7 @@ impl Witness {
 
     /// The person key this machine saw the goal hold, if it saw one: kept once seen, even if a
     /// later log no longer holds it.
-    pub fn seen_key(&self) -> Option<String> {
+    pub(crate) fn seen_key(&self) -> Option<String> {
         let key = std::fs::read_to_string(self.key_file()).ok()?;
         Some(key.trim().to_owned()).filter(|k| !k.is_empty())
     }
