@@ -514,10 +514,10 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
                     let root =
                         k.store().root().canonicalize().unwrap_or_else(|_| k.store().root().to_path_buf());
-                    let digest = loopx_kernel::trusted::key(&root, "webhook", before.goal.id.as_str());
+                    let digest = loopx_machine::trusted::key(&root, "webhook", before.goal.id.as_str());
                     let name = format!("{}.{}", before.goal.id, &digest[..8]);
                     let file = crate::projects::config_file("webhooks.json")?;
-                    let old = loopx_kernel::webhooks::set(&file, &name, Some(url))?;
+                    let old = loopx_machine::webhooks::set(&file, &name, Some(url))?;
                     Some((file, name, old))
                 }
                 _ => None,
@@ -550,7 +550,7 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 Ok(r) => r,
                 Err(e) => {
                     if let Some((file, name, old)) = &kept {
-                        let _ = loopx_kernel::webhooks::set(file, name, old.as_deref());
+                        let _ = loopx_machine::webhooks::set(file, name, old.as_deref());
                     }
                     return Err(e);
                 }

@@ -128,7 +128,7 @@ fn gate_runtime() -> Result<loopx_kernel::gates::GateRuntime, Error> {
     // A `config:NAME` webhook is read from the person's own configuration when a notice goes.
     let config = Box::new(|name: &str| {
         let file = projects::config_file("webhooks.json").ok()?;
-        loopx_kernel::webhooks::read(&file).ok()?.webhooks.remove(name)
+        loopx_machine::webhooks::read(&file).ok()?.webhooks.remove(name)
     });
     let notify =
         loopx_providers::Notify::new(Box::new(move |k| std::env::var(k).ok()), deadline)?.with_config(config);

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde_json::json;
 
 use loopx_core::{Error, Result};
-use loopx_kernel::projects::{self, Inbox, IndexedProject};
 use loopx_kernel::{DynKernel, Reporter, find_root};
+use loopx_machine::projects::{self, Inbox, IndexedProject};
 
 use crate::Env;
 use crate::args::ProjectsCommand;

@@ -12,10 +12,10 @@ use serde_json::json;
 
 use loopx_core::{Clock, Error, Result};
 use loopx_kernel::feed::{ChangeFeed, FileFeed};
-use loopx_kernel::migrate;
 use loopx_kernel::project::{Layout, StoreRef};
 use loopx_kernel::store::read_project;
 use loopx_kernel::{FileStore, Opened, Reporter, Store, StoreOpener, StoreOptions};
+use loopx_machine::migrate;
 use loopx_pgstore::{Listener, PgStore};
 
 use crate::Env;
@@ -55,28 +55,28 @@ fn trusted_file() -> Result<PathBuf> {
 /// What a trust of `store` for the project at `root` is keyed by.
 fn trust_key(root: &Path, store: &StoreRef) -> Result<String> {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    Ok(loopx_kernel::trusted::key(&root, &parse(&store.url)?.without_password(), &store.project))
+    Ok(loopx_machine::trusted::key(&root, &parse(&store.url)?.without_password(), &store.project))
 }
 
 /// Records that this machine's person trusts `store` for the project at `root` (or, with
 /// `revoke`, no longer does); whether it changed.
 pub fn trust(root: &Path, store: &StoreRef, revoke: bool, now: loopx_core::Timestamp) -> Result<bool> {
     let path = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    let entry = loopx_kernel::trusted::TrustedStore {
+    let entry = loopx_machine::trusted::TrustedStore {
         key: trust_key(root, store)?,
         path,
         url: parse(&store.url)?.without_password(),
         project: store.project.clone(),
         added_at: now,
     };
-    loopx_kernel::trusted::set(&trusted_file()?, entry, revoke)
+    loopx_machine::trusted::set(&trusted_file()?, entry, revoke)
 }
 
 /// The URL to connect to for the store the project at `root` names: refused unless this
 /// machine's person trusted it for the project, with the password found for it, and never a
 /// password to another machine without TLS.
 fn connect_url(root: &Path, store: &StoreRef) -> Result<String> {
-    if !loopx_kernel::trusted::is_trusted(&trusted_file()?, &trust_key(root, store)?) {
+    if !loopx_machine::trusted::is_trusted(&trusted_file()?, &trust_key(root, store)?) {
         return Err(Error::refused(format!(
             "this project keeps its state in PostgreSQL at {} (project {}), which nobody on this machine has trusted for {}: loopx will not connect there (it would send your password)",
             redacted_text(&store.url),

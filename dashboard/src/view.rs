@@ -10,8 +10,8 @@ use loopx_core::model::{Agent, Evidence, Gate, GateBlocks, GateStatus, Todo, Tod
 use loopx_core::{GoalId, Result, Timestamp, TodoId};
 use loopx_kernel::Board;
 use loopx_kernel::log::EventLine;
-use loopx_kernel::projects::{self, Inbox};
 use loopx_kernel::state::GoalState;
+use loopx_machine::projects::{self, Inbox};
 
 use crate::App;
 

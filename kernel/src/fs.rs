@@ -420,7 +420,7 @@ pub fn remove_dir_if_empty(path: &Path) -> Result<()> {
 }
 
 /// Makes a rename or a new file in `dir` durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+pub fn sync_dir(dir: &Path) -> Result<()> {
     #[cfg(unix)]
     {
         let d = File::open(dir).map_err(|e| Error::io("open directory", dir, &e))?;
@@ -433,7 +433,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 /// One of the JSON files loopx keeps in the person's configuration, or `None` when it does not
 /// exist. A file that is not `what` (damaged) or of another `schema_version` than `version` is
 /// refused, with `hint` saying how to get a good one.
-pub(crate) fn read_config<T: serde::de::DeserializeOwned>(
+pub fn read_config<T: serde::de::DeserializeOwned>(
     path: &Path,
     what: &str,
     hint: &str,

@@ -104,7 +104,7 @@ impl Layout {
     pub fn gitignore(&self) -> PathBuf {
         self.state_dir().join(".gitignore")
     }
-    pub(crate) fn goals_dir(&self) -> PathBuf {
+    pub fn goals_dir(&self) -> PathBuf {
         self.state_dir().join("goals")
     }
     pub fn goal_dir(&self, id: &GoalId) -> PathBuf {

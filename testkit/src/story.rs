@@ -97,7 +97,7 @@ pub async fn into_project_at_once(root: &Path, shape: Shape) -> Result<()> {
     let k: MemKernel = StateKernel::over(MemStore::new(root, clock.clone(), Arc::new(Silent)));
     play(&k, &clock, shape).await?;
     let (target, _) = loopx_kernel::FileStore::init(root, clock, Arc::new(Silent), StoreOptions::default())?;
-    loopx_kernel::migrate::copy_goals(k.store(), &target)?;
+    loopx_machine::migrate::copy_goals(k.store(), &target)?;
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use syn::visit::{self, Visit};
 pub enum Layer {
     /// `core/`: no file, network, environment, process or clock I/O, no printing.
     Core,
-    /// `kernel/` and the crates beside it (`pgstore/`, `dashboard/`): never read the
+    /// `kernel/` and the crates beside it (`machine/`, `pgstore/`, `dashboard/`): never read the
     /// environment, print or exit.
     /// (Every layer here is also forbidden to print: stdout and stderr belong to the CLI.)
     Kernel,
@@ -88,7 +88,7 @@ impl Layer {
     pub fn of(dir: &str) -> Option<Layer> {
         match dir {
             "core" => Some(Layer::Core),
-            "kernel" | "pgstore" | "dashboard" | "import" | "report" => Some(Layer::Kernel),
+            "kernel" | "machine" | "pgstore" | "dashboard" | "import" | "report" => Some(Layer::Kernel),
             "providers" => Some(Layer::Provider),
             "hostkit" => Some(Layer::Platform),
             d if d.starts_with("hosts/") => Some(Layer::Host),
@@ -341,7 +341,11 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
             // A store implements the kernel's `Store` trait, and nothing else.
             "loopx-pgstore" => d == "loopx-core" || d == "loopx-kernel",
             // The dashboard reads and writes through the kernel; the CLI hands it the stores.
-            "loopx-dashboard" => matches!(d, "loopx-core" | "loopx-kernel" | "loopx-report"),
+            "loopx-dashboard" => {
+                matches!(d, "loopx-core" | "loopx-kernel" | "loopx-machine" | "loopx-report")
+            }
+            // The person's machine keeps its own files and reaches goals through the kernel.
+            "loopx-machine" => d == "loopx-core" || d == "loopx-kernel",
             // The report reads a goal's log through the kernel's `Store`, nothing else.
             "loopx-report" => d == "loopx-core" || d == "loopx-kernel",
             // The host platform asks the kernel, runs processes with the providers' runner, and
@@ -356,7 +360,7 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
                 d == "loopx-core" || d.strip_prefix("loopx-host-").is_some_and(|h| host.starts_with(h))
             }
             // Test support checks the product; the product never depends on it.
-            "loopx-testkit" => matches!(d, "loopx-core" | "loopx-kernel" | "loopx-hostkit"),
+            "loopx-testkit" => matches!(d, "loopx-core" | "loopx-kernel" | "loopx-machine" | "loopx-hostkit"),
             "loopx-cli" => d != "loopx-testkit",
             _ => true, // xtask and tests may depend on anything
         };

@@ -30,7 +30,7 @@ mod views;
 
 pub use archive::{archive_text, read_archive};
 pub use file::FileStore;
-pub(crate) use open::write_project_file;
+pub use open::write_project_file;
 pub use open::{InitOutcome, Opened, StoreOpener, init_pointer, open_file_store, read_project};
 pub use options::{FAULT_POINTS, InjectedCrash, StoreOptions};
 pub use replay::{

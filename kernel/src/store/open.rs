@@ -207,7 +207,7 @@ fn create_state_dir(layout: &Layout) -> Result<()> {
 }
 
 /// Writes `.loopx/project.json` atomically.
-pub(crate) fn write_project_file(layout: &Layout, p: &ProjectFile) -> Result<()> {
+pub fn write_project_file(layout: &Layout, p: &ProjectFile) -> Result<()> {
     let mut bytes = serde_json::to_vec_pretty(p)
         .map_err(|e| Error::internal(format!("cannot encode project.json: {e}")))?;
     bytes.push(b'\n');

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use loopx_core::{Error, GoalId, Result};
 
-use crate::fs as kfs;
-use crate::project::{Layout, ProjectFile, StoreRef};
-use crate::store::{Store, read_project, write_project_file as write_project};
+use loopx_kernel::fs as kfs;
+use loopx_kernel::project::{Layout, ProjectFile, StoreRef};
+use loopx_kernel::store::{Store, read_project, write_project_file as write_project};
 
 /// One goal as copied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,12 +77,12 @@ pub fn staging_store(
     root: &Path,
     stamp: &str,
     clock: std::sync::Arc<dyn loopx_core::Clock>,
-    reporter: std::sync::Arc<dyn crate::Reporter>,
-    options: crate::StoreOptions,
-) -> Result<(PathBuf, crate::FileStore)> {
+    reporter: std::sync::Arc<dyn loopx_kernel::Reporter>,
+    options: loopx_kernel::StoreOptions,
+) -> Result<(PathBuf, loopx_kernel::FileStore)> {
     let dir = Layout::new(root).state_dir().join(format!("migrate-{stamp}"));
     kfs::create_dir_all(&dir)?;
-    let (store, _) = crate::FileStore::init(&dir, clock, reporter, options)?;
+    let (store, _) = loopx_kernel::FileStore::init(&dir, clock, reporter, options)?;
     Ok((dir, store))
 }
 

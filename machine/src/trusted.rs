@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use loopx_core::{Error, Result, Timestamp};
 
-use crate::fs as kfs;
+use loopx_kernel::fs as kfs;
 
 /// The version of the file this build reads and writes.
 pub(crate) const TRUSTED_SCHEMA_VERSION: u32 = 1;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use loopx_core::{Error, Result};
 
-use crate::fs as kfs;
+use loopx_kernel::fs as kfs;
 
 /// The version of the file this build reads and writes.
 pub(crate) const WEBHOOKS_SCHEMA_VERSION: u32 = 1;

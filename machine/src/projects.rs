@@ -10,8 +10,8 @@ use loopx_core::kernel::{Kernel, StatusView};
 use loopx_core::model::{GoalStatus, Priority};
 use loopx_core::{Error, GoalId, Result, Timestamp};
 
-use crate::DynKernel;
-use crate::fs as kfs;
+use loopx_kernel::DynKernel;
+use loopx_kernel::fs as kfs;
 
 /// The version of the index file this build reads and writes.
 pub(crate) const INDEX_SCHEMA_VERSION: u32 = 1;
