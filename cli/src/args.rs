@@ -1325,4 +1325,35 @@ mod tests {
         walk(&Cli::command(), "", &mut missing);
         assert!(missing.is_empty(), "without help text:\n{}", missing.join("\n"));
     }
+
+    /// Every next step the kernel can name renders (`loopx_hostkit::next`) as a command line
+    /// this very definition parses, quoted where it needs quoting.
+    #[test]
+    fn every_step_renders_a_command_that_parses() {
+        use clap::Parser;
+        use loopx_core::next::{NextStep, StepContext};
+        use loopx_core::{AgentId, GoalId};
+        use loopx_hostkit::next::{argv, command, tool_call};
+
+        let goal = GoalId::new("main").unwrap();
+        let agent = AgentId::new("claude-1").unwrap();
+        let contexts = [
+            StepContext { goal: Some(&goal), agent: Some(&agent), turn: Some("turn 8") },
+            StepContext { goal: None, agent: None, turn: None },
+        ];
+        for c in &contexts {
+            for step in NextStep::examples() {
+                let line = command(&step, c);
+                let words = shell_words::split(&line).unwrap();
+                assert_eq!(words, argv(&step, c), "{line} quotes what needs quoting");
+                if let Err(e) = Cli::try_parse_from(&words) {
+                    panic!("{step:?} renders {line:?}, which loopx does not parse:\n{e}");
+                }
+                assert!(
+                    tool_call(&step, c).is_some()
+                        || matches!(step, NextStep::RefreshState { .. } | NextStep::SpendSlot { .. })
+                );
+            }
+        }
+    }
 }

@@ -13,7 +13,6 @@ mod hook;
 mod host;
 mod identity;
 mod mcp;
-mod next;
 mod output;
 mod person;
 mod projects;

@@ -418,7 +418,7 @@ impl Server {
                         .map_err(|_| Error::internal("the server's agent lock is poisoned"))? =
                         ctx.agent.clone();
                 }
-                crate::next::should_run_mcp(&answer)
+                loopx_hostkit::next::should_run_mcp(&answer)
             }
             "status" => {
                 let a: ta::Status = parse(name, args)?;
@@ -613,8 +613,8 @@ impl Server {
                         let e = crate::registry::with_type_names(&e);
                         let mut text = format!("error: {}", e.message);
                         let calls: Vec<String> =
-                            crate::next::error_tool_calls(&e).iter().map(Value::to_string).collect();
-                        for line in crate::next::hint_lines(e.hint.as_deref(), &calls) {
+                            loopx_hostkit::next::error_tool_calls(&e).iter().map(Value::to_string).collect();
+                        for line in loopx_hostkit::next::hint_lines(e.hint.as_deref(), &calls) {
                             text.push_str(&format!("\nhint: {line}"));
                         }
                         json!({"content": [{"type": "text", "text": text}], "isError": true})

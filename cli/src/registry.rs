@@ -24,23 +24,15 @@ pub fn catalog() -> std::sync::Arc<HostCatalog> {
         .clone()
 }
 
-/// `text` with the placeholder `<type>` (the kernel's words, which name no host) replaced by the
-/// agent types there are: `<claude-code|codex-app|…|other>`.
+/// `text` with the placeholder `<type>` replaced by the agent types there are (see
+/// [`loopx_hostkit::next::name_types`]).
 pub fn name_types(text: &str) -> String {
-    if !text.contains("<type>") {
-        return text.to_owned();
-    }
-    let catalog = catalog();
-    let names: Vec<&str> = catalog.types().iter().map(|t| t.name.as_str()).collect();
-    text.replace("<type>", &format!("<{}>", names.join("|")))
+    loopx_hostkit::next::name_types(&catalog(), text)
 }
 
 /// An error whose message and hint name the agent types where they said `<type>`.
 pub fn with_type_names(e: &Error) -> Error {
-    let mut e = e.clone();
-    e.message = name_types(&e.message);
-    e.hint = e.hint.as_deref().map(name_types);
-    e
+    loopx_hostkit::next::with_type_names(&catalog(), e)
 }
 
 /// Every registered adapter, in the order `loopx host list` shows them.

@@ -19,4 +19,5 @@ pub mod child;
 pub mod drive;
 pub mod hook;
 pub mod install;
+pub mod next;
 pub mod shell;
