@@ -12,7 +12,6 @@ mod drive;
 mod hook;
 mod host;
 mod identity;
-mod mcp;
 mod output;
 mod person;
 mod projects;
@@ -500,7 +499,7 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
         .build()
         .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
     if let args::Command::Mcp(a) = &cli.command {
-        let server = mcp::Server {
+        let server = loopx_hostkit::mcp::Server {
             project: cli.project.as_ref().map(|p| env.cwd.join(p)),
             start_dir: env.cwd.clone(),
             goal: cli.goal_id.as_deref().map(loopx_core::GoalId::new).transpose()?,
@@ -511,13 +510,16 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             gates: env.gates.clone(),
             clock: env.clock.clone(),
             reporter,
+            open: store::opener(),
+            hosts: registry::catalog(),
+            adapters: registry::adapters(),
             client: std::sync::OnceLock::new(),
-            kernel: mcp::KernelCache::default(),
+            kernel: loopx_hostkit::mcp::KernelCache::default(),
             turn: cli.driven.as_ref().and_then(|d| d.turn.clone()),
         };
         let stdin = std::io::stdin().lock();
         runtime
-            .block_on(mcp::serve(&server, stdin, std::io::stdout().lock()))
+            .block_on(loopx_hostkit::mcp::serve(&server, stdin, std::io::stdout().lock()))
             .map_err(|e| Error::internal(format!("the MCP stream failed: {e}")))?;
         return Ok(exit::SUCCESS);
     }

@@ -104,11 +104,6 @@ pub fn sessions_by_process(host: &str) -> bool {
     ADAPTERS.iter().any(|a| a.host() == host && a.sessions_by_process())
 }
 
-/// The host whose MCP client calls itself `name` at `initialize`, and how it names sessions.
-pub fn mcp_client(name: &str) -> Option<(&'static str, loopx_core::host::McpClient)> {
-    ADAPTERS.iter().find_map(|a| a.mcp_client().filter(|c| c.name == name).map(|c| (a.host(), c)))
-}
-
 /// The adapter that serves `agent_type`, and its activation steps.
 pub fn onboarding(agent_type: &loopx_core::AgentType) -> Option<(&'static str, Vec<String>)> {
     ADAPTERS.iter().find_map(|a| a.onboarding(agent_type).map(|s| (a.host(), s)))

@@ -19,5 +19,6 @@ pub mod child;
 pub mod drive;
 pub mod hook;
 pub mod install;
+pub mod mcp;
 pub mod next;
 pub mod shell;
