@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use loopx_core::model::{Brakes, QuotaPolicy};
+use loopx_hostkit::identity::Driven;
 
 /// The most turns `loopx drive --max-turns` runs.
 pub const MAX_TURNS: u64 = 1_000_000;
@@ -64,44 +65,6 @@ pub struct Cli {
     /// The process above that made this command an agent's, as a refusal names it.
     #[arg(skip)]
     pub told_by: Option<String>,
-}
-
-/// A command run by the agent command of a `loopx drive` turn: the driver put the agent, the
-/// turn and its todo in the environment (`LOOPX_AGENT_ID`, `LOOPX_TURN_ID`, `LOOPX_TODO_ID`).
-/// It acts as that agent, never as a person or another agent, and never governs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Driven {
-    pub agent: loopx_core::AgentId,
-    pub turn: Option<loopx_core::IdempotencyKey>,
-}
-
-/// The host name a driven turn's commands are marked with, as a session.
-pub const DRIVE_SESSION_HOST: &str = "loopx-drive";
-
-impl Driven {
-    /// Reads the driver's variables (`get` reads one); `None` outside a driven turn. A value
-    /// that is not a valid id is a usage error naming the variable.
-    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, loopx_core::Error> {
-        let Some(agent) = get("LOOPX_AGENT_ID") else { return Ok(None) };
-        let bad = |var: &str, e: loopx_core::ids::InvalidId| {
-            loopx_core::Error::usage(format!("{var} (set by loopx drive): {}", e.message))
-                .with_hint(format!("unset {var}, or run this inside a turn of loopx drive"))
-        };
-        let agent = loopx_core::AgentId::new(&agent).map_err(|e| bad("LOOPX_AGENT_ID", e))?;
-        let turn = get("LOOPX_TURN_ID")
-            .map(|t| loopx_core::IdempotencyKey::new(&t))
-            .transpose()
-            .map_err(|e| bad("LOOPX_TURN_ID", e))?;
-        Ok(Some(Self { agent, turn }))
-    }
-
-    /// The session a driven turn's commands run in: an agent's tool environment.
-    pub fn session(&self) -> loopx_core::kernel::BindThread {
-        loopx_core::kernel::BindThread {
-            host: DRIVE_SESSION_HOST.to_owned(),
-            thread: self.turn.as_ref().map(|t| t.as_str().to_owned()).unwrap_or_default(),
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -75,33 +75,10 @@ pub fn find(host: &str) -> Result<&'static dyn HostAdapter> {
     })
 }
 
-/// The host session this process runs inside, if a host marked its environment (`get` reads a
-/// variable). A marked environment without a session id is still an agent's: its session is
-/// the empty id, which is never bound.
-pub fn tool_session(get: impl Fn(&str) -> Option<String>) -> Option<loopx_core::kernel::BindThread> {
-    ADAPTERS.iter().find_map(|a| {
-        let env = a.tool_env()?;
-        get(env.marker)?;
-        let thread = env.session.and_then(&get).unwrap_or_default();
-        Some(loopx_core::kernel::BindThread { host: a.host().to_owned(), thread })
-    })
-}
-
-/// The host whose agent process this is (its name, its argv), if it is one.
-pub fn agent_process(name: &str, argv: &[String]) -> Option<&'static str> {
-    ADAPTERS.iter().find(|a| a.agent_process().is_some_and(|p| p.matches(name, argv))).map(|a| a.host())
-}
-
 /// The adapter of a session's host (of the session's process too, see
 /// `BindThread::process`).
 pub fn session_host(session: &loopx_core::kernel::BindThread) -> Result<&'static dyn HostAdapter> {
     find(session.host.strip_suffix(loopx_core::kernel::PROCESS_HOST_SUFFIX).unwrap_or(&session.host))
-}
-
-/// Whether `host`'s sessions are known to its tools only by its agent process (see
-/// `HostAdapter::sessions_by_process`).
-pub fn sessions_by_process(host: &str) -> bool {
-    ADAPTERS.iter().any(|a| a.host() == host && a.sessions_by_process())
 }
 
 /// The adapter that serves `agent_type`, and its activation steps.

@@ -18,6 +18,7 @@
 pub mod child;
 pub mod drive;
 pub mod hook;
+pub mod identity;
 pub mod install;
 pub mod mcp;
 pub mod next;
