@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use loopx_core::model::{Brakes, QuotaPolicy};
+use loopx_hostkit::identity::Driven;
 
 /// The most turns `loopx drive --max-turns` runs.
 pub const MAX_TURNS: u64 = 1_000_000;
@@ -64,44 +65,6 @@ pub struct Cli {
     /// The process above that made this command an agent's, as a refusal names it.
     #[arg(skip)]
     pub told_by: Option<String>,
-}
-
-/// A command run by the agent command of a `loopx drive` turn: the driver put the agent, the
-/// turn and its todo in the environment (`LOOPX_AGENT_ID`, `LOOPX_TURN_ID`, `LOOPX_TODO_ID`).
-/// It acts as that agent, never as a person or another agent, and never governs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Driven {
-    pub agent: loopx_core::AgentId,
-    pub turn: Option<loopx_core::IdempotencyKey>,
-}
-
-/// The host name a driven turn's commands are marked with, as a session.
-pub const DRIVE_SESSION_HOST: &str = "loopx-drive";
-
-impl Driven {
-    /// Reads the driver's variables (`get` reads one); `None` outside a driven turn. A value
-    /// that is not a valid id is a usage error naming the variable.
-    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, loopx_core::Error> {
-        let Some(agent) = get("LOOPX_AGENT_ID") else { return Ok(None) };
-        let bad = |var: &str, e: loopx_core::ids::InvalidId| {
-            loopx_core::Error::usage(format!("{var} (set by loopx drive): {}", e.message))
-                .with_hint(format!("unset {var}, or run this inside a turn of loopx drive"))
-        };
-        let agent = loopx_core::AgentId::new(&agent).map_err(|e| bad("LOOPX_AGENT_ID", e))?;
-        let turn = get("LOOPX_TURN_ID")
-            .map(|t| loopx_core::IdempotencyKey::new(&t))
-            .transpose()
-            .map_err(|e| bad("LOOPX_TURN_ID", e))?;
-        Ok(Some(Self { agent, turn }))
-    }
-
-    /// The session a driven turn's commands run in: an agent's tool environment.
-    pub fn session(&self) -> loopx_core::kernel::BindThread {
-        loopx_core::kernel::BindThread {
-            host: DRIVE_SESSION_HOST.to_owned(),
-            thread: self.turn.as_ref().map(|t| t.as_str().to_owned()).unwrap_or_default(),
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -1324,5 +1287,36 @@ mod tests {
         let mut missing = Vec::new();
         walk(&Cli::command(), "", &mut missing);
         assert!(missing.is_empty(), "without help text:\n{}", missing.join("\n"));
+    }
+
+    /// Every next step the kernel can name renders (`loopx_hostkit::next`) as a command line
+    /// this very definition parses, quoted where it needs quoting.
+    #[test]
+    fn every_step_renders_a_command_that_parses() {
+        use clap::Parser;
+        use loopx_core::next::{NextStep, StepContext};
+        use loopx_core::{AgentId, GoalId};
+        use loopx_hostkit::next::{argv, command, tool_call};
+
+        let goal = GoalId::new("main").unwrap();
+        let agent = AgentId::new("claude-1").unwrap();
+        let contexts = [
+            StepContext { goal: Some(&goal), agent: Some(&agent), turn: Some("turn 8") },
+            StepContext { goal: None, agent: None, turn: None },
+        ];
+        for c in &contexts {
+            for step in NextStep::examples() {
+                let line = command(&step, c);
+                let words = shell_words::split(&line).unwrap();
+                assert_eq!(words, argv(&step, c), "{line} quotes what needs quoting");
+                if let Err(e) = Cli::try_parse_from(&words) {
+                    panic!("{step:?} renders {line:?}, which loopx does not parse:\n{e}");
+                }
+                assert!(
+                    tool_call(&step, c).is_some()
+                        || matches!(step, NextStep::RefreshState { .. } | NextStep::SpendSlot { .. })
+                );
+            }
+        }
     }
 }

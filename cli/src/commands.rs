@@ -12,6 +12,7 @@ use loopx_core::model::{
 use loopx_core::{
     AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, Timestamp, TodoId, exit,
 };
+use loopx_hostkit::next;
 use loopx_kernel::{DynKernel, FileStore, InitOutcome, Reporter, find_root};
 
 use crate::Env;
@@ -1044,7 +1045,7 @@ async fn quota(cli: &Cli, k: &DynKernel, cmd: &QuotaCommand, style: Style) -> Re
                 .map(|p| RuntimeProfile::new(&p.trim().to_ascii_lowercase()))
                 .transpose()?;
             let a = k.should_run(&turn_context(cli, acting)?, profile).await?;
-            Rendered::new(&crate::next::should_run_json(&a)?, text::should_run(&a, style))
+            Rendered::new(&next::should_run_json(&a)?, text::should_run(&a, style))
         }
         QuotaCommand::SpendSlot { todo_id: id, slots, tokens, usd, dry_run, execute: _, acting } => {
             let req = SpendSlot {

@@ -55,7 +55,7 @@ pub async fn answer(
             .protocol()
             .hook_point(event)
             .is_ok_and(|p| matches!(p, HookPoint::SessionStart | HookPoint::PromptSubmit))
-            .then(|| crate::identity::agent_process_key(adapter))
+            .then(|| crate::identity_walk().agent_process_key(adapter))
             .flatten(),
     };
     hook::answer(adapter, event, stdin, &env).await

@@ -11,9 +11,6 @@ mod demo;
 mod drive;
 mod hook;
 mod host;
-mod identity;
-mod mcp;
-mod next;
 mod output;
 mod person;
 mod projects;
@@ -30,6 +27,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use loopx_core::{Error, exit};
+use loopx_hostkit::identity::{Driven, Walk};
 use loopx_kernel::{Reporter, StoreOptions};
 
 use crate::args::Cli;
@@ -278,11 +276,27 @@ fn should_run_fast(args: &[std::ffi::OsString], env: impl Fn(&str) -> bool) -> O
     })
 }
 
+/// The identity walk (who runs this command) over the registered adapters' marks and agent
+/// processes, up to [`ancestry_root`].
+fn identity_walk() -> Walk<'static> {
+    Walk { adapters: registry::adapters(), root: ancestry_root() }
+}
+
+/// Where the walk up the process tree stops: in a debug build, the process named by
+/// `LOOPX_TEST_ANCESTRY_ROOT` (a test's own, so the ancestry a test sees is the one it built,
+/// wherever the suite runs); a release build walks to the top.
+fn ancestry_root() -> Option<u32> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    std::env::var("LOOPX_TEST_ANCESTRY_ROOT").ok()?.trim().parse().ok()
+}
+
 /// A hook's identity check, then its answer: what follows the parse of `loopx hook …`. A hook's
 /// session is in its stdin, so only the environment's marks are read here.
 fn run_hook_checked(a: &args::HookArgs) -> ! {
     let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match identity::find(get, false) {
+    match identity_walk().find(get, false) {
         Ok(id) => run_hook(a, id.driven.as_ref()),
         Err(e) => hook_failed(Some(&a.host), Some(&a.event), &e),
     }
@@ -342,7 +356,7 @@ fn cli_main() -> i32 {
                 run_hook_checked(a)
             }
             let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-            match identity::find(get, true) {
+            match identity_walk().find(get, true) {
                 Ok(id) => {
                     cli.session = id.session;
                     cli.driven = id.driven;
@@ -419,7 +433,7 @@ fn name_the_session(mut e: Error, cli: &Cli) -> Error {
 /// `loopx hook <host> <event>`: every failure, of the environment too, becomes the event's
 /// safe answer. In a turn of `loopx drive` (its host's hooks installed too) the session is the
 /// driver's agent's, as if installed with it: told who it is, never joined as another.
-fn run_hook(a: &args::HookArgs, driven: Option<&args::Driven>) -> ! {
+fn run_hook(a: &args::HookArgs, driven: Option<&Driven>) -> ! {
     let setup = || -> Result<_, Error> {
         let cwd = std::env::current_dir()
             .map_err(|e| Error::internal(format!("cannot read the working directory: {e}")))?;
@@ -446,10 +460,7 @@ fn run_hook(a: &args::HookArgs, driven: Option<&args::Driven>) -> ! {
 
 /// The agent `loopx mcp` acts as: `--agent-id`, or in a turn of `loopx drive` the driver's
 /// (naming another there is refused).
-fn mcp_agent(
-    named: Option<&str>,
-    driven: Option<&args::Driven>,
-) -> Result<Option<loopx_core::AgentId>, Error> {
+fn mcp_agent(named: Option<&str>, driven: Option<&Driven>) -> Result<Option<loopx_core::AgentId>, Error> {
     let named = named.map(loopx_core::AgentId::new).transpose()?;
     match (driven, named) {
         (Some(d), Some(a)) if a != d.agent => Err(Error::identity(format!(
@@ -489,7 +500,7 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
         .build()
         .map_err(|e| Error::internal(format!("cannot start the runtime: {e}")))?;
     if let args::Command::Mcp(a) = &cli.command {
-        let server = mcp::Server {
+        let server = loopx_hostkit::mcp::Server {
             project: cli.project.as_ref().map(|p| env.cwd.join(p)),
             start_dir: env.cwd.clone(),
             goal: cli.goal_id.as_deref().map(loopx_core::GoalId::new).transpose()?,
@@ -500,13 +511,16 @@ fn run(cli: &Cli, printer: &Arc<Printer>) -> Result<i32, Error> {
             gates: env.gates.clone(),
             clock: env.clock.clone(),
             reporter,
+            open: store::opener(),
+            hosts: registry::catalog(),
+            adapters: registry::adapters(),
             client: std::sync::OnceLock::new(),
-            kernel: mcp::KernelCache::default(),
+            kernel: loopx_hostkit::mcp::KernelCache::default(),
             turn: cli.driven.as_ref().and_then(|d| d.turn.clone()),
         };
         let stdin = std::io::stdin().lock();
         runtime
-            .block_on(mcp::serve(&server, stdin, std::io::stdout().lock()))
+            .block_on(loopx_hostkit::mcp::serve(&server, stdin, std::io::stdout().lock()))
             .map_err(|e| Error::internal(format!("the MCP stream failed: {e}")))?;
         return Ok(exit::SUCCESS);
     }

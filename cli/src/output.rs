@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use loopx_core::kernel::SCHEMA_VERSION;
 use loopx_core::{Error, exit};
+use loopx_hostkit::next;
 
 use crate::args::ColorChoice;
 
@@ -124,7 +125,7 @@ impl Printer {
         let e = &crate::registry::with_type_names(e);
         let mut msg =
             format!("{} {}", self.err_style.red("error:"), loopx_core::untrusted::printable(&e.message));
-        for line in crate::next::hint_lines(e.hint.as_deref(), &crate::next::error_commands(e)) {
+        for line in next::hint_lines(e.hint.as_deref(), &next::error_commands(e)) {
             msg.push_str(&format!("\n{} {line}", self.err_style.dim("hint:")));
         }
         eprintln!("{msg}");
@@ -139,7 +140,7 @@ impl Printer {
         let e = &crate::registry::with_type_names(e);
         let mut m = Map::new();
         let mut err = serde_json::to_value(e).unwrap_or(Value::Null);
-        let commands = crate::next::error_commands(e);
+        let commands = next::error_commands(e);
         if let (Some(o), false) = (err.as_object_mut(), commands.is_empty()) {
             o.insert("next_commands".to_owned(), Value::from(commands));
         }

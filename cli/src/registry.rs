@@ -24,23 +24,15 @@ pub fn catalog() -> std::sync::Arc<HostCatalog> {
         .clone()
 }
 
-/// `text` with the placeholder `<type>` (the kernel's words, which name no host) replaced by the
-/// agent types there are: `<claude-code|codex-app|…|other>`.
+/// `text` with the placeholder `<type>` replaced by the agent types there are (see
+/// [`loopx_hostkit::next::name_types`]).
 pub fn name_types(text: &str) -> String {
-    if !text.contains("<type>") {
-        return text.to_owned();
-    }
-    let catalog = catalog();
-    let names: Vec<&str> = catalog.types().iter().map(|t| t.name.as_str()).collect();
-    text.replace("<type>", &format!("<{}>", names.join("|")))
+    loopx_hostkit::next::name_types(&catalog(), text)
 }
 
 /// An error whose message and hint name the agent types where they said `<type>`.
 pub fn with_type_names(e: &Error) -> Error {
-    let mut e = e.clone();
-    e.message = name_types(&e.message);
-    e.hint = e.hint.as_deref().map(name_types);
-    e
+    loopx_hostkit::next::with_type_names(&catalog(), e)
 }
 
 /// Every registered adapter, in the order `loopx host list` shows them.
@@ -84,41 +76,10 @@ pub fn find(host: &str) -> Result<&'static dyn HostAdapter> {
     })
 }
 
-/// The host session this process runs inside, if a host marked its environment (`get` reads a
-/// variable). A marked environment without a session id is still an agent's: its session is
-/// the empty id, which is never bound.
-pub fn tool_session(get: impl Fn(&str) -> Option<String>) -> Option<loopx_core::kernel::BindThread> {
-    ADAPTERS.iter().find_map(|a| {
-        let env = a.protocol().tool_env()?;
-        get(env.marker)?;
-        let thread = env.session.and_then(&get).unwrap_or_default();
-        Some(loopx_core::kernel::BindThread { host: a.host().to_owned(), thread })
-    })
-}
-
-/// The host whose agent process this is (its name, its argv), if it is one.
-pub fn agent_process(name: &str, argv: &[String]) -> Option<&'static str> {
-    ADAPTERS
-        .iter()
-        .find(|a| a.protocol().agent_process().is_some_and(|p| p.matches(name, argv)))
-        .map(|a| a.host())
-}
-
 /// The adapter of a session's host (of the session's process too, see
 /// `BindThread::process`).
 pub fn session_host(session: &loopx_core::kernel::BindThread) -> Result<&'static dyn HostAdapter> {
     find(session.host.strip_suffix(loopx_core::kernel::PROCESS_HOST_SUFFIX).unwrap_or(&session.host))
-}
-
-/// Whether `host`'s sessions are known to its tools only by its agent process (see
-/// `HostAdapter::sessions_by_process`).
-pub fn sessions_by_process(host: &str) -> bool {
-    ADAPTERS.iter().any(|a| a.host() == host && a.protocol().sessions_by_process())
-}
-
-/// The host whose MCP client calls itself `name` at `initialize`, and how it names sessions.
-pub fn mcp_client(name: &str) -> Option<(&'static str, loopx_core::host::McpClient)> {
-    ADAPTERS.iter().find_map(|a| a.protocol().mcp_client().filter(|c| c.name == name).map(|c| (a.host(), c)))
 }
 
 /// The adapter that serves `agent_type`, and its activation steps.

@@ -6,6 +6,7 @@ use loopx_core::agent::HostType;
 use loopx_core::decision::{QuotaView, ShouldRunAnswer};
 use loopx_core::kernel::*;
 use loopx_core::model::{Evidence, GateStatus, GoalStatus, Todo, TodoStatus};
+use loopx_hostkit::next;
 
 use crate::output::Style;
 
@@ -576,9 +577,9 @@ pub fn should_run(a: &ShouldRunAnswer, style: Style) -> String {
         let _ = writeln!(out, "turn:      {} (event {}{replay})", t.id, t.recorded_seq);
     }
     let _ = writeln!(out, "next:");
-    let c = crate::next::context(a);
+    let c = next::context(a);
     for step in &a.next {
-        let _ = writeln!(out, "  {}", crate::next::command(step, &c));
+        let _ = writeln!(out, "  {}", next::command(step, &c));
     }
     out
 }

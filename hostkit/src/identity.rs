@@ -3,13 +3,53 @@
 //! nothing, the process tree does: an agent can `unset` a variable, but it cannot change who
 //! started it. A command with a host's agent process, a `loopx drive` or a `loopx mcp` above it
 //! is an agent's, and so is one whose ancestor was started with the marks.
+//!
+//! The command line hands the walk what it reads and this crate may not: the environment (a
+//! function reading one variable), the registered adapters (the marks their hosts set, their
+//! agent processes) and where the walk up the process tree stops.
 
 use loopx_core::Error;
+use loopx_core::host::HostAdapter;
 use loopx_core::kernel::{BindThread, PROCESS_HOST_SUFFIX};
 use loopx_providers::process::Ancestor;
 
-use crate::args::{DRIVE_SESSION_HOST, Driven};
-use crate::registry;
+/// A command run by the agent command of a `loopx drive` turn: the driver put the agent, the
+/// turn and its todo in the environment (`LOOPX_AGENT_ID`, `LOOPX_TURN_ID`, `LOOPX_TODO_ID`).
+/// It acts as that agent, never as a person or another agent, and never governs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Driven {
+    pub agent: loopx_core::AgentId,
+    pub turn: Option<loopx_core::IdempotencyKey>,
+}
+
+/// The host name a driven turn's commands are marked with, as a session.
+pub const DRIVE_SESSION_HOST: &str = "loopx-drive";
+
+impl Driven {
+    /// Reads the driver's variables (`get` reads one); `None` outside a driven turn. A value
+    /// that is not a valid id is a usage error naming the variable.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, loopx_core::Error> {
+        let Some(agent) = get("LOOPX_AGENT_ID") else { return Ok(None) };
+        let bad = |var: &str, e: loopx_core::ids::InvalidId| {
+            loopx_core::Error::usage(format!("{var} (set by loopx drive): {}", e.message))
+                .with_hint(format!("unset {var}, or run this inside a turn of loopx drive"))
+        };
+        let agent = loopx_core::AgentId::new(&agent).map_err(|e| bad("LOOPX_AGENT_ID", e))?;
+        let turn = get("LOOPX_TURN_ID")
+            .map(|t| loopx_core::IdempotencyKey::new(&t))
+            .transpose()
+            .map_err(|e| bad("LOOPX_TURN_ID", e))?;
+        Ok(Some(Self { agent, turn }))
+    }
+
+    /// The session a driven turn's commands run in: an agent's tool environment.
+    pub fn session(&self) -> loopx_core::kernel::BindThread {
+        loopx_core::kernel::BindThread {
+            host: DRIVE_SESSION_HOST.to_owned(),
+            thread: self.turn.as_ref().map(|t| t.as_str().to_owned()).unwrap_or_default(),
+        }
+    }
+}
 
 /// The host name of a session found only as a `loopx mcp` server above the command.
 pub const MCP_SESSION_HOST: &str = "loopx-mcp";
@@ -28,31 +68,76 @@ pub struct Identity {
     pub by: Option<String>,
 }
 
-/// Reads the environment (`get` reads one variable) and, when `walk` says so, the ancestry.
-/// Outside any mark the ancestry decides. A mark in this process's own environment (which an
-/// agent may set or change for one command) counts only where it agrees with what the
-/// ancestry says: set where the ancestry says nothing, it only makes the command an agent's; set
-/// against it, the command is refused. A driver's variable that is not a valid id in this
-/// process's own environment is a usage error naming it.
-pub fn find(get: impl Fn(&str) -> Option<String>, walk: bool) -> Result<Identity, Error> {
-    let env = from_marks(&get)?;
-    if !walk {
-        return Ok(env.unwrap_or_default());
-    }
-    let tree = in_ancestry(loopx_providers::process::ancestors(ancestry_root()));
-    match env {
-        None => Ok(tree),
-        Some(env) => agree(env, tree),
+/// What the walk knows hosts by, and where it stops.
+#[derive(Clone, Copy)]
+pub struct Walk<'a> {
+    /// Every registered adapter: the marks its host sets on its tools, its agent process.
+    pub adapters: &'a [&'a dyn HostAdapter],
+    /// The process where the walk up the tree stops (`None`: the top). The command line names
+    /// one only in a debug build's tests, so the ancestry a test sees is the one it built.
+    pub root: Option<u32>,
+}
+
+impl std::fmt::Debug for Walk<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hosts: Vec<&str> = self.adapters.iter().map(|a| a.host()).collect();
+        f.debug_struct("Walk").field("adapters", &hosts).field("root", &self.root).finish()
     }
 }
 
-/// What a set of marks says (this process's environment, or an ancestor's): a driven turn, or a
-/// host's session; `None` without marks.
-fn from_marks(get: impl Fn(&str) -> Option<String>) -> Result<Option<Identity>, Error> {
-    if let Some(d) = Driven::from_env(&get)? {
-        return Ok(Some(Identity { session: Some(d.session()), driven: Some(d), by: None }));
+impl Walk<'_> {
+    /// Reads the environment (`get` reads one variable) and, when `walk` says so, the ancestry.
+    /// Outside any mark the ancestry decides. A mark in this process's own environment (which
+    /// an agent may set or change for one command) counts only where it agrees with what the
+    /// ancestry says: set where the ancestry says nothing, it only makes the command an agent's;
+    /// set against it, the command is refused. A driver's variable that is not a valid id in
+    /// this process's own environment is a usage error naming it.
+    pub fn find(&self, get: impl Fn(&str) -> Option<String>, walk: bool) -> Result<Identity, Error> {
+        let env = self.read_marks(&get)?;
+        if !walk {
+            return Ok(env.unwrap_or_default());
+        }
+        let tree = self.in_ancestry(loopx_providers::process::ancestors(self.root));
+        match env {
+            None => Ok(tree),
+            Some(env) => agree(env, tree),
+        }
     }
-    Ok(registry::tool_session(&get).map(|s| Identity { session: Some(s), driven: None, by: None }))
+
+    /// What a set of marks says (this process's environment, or an ancestor's): a driven turn,
+    /// or a host's session; `None` without marks.
+    fn read_marks(&self, get: impl Fn(&str) -> Option<String>) -> Result<Option<Identity>, Error> {
+        if let Some(d) = Driven::from_env(&get)? {
+            return Ok(Some(Identity { session: Some(d.session()), driven: Some(d), by: None }));
+        }
+        Ok(self.tool_session(&get).map(|s| Identity { session: Some(s), driven: None, by: None }))
+    }
+
+    /// The host session this process runs inside, if a host marked its environment (`get`
+    /// reads a variable). A marked environment without a session id is still an agent's: its
+    /// session is the empty id, which is never bound.
+    fn tool_session(&self, get: impl Fn(&str) -> Option<String>) -> Option<BindThread> {
+        self.adapters.iter().find_map(|a| {
+            let env = a.protocol().tool_env()?;
+            get(env.marker)?;
+            let thread = env.session.and_then(&get).unwrap_or_default();
+            Some(BindThread { host: a.host().to_owned(), thread })
+        })
+    }
+
+    /// The host whose agent process this is (its name, its argv), if it is one.
+    fn agent_process(&self, name: &str, argv: &[String]) -> Option<&'static str> {
+        self.adapters
+            .iter()
+            .find(|a| a.protocol().agent_process().is_some_and(|p| p.matches(name, argv)))
+            .map(|a| a.host())
+    }
+
+    /// Whether `host`'s sessions are known to its tools only by its agent process (see
+    /// `HostAdapter::sessions_by_process`).
+    fn sessions_by_process(&self, host: &str) -> bool {
+        self.adapters.iter().any(|a| a.host() == host && a.protocol().sessions_by_process())
+    }
 }
 
 /// The identity of a command whose own environment carries marks (`env`), given what its
@@ -97,76 +182,84 @@ fn agree(env: Identity, tree: Identity) -> Result<Identity, Error> {
     })
 }
 
-/// The process of `adapter`'s agent this process runs under, named for its whole life
-/// (`<pid>.<start>`): what a hook of a host whose sessions are known by their process binds
-/// the session's agent to. `None` for any other host, or outside the host's process tree.
-pub fn agent_process_key(adapter: &dyn loopx_core::host::HostAdapter) -> Option<String> {
-    let process = adapter.protocol().agent_process().filter(|_| adapter.protocol().sessions_by_process())?;
-    loopx_providers::process::ancestor_programs(ancestry_root())
-        .find(|a| process.matches(&a.name, &a.argv))
-        .map(|a| a.key())
-}
-
-/// The identity the nearest telling ancestor gives: its marks (what it was started with), or
-/// what it is (a host's agent, a driver, an MCP server).
-/// A host whose sessions are known by their agent process (see
-/// `HostAdapter::sessions_by_process`) marks its tools without a session id: the walk goes on
-/// to that process, which names the session.
-pub fn in_ancestry<A: std::borrow::Borrow<Ancestor>>(ancestors: impl IntoIterator<Item = A>) -> Identity {
-    // A mark with no session, kept while the walk looks for the process that names it.
-    let mut marked: Option<(BindThread, String)> = None;
-    for a in ancestors {
-        let a = a.borrow();
-        let by = || describe(a);
-        if a.unknown {
-            // What is above cannot be known: never the person's.
-            return match marked {
-                Some((m, by)) => Identity { session: Some(m), driven: None, by: Some(by) },
-                None => unbound(HIDDEN_SESSION_HOST, by()),
-            };
-        }
-        // Many variables are looked up: the environment is read once.
-        let vars = a.vars();
-        let get = |k: &str| vars.get(k).map(str::to_owned);
-        match from_marks(get) {
-            Ok(Some(Identity { driven: Some(d), .. })) => {
-                return Identity { session: Some(d.session()), driven: Some(d), by: Some(by()) };
-            }
-            Ok(Some(Identity { session: Some(s), .. })) => {
-                if !(s.thread.is_empty() && registry::sessions_by_process(&s.host)) {
-                    return Identity { session: Some(s), driven: None, by: Some(by()) };
-                }
-                if marked.is_none() {
-                    marked = Some((s, by()));
-                }
-            }
-            Ok(_) => {}
-            // A driver's mark that is not an id: still a driven turn, of no agent loopx knows.
-            Err(_) => return unbound(DRIVE_SESSION_HOST, by()),
-        }
-        if let Some(host) = registry::agent_process(&a.name, &a.argv) {
-            return match marked {
-                Some((m, by)) if m.host != host => Identity { session: Some(m), driven: None, by: Some(by) },
-                _ if registry::sessions_by_process(host) => Identity {
-                    session: Some(BindThread::process(host, &a.key())),
-                    driven: None,
-                    by: Some(by()),
-                },
-                _ => unbound(host, by()),
-            };
-        }
-        if marked.is_some() {
-            continue;
-        }
-        match loopx_subcommand(&a.argv) {
-            Some("drive") => return unbound(DRIVE_SESSION_HOST, by()),
-            Some("mcp") => return unbound(MCP_SESSION_HOST, by()),
-            _ => {}
-        }
+impl Walk<'_> {
+    /// The process of `adapter`'s agent this process runs under, named for its whole life
+    /// (`<pid>.<start>`): what a hook of a host whose sessions are known by their process binds
+    /// the session's agent to. `None` for any other host, or outside the host's process tree.
+    pub fn agent_process_key(&self, adapter: &dyn HostAdapter) -> Option<String> {
+        let process =
+            adapter.protocol().agent_process().filter(|_| adapter.protocol().sessions_by_process())?;
+        loopx_providers::process::ancestor_programs(self.root)
+            .find(|a| process.matches(&a.name, &a.argv))
+            .map(|a| a.key())
     }
-    match marked {
-        Some((m, by)) => Identity { session: Some(m), driven: None, by: Some(by) },
-        None => Identity::default(),
+
+    /// The identity the nearest telling ancestor gives: its marks (what it was started with), or
+    /// what it is (a host's agent, a driver, an MCP server).
+    /// A host whose sessions are known by their agent process (see
+    /// `HostAdapter::sessions_by_process`) marks its tools without a session id: the walk goes on
+    /// to that process, which names the session.
+    pub fn in_ancestry<A: std::borrow::Borrow<Ancestor>>(
+        &self,
+        ancestors: impl IntoIterator<Item = A>,
+    ) -> Identity {
+        // A mark with no session, kept while the walk looks for the process that names it.
+        let mut marked: Option<(BindThread, String)> = None;
+        for a in ancestors {
+            let a = a.borrow();
+            let by = || describe(a);
+            if a.unknown {
+                // What is above cannot be known: never the person's.
+                return match marked {
+                    Some((m, by)) => Identity { session: Some(m), driven: None, by: Some(by) },
+                    None => unbound(HIDDEN_SESSION_HOST, by()),
+                };
+            }
+            // Many variables are looked up: the environment is read once.
+            let vars = a.vars();
+            let get = |k: &str| vars.get(k).map(str::to_owned);
+            match self.read_marks(get) {
+                Ok(Some(Identity { driven: Some(d), .. })) => {
+                    return Identity { session: Some(d.session()), driven: Some(d), by: Some(by()) };
+                }
+                Ok(Some(Identity { session: Some(s), .. })) => {
+                    if !(s.thread.is_empty() && self.sessions_by_process(&s.host)) {
+                        return Identity { session: Some(s), driven: None, by: Some(by()) };
+                    }
+                    if marked.is_none() {
+                        marked = Some((s, by()));
+                    }
+                }
+                Ok(_) => {}
+                // A driver's mark that is not an id: still a driven turn, of no agent loopx knows.
+                Err(_) => return unbound(DRIVE_SESSION_HOST, by()),
+            }
+            if let Some(host) = self.agent_process(&a.name, &a.argv) {
+                return match marked {
+                    Some((m, by)) if m.host != host => {
+                        Identity { session: Some(m), driven: None, by: Some(by) }
+                    }
+                    _ if self.sessions_by_process(host) => Identity {
+                        session: Some(BindThread::process(host, &a.key())),
+                        driven: None,
+                        by: Some(by()),
+                    },
+                    _ => unbound(host, by()),
+                };
+            }
+            if marked.is_some() {
+                continue;
+            }
+            match loopx_subcommand(&a.argv) {
+                Some("drive") => return unbound(DRIVE_SESSION_HOST, by()),
+                Some("mcp") => return unbound(MCP_SESSION_HOST, by()),
+                _ => {}
+            }
+        }
+        match marked {
+            Some((m, by)) => Identity { session: Some(m), driven: None, by: Some(by) },
+            None => Identity::default(),
+        }
     }
 }
 
@@ -212,16 +305,6 @@ fn loopx_subcommand(argv: &[String]) -> Option<&str> {
     None
 }
 
-/// Where the walk up the process tree stops: in a debug build, the process named by
-/// `LOOPX_TEST_ANCESTRY_ROOT` (a test's own, so the ancestry a test sees is the one it built,
-/// wherever the suite runs); a release build walks to the top.
-fn ancestry_root() -> Option<u32> {
-    if !cfg!(debug_assertions) {
-        return None;
-    }
-    std::env::var("LOOPX_TEST_ANCESTRY_ROOT").ok()?.trim().parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,8 +320,20 @@ mod tests {
         }
     }
 
+    /// The walk over every adapter the `loopx` binary registers.
+    fn walk() -> Walk<'static> {
+        static ADAPTERS: &[&dyn HostAdapter] = &[
+            &loopx_adapter_claude_code_slash::ClaudeCodeSlash,
+            &loopx_adapter_codex_heartbeat::CodexHeartbeat,
+            &loopx_adapter_cursor_manual::CursorManual,
+            &loopx_adapter_gemini_hooks::GeminiHooks,
+            &loopx_adapter_opencode_plugin::OpenCodePlugin,
+        ];
+        Walk { adapters: ADAPTERS, root: None }
+    }
+
     fn host_of(tree: &[Ancestor]) -> Option<(String, String)> {
-        in_ancestry(tree).session.map(|s| (s.host, s.thread))
+        walk().in_ancestry(tree).session.map(|s| (s.host, s.thread))
     }
 
     #[test]
@@ -265,7 +360,7 @@ mod tests {
         let drive = proc("loopx", &["loopx", "drive", "--", "claude"], &[]);
         assert_eq!(host_of(&[drive]), Some((DRIVE_SESSION_HOST.into(), String::new())));
         let turn = proc("sh", &["sh"], &[("LOOPX_AGENT_ID", "bot"), ("LOOPX_TURN_ID", "t-1")]);
-        let found = in_ancestry(&[shell.clone(), turn]);
+        let found = walk().in_ancestry(&[shell.clone(), turn]);
         assert_eq!(found.driven.map(|d| d.agent.to_string()), Some("bot".to_owned()));
         // Gemini CLI's tools carry its mark but no session: the `gemini` process above (the one
         // it relaunched itself as, nearest first) names the session.

@@ -1,7 +1,11 @@
 //! `loopx mcp`: a stdio MCP server (JSON-RPC 2.0, one message per line) exposing the tick to
 //! any host: `should_run`, `status`, `claim_task`, `update_task`, `complete_task`, `ask_user`,
 //! `add_evidence`. Tool answers are the same small JSON documents the CLI prints with
-//! `--json`. stdout carries only protocol messages; notes go to stderr.
+//! `--json`. The output it is handed (the CLI's stdout) carries only protocol messages; notes
+//! go to the reporter (the CLI's stderr).
+//!
+//! The command line hands it what it knows and this crate may not: the store opener, the host
+//! catalog and the adapters (whose MCP clients name their sessions).
 //!
 //! Errors never end the server: a refused tool call is a result with `isError: true` (and the
 //! message and hint), a malformed message is a JSON-RPC error.
@@ -12,16 +16,19 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use loopx_core::agent::HostCatalog;
+use loopx_core::host::{HostAdapter, McpClient};
 use loopx_core::kernel::*;
 use loopx_core::model::{DeliveryOutcome, EvidenceKind, GateBlocks, TodoStatus};
 use loopx_core::{AgentId, Error, GoalId, IdempotencyKey, Result};
-use loopx_kernel::{DynKernel, Reporter, StoreOptions, find_root};
+use loopx_kernel::{DynKernel, Reporter, StoreOpener, StoreOptions, find_root};
+
+use crate::next;
 
 /// Protocol revisions this server speaks, newest first.
 const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// What the server was started with.
-#[derive(Debug)]
 pub struct Server {
     pub start_dir: PathBuf,
     pub project: Option<PathBuf>,
@@ -40,14 +47,33 @@ pub struct Server {
     pub gates: loopx_kernel::gates::GateRuntime,
     pub clock: Arc<dyn loopx_core::Clock>,
     pub reporter: Arc<dyn Reporter>,
+    /// Opens a project's store (the command line's opener knows every kind).
+    pub open: StoreOpener,
+    /// The host types the kernel paces agents by, and a handoff's host is resolved in.
+    pub hosts: Arc<HostCatalog>,
+    /// Every registered adapter: the one whose MCP client says hello is the calling host.
+    pub adapters: &'static [&'static dyn HostAdapter],
     /// The host whose MCP client said hello (`clientInfo.name`), when it names the calling
     /// session on each call (`params._meta`) instead of in the server's environment.
-    pub client: std::sync::OnceLock<(&'static str, loopx_core::host::McpClient)>,
+    pub client: std::sync::OnceLock<(&'static str, McpClient)>,
     /// The kernel the last call used, kept for the next.
     pub kernel: KernelCache,
     /// The turn of `loopx drive` the server was started in, if it was: the turn of every call
     /// that binds one (a call naming another is refused).
     pub turn: Option<IdempotencyKey>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("start_dir", &self.start_dir)
+            .field("project", &self.project)
+            .field("goal", &self.goal)
+            .field("agent", &self.agent)
+            .field("session", &self.session)
+            .field("turn", &self.turn)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The kernel over the project the calls act on, opened once: a database store keeps its
@@ -316,12 +342,18 @@ impl Server {
         {
             return Ok(kernel.clone());
         }
-        let store = crate::store::opener()(&root, self.clock.clone(), self.reporter.clone(), &self.options)?;
-        let kernel = Arc::new(
-            DynKernel::over(store).with_gates(self.gates.clone()).with_hosts(crate::registry::catalog()),
-        );
+        let store = (self.open)(&root, self.clock.clone(), self.reporter.clone(), &self.options)?;
+        let kernel =
+            Arc::new(DynKernel::over(store).with_gates(self.gates.clone()).with_hosts(self.hosts.clone()));
         *cache = Some((root, kernel.clone()));
         Ok(kernel)
+    }
+
+    /// The host whose MCP client calls itself `name` at `initialize`, and how it names sessions.
+    fn mcp_client(&self, name: &str) -> Option<(&'static str, McpClient)> {
+        self.adapters
+            .iter()
+            .find_map(|a| a.protocol().mcp_client().filter(|c| c.name == name).map(|c| (a.host(), c)))
     }
 
     /// The acting agent: the server's own when it was started with one (a call naming
@@ -418,7 +450,7 @@ impl Server {
                         .map_err(|_| Error::internal("the server's agent lock is poisoned"))? =
                         ctx.agent.clone();
                 }
-                crate::next::should_run_mcp(&answer)
+                next::should_run_mcp(&answer)
             }
             "status" => {
                 let a: ta::Status = parse(name, args)?;
@@ -481,7 +513,7 @@ impl Server {
             "handoff" => {
                 let a: ta::Handoff = parse(name, args)?;
                 let req = OfferHandoff {
-                    to_host: crate::registry::catalog().resolve(&a.to_host)?,
+                    to_host: self.hosts.resolve(&a.to_host)?,
                     to_agent: opt_id(a.to_agent.as_deref(), AgentId::new)?,
                     todos: a.todo_ids.iter().map(|t| t.parse()).collect::<std::result::Result<_, _>>()?,
                     note: a.note,
@@ -574,7 +606,7 @@ impl Server {
         let result = match method {
             "initialize" => {
                 let client = params.get("clientInfo").and_then(|c| c.get("name")).and_then(Value::as_str);
-                if let Some(found) = client.and_then(crate::registry::mcp_client) {
+                if let Some(found) = client.and_then(|name| self.mcp_client(name)) {
                     let _ = self.client.set(found);
                 }
                 let asked = params.get("protocolVersion").and_then(Value::as_str);
@@ -610,11 +642,11 @@ impl Server {
                         json!({"content": [{"type": "text", "text": v.to_string()}], "isError": false})
                     }
                     Err(e) => {
-                        let e = crate::registry::with_type_names(&e);
+                        let e = next::with_type_names(&self.hosts, &e);
                         let mut text = format!("error: {}", e.message);
                         let calls: Vec<String> =
-                            crate::next::error_tool_calls(&e).iter().map(Value::to_string).collect();
-                        for line in crate::next::hint_lines(e.hint.as_deref(), &calls) {
+                            next::error_tool_calls(&e).iter().map(Value::to_string).collect();
+                        for line in next::hint_lines(e.hint.as_deref(), &calls) {
                             text.push_str(&format!("\nhint: {line}"));
                         }
                         json!({"content": [{"type": "text", "text": text}], "isError": true})

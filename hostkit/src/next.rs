@@ -1,9 +1,11 @@
 //! Typed next steps, rendered: as command lines for the CLI (`next_commands`), as tool calls
 //! for the MCP server (`next_tools`). The kernel says what comes next; only this module says
-//! how it is spelled.
+//! how it is spelled. Also an error's words for a person or an agent: its hint and ways out,
+//! the agent types where the kernel said `<type>`.
 
 use serde_json::{Map, Value, json};
 
+use loopx_core::agent::HostCatalog;
 use loopx_core::decision::ShouldRunAnswer;
 use loopx_core::next::{NextStep, StepContext};
 use loopx_core::{Error, Result};
@@ -43,7 +45,8 @@ pub fn hint_lines(hint: Option<&str>, steps: &[String]) -> Vec<String> {
     }
 }
 
-fn argv(step: &NextStep, c: &StepContext<'_>) -> Vec<String> {
+/// The step as a command line, word by word ([`command`] quotes and joins them).
+pub fn argv(step: &NextStep, c: &StepContext<'_>) -> Vec<String> {
     let mut v: Vec<String> = vec!["loopx".into()];
     let mut words = |w: &[&str]| v.extend(w.iter().map(|s| (*s).to_owned()));
     let goal: Vec<&str> = c.goal.map(|g| vec!["--goal-id", g.as_str()]).unwrap_or_default();
@@ -230,36 +233,20 @@ pub fn should_run_mcp(a: &ShouldRunAnswer) -> Result<Value> {
     Ok(Value::Object(m))
 }
 
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use loopx_core::{AgentId, GoalId};
-
-    use super::*;
-    use crate::args::Cli;
-
-    #[test]
-    fn every_step_renders_a_command_that_parses() {
-        let goal = GoalId::new("main").unwrap();
-        let agent = AgentId::new("claude-1").unwrap();
-        let contexts = [
-            StepContext { goal: Some(&goal), agent: Some(&agent), turn: Some("turn 8") },
-            StepContext { goal: None, agent: None, turn: None },
-        ];
-        for c in &contexts {
-            for step in NextStep::examples() {
-                let line = command(&step, c);
-                let words = shell_words::split(&line).unwrap();
-                assert_eq!(words, argv(&step, c), "{line} quotes what needs quoting");
-                if let Err(e) = Cli::try_parse_from(&words) {
-                    panic!("{step:?} renders {line:?}, which loopx does not parse:\n{e}");
-                }
-                assert!(
-                    tool_call(&step, c).is_some()
-                        || matches!(step, NextStep::RefreshState { .. } | NextStep::SpendSlot { .. })
-                );
-            }
-        }
+/// `text` with the placeholder `<type>` (the kernel's words, which name no host) replaced by the
+/// agent types `hosts` knows: `<claude-code|codex-app|…|other>`.
+pub fn name_types(hosts: &HostCatalog, text: &str) -> String {
+    if !text.contains("<type>") {
+        return text.to_owned();
     }
+    let names: Vec<&str> = hosts.types().iter().map(|t| t.name.as_str()).collect();
+    text.replace("<type>", &format!("<{}>", names.join("|")))
+}
+
+/// An error whose message and hint name the agent types where they said `<type>`.
+pub fn with_type_names(hosts: &HostCatalog, e: &Error) -> Error {
+    let mut e = e.clone();
+    e.message = name_types(hosts, &e.message);
+    e.hint = e.hint.as_deref().map(|h| name_types(hosts, h));
+    e
 }
