@@ -365,13 +365,6 @@ pub fn test_clock_file() -> Option<PathBuf> {
 }
 
 pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>) -> Result<i32> {
-    if let Some(s) = &cli.session {
-        return Err(Error::refused(format!(
-            "loopx drive runs from a person's terminal or a service, not inside an agent's session (this is a {} session)",
-            s.host
-        ))
-        .with_hint("start it in your own terminal (or with nohup, tmux or systemd --user)"));
-    }
     // Everything that can be refused is, before anything is written.
     let turn_timeout = duration("turn-timeout", &a.turn_timeout, Duration::from_secs(1), MAX_TURN_TIMEOUT)?;
     let lease_ttl = duration(

@@ -33,15 +33,6 @@ pub async fn run(
         Ok(roots)
     });
     let clock = env.clock.clone();
-    // A person answers from the page; an agent never serves it, not even to read: the page's
-    // token would be the agent's to use.
-    if let Some(s) = &cli.session {
-        return Err(loopx_core::Error::refused(format!(
-            "loopx serve runs in a person's own terminal, not inside an agent's session (this is a {} session)",
-            s.host
-        ))
-        .with_hint("start it in your own terminal; an agent reads the goal with loopx status"));
-    }
     let cfg = Config {
         port: a.port,
         projects,

@@ -293,7 +293,7 @@ pub fn check_workspace(root: &Path) -> Vec<Violation> {
     let mut dirs = vec!["core".to_owned(), "kernel".to_owned(), "providers".to_owned()];
     // The crates beside the kernel, where the workspace has them.
     dirs.extend(
-        ["pgstore", "dashboard", "hostkit"]
+        ["machine", "pgstore", "dashboard", "import", "report", "hostkit"]
             .iter()
             .filter(|d| root.join(d).join("Cargo.toml").is_file())
             .map(|d| (*d).to_owned()),
