@@ -284,13 +284,13 @@ async fn init(
     let mut reached = None;
     let outcome = match &a.store {
         Some(url) => {
-            let store = crate::store::store_ref(url, &a.store_project)?;
+            let store = loopx_machine::stores::store_ref(url, &a.store_project)?;
             // The database is reached before anything is written here; the person named it,
             // so it is trusted for this project (never from inside an agent's session).
             let db = crate::store::reach(url, &store, &root, env, reporter.clone())?;
             let outcome = loopx_kernel::store::init_pointer(&root, &store)?;
             if cli.session.is_none() {
-                crate::store::trust(&root, &store, false, env.clock.now())?;
+                crate::store::trust()?.set(&root, &store, false, env.clock.now())?;
             }
             reached = Some(db);
             outcome
@@ -320,7 +320,7 @@ async fn init(
         notes: a
             .store
             .as_deref()
-            .filter(|url| crate::store::has_password(url))
+            .filter(|url| loopx_machine::stores::has_password(url))
             .map(|_| {
                 "the password in --store was used to connect and is not kept: later commands read it from LOOPX_STORE_URL, PGPASSWORD or ~/.pgpass".to_owned()
             })

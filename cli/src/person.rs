@@ -10,7 +10,8 @@ use serde_json::json;
 use loopx_core::kernel::{CommandContext, Kernel, SignerRef};
 use loopx_core::{Error, Result};
 use loopx_kernel::DynKernel;
-use loopx_kernel::person::{self, KeyFile, PersonKey};
+use loopx_kernel::person::PersonKey;
+use loopx_machine::person::{self, KeyFile};
 
 use crate::args::{Cli, PersonCommand};
 use crate::output::Rendered;
@@ -47,23 +48,7 @@ pub async fn signed(cli: &Cli, k: &DynKernel, ctx: CommandContext) -> Result<Com
         return Ok(ctx);
     }
     let Some(key) = k.person_key(ctx.goal.as_ref())? else { return Ok(ctx) };
-    let path = key_path()?;
-    let file = person::read(&path)?.ok_or_else(|| {
-        Error::refused(format!(
-            "this goal is in strict mode (person key {}), and this machine has no person key ({})",
-            short(&key),
-            path.display()
-        ))
-        .with_hint("decide where your key is, or restore the key file from your backup")
-    })?;
-    if file.public_key != key {
-        return Err(Error::refused(format!(
-            "the person key here ({}) is not the one this goal takes decisions from ({})",
-            short(&file.public_key),
-            short(&key)
-        ))
-        .with_hint("decide where the goal's key is"));
-    }
+    let file = person::for_goal(&key_path()?, &key)?;
     let signer = SignerRef(Arc::new(unlock(&file)?));
     Ok(CommandContext { signer: Some(signer), ..ctx })
 }

@@ -1,12 +1,13 @@
 //! `loopx report`: the goal's trajectory (`loopx-report`) as text, Markdown or JSON, and its
 //! picture as SVG or PNG.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use loopx_core::{Error, GoalId, Result, Timestamp};
 use loopx_kernel::DynKernel;
 use loopx_kernel::fs as kfs;
+use loopx_report::output::Target;
 use loopx_report::{Window, svg, text};
 
 use crate::args::ReportArgs;
@@ -58,10 +59,10 @@ pub fn run(k: &DynKernel, goal: Option<&GoalId>, a: &ReportArgs, json: bool) -> 
         let title = format!("goal {} — {}", id, t.report.title.as_deref().unwrap_or(&t.report.objective));
         let drawing = svg::both(&t.picture, title.lines().next().unwrap_or_default());
         if let Some(to) = &svg_to {
-            printed = to.write("--svg", drawing.svg.as_bytes())?.or(printed);
+            printed = written(to, "--svg", drawing.svg.as_bytes())?.or(printed);
         }
         if let (Some(to), Some(r)) = (&png_to, rasteriser) {
-            printed = to.write("--png", &rasterise(&r, &drawing)?)?.or(printed);
+            printed = written(to, "--png", &rasterise(&r, &drawing)?)?.or(printed);
         }
     }
     if let Some(picture) = printed {
@@ -71,66 +72,13 @@ pub fn run(k: &DynKernel, goal: Option<&GoalId>, a: &ReportArgs, json: bool) -> 
     Rendered::new(&t.report, text)
 }
 
-/// Where `--svg` or `--png` writes the picture: stdout (`-`), or a regular file, replaced by
-/// rename, or a new one. A link, a FIFO, a device, a directory or a file with other names
-/// (hard links) is refused, never replaced: a rename would turn it into a plain file.
-#[derive(Debug)]
-enum Target {
-    Stdout,
-    File(PathBuf),
-}
-
-impl Target {
-    fn of(flag: &str, path: &Path) -> Result<Self> {
-        if path.as_os_str() == "-" {
-            return Ok(Self::Stdout);
-        }
-        use std::os::unix::fs::{FileTypeExt, MetadataExt};
-        let what = match std::fs::symlink_metadata(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::File(path.to_owned())),
-            Err(e) => {
-                return Err(Error::refused(format!("{flag} {}: cannot look at it: {e}", path.display()))
-                    .with_hint(format!("give a file you can write, or {flag} - for stdout")));
-            }
-            Ok(m) if m.is_file() && m.nlink() <= 1 => return Ok(Self::File(path.to_owned())),
-            Ok(m) => {
-                let t = m.file_type();
-                if t.is_symlink() {
-                    "a symbolic link"
-                } else if t.is_dir() {
-                    "a directory"
-                } else if t.is_fifo() {
-                    "a FIFO"
-                } else if t.is_char_device() || t.is_block_device() {
-                    "a device"
-                } else if t.is_socket() {
-                    "a socket"
-                } else if t.is_file() {
-                    "a file with other names (hard links)"
-                } else {
-                    "not a regular file"
-                }
-            }
-        };
-        Err(Error::refused(format!(
-            "{flag} {} is {what}: loopx writes the picture only to a regular file, which it replaces, and leaves this one alone",
-            path.display()
-        ))
-        .with_hint(format!("give the path of a regular file (or a new one), or {flag} - to print the picture on stdout")))
+/// Writes the picture to `to`, saying where it went, or gives it back to print.
+fn written(to: &Target, flag: &str, bytes: &[u8]) -> Result<Option<Vec<u8>>> {
+    let printed = to.write(flag, bytes)?;
+    if let Target::File(path) = to {
+        eprintln!("loopx: the picture is in {}", path.display());
     }
-
-    /// Writes `bytes` to the file (checked again, just before), or gives them back to print.
-    fn write(&self, flag: &str, bytes: &[u8]) -> Result<Option<Vec<u8>>> {
-        match self {
-            Self::Stdout => Ok(Some(bytes.to_vec())),
-            Self::File(path) => {
-                Self::of(flag, path)?;
-                kfs::atomic_write(path, bytes)?;
-                eprintln!("loopx: the picture is in {}", path.display());
-                Ok(None)
-            }
-        }
-    }
+    Ok(printed)
 }
 
 /// RFC 3339, or a duration (`7d`, `12h`) before `now`.
@@ -195,22 +143,20 @@ fn rasterise(r: &Rasteriser, d: &svg::Drawing) -> Result<Vec<u8>> {
             }
         };
         let (Rasteriser::Rsvg(prog) | Rasteriser::Chromium(prog)) = r;
+        let failed = |why: &str| {
+            Error::refused(format!("{} did not make the PNG: {why}", prog.display()))
+                .with_hint("write the picture with --svg FILE and convert it yourself")
+        };
         let output = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .output()
-            .map_err(|e| Error::refused(format!("cannot run {}: {e}", prog.display())))?;
+            .map_err(|e| failed(&format!("cannot run it: {e}")))?;
         let bytes = std::fs::read(&png).ok().filter(|b| b.starts_with(b"\x89PNG"));
-        let Some(bytes) = bytes.filter(|_| output.status.success()) else {
-            return Err(Error::refused(format!(
-                "{} did not make the PNG: {}",
-                prog.display(),
-                loopx_core::untrusted::printable(&String::from_utf8_lossy(&output.stderr))
-            ))
-            .with_hint("write the picture with --svg FILE and convert it yourself"));
-        };
-        Ok(bytes)
+        bytes.filter(|_| output.status.success()).ok_or_else(|| {
+            failed(&loopx_core::untrusted::printable(&String::from_utf8_lossy(&output.stderr)))
+        })
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result

@@ -184,13 +184,13 @@ pub(crate) fn signer(cfg: &Config, key: &str, passphrase: &str) -> Result<loopx_
         ))
         .with_hint("give the key's passphrase with the answer"));
     }
-    let file = cfg.person_key.as_deref().map(loopx_kernel::person::read).transpose()?.flatten();
+    let file = cfg.person_key.as_deref().map(loopx_machine::person::read).transpose()?.flatten();
     let file = file.filter(|f| f.public_key == key).ok_or_else(|| {
         Error::refused(format!(
             "this machine has no person key {short}, which this goal's answers are signed by"
         ))
         .with_hint("answer where your key is")
     })?;
-    let unsealed = loopx_kernel::person::unlock(&file, passphrase)?;
+    let unsealed = loopx_machine::person::unlock(&file, passphrase)?;
     Ok(loopx_core::kernel::SignerRef(Arc::new(unsealed)))
 }

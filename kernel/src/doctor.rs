@@ -384,7 +384,7 @@ mod tests {
     #[test]
     fn a_persons_decision_must_carry_its_own_signature() {
         let id = GoalId::new("g").unwrap_or_else(|_| unreachable!());
-        let (_, key) = crate::person::create("correct horse battery").unwrap_or_else(|_| unreachable!());
+        let key = crate::person::PersonKey::generate().unwrap_or_else(|_| unreachable!());
         let public = key.public_key();
         let line = |seq: u64, event: Event, signed: bool| {
             let prev = format!("h{}", seq - 1);

@@ -7,6 +7,8 @@
 //! kernel's durable writes ([`loopx_kernel::fs`]).
 
 pub mod migrate;
+pub mod person;
 pub mod projects;
+pub mod stores;
 pub mod trusted;
 pub mod webhooks;

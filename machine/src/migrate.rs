@@ -118,3 +118,11 @@ fn rename(from: &Path, to: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// Refuses a move to the store the project is in already (`place` says where that is).
+pub fn refuse_same_store(from: &Option<StoreRef>, to: &Option<StoreRef>, place: &str) -> Result<()> {
+    if from == to {
+        return Err(Error::refused(format!("the project keeps its state in {place} already")));
+    }
+    Ok(())
+}

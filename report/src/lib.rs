@@ -14,6 +14,7 @@
 
 pub mod fold;
 pub mod grid;
+pub mod output;
 pub mod svg;
 pub mod text;
 

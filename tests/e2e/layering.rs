@@ -8,7 +8,8 @@ use std::process::Command;
 use serde_json::Value;
 
 use loopx_tests::layering::{
-    Layer, check_deps, check_source, check_workspace, circles, module_graph, modules_named,
+    Layer, check_deps, check_source, check_workspace, circles, module_graph, modules_named, refusals,
+    refusals_under,
 };
 
 fn workspace_deps() -> BTreeMap<String, Vec<String>> {
@@ -224,4 +225,33 @@ fn the_repository_cites_no_document_outside_itself() {
         root.join(&outside).exists() || citing.is_empty(),
         "{outside} is not in the repository, yet {citing:?} cite it"
     );
+}
+
+/// The CLI holds no rule: the only refusals it makes itself are about its own environment,
+/// each named here with why it cannot be a library's; every other refusal comes from a
+/// library crate.
+#[test]
+fn the_cli_refuses_only_for_its_environment() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let environment = BTreeMap::from([
+        // The passphrase is asked on the terminal, and there is none.
+        ("cli/src/person.rs".to_owned(), 1),
+        // `--png` needs a rasteriser on PATH; the one found did not make the picture.
+        ("cli/src/report.rs".to_owned(), 2),
+    ]);
+    assert_eq!(refusals_under(&root, "cli/src"), environment);
+}
+
+#[test]
+fn the_refusal_check_sees_a_refusal_wherever_the_code_makes_one() {
+    let made = r#"
+        use loopx_core::Error;
+        fn a() -> Result<()> { Err(Error::refused("a rule")) }
+        fn b() -> Result<()> { Err(loopx_core::Error::refused(format!("{}", 1)).with_hint("h")) }
+        fn c() -> String { format!("{:?}", Error::refused("inside a macro")) }
+        #[cfg(test)]
+        mod tests { fn t() { let _ = Error::refused("a test's"); } }
+    "#;
+    assert_eq!(refusals(made), 3);
+    assert_eq!(refusals("fn a() -> Result<()> { Err(Error::usage(\"argv\")) }"), 0);
 }

@@ -512,3 +512,57 @@ pub fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     walk.out.sort();
     walk.out
 }
+
+/// How many refusals a source makes: each naming of core's `Error::refused` outside test
+/// code. The CLI is a shell (argv, printing, exit codes): what it refuses itself can
+/// only be about its own environment (a terminal, a program on PATH), every rule's refusal
+/// coming from a library, so the workspace check holds its list to the few it names.
+pub fn refusals(src: &str) -> usize {
+    struct Finder(usize);
+    impl<'ast> Visit<'ast> for Finder {
+        fn visit_item_mod(&mut self, i: &'ast syn::ItemMod) {
+            if !is_test_only(&i.attrs) {
+                visit::visit_item_mod(self, i);
+            }
+        }
+        fn visit_item_fn(&mut self, i: &'ast syn::ItemFn) {
+            if !is_test_only(&i.attrs) {
+                visit::visit_item_fn(self, i);
+            }
+        }
+        fn visit_path(&mut self, p: &'ast syn::Path) {
+            let names: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+            if names.ends_with(&["Error".to_owned(), "refused".to_owned()]) {
+                self.0 += 1;
+            }
+            visit::visit_path(self, p);
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            // Arguments of `format!`-like macros are expressions too.
+            if let Ok(args) = m.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
+                for a in &args {
+                    self.visit_expr(a);
+                }
+            }
+        }
+    }
+    let Ok(file) = syn::parse_file(src) else { return 0 };
+    let mut f = Finder(0);
+    f.visit_file(&file);
+    f.0
+}
+
+/// The refusals each file under `dir` makes ([`refusals`]), by file (relative to `root`),
+/// leaving out files that make none.
+pub fn refusals_under(root: &Path, dir: &str) -> BTreeMap<String, usize> {
+    let mut files = Vec::new();
+    rust_files(&root.join(dir), &mut files);
+    files
+        .iter()
+        .filter_map(|f| {
+            let n = refusals(&std::fs::read_to_string(f).unwrap_or_default());
+            let shown = f.strip_prefix(root).unwrap_or(f).display().to_string();
+            (n > 0).then_some((shown, n))
+        })
+        .collect()
+}

@@ -65,7 +65,7 @@ fn only_the_persons_key_signs_a_persons_decision_and_each_signature_once() {
         make_default: true,
     }))
     .unwrap();
-    let (_, key) = person::create("correct horse battery").unwrap();
+    let key = person::PersonKey::generate().unwrap();
     let mine = Arc::new(Recording { key, made: Mutex::new(Vec::new()) });
     let public = mine.public_key();
     let seq = |k: &MemKernel| block_on(k.show_goal(Some(&goal))).unwrap().events;
@@ -78,7 +78,7 @@ fn only_the_persons_key_signs_a_persons_decision_and_each_signature_once() {
     let stopped_sig = mine.made.lock().unwrap().last().cloned().unwrap();
     let at = seq(&k);
 
-    let (_, other) = person::create("another passphrase").unwrap();
+    let other = person::PersonKey::generate().unwrap();
     let forged_public = other.public_key();
     let other: Arc<dyn Signer> = Arc::new(other);
     let replay: Arc<dyn Signer> = Arc::new(Replaying { public_key: public.clone(), signature: stopped_sig });
