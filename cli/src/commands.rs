@@ -260,20 +260,7 @@ async fn init(
         None => env.cwd.clone(),
     };
     let goal = goal_arg(cli)?;
-    // A second .loopx/ inside a project splits its state: only on purpose.
-    if let Some(outer) = find_root(&root).filter(|r| *r != root)
-        && !a.nested
-    {
-        return Err(Error::usage(format!(
-            "{} is inside the loopx project at {}; a second .loopx/ here would split its state",
-            root.display(),
-            outer.display()
-        ))
-        .with_hint(format!(
-            "run loopx from there (or with --project {}), or pass --nested to start a separate project here",
-            outer.display()
-        )));
-    }
+    loopx_machine::init::check_place(&root, a.nested)?;
     // Validate everything before anything is written.
     if let Some(o) = &a.objective {
         loopx_core::model::check_text("objective", o)?;
@@ -328,26 +315,16 @@ async fn init(
             .collect(),
     };
     if let Some(id) = wanted {
-        let existing = k.list_goals().await?.goals.iter().any(|g| g.id == id);
-        if existing {
-            let detail = k.show_goal(Some(&id)).await?;
-            if a.objective.as_ref().is_some_and(|o| *o != detail.goal.objective) {
-                reporter.warn(&format!(
-                    "goal {id} exists with another objective; kept it (change it with: loopx goal set --goal-id {id} --objective \"…\")"
-                ));
-            }
-            report.goal = Some(GoalBody { goal: detail.goal, is_default: detail.is_default });
-        } else {
-            let objective = a.objective.clone().ok_or_else(|| {
-                Error::usage(format!("goal {id} does not exist yet; --objective is needed to create it"))
-                    .with_hint(format!("loopx init --goal-id {id} --objective \"what this goal achieves\""))
-            })?;
-            let r = k
-                .create_goal(CreateGoal { id, objective, title: a.title.clone(), make_default: false })
-                .await?;
-            report.created_goal = true;
-            report.goal = Some(r.body);
+        let started =
+            loopx_machine::init::goal(&k, id, a.objective.as_deref(), a.title.as_deref(), false).await?;
+        if started.other_objective {
+            let id = &started.goal.goal.id;
+            reporter.warn(&format!(
+                "goal {id} exists with another objective; kept it (change it with: loopx goal set --goal-id {id} --objective \"…\")"
+            ));
         }
+        report.created_goal = started.created;
+        report.goal = Some(started.goal);
     } else if let Ok(detail) = k.show_goal(None).await {
         // A project that exists already (another machine's, in a shared store): its default goal.
         report.goal = Some(GoalBody { goal: detail.goal, is_default: detail.is_default });

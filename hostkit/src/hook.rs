@@ -23,8 +23,8 @@ use loopx_core::agent::HostCatalog;
 use loopx_core::decision::DecisionKind;
 use loopx_core::host::{HookPoint, HookReply, HostAdapter, HostAnswer, HostEvent, HostEventKind, ToolEffect};
 use loopx_core::kernel::{
-    AcceptHandoff, AddTodo, BindThread, CommandContext, CreateGoal, HandoffPacket, Kernel, Receipt,
-    RegisterAgent, ResumeBody, SessionView, StatusView,
+    AcceptHandoff, AddTodo, BindThread, CommandContext, HandoffPacket, Kernel, Receipt, RegisterAgent,
+    ResumeBody, SessionView, StatusView,
 };
 use loopx_core::model::{GoalStatus, Priority};
 use loopx_core::untrusted::{flatten, quoted};
@@ -457,13 +457,7 @@ async fn entry(adapter: &dyn HostAdapter, args: &str, ev: &HostEvent, env: &Hook
                 "loopx: there is no goal yet. Tell the user to run {cmd} <the task>, which creates it."
             )));
         }
-        let goal = CreateGoal {
-            id: GoalId::new("main")?,
-            objective: args.to_owned(),
-            title: None,
-            make_default: true,
-        };
-        k.create_goal(goal).await?;
+        loopx_machine::init::goal(&k, GoalId::new("main")?, Some(args), None, true).await?;
     }
     let session = thread(adapter, ev);
     let agent = join_session(adapter, &k, &session, env.agent.as_ref()).await?;

@@ -6,6 +6,7 @@
 //! only through the kernel (its `Store` and command surface) and writes files only through the
 //! kernel's durable writes ([`loopx_kernel::fs`]).
 
+pub mod init;
 pub mod migrate;
 pub mod person;
 pub mod projects;

@@ -348,9 +348,11 @@ pub fn check_deps(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
             "loopx-machine" => d == "loopx-core" || d == "loopx-kernel",
             // The report reads a goal's log through the kernel's `Store`, nothing else.
             "loopx-report" => d == "loopx-core" || d == "loopx-kernel",
-            // The host platform asks the kernel, runs processes with the providers' runner, and
-            // knows hosts only through core's traits.
-            "loopx-hostkit" => matches!(d, "loopx-core" | "loopx-kernel" | "loopx-providers"),
+            // The host platform asks the kernel, starts work as the person's machine does, runs
+            // processes with the providers' runner, and knows hosts only through core's traits.
+            "loopx-hostkit" => {
+                matches!(d, "loopx-core" | "loopx-kernel" | "loopx-machine" | "loopx-providers")
+            }
             // The importer reads another tool's files and commits through the kernel's stores.
             "loopx-import" => d == "loopx-core" || d == "loopx-kernel",
             n if n.starts_with("loopx-host-") => d == "loopx-core",
