@@ -7,9 +7,7 @@ use serde_json::json;
 
 use std::path::Path;
 
-use loopx_core::host::{
-    Feature, FileOp, HostAdapter, HostPath, InstallEnv, InstallOptions, InstallScope, InstallSpec,
-};
+use loopx_core::host::{Feature, HostAdapter, InstallEnv, InstallOptions, InstallScope, InstallSpec};
 use loopx_core::{GoalId, Result};
 use loopx_hostkit::install::{self, Plan, Roots};
 use loopx_kernel::StoreOptions;
@@ -61,19 +59,10 @@ fn roots(adapter: &dyn HostAdapter, project: &Path, home: &Path) -> Roots {
     }
 }
 
-fn read_file(roots: &Roots) -> impl Fn(&HostPath) -> Option<String> + '_ {
-    move |p| std::fs::read_to_string(roots.abs(p)).ok()
-}
-
-fn spec(a: &dyn HostAdapter, roots: &Roots, opts: &InstallOptions) -> Result<InstallSpec> {
-    let read = read_file(roots);
-    a.install_plan(opts, &InstallEnv { roots, read: &read })
-}
-
 /// Everything `a` could have installed in scope `s` (every option on): what uninstall takes
 /// out without a manifest, and all a manifest may name.
 fn everything(a: &dyn HostAdapter, roots: &Roots, s: InstallScope) -> Result<InstallSpec> {
-    let read = read_file(roots);
+    let read = install::doctor::read_file(roots);
     a.uninstall_plan(s, &loopx_command(), &InstallEnv { roots, read: &read })
 }
 
@@ -153,7 +142,7 @@ pub fn run(
             };
             let ours = ours(a, roots, opts.scope)?;
             let recovered = if *dry_run { None } else { finish_interrupted(roots, a, opts.scope)? };
-            let spec = spec(a, roots, &opts)?;
+            let spec = install::doctor::spec(a, roots, &opts)?;
             let plan = install::plan_install(roots, a.name(), &opts, &spec, &ours)?;
             if !dry_run {
                 install::apply(roots, &plan, store.fault.as_deref(), &ours)?;
@@ -214,153 +203,43 @@ pub fn run(
     }
 }
 
-/// Whether the binary the install's hooks call is there, and is this loopx: a hook whose
-/// binary is gone cannot answer (a tool gate then denies everything, a loop never turns), and
-/// another binary answers for another version.
-fn binary_check(installed: &str) -> (String, bool, String) {
-    let this = loopx_command();
-    let (ok, detail) = if !Path::new(installed).is_absolute() {
-        (
-            false,
-            format!("hooks call `{installed}` from the host's PATH, which may hold no loopx or another one"),
-        )
-    } else if !Path::new(installed).is_file() {
-        (false, format!("hooks call {installed}, which is missing"))
-    } else if std::fs::canonicalize(installed).map(|p| p.display().to_string()).ok().as_deref() != Some(&this)
-    {
-        (false, format!("hooks call {installed}, not this loopx ({this})"))
-    } else {
-        (true, format!("hooks call {installed}"))
-    };
-    ("loopx binary".to_owned(), ok, detail)
-}
-
-/// The host on PATH, an install manifest, and every file of the install as loopx left it.
-/// `looked_in_both`: the scope was not given, and both were looked in. Writes nothing: an
-/// install a crash cut short is named, and finished by the next `host install`.
+/// `loopx host doctor`, printed: each check marked, what repairs the install, and what the
+/// person still does in the host. The wiring decides the exit code.
 fn doctor(a: &dyn HostAdapter, roots: &Roots, s: InstallScope, looked_in_both: bool) -> Result<Rendered> {
     let ours = ours(a, roots, s)?;
-    let unfinished = install::unfinished(roots, a.name(), s, &ours)?;
-    let d = found(a);
-    let mut checks = vec![(
-        format!("{} on PATH", a.host()),
-        d.path.is_some(),
-        d.version.clone().unwrap_or_else(|| a.install_hint().to_owned()),
-    )];
-    let manifest = install::load_manifest(roots, a.name(), s, &ours)?;
-    let at = install::manifest_path(a.name(), s)?;
-    let user = if s == InstallScope::User { " --scope user" } else { "" };
-    let mut host_checks = Vec::new();
-    match &manifest {
-        Some(_) if unfinished == Some(install::Unfinished::Foreign) => checks.push((
-            "install manifest".to_owned(),
-            false,
-            format!(
-                "{at} holds an unfinished install plan that loopx on this machine did not start; loopx will not carry it out (delete it if you did not put it there)"
-            ),
-        )),
-        Some(_) if unfinished.is_some() => checks.push((
-            "install manifest".to_owned(),
-            false,
-            format!(
-                "an install or uninstall of {} was cut short ({at} records it); `loopx host install {}{user}` finishes it",
-                a.name(),
-                a.host()
-            ),
-        )),
-        None if looked_in_both => checks.push((
-            "install manifest".to_owned(),
-            false,
-            format!(
-                "loopx is not installed here: neither in this project ({}) nor for the user ({})",
-                install::manifest_path(a.name(), InstallScope::Project)?,
-                install::manifest_path(a.name(), InstallScope::User)?
-            ),
-        )),
-        None => checks.push((
-            "install manifest".to_owned(),
-            false,
-            format!(
-                "{} is missing: loopx is not installed here ({} scope)",
-                install::manifest_path(a.name(), s)?,
-                s.as_str()
-            ),
-        )),
-        Some(m) => {
-            let features: Vec<String> =
-                m.options.features.iter().map(|f| format!("--with {}", f.name())).collect();
-            checks.push((
-                "install manifest".to_owned(),
-                true,
-                format!(
-                    "installed for the {} with {}",
-                    if s == InstallScope::User { "user" } else { "project" },
-                    if features.is_empty() { "no options".to_owned() } else { features.join(" ") }
-                ),
-            ));
-            let plan = install::plan_install(roots, a.name(), &m.options, &spec(a, roots, &m.options)?, &ours)?;
-            let read = read_file(roots);
-            host_checks = a.doctor_checks(&m.options, &InstallEnv { roots, read: &read });
-            checks.push(binary_check(&m.options.loopx));
-            for f in &plan.files {
-                let (ok, detail) = match f.op {
-                    FileOp::Unchanged => (true, "as loopx installed it".to_owned()),
-                    FileOp::Skipped => (false, f.reason.clone().unwrap_or_default()),
-                    FileOp::Create => (false, "missing".to_owned()),
-                    _ => (false, "loopx's entries are missing or changed".to_owned()),
-                };
-                checks.push((f.path.to_string(), ok, detail));
-            }
-        }
-    }
-    checks.extend(host_checks);
-    // The wiring decides the exit code; the host missing from PATH is a warning, not a failure
-    // of loopx's install (CI, a container, a host installed later).
-    let on_path = checks[0].1;
-    let ok = checks.iter().skip(1).all(|c| c.1);
+    let d = install::doctor::doctor(a, roots, s, looked_in_both, &found(a), &loopx_command(), &ours)?;
     let mark = |i: usize, ok: bool| match (i, ok) {
         (_, true) => "ok  ",
         (0, false) => "warn",
         _ => "FAIL",
     };
-    // What the person still does in the host: the adapter's words, in order.
-    let steps = manifest.as_ref().map(|m| a.remaining_steps(&m.options)).unwrap_or_default();
-    let mut text: String =
-        checks.iter().enumerate().map(|(i, (n, ok, d))| format!("{} {n}: {d}\n", mark(i, *ok))).collect();
-    text.push_str(&match (ok, on_path) {
-        (true, true) => "ready\n".to_owned(),
-        (true, false) => {
+    let mut text: String = d
+        .checks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{} {}: {}\n", mark(i, c.ok), c.name, c.detail))
+        .collect();
+    text.push_str(&match (&d.repair, d.on_path()) {
+        (None, true) => "ready\n".to_owned(),
+        (None, false) => {
             format!("loopx's wiring is fine; {} itself is not on PATH ({})\n", a.host(), a.install_hint())
         }
-        (false, _) => {
-            let flags = manifest.map(|m| {
-                m.options.features.iter().map(|f| format!(" --with {}", f.name())).collect::<String>()
-            });
-            let first = if unfinished == Some(install::Unfinished::Foreign) {
-                format!("delete {at} (a plan loopx will not carry out), then ")
-            } else {
-                String::new()
-            };
-            format!(
-                "repair with: {first}loopx host install {}{user}{}\n",
-                a.host(),
-                flags.unwrap_or_default()
-            )
-        }
+        (Some(repair), _) => format!("repair with: {repair}\n"),
     });
-    if ok && !steps.is_empty() {
+    if d.ok && !d.steps.is_empty() {
         text.push_str(&format!("then, in {}:\n", a.host()));
-        for (i, step) in steps.iter().enumerate() {
+        for (i, step) in d.steps.iter().enumerate() {
             text.push_str(&format!("  {}. {step}\n", i + 1));
         }
     }
-    let warnings: Vec<String> = if on_path { vec![] } else { vec![format!("{} is not on PATH", a.host())] };
-    let unfinished = unfinished.map(|u| match u {
+    let warnings: Vec<String> =
+        if d.on_path() { vec![] } else { vec![format!("{} is not on PATH", a.host())] };
+    let unfinished = d.unfinished.map(|u| match u {
         install::Unfinished::Ours => "ours",
         install::Unfinished::Foreign => "foreign",
     });
-    let v = json!({"host": a.host(), "ok": ok, "unfinished": unfinished, "warnings": warnings, "steps": steps, "checks": checks.iter().map(|(n, ok, d)| json!({"name": n, "ok": ok, "detail": d})).collect::<Vec<_>>()});
-    Ok(Rendered::new(&v, text)?.with_exit(if ok { 0 } else { 1 }))
+    let v = json!({"host": a.host(), "ok": d.ok, "unfinished": unfinished, "warnings": warnings, "steps": d.steps, "checks": d.checks});
+    Ok(Rendered::new(&v, text)?.with_exit(if d.ok { 0 } else { 1 }))
 }
 
 /// The host's program on this machine's `PATH`, and its version.

@@ -28,6 +28,7 @@
 //! record is refused with nothing changed.
 
 pub mod doc;
+pub mod doctor;
 mod span;
 
 use std::collections::BTreeSet;
