@@ -8,111 +8,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loopx_core::kernel::{CommandContext, Kernel, RegisterAgent};
-use loopx_core::{AgentId, AgentType, Error, GoalId, Result};
+use loopx_core::{AgentId, Error, GoalId, Result};
 use loopx_hostkit::drive::{Config, Driver, Fallback, Interrupt, LimitPattern, Report, Sink};
-use loopx_kernel::{DynKernel, Reporter};
+use loopx_hostkit::pick;
+use loopx_kernel::Reporter;
 
 use crate::Env;
 use crate::args::{Cli, DriveArgs, DriveUntil};
-
-/// The host a drive names: an adapter that can drive its CLI, or `other`.
-fn host_of(name: &str) -> Result<Option<&'static dyn loopx_core::host::HostAdapter>> {
-    if name == "other" {
-        return Ok(None);
-    }
-    let adapter = crate::registry::find(name).map_err(|e| {
-        let hosts: Vec<&str> = crate::registry::adapters()
-            .iter()
-            .filter(|a| a.protocol().driver().is_some())
-            .map(|a| a.host())
-            .collect();
-        Error::usage(e.message).with_hint(format!("--host {} or other", hosts.join(", --host ")))
-    })?;
-    if adapter.protocol().driver().is_none() {
-        return Err(Error::usage(format!("loopx cannot run {name}'s agent CLI unattended yet"))
-            .with_hint("drive it as any command: --host other -- <its command>"));
-    }
-    Ok(Some(adapter))
-}
-
-/// The adapter that drives agents of `t`, if one does.
-fn host_for_type(t: AgentType) -> Option<&'static dyn loopx_core::host::HostAdapter> {
-    crate::registry::adapters()
-        .iter()
-        .copied()
-        .find(|a| a.protocol().driver().is_some_and(|d| d.agent_type() == t))
-}
-
-/// The agent to drive and its host: the one named (registered if new, its type from the
-/// host), or the goal's only agent of the host's type, or a new one.
-async fn agent_and_host(
-    k: &DynKernel,
-    goal: &GoalId,
-    agent_id: Option<&String>,
-    host: Option<&str>,
-) -> Result<(AgentId, Option<&'static dyn loopx_core::host::HostAdapter>)> {
-    let agents = k.list_agents(Some(goal)).await?.agents;
-    let named_host = host.map(host_of).transpose()?;
-    let type_of = |h: Option<&'static dyn loopx_core::host::HostAdapter>| {
-        h.and_then(|h| h.protocol().driver()).map_or_else(AgentType::other, |d| d.agent_type())
-    };
-    let (agent, host) = match (agent_id, named_host) {
-        (Some(id), h) => {
-            let id = AgentId::new_registrable(id)?;
-            let host = match (h, agents.iter().find(|x| x.id == id)) {
-                // `--host` named (other: the command as given).
-                (Some(h), _) => h,
-                (None, Some(known)) => host_for_type(known.agent_type.clone()),
-                (None, None) => None,
-            };
-            (id, host)
-        }
-        (None, h) => {
-            let h = h.flatten();
-            let want = type_of(h);
-            let same: Vec<&AgentId> = agents.iter().filter(|x| x.agent_type == want).map(|x| &x.id).collect();
-            match same.as_slice() {
-                [one] => ((*one).clone(), h),
-                [] => {
-                    let prefix = h.map_or("agent", |h| h.agent_prefix());
-                    let free = (1..)
-                        .map(|n| format!("{prefix}-{n}"))
-                        .find(|id| !agents.iter().any(|x| x.id.as_str() == id));
-                    (AgentId::new_registrable(&free.unwrap_or_default())?, h)
-                }
-                many => {
-                    let ids: Vec<&str> = many.iter().map(|x| x.as_str()).collect();
-                    return Err(Error::usage(format!(
-                        "goal {goal} has {} {want} agents ({}); say which one to drive",
-                        many.len(),
-                        ids.join(", ")
-                    ))
-                    .with_hint(format!("loopx drive --agent-id {} …", ids[0])));
-                }
-            }
-        }
-    };
-    let agent_type = type_of(host);
-    let ctx =
-        CommandContext { goal: Some(goal.clone()), agent: Some(agent.clone()), ..CommandContext::default() };
-    match agents.iter().find(|x| x.id == agent) {
-        Some(known) if host.is_some() && known.agent_type != agent_type => {
-            return Err(Error::usage(format!(
-                "agent {agent} is a {} agent; --host {} drives {agent_type} agents",
-                known.agent_type,
-                host.map_or("other", |h| h.host())
-            ))
-            .with_hint("drive it with --host other, or drive another agent with --agent-id"));
-        }
-        Some(_) => {}
-        None => {
-            k.register_agent(&ctx, RegisterAgent { id: agent.clone(), agent_type, require_new: false })
-                .await?;
-        }
-    }
-    Ok((agent, host))
-}
 
 /// `--fallback HOST=COMMAND`: the host and its command line, refused as `--host` and the
 /// command after `--` would be.
@@ -126,7 +28,9 @@ fn fallback_of(spec: &str) -> Result<(String, Vec<String>)> {
     if argv.is_empty() {
         return Err(Error::usage("--fallback names no command").with_hint(hint));
     }
-    if let Some(d) = host_of(host.trim())?.and_then(|h| h.protocol().driver()) {
+    if let Some(d) =
+        pick::host_of(crate::registry::adapters(), host.trim())?.and_then(|h| h.protocol().driver())
+    {
         d.turn_argv(&argv, None, true)?;
     }
     Ok((host.trim().to_owned(), argv))
@@ -376,7 +280,13 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
     if let Some(id) = &a.agent_id {
         AgentId::new_registrable(id)?;
     }
-    if let Some(h) = a.host.as_deref().map(host_of).transpose()?.flatten().and_then(|h| h.protocol().driver())
+    if let Some(h) = a
+        .host
+        .as_deref()
+        .map(|h| pick::host_of(crate::registry::adapters(), h))
+        .transpose()?
+        .flatten()
+        .and_then(|h| h.protocol().driver())
     {
         h.turn_argv(&a.command, None, !a.prompt_arg)?;
     }
@@ -385,11 +295,24 @@ pub async fn run(a: &DriveArgs, cli: &Cli, env: &Env, reporter: Arc<dyn Reporter
     let root = crate::commands::project_root(cli, env)?;
     let kernel = Arc::new(crate::commands::open_at(&root, env, reporter)?);
     let goal = kernel.resolve_goal(cli.goal_id.as_deref().map(GoalId::new).transpose()?.as_ref())?;
-    let (agent, host) = agent_and_host(&kernel, &goal, a.agent_id.as_ref(), a.host.as_deref()).await?;
+    let (agent, host) = pick::agent_and_host(
+        &kernel,
+        crate::registry::adapters(),
+        &goal,
+        a.agent_id.as_deref(),
+        a.host.as_deref(),
+    )
+    .await?;
     let fallback = match &fallback {
         Some((fb_host, command)) => {
-            let (fb_agent, fb_adapter) =
-                agent_and_host(&kernel, &goal, a.fallback_agent_id.as_ref(), Some(fb_host.as_str())).await?;
+            let (fb_agent, fb_adapter) = pick::agent_and_host(
+                &kernel,
+                crate::registry::adapters(),
+                &goal,
+                a.fallback_agent_id.as_deref(),
+                Some(fb_host.as_str()),
+            )
+            .await?;
             if fb_agent == agent {
                 return Err(Error::usage(format!(
                     "the fallback drives agent {fb_agent}, the agent the drive runs"

@@ -31,4 +31,5 @@ pub mod identity;
 pub mod install;
 pub mod mcp;
 pub mod next;
+pub mod pick;
 pub mod shell;
