@@ -6,12 +6,10 @@ use std::sync::Arc;
 use loopx_core::decision::QuotaView;
 use loopx_core::kernel::*;
 use loopx_core::model::{
-    DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, HandoffMode, NotifyFormat, NotifyPolicy,
-    Priority, PullRef, ResumeWhen, Role, RuntimeProfile, TodoClass, TodoStatus, Validation,
+    DeliveryOutcome, EvidenceKind, GateAsked, GateBlocks, GateKind, GateStatus, HandoffMode, NotifyFormat,
+    NotifyPolicy, Priority, ResumeWhen, Role, RuntimeProfile, TodoClass, TodoStatus, Validation,
 };
-use loopx_core::{
-    AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, Timestamp, TodoId, exit,
-};
+use loopx_core::{AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, TodoId, exit};
 use loopx_hostkit::next;
 use loopx_kernel::{DynKernel, FileStore, InitOutcome, Reporter, find_root};
 
@@ -705,78 +703,6 @@ async fn handoff(cli: &Cli, k: &DynKernel, a: &HandoffArgs) -> Result<Rendered> 
     }
 }
 
-/// The kind of a gate from `gate ask`'s flags; a flag the kind does not take is refused.
-fn gate_kind(
-    kind: &str,
-    until: Option<Timestamp>,
-    check: Option<&str>,
-    every: Option<&str>,
-    timeout: &str,
-    pr: Option<&str>,
-    required: &[String],
-) -> Result<GateKind> {
-    let secs = |d: &str| loopx_core::time::parse_duration(d).map(|d| d.as_secs());
-    let every_or = |default: &str| secs(every.unwrap_or(default));
-    let stray = |flag: &str, given: bool| -> Result<()> {
-        if given {
-            return Err(Error::usage(format!("--{flag} does not apply to a {kind} gate"))
-                .with_hint("see loopx gate ask --help for the flags of each kind"));
-        }
-        Ok(())
-    };
-    let pr_of = || {
-        pr.ok_or_else(|| {
-            Error::usage(format!("a {kind} gate names its pull request"))
-                .with_hint("e.g. --pr acme/importer#42")
-        })
-        .and_then(PullRef::parse)
-    };
-    match kind {
-        "person" => {
-            stray("until", until.is_some())?;
-            stray("check", check.is_some())?;
-            stray("pr", pr.is_some())?;
-            stray("every", every.is_some())?;
-            stray("required-checks", !required.is_empty())?;
-            Ok(GateKind::Person)
-        }
-        "timer" => {
-            stray("check", check.is_some())?;
-            stray("pr", pr.is_some())?;
-            let until = until.ok_or_else(|| {
-                Error::usage("a timer gate opens until a time")
-                    .with_hint("e.g. --until +2h or --until 2026-12-01T09:00:00Z")
-            })?;
-            Ok(GateKind::Timer { until })
-        }
-        "command" => {
-            stray("pr", pr.is_some())?;
-            stray("until", until.is_some())?;
-            let check = check.ok_or_else(|| {
-                Error::usage("a command gate names its check")
-                    .with_hint("e.g. --check \"cargo test -p importer\"")
-            })?;
-            let argv = shell_words::split(check).map_err(|e| {
-                Error::usage(format!("cannot split --check: {e}")).with_hint("quote it as a shell would")
-            })?;
-            Ok(GateKind::Command { argv, every_secs: every_or("10m")?, timeout_secs: secs(timeout)? })
-        }
-        "ci" => {
-            stray("until", until.is_some())?;
-            stray("check", check.is_some())?;
-            Ok(GateKind::Ci { pr: pr_of()?, required: required.to_vec(), every_secs: every_or("2m")? })
-        }
-        "pr-merged" => {
-            stray("until", until.is_some())?;
-            stray("check", check.is_some())?;
-            stray("required-checks", !required.is_empty())?;
-            Ok(GateKind::PrMerged { pr: pr_of()?, every_secs: every_or("5m")? })
-        }
-        other => Err(Error::usage(format!("invalid gate kind {other:?}"))
-            .with_hint("one of: person, timer, command, ci, pr-merged")),
-    }
-}
-
 /// The notify policy `goal set` asks for, on top of the goal's current one.
 fn notify_policy(a: &NotifyArgs, current: Option<&NotifyPolicy>) -> Result<Option<NotifyPolicy>> {
     if a.clear_notify
@@ -952,15 +878,15 @@ async fn gate(cli: &Cli, k: &DynKernel, cmd: &GateCommand, style: Style) -> Resu
             required_checks,
             acting,
         } => {
-            let kind = gate_kind(
+            let kind = GateKind::asked(&GateAsked {
                 kind,
-                until.as_deref().map(|u| loopx_core::time::parse_when(u, k.now())).transpose()?,
-                check.as_deref(),
-                every.as_deref(),
+                until: until.as_deref().map(|u| loopx_core::time::parse_when(u, k.now())).transpose()?,
+                check: check.as_deref(),
+                every: every.as_deref(),
                 timeout,
-                pr.as_deref(),
-                required_checks,
-            )?;
+                pr: pr.as_deref(),
+                required: required_checks,
+            })?;
             let question = match question {
                 Some(q) => q.clone(),
                 None if !kind.is_person() => format!("waiting for {}", kind.describe()),

@@ -764,7 +764,88 @@ pub enum GateKind {
     PrMerged { pr: PullRef, every_secs: u64 },
 }
 
+/// A gate as asked for (`gate ask`'s settings, as typed): the kind's name, and what each kind
+/// takes — a time to wait until, a command to check and its pace and timeout, a pull request
+/// and the checks it needs.
+#[derive(Clone, Copy, Debug)]
+pub struct GateAsked<'a> {
+    pub kind: &'a str,
+    pub until: Option<Timestamp>,
+    pub check: Option<&'a str>,
+    pub every: Option<&'a str>,
+    pub timeout: &'a str,
+    pub pr: Option<&'a str>,
+    pub required: &'a [String],
+}
+
 impl GateKind {
+    /// The kind of gate `asked` describes, with its kind's checking pace where none is given
+    /// (a command every 10 minutes, CI every 2, a merge every 5); a setting the kind does not
+    /// take is refused, naming its flag.
+    pub fn asked(asked: &GateAsked<'_>) -> Result<GateKind, Error> {
+        let GateAsked { kind, until, check, every, timeout, pr, required } = *asked;
+        let secs = |d: &str| crate::time::parse_duration(d).map(|d| d.as_secs());
+        let every_or = |default: &str| secs(every.unwrap_or(default));
+        let stray = |flag: &str, given: bool| -> Result<(), Error> {
+            if given {
+                return Err(Error::usage(format!("--{flag} does not apply to a {kind} gate"))
+                    .with_hint("see loopx gate ask --help for the flags of each kind"));
+            }
+            Ok(())
+        };
+        let pr_of = || {
+            pr.ok_or_else(|| {
+                Error::usage(format!("a {kind} gate names its pull request"))
+                    .with_hint("e.g. --pr acme/importer#42")
+            })
+            .and_then(PullRef::parse)
+        };
+        match kind {
+            "person" => {
+                stray("until", until.is_some())?;
+                stray("check", check.is_some())?;
+                stray("pr", pr.is_some())?;
+                stray("every", every.is_some())?;
+                stray("required-checks", !required.is_empty())?;
+                Ok(GateKind::Person)
+            }
+            "timer" => {
+                stray("check", check.is_some())?;
+                stray("pr", pr.is_some())?;
+                let until = until.ok_or_else(|| {
+                    Error::usage("a timer gate opens until a time")
+                        .with_hint("e.g. --until +2h or --until 2026-12-01T09:00:00Z")
+                })?;
+                Ok(GateKind::Timer { until })
+            }
+            "command" => {
+                stray("pr", pr.is_some())?;
+                stray("until", until.is_some())?;
+                let check = check.ok_or_else(|| {
+                    Error::usage("a command gate names its check")
+                        .with_hint("e.g. --check \"cargo test -p importer\"")
+                })?;
+                let argv = shell_words::split(check).map_err(|e| {
+                    Error::usage(format!("cannot split --check: {e}")).with_hint("quote it as a shell would")
+                })?;
+                Ok(GateKind::Command { argv, every_secs: every_or("10m")?, timeout_secs: secs(timeout)? })
+            }
+            "ci" => {
+                stray("until", until.is_some())?;
+                stray("check", check.is_some())?;
+                Ok(GateKind::Ci { pr: pr_of()?, required: required.to_vec(), every_secs: every_or("2m")? })
+            }
+            "pr-merged" => {
+                stray("until", until.is_some())?;
+                stray("check", check.is_some())?;
+                stray("required-checks", !required.is_empty())?;
+                Ok(GateKind::PrMerged { pr: pr_of()?, every_secs: every_or("5m")? })
+            }
+            other => Err(Error::usage(format!("invalid gate kind {other:?}"))
+                .with_hint("one of: person, timer, command, ci, pr-merged")),
+        }
+    }
+
     pub fn is_person(&self) -> bool {
         matches!(self, GateKind::Person)
     }
@@ -911,6 +992,40 @@ pub struct Spend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gate_asked_takes_only_its_kinds_settings_and_its_kinds_pace() {
+        let asked = GateAsked {
+            kind: "command",
+            until: None,
+            check: Some("cargo test -p 'my crate'"),
+            every: None,
+            timeout: "5m",
+            pr: None,
+            required: &[],
+        };
+        let argv = vec!["cargo".to_owned(), "test".into(), "-p".into(), "my crate".into()];
+        assert_eq!(
+            GateKind::asked(&asked).unwrap(),
+            GateKind::Command { argv, every_secs: 600, timeout_secs: 300 }
+        );
+        let ci = GateAsked { kind: "ci", check: None, pr: Some("acme/importer#42"), ..asked };
+        assert!(matches!(GateKind::asked(&ci).unwrap(), GateKind::Ci { every_secs: 120, .. }));
+        let merged = GateAsked { kind: "pr-merged", ..ci };
+        assert!(matches!(GateKind::asked(&merged).unwrap(), GateKind::PrMerged { every_secs: 300, .. }));
+        assert_eq!(
+            GateKind::asked(&GateAsked { kind: "person", check: None, ..asked }).unwrap(),
+            GateKind::Person
+        );
+        for (bad, says) in [
+            (GateAsked { kind: "person", ..asked }, "--check does not apply to a person gate"),
+            (GateAsked { kind: "timer", check: None, ..asked }, "a timer gate opens until a time"),
+            (GateAsked { kind: "ci", check: None, ..asked }, "a ci gate names its pull request"),
+            (GateAsked { kind: "nightly", ..asked }, "invalid gate kind"),
+        ] {
+            assert!(GateKind::asked(&bad).unwrap_err().message.contains(says), "{says}");
+        }
+    }
 
     #[test]
     fn blocking_modes_are_explicit() {
