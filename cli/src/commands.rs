@@ -24,18 +24,7 @@ pub(crate) fn goal_arg(cli: &Cli) -> Result<Option<GoalId>> {
 
 fn context(cli: &Cli, acting: &Acting) -> Result<CommandContext> {
     let named = acting.agent_id.as_deref().map(AgentId::new).transpose()?;
-    let agent = match (&cli.driven, named) {
-        (Some(d), Some(a)) if a != d.agent => {
-            let turn = d.turn.as_ref().map(|t| format!("turn {t} of ")).unwrap_or_default();
-            return Err(Error::identity(format!(
-                "this command runs in {turn}loopx drive, as agent {}; it cannot act as {a}",
-                d.agent
-            ))
-            .with_hint("leave out --agent-id: the driver's agent acts"));
-        }
-        (Some(d), _) => Some(d.agent.clone()),
-        (None, named) => named,
-    };
+    let agent = loopx_hostkit::identity::Driven::acting(cli.driven.as_ref(), named, false)?;
     Ok(CommandContext {
         goal: goal_arg(cli)?,
         agent,

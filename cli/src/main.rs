@@ -462,15 +462,7 @@ fn run_hook(a: &args::HookArgs, driven: Option<&Driven>) -> ! {
 /// (naming another there is refused).
 fn mcp_agent(named: Option<&str>, driven: Option<&Driven>) -> Result<Option<loopx_core::AgentId>, Error> {
     let named = named.map(loopx_core::AgentId::new).transpose()?;
-    match (driven, named) {
-        (Some(d), Some(a)) if a != d.agent => Err(Error::identity(format!(
-            "this server starts in a turn of loopx drive, as agent {}; it cannot act as {a}",
-            d.agent
-        ))
-        .with_hint("leave out --agent-id: the driver's agent acts")),
-        (Some(d), _) => Ok(Some(d.agent.clone())),
-        (None, named) => Ok(named),
-    }
+    Driven::acting(driven, named, true)
 }
 
 /// Whether this command runs where an agent's own tools run (its shell in its host session or

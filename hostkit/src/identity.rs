@@ -26,6 +26,30 @@ pub struct Driven {
 pub const DRIVE_SESSION_HOST: &str = "loopx-drive";
 
 impl Driven {
+    /// The agent a command acts as in a driven turn (`driven`), given the agent it names: the
+    /// driver's, whether named or not; naming another is refused, for a command (`server`
+    /// false, naming the turn) and for `loopx mcp` started in the turn alike.
+    pub fn acting(
+        driven: Option<&Driven>,
+        named: Option<loopx_core::AgentId>,
+        server: bool,
+    ) -> Result<Option<loopx_core::AgentId>, Error> {
+        match (driven, named) {
+            (Some(d), Some(a)) if a != d.agent => {
+                let turn = d.turn.as_ref().map(|t| format!("turn {t} of ")).unwrap_or_default();
+                let place = if server {
+                    "this server starts in a turn of loopx drive".to_owned()
+                } else {
+                    format!("this command runs in {turn}loopx drive")
+                };
+                Err(Error::identity(format!("{place}, as agent {}; it cannot act as {a}", d.agent))
+                    .with_hint("leave out --agent-id: the driver's agent acts"))
+            }
+            (Some(d), _) => Ok(Some(d.agent.clone())),
+            (None, named) => Ok(named),
+        }
+    }
+
     /// Reads the driver's variables (`get` reads one); `None` outside a driven turn. A value
     /// that is not a valid id is a usage error naming the variable.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, loopx_core::Error> {
@@ -308,6 +332,22 @@ fn loopx_subcommand(argv: &[String]) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_driven_turn_acts_as_its_own_agent_only() {
+        let id = |s: &str| loopx_core::AgentId::new(s).unwrap();
+        let d = Driven { agent: id("codex-1"), turn: Some(loopx_core::IdempotencyKey::new("d1-2").unwrap()) };
+        assert_eq!(Driven::acting(Some(&d), None, false).unwrap(), Some(id("codex-1")));
+        assert_eq!(Driven::acting(Some(&d), Some(id("codex-1")), false).unwrap(), Some(id("codex-1")));
+        let e = Driven::acting(Some(&d), Some(id("claude-1")), false).unwrap_err();
+        assert!(
+            e.message.starts_with("this command runs in turn d1-2 of loopx drive, as agent codex-1"),
+            "{e:?}"
+        );
+        let e = Driven::acting(Some(&d), Some(id("claude-1")), true).unwrap_err();
+        assert!(e.message.starts_with("this server starts in a turn of loopx drive"), "{e:?}");
+        assert_eq!(Driven::acting(None, Some(id("claude-1")), false).unwrap(), Some(id("claude-1")));
+    }
 
     fn proc(name: &str, argv: &[&str], env: &[(&str, &str)]) -> Ancestor {
         Ancestor {
