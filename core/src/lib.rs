@@ -22,4 +22,4 @@ pub mod untrusted;
 pub use agent::AgentType;
 pub use error::{Error, ErrorKind, Result, exit};
 pub use ids::{AgentId, EvidenceId, GateId, GoalId, HandoffId, IdempotencyKey, RunId, SpendId, TodoId};
-pub use time::{Clock, FixedClock, Timestamp};
+pub use time::{Clock, FixedClock, ManualClock, Timestamp};

@@ -1,6 +1,7 @@
 //! Time as data. Core never reads a clock: the caller passes a [`Clock`].
 
 use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -248,6 +249,44 @@ impl Clock for FixedClock {
     }
 }
 
+/// A clock that moves only when its owner moves it: set to a time, or advanced (backwards too,
+/// as a wall clock set back). For tests, simulations and scripted stories whose history should
+/// read like hours of work while they take a second, and for replays that stamp each record
+/// with its own time. Shared behind an `Arc`, it moves for every reader at once.
+#[derive(Debug)]
+pub struct ManualClock {
+    /// Unix milliseconds, always within [`Timestamp::MIN`] and [`Timestamp::MAX`].
+    millis: AtomicI64,
+}
+
+impl ManualClock {
+    /// A clock that says `start` until it is moved.
+    pub const fn new(start: Timestamp) -> Self {
+        Self { millis: AtomicI64::new(start.unix_millis()) }
+    }
+    /// From now on it says `t`.
+    pub fn set(&self, t: Timestamp) {
+        self.millis.store(t.unix_millis(), Ordering::SeqCst);
+    }
+    /// Moves it `millis` on (back, when negative), stopping at [`Timestamp::MIN`] and
+    /// [`Timestamp::MAX`].
+    pub fn advance_millis(&self, millis: i64) {
+        let step = |m: i64| Some(Timestamp::from_unix_millis(m.saturating_add(millis)).unix_millis());
+        // The closure always answers, so the update never fails.
+        let _ = self.millis.fetch_update(Ordering::SeqCst, Ordering::SeqCst, step);
+    }
+    /// Moves it `minutes` on (back, when negative).
+    pub fn advance_minutes(&self, minutes: i64) {
+        self.advance_millis(minutes.saturating_mul(60_000));
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_unix_millis(self.millis.load(Ordering::SeqCst))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,6 +350,25 @@ mod tests {
         assert_eq!(serde_json::from_str::<Timestamp>(&json).unwrap(), t);
         assert_eq!(Timestamp::parse_rfc3339("2026-11-29T15:39:49Z").unwrap().unix_millis() % 1000, 0);
         assert!(Timestamp::parse_rfc3339("yesterday").is_err());
+    }
+
+    #[test]
+    fn a_manual_clock_moves_only_when_moved() {
+        let start = Timestamp::parse_rfc3339("2026-11-02T09:00:00Z").unwrap();
+        let clock = ManualClock::new(start);
+        assert_eq!(clock.now(), start);
+        assert_eq!(clock.now(), start, "reading it does not move it");
+        clock.advance_minutes(90);
+        assert_eq!(clock.now().to_string(), "2026-11-02T10:30:00.000Z");
+        clock.advance_millis(-1_500);
+        assert_eq!(clock.now().to_string(), "2026-11-02T10:29:58.500Z");
+        clock.set(start);
+        assert_eq!(clock.now(), start);
+        clock.set(Timestamp::MAX);
+        clock.advance_minutes(i64::MAX);
+        assert_eq!(clock.now(), Timestamp::MAX, "it stops at the last time");
+        clock.advance_millis(i64::MIN);
+        assert_eq!(clock.now(), Timestamp::MIN, "and at the first");
     }
 
     #[test]

@@ -15,7 +15,6 @@ pub mod py;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use loopx_core::agent::HostCatalog;
 use loopx_core::kernel::{
@@ -26,7 +25,7 @@ use loopx_core::model::{
     DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, Priority, ResumeWhen, Role, TodoClass,
     TodoStatus,
 };
-use loopx_core::{AgentId, AgentType, Clock, Error, GateId, GoalId, Result, Timestamp, TodoId};
+use loopx_core::{AgentId, AgentType, Clock, Error, GateId, GoalId, ManualClock, Result, Timestamp, TodoId};
 use loopx_kernel::project::ProjectGoal;
 use loopx_kernel::store::Store;
 use loopx_kernel::{MemKernel, MemStore, Silent};
@@ -186,16 +185,6 @@ pub async fn import_loopx_py(target: &dyn Store, dir: &Path, options: Options<'_
     Ok(report)
 }
 
-/// A clock the import sets to each source record's time.
-#[derive(Debug, Default)]
-struct SetClock(AtomicI64);
-
-impl Clock for SetClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::from_unix_millis(self.0.load(Ordering::Relaxed))
-    }
-}
-
 /// One step of a goal's replay, at a time.
 #[derive(Debug)]
 enum Step {
@@ -215,7 +204,8 @@ async fn build(
     id: &GoalId,
     hosts: Option<&HostCatalog>,
 ) -> Result<(GoalReport, Vec<String>)> {
-    let clock = Arc::new(SetClock::default());
+    // The import sets the clock to each source record's time.
+    let clock = Arc::new(ManualClock::new(Timestamp::from_unix_millis(0)));
     let mem = MemStore::new(dir, clock.clone(), Arc::new(Silent));
     let k = MemKernel::over(mem.clone());
     let mut r = GoalReport {
@@ -247,7 +237,7 @@ async fn build(
         .collect();
     let start = times.iter().min().copied().unwrap_or_else(|| loopx_kernel::SystemClock.now());
     let end = times.iter().max().copied().unwrap_or(start);
-    let set = |t: Timestamp| clock.0.store(t.unix_millis(), Ordering::Relaxed);
+    let set = |t: Timestamp| clock.set(t);
     set(start);
     // A person's commands say so: with several agents registered, no agent is assumed.
     let person = AgentId::new("user")?;

@@ -18,7 +18,7 @@
 //! | 220 | nothing | 10 |
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use loopx_core::continuation::Continuation;
 use loopx_core::drive::{DriverOp, DriverRequest, EndTurn, TurnExit, TurnUsage};
@@ -26,7 +26,9 @@ use loopx_core::kernel::*;
 use loopx_core::model::{
     DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, Priority, Role, TodoClass,
 };
-use loopx_core::{AgentId, AgentType, Clock, Error, GoalId, IdempotencyKey, Result, Timestamp, TodoId};
+use loopx_core::{
+    AgentId, AgentType, Clock, Error, GoalId, IdempotencyKey, ManualClock, Result, Timestamp, TodoId,
+};
 use loopx_kernel::{FileKernel, MemKernel, MemStore, Silent, StateKernel, Store, StoreOptions};
 
 /// Minutes of one cycle, as the table above has them.
@@ -43,27 +45,6 @@ pub const TURN_USD: f64 = 0.25;
 
 /// When the story begins.
 pub const START: Timestamp = Timestamp::from_unix_millis(1_793_610_000_000); // 2026-11-02T09:00:00Z
-
-/// A clock the story moves.
-#[derive(Debug)]
-pub struct StoryClock(Mutex<Timestamp>);
-
-impl StoryClock {
-    pub fn new(start: Timestamp) -> Self {
-        Self(Mutex::new(start))
-    }
-    pub fn pass(&self, minutes: u64) {
-        if let Ok(mut t) = self.0.lock() {
-            *t = Timestamp::from_unix_millis(t.unix_millis() + i64::try_from(minutes * 60_000).unwrap_or(0));
-        }
-    }
-}
-
-impl Clock for StoryClock {
-    fn now(&self) -> Timestamp {
-        self.0.lock().map_or(Timestamp::MIN, |t| *t)
-    }
-}
 
 /// How long the story runs.
 #[derive(Clone, Copy, Debug)]
@@ -85,7 +66,7 @@ impl Shape {
 
 /// Plays the story into a new project at `root` (its file store), goal `shaped`.
 pub async fn into_project(root: &Path, shape: Shape) -> Result<()> {
-    let clock = Arc::new(StoryClock::new(START));
+    let clock = Arc::new(ManualClock::new(START));
     let (k, _) = FileKernel::init(root, clock.clone(), Arc::new(Silent), StoreOptions::default())?;
     play(&k, &clock, shape).await
 }
@@ -93,7 +74,7 @@ pub async fn into_project(root: &Path, shape: Shape) -> Result<()> {
 /// Plays the story in memory, then copies the goal into a new project at `root` in one write
 /// (a long story without a sync per event).
 pub async fn into_project_at_once(root: &Path, shape: Shape) -> Result<()> {
-    let clock = Arc::new(StoryClock::new(START));
+    let clock = Arc::new(ManualClock::new(START));
     let k: MemKernel = StateKernel::over(MemStore::new(root, clock.clone(), Arc::new(Silent)));
     play(&k, &clock, shape).await?;
     let (target, _) = loopx_kernel::FileStore::init(root, clock, Arc::new(Silent), StoreOptions::default())?;
@@ -137,11 +118,16 @@ fn complete(todo: TodoId) -> CompleteTodo {
 
 struct Story<'a, S: Store> {
     k: &'a StateKernel<S>,
-    clock: &'a StoryClock,
+    clock: &'a ManualClock,
     turns: u64,
 }
 
 impl<S: Store> Story<'_, S> {
+    /// The story's clock moves `minutes` on.
+    fn pass(&self, minutes: u64) {
+        self.clock.advance_minutes(i64::try_from(minutes).unwrap_or(0));
+    }
+
     fn turn_id(&mut self) -> String {
         self.turns += 1;
         format!("turn-{}", self.turns)
@@ -165,7 +151,7 @@ impl<S: Store> Story<'_, S> {
         let turn = self.turn_id();
         let started_at = self.clock.now();
         let todo = self.run("codex-1", &turn).await?;
-        self.clock.pass(minutes);
+        self.pass(minutes);
         let c = ctx(Some("codex-1"), Some(&turn))?;
         if done {
             self.k.complete_todo(&ctx(Some("codex-1"), None)?, complete(todo)).await?;
@@ -213,7 +199,7 @@ impl<S: Store> Story<'_, S> {
         // claude-1: a host's turn, settled in one commit.
         let turn = self.turn_id();
         let todo = self.run("claude-1", &turn).await?;
-        self.clock.pass(20);
+        self.pass(20);
         let settle = SettleTurn {
             complete: complete(todo),
             classification: "implement".into(),
@@ -227,7 +213,7 @@ impl<S: Store> Story<'_, S> {
         self.driven(30, true).await?;
         self.driven(5, false).await?;
         if !whole {
-            self.clock.pass(IDLE_MINUTES);
+            self.pass(IDLE_MINUTES);
             return Ok(());
         }
         // A question for the person, holding all work.
@@ -237,7 +223,7 @@ impl<S: Store> Story<'_, S> {
             kind: GateKind::Person,
         };
         let gate = self.k.ask_gate(&ctx(Some("claude-1"), None)?, ask).await?.body.gate.id;
-        self.clock.pass(PERSON_MINUTES);
+        self.pass(PERSON_MINUTES);
         let answer = AnswerGate { gate, status: GateStatus::Approved, note: None };
         self.k.answer_gate(&person, answer).await?;
         // A timer gate loopx closes itself.
@@ -248,16 +234,16 @@ impl<S: Store> Story<'_, S> {
             kind: GateKind::Timer { until },
         };
         self.k.ask_gate(&ctx(Some("claude-1"), None)?, wait).await?;
-        self.clock.pass(CHECKS_MINUTES);
+        self.pass(CHECKS_MINUTES);
         self.k.poll_gates(&person, None).await?;
         // A pause.
         self.k.stop_goal(&person, Some("lunch".into()), false).await?;
-        self.clock.pass(PAUSED_MINUTES);
+        self.pass(PAUSED_MINUTES);
         self.k.resume_goal(&person).await?;
         // claude-1 writes back and hands its todo to Codex, which finishes it.
         let turn = self.turn_id();
         let todo = self.run("claude-1", &turn).await?;
-        self.clock.pass(10);
+        self.pass(10);
         let c = ctx(Some("claude-1"), Some(&turn))?;
         let req = RefreshState {
             todo,
@@ -278,13 +264,13 @@ impl<S: Store> Story<'_, S> {
         let accept = AcceptHandoff { host: AgentType::from_static("codex"), handoff: None };
         self.k.accept_handoff(&ctx(Some("codex-1"), None)?, accept).await?;
         self.driven(15, true).await?;
-        self.clock.pass(IDLE_MINUTES);
+        self.pass(IDLE_MINUTES);
         Ok(())
     }
 }
 
 /// The story on any kernel whose store's clock is `clock`.
-pub async fn play<S: Store>(k: &StateKernel<S>, clock: &StoryClock, shape: Shape) -> Result<()> {
+pub async fn play<S: Store>(k: &StateKernel<S>, clock: &ManualClock, shape: Shape) -> Result<()> {
     let create =
         CreateGoal { id: goal(), objective: "A goal of known shape".into(), title: None, make_default: true };
     k.create_goal(create).await?;

@@ -6,32 +6,22 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use loopx_core::decision::DecisionKind;
 use loopx_core::drive::{DriverOp, DriverRequest, EndTurn, TurnExit, TurnUsage};
 use loopx_core::kernel::*;
 use loopx_core::model::{DeliveryOutcome, EvidenceKind, Priority};
-use loopx_core::{AgentId, AgentType, Clock, ErrorKind, GoalId, Timestamp};
+use loopx_core::{AgentId, AgentType, Clock, ErrorKind, GoalId, ManualClock, Timestamp};
 use loopx_kernel::drive::PromptFor;
 use loopx_kernel::rules::Actor;
 use loopx_kernel::{MemKernel, MemStore, Silent};
 
 use crate::support::block_on;
 
-/// A clock the test moves.
-#[derive(Debug)]
-struct TestClock(AtomicI64);
-
-impl Clock for TestClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::from_unix_millis(self.0.load(Ordering::SeqCst))
-    }
-}
-
 struct World {
     k: MemKernel,
-    clock: Arc<TestClock>,
+    /// A clock the test moves.
+    clock: Arc<ManualClock>,
     goal: GoalId,
 }
 
@@ -41,7 +31,7 @@ fn bot() -> AgentId {
 
 impl World {
     fn new() -> Self {
-        let clock = Arc::new(TestClock(AtomicI64::new(1_800_000_000_000)));
+        let clock = Arc::new(ManualClock::new(Timestamp::from_unix_millis(1_800_000_000_000)));
         let k =
             MemKernel::over(MemStore::new(Path::new("/nonexistent/drive"), clock.clone(), Arc::new(Silent)));
         let goal = GoalId::new("g").unwrap();
@@ -63,7 +53,7 @@ impl World {
     }
 
     fn advance(&self, secs: i64) {
-        self.clock.0.fetch_add(secs * 1000, Ordering::SeqCst);
+        self.clock.advance_millis(secs * 1000);
     }
 
     fn lease(&self, id: &str, op: DriverOp) -> loopx_core::Result<Receipt<loopx_core::drive::DriverBody>> {

@@ -42,7 +42,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 
 use sha2::{Digest, Sha256};
@@ -59,7 +59,7 @@ use loopx_core::model::{
     DeliveryOutcome, EvidenceKind, GateBlocks, GateKind, GateStatus, GoalStatus, Priority, Spend, TodoStatus,
     Validation,
 };
-use loopx_core::{AgentId, Clock, GoalId, IdempotencyKey, Timestamp, TodoId};
+use loopx_core::{AgentId, Clock, GoalId, IdempotencyKey, ManualClock, Timestamp, TodoId};
 
 use loopx_core::traits::{Observation, ObservationRequest, Provider};
 use loopx_kernel::gates::GateRuntime;
@@ -240,16 +240,6 @@ impl Rng {
     }
 }
 
-/// The simulated clock: moved only by the scheduler.
-#[derive(Debug)]
-struct SimClock(AtomicI64);
-
-impl Clock for SimClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::from_unix_millis(self.0.load(Ordering::SeqCst))
-    }
-}
-
 const MINUTE: i64 = 60_000;
 /// 2026-01-01T00:00:00Z.
 const START_MS: i64 = 1_767_225_600_000;
@@ -335,7 +325,7 @@ enum Backing {
 
 impl Backing {
     /// The store again, as a process starting now opens it, with `fault` armed.
-    fn open(&self, clock: &Arc<SimClock>, fault: Option<String>) -> loopx_core::Result<Box<dyn Store>> {
+    fn open(&self, clock: &Arc<ManualClock>, fault: Option<String>) -> loopx_core::Result<Box<dyn Store>> {
         match self {
             Backing::Memory(m, _) => Ok(Box::new(m.clone())),
             Backing::Files(dir) => {
@@ -376,7 +366,8 @@ async fn catch<F: Future>(f: F) -> std::thread::Result<F::Output> {
 struct Sim {
     cfg: SimConfig,
     rng: Rng,
-    clock: Arc<SimClock>,
+    /// The simulated clock: moved only by the scheduler.
+    clock: Arc<ManualClock>,
     backing: Backing,
     /// Runs the todos' checks (a kernel opened again keeps what they did).
     checks: Arc<ScriptedChecks>,
@@ -1152,7 +1143,7 @@ fn held_by_another<'s>(
 
 /// Runs one simulation.
 pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
-    let clock = Arc::new(SimClock(AtomicI64::new(START_MS)));
+    let clock = Arc::new(ManualClock::new(Timestamp::from_unix_millis(START_MS)));
     let goal = GoalId::new("sim").unwrap_or_else(|_| unreachable!("a valid id"));
     let fatal = |invariant: &'static str, e: String| {
         Box::new(Violation { config: cfg.clone(), step: 0, invariant, detail: e, trace: Vec::new() })
@@ -1236,7 +1227,7 @@ pub async fn run(cfg: &SimConfig) -> Result<Summary, Box<Violation>> {
             3..13 => -(1 + i64::try_from(sim.rng.below(30)).unwrap_or(0)),
             _ => 1 + i64::try_from(sim.rng.below(20)).unwrap_or(0),
         };
-        sim.clock.0.fetch_add(dt * MINUTE, Ordering::SeqCst);
+        sim.clock.advance_millis(dt * MINUTE);
         if cfg.steps.as_ref().is_some_and(|s| !s.contains(&sim.step)) {
             continue;
         }
