@@ -6,7 +6,7 @@ use std::sync::Arc;
 use loopx_core::decision::QuotaView;
 use loopx_core::kernel::*;
 use loopx_core::model::{
-    DeliveryOutcome, EvidenceKind, GateAsked, GateBlocks, GateKind, GateStatus, HandoffMode, NotifyFormat,
+    DeliveryOutcome, EvidenceKind, GateAsked, GateBlocks, GateKind, GateStatus, HandoffMode, NotifyChange,
     NotifyPolicy, Priority, ResumeWhen, Role, RuntimeProfile, TodoClass, TodoStatus, Validation,
 };
 use loopx_core::{AgentId, AgentType, Error, GateId, GoalId, IdempotencyKey, Result, SpendId, TodoId, exit};
@@ -200,19 +200,12 @@ async fn resume_in_session(
     let session = cli.session.clone().ok_or_else(|| Error::internal("no session"))?;
     let adapter = crate::registry::session_host(&session)?;
     let host: AgentType = crate::registry::catalog().resolve(&a.host)?;
-    if host != adapter.agent_type() {
-        return Err(Error::usage(format!(
-            "this is a {} session; it takes over as a {} agent, not {host}",
-            session.host,
-            adapter.agent_type()
-        ))
-        .with_hint(format!("pass --host {}", adapter.agent_type())));
-    }
     let named = a.acting.agent_id.as_deref().map(AgentId::new).transpose()?;
     let handoff = a.handoff_id.as_deref().map(str::parse).transpose()?;
     let hook_env = session_env(cli, env, adapter, reporter);
     let r =
-        loopx_hostkit::hook::resume(adapter, &session, named.as_ref(), &env.cwd, handoff, &hook_env).await?;
+        loopx_hostkit::hook::resume(adapter, &session, &host, named.as_ref(), &env.cwd, handoff, &hook_env)
+            .await?;
     Rendered::new(&r, text::resume(&r))
 }
 
@@ -345,18 +338,9 @@ async fn import_py(cli: &Cli, env: &Env, reporter: Arc<dyn Reporter>, a: &Import
     let report = if loopx_kernel::Layout::new(&target).project_file().exists() {
         let k = open_at(&target, env, reporter)?;
         loopx_import::import_loopx_py(k.store(), &source, options).await?
-    } else if a.dry_run {
-        let empty = loopx_kernel::MemStore::new(&target, env.clock.clone(), reporter);
-        loopx_import::import_loopx_py(&empty, &source, options).await?
     } else {
-        // A source that will be refused is refused before `.loopx/` is made: the whole import
-        // is tried in memory first.
-        let trial = loopx_kernel::MemStore::new(&target, env.clock.clone(), reporter.clone());
-        loopx_import::import_loopx_py(&trial, &source, loopx_import::Options { dry_run: true, ..options })
-            .await?;
-        let (store, _) =
-            loopx_kernel::FileStore::init(&target, env.clock.clone(), reporter, env.options.clone())?;
-        loopx_import::import_loopx_py(&store, &source, options).await?
+        let (clock, store_options) = (env.clock.clone(), env.options.clone());
+        loopx_import::import_loopx_py_new(&target, &source, options, clock, reporter, store_options).await?
     };
     Rendered::new(&report, text::import(&report))
 }
@@ -383,24 +367,10 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
         Command::HeartbeatPrompt(a) => {
             let (adapter, surface) = crate::registry::surface(&a.host)?;
             let agent = AgentId::new(&a.agent_id)?;
-            let detail = k.show_goal(g).await?;
-            if !detail.agents.iter().any(|x| x.id == agent) {
-                return Err(Error::identity(format!(
-                    "agent {agent} is not registered on goal {}",
-                    detail.goal.id
-                ))
-                .with_hint(format!("loopx agent register --agent-id {agent} --agent-type {}", a.host)));
-            }
             let this =
                 std::env::current_exe().map_or_else(|_| "loopx".to_owned(), |p| p.display().to_string());
-            let req = loopx_core::host::PromptRequest {
-                loopx: adapter.loopx_command(&this),
-                goal: detail.goal.id.clone(),
-                agent,
-                project: k.store().root().to_path_buf(),
-                objective: detail.goal.objective.clone(),
-            };
-            let p = adapter.prompt(surface, &req)?;
+            let p =
+                loopx_hostkit::hook::heartbeat_prompt(k, adapter, surface, agent, g, &a.host, &this).await?;
             // The text to paste alone on stdout (`| pbcopy` copies just it); what to name and
             // schedule it with, and its length, for the person on stderr.
             if !cli.json {
@@ -487,7 +457,14 @@ async fn run(cli: &Cli, k: &DynKernel, cmd: &Command, style: Style) -> Result<Re
                 }
                 _ => None,
             };
-            let mut notify_req = notify_policy(notify, before.goal.notify.as_ref())?;
+            let change = NotifyChange {
+                webhook: notify.notify_webhook.as_deref(),
+                format: notify.notify_format.as_deref(),
+                command: notify.notify_command.as_deref(),
+                reminder: notify.notify_reminder.as_deref(),
+                clear: notify.clear_notify,
+            };
+            let mut notify_req = NotifyPolicy::changed(before.goal.notify.as_ref(), &change)?;
             if let (Some(p), Some((_, name, _))) = (notify_req.as_mut(), &kept) {
                 p.webhook = Some(format!("config:{name}"));
             }
@@ -690,39 +667,6 @@ async fn handoff(cli: &Cli, k: &DynKernel, a: &HandoffArgs) -> Result<Rendered> 
             Rendered::new(&r, text::handoff(&r.body.handoff, r.changed))
         }
     }
-}
-
-/// The notify policy `goal set` asks for, on top of the goal's current one.
-fn notify_policy(a: &NotifyArgs, current: Option<&NotifyPolicy>) -> Result<Option<NotifyPolicy>> {
-    if a.clear_notify
-        || (a.notify_webhook.is_none()
-            && a.notify_command.is_none()
-            && a.notify_format.is_none()
-            && a.notify_reminder.is_none())
-    {
-        return Ok(None);
-    }
-    let mut p = current.cloned().unwrap_or(NotifyPolicy {
-        webhook: None,
-        format: NotifyFormat::Generic,
-        command: None,
-        remind_after_secs: None,
-    });
-    if let Some(w) = &a.notify_webhook {
-        p.webhook = Some(w.clone());
-    }
-    if let Some(f) = &a.notify_format {
-        p.format = f.parse()?;
-    }
-    if let Some(c) = &a.notify_command {
-        p.command = Some(shell_words::split(c).map_err(|e| {
-            Error::usage(format!("cannot split --notify-command: {e}")).with_hint("quote it as a shell would")
-        })?);
-    }
-    if let Some(r) = &a.notify_reminder {
-        p.remind_after_secs = Some(loopx_core::time::parse_duration(r)?.as_secs());
-    }
-    Ok(Some(p))
 }
 
 async fn todo(cli: &Cli, k: &DynKernel, cmd: &TodoCommand, style: Style) -> Result<Rendered> {

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use loopx_core::{Error, Result};
 use loopx_kernel::{DynKernel, Reporter, find_root};
-use loopx_machine::projects::{self, Inbox, IndexedProject};
+use loopx_machine::projects::{self, Inbox};
 
 use crate::Env;
 use crate::args::ProjectsCommand;
@@ -60,15 +60,7 @@ pub fn run(cmd: &ProjectsCommand, env: &Env) -> Result<Rendered> {
                 Error::not_found(format!("no loopx project at or above {}", start.display()))
                     .with_hint("start one there with: loopx init")
             })?;
-            let mut added = false;
-            let now = env.clock.now();
-            let index = projects::update(&path, |i| {
-                added = !i.projects.iter().any(|p| p.path == root);
-                if added {
-                    i.projects.push(IndexedProject { path: root.clone(), added_at: now });
-                }
-                added
-            })?;
+            let (added, index) = projects::add(&path, &root, env.clock.now())?;
             let text = if added {
                 format!("added {} ({} project(s) in the index)\n", root.display(), index.projects.len())
             } else {
@@ -82,17 +74,7 @@ pub fn run(cmd: &ProjectsCommand, env: &Env) -> Result<Rendered> {
                 Some(d) => absolute(env, Some(d)),
                 None => find_root(&env.cwd).unwrap_or_else(|| absolute(env, None)),
             };
-            let mut removed = false;
-            projects::update(&path, |i| {
-                let before = i.projects.len();
-                i.projects.retain(|p| p.path != root);
-                removed = i.projects.len() < before;
-                removed
-            })?;
-            if !removed {
-                return Err(Error::not_found(format!("{} is not in the projects index", root.display()))
-                    .with_hint("see the index with: loopx projects list"));
-            }
+            projects::remove(&path, &root)?;
             Rendered::new(
                 &json!({"project": root, "removed": true}),
                 format!("removed {} from the index (its files are untouched)\n", root.display()),

@@ -948,6 +948,50 @@ pub struct NotifyPolicy {
     pub remind_after_secs: Option<u64>,
 }
 
+/// Changes to a goal's notify policy, as given (`goal set`'s notify settings).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NotifyChange<'a> {
+    pub webhook: Option<&'a str>,
+    pub format: Option<&'a str>,
+    pub command: Option<&'a str>,
+    pub reminder: Option<&'a str>,
+    /// Clear the policy.
+    pub clear: bool,
+}
+
+impl NotifyPolicy {
+    /// The policy `change` asks for on top of `current`; `None` when it clears the policy or
+    /// asks for nothing.
+    pub fn changed(current: Option<&NotifyPolicy>, change: &NotifyChange<'_>) -> Result<Option<Self>, Error> {
+        let NotifyChange { webhook, format, command, reminder, clear } = *change;
+        if clear || (webhook.is_none() && command.is_none() && format.is_none() && reminder.is_none()) {
+            return Ok(None);
+        }
+        let mut p = current.cloned().unwrap_or(NotifyPolicy {
+            webhook: None,
+            format: NotifyFormat::Generic,
+            command: None,
+            remind_after_secs: None,
+        });
+        if let Some(w) = webhook {
+            p.webhook = Some(w.to_owned());
+        }
+        if let Some(f) = format {
+            p.format = f.parse()?;
+        }
+        if let Some(c) = command {
+            p.command = Some(shell_words::split(c).map_err(|e| {
+                Error::usage(format!("cannot split --notify-command: {e}"))
+                    .with_hint("quote it as a shell would")
+            })?);
+        }
+        if let Some(r) = reminder {
+            p.remind_after_secs = Some(crate::time::parse_duration(r)?.as_secs());
+        }
+        Ok(Some(p))
+    }
+}
+
 /// One `refresh-state` writeback: what a turn did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -992,6 +1036,26 @@ pub struct Spend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_notify_change_lands_on_the_current_policy() {
+        assert_eq!(NotifyPolicy::changed(None, &NotifyChange::default()).unwrap(), None);
+        let first =
+            NotifyChange { webhook: Some("env:HOOK"), reminder: Some("2h"), ..NotifyChange::default() };
+        let p = NotifyPolicy::changed(None, &first).unwrap().unwrap();
+        assert_eq!(
+            (p.webhook.as_deref(), p.format, p.remind_after_secs),
+            (Some("env:HOOK"), NotifyFormat::Generic, Some(7200))
+        );
+        let then = NotifyChange { command: Some("notify-send 'loopx says'"), ..NotifyChange::default() };
+        let q = NotifyPolicy::changed(Some(&p), &then).unwrap().unwrap();
+        assert_eq!(q.webhook.as_deref(), Some("env:HOOK"), "what is not changed is kept");
+        assert_eq!(q.command, Some(vec!["notify-send".to_owned(), "loopx says".to_owned()]));
+        let clear = NotifyChange { clear: true, ..then };
+        assert_eq!(NotifyPolicy::changed(Some(&q), &clear).unwrap(), None);
+        let bad = NotifyChange { command: Some("unclosed 'quote"), ..NotifyChange::default() };
+        assert!(NotifyPolicy::changed(None, &bad).is_err());
+    }
 
     #[test]
     fn a_gate_asked_takes_only_its_kinds_settings_and_its_kinds_pace() {

@@ -28,7 +28,7 @@ use loopx_core::kernel::{
 };
 use loopx_core::model::{GoalStatus, Priority};
 use loopx_core::untrusted::{flatten, quoted};
-use loopx_core::{AgentId, Clock, Error, GoalId, HandoffId, Result};
+use loopx_core::{AgentId, AgentType, Clock, Error, GoalId, HandoffId, Result};
 
 use loopx_kernel::project::STATE_DIR;
 use loopx_kernel::scope::WriteScope;
@@ -602,11 +602,20 @@ async fn take_over(
 pub async fn resume(
     adapter: &dyn HostAdapter,
     session: &BindThread,
+    host: &AgentType,
     named: Option<&AgentId>,
     cwd: &Path,
     handoff: Option<HandoffId>,
     env: &HookEnv,
 ) -> Result<Receipt<ResumeBody>> {
+    if *host != adapter.agent_type() {
+        return Err(Error::usage(format!(
+            "this is a {} session; it takes over as a {} agent, not {host}",
+            session.host,
+            adapter.agent_type()
+        ))
+        .with_hint(format!("pass --host {}", adapter.agent_type())));
+    }
     let start = env.project_dir.clone().unwrap_or_else(|| cwd.to_path_buf());
     let root = find_root(&start).ok_or_else(|| {
         Error::not_found("no loopx project here").with_hint("run it in the project the handoff belongs to")
@@ -643,4 +652,31 @@ fn agent_id_for(prefix: &str, session: &str) -> Result<AgentId> {
         return Err(Error::usage("the hook input has no session id"));
     }
     Ok(AgentId::new(&format!("{prefix}-{tail}"))?)
+}
+
+/// The prompt a host's own schedule sends its agent each time (Codex's heartbeat, a `/loop`):
+/// for `agent`, registered on the goal (`host` names the agent type to register it with when
+/// it is not), calling loopx as `this` binary the way the host's shell reaches it.
+pub async fn heartbeat_prompt(
+    k: &DynKernel,
+    adapter: &dyn HostAdapter,
+    surface: &str,
+    agent: AgentId,
+    goal: Option<&GoalId>,
+    host: &str,
+    this: &str,
+) -> Result<loopx_core::host::HostPrompt> {
+    let detail = k.show_goal(goal).await?;
+    if !detail.agents.iter().any(|x| x.id == agent) {
+        return Err(Error::identity(format!("agent {agent} is not registered on goal {}", detail.goal.id))
+            .with_hint(format!("loopx agent register --agent-id {agent} --agent-type {host}")));
+    }
+    let req = loopx_core::host::PromptRequest {
+        loopx: adapter.loopx_command(this),
+        goal: detail.goal.id.clone(),
+        agent,
+        project: k.store().root().to_path_buf(),
+        objective: detail.goal.objective.clone(),
+    };
+    adapter.prompt(surface, &req)
 }

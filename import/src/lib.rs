@@ -28,7 +28,7 @@ use loopx_core::model::{
 use loopx_core::{AgentId, AgentType, Clock, Error, GateId, GoalId, ManualClock, Result, Timestamp, TodoId};
 use loopx_kernel::project::ProjectGoal;
 use loopx_kernel::store::Store;
-use loopx_kernel::{MemKernel, MemStore, Silent};
+use loopx_kernel::{FileStore, MemKernel, MemStore, Reporter, Silent, StoreOptions};
 use serde::Serialize;
 
 /// What `loopx import` did, or would do.
@@ -90,6 +90,26 @@ pub struct Options<'a> {
     /// The host types the source's host surfaces are read as (a name or an alias); a surface
     /// the catalog does not know is kept as it is named when it is a well-formed type.
     pub hosts: Option<&'a HostCatalog>,
+}
+
+/// Imports the LoopX (Python) project in `dir` into a project at `target` that has no state
+/// yet: whole or not at all, the import is tried in memory first, so a source that will be
+/// refused is refused before `.loopx/` is made (and on a dry run nothing is made at all).
+pub async fn import_loopx_py_new(
+    target: &Path,
+    dir: &Path,
+    options: Options<'_>,
+    clock: Arc<dyn Clock>,
+    reporter: Arc<dyn Reporter>,
+    store_options: StoreOptions,
+) -> Result<Report> {
+    let trial = MemStore::new(target, clock.clone(), reporter.clone());
+    let tried = import_loopx_py(&trial, dir, Options { dry_run: true, ..options }).await?;
+    if options.dry_run {
+        return Ok(tried);
+    }
+    let (store, _) = FileStore::init(target, clock, reporter, store_options)?;
+    import_loopx_py(&store, dir, options).await
 }
 
 /// Imports the LoopX (Python) project in `dir` into `target`.

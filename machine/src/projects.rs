@@ -54,6 +54,37 @@ pub fn update(path: &Path, f: impl FnOnce(&mut ProjectsIndex) -> bool) -> Result
     Ok(index)
 }
 
+/// Adds the project at `root` (absolute) to the index at `path`; whether it was added (not
+/// there yet), and the index as it is now.
+pub fn add(path: &Path, root: &Path, now: Timestamp) -> Result<(bool, ProjectsIndex)> {
+    let mut added = false;
+    let index = update(path, |i| {
+        added = !i.projects.iter().any(|p| p.path == root);
+        if added {
+            i.projects.push(IndexedProject { path: root.to_path_buf(), added_at: now });
+        }
+        added
+    })?;
+    Ok((added, index))
+}
+
+/// Takes the project at `root` out of the index at `path` (its files stay as they are); a
+/// directory not in the index is not found.
+pub fn remove(path: &Path, root: &Path) -> Result<()> {
+    let mut removed = false;
+    update(path, |i| {
+        let before = i.projects.len();
+        i.projects.retain(|p| p.path != root);
+        removed = i.projects.len() < before;
+        removed
+    })?;
+    if !removed {
+        return Err(Error::not_found(format!("{} is not in the projects index", root.display()))
+            .with_hint("see the index with: loopx projects list"));
+    }
+    Ok(())
+}
+
 /// One thing a person is needed for.
 #[derive(Clone, Debug, Serialize)]
 pub struct Need {
@@ -164,4 +195,26 @@ pub async fn inbox(roots: &[PathBuf], open: impl Fn(&Path) -> Result<DynKernel>,
     }
     inbox.needs.sort_by_key(|n| n.rank);
     inbox
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_project_is_indexed_once_and_taken_out_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("loopx").join("projects.json");
+        let root = dir.path().join("app");
+        let now = Timestamp::from_unix_millis(0);
+        let (added, i) = add(&index, &root, now).unwrap();
+        assert!(added && i.projects.len() == 1);
+        let (again, i) = add(&index, &root, now).unwrap();
+        assert!(!again && i.projects.len() == 1, "a project is in the index once");
+        remove(&index, &root).unwrap();
+        assert!(read(&index).unwrap().projects.is_empty());
+        let e = remove(&index, &root).unwrap_err();
+        assert!(e.message.contains("is not in the projects index"), "{e:?}");
+    }
 }

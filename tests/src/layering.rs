@@ -156,6 +156,36 @@ fn is_test_only(attrs: &[syn::Attribute]) -> bool {
     })
 }
 
+/// `src` parsed, without its test code (`#[cfg(test)]` modules, functions and imports, however
+/// deep in inline modules); `None` when it does not parse.
+fn parse_outside_tests(src: &str) -> Option<syn::File> {
+    fn strip(items: &mut Vec<syn::Item>) {
+        items.retain(|i| match i {
+            syn::Item::Mod(m) => !is_test_only(&m.attrs),
+            syn::Item::Fn(f) => !is_test_only(&f.attrs),
+            syn::Item::Use(u) => !is_test_only(&u.attrs),
+            _ => true,
+        });
+        for i in items {
+            if let syn::Item::Mod(syn::ItemMod { content: Some((_, inner)), .. }) = i {
+                strip(inner);
+            }
+        }
+    }
+    let mut file = syn::parse_file(src).ok()?;
+    strip(&mut file.items);
+    Some(file)
+}
+
+/// Visits the arguments of `format!`-like macros, which are expressions too.
+fn visit_macro_args<V: for<'a> Visit<'a>>(v: &mut V, m: &syn::Macro) {
+    if let Ok(args) = m.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
+        for e in &args {
+            v.visit_expr(e);
+        }
+    }
+}
+
 impl Checker<'_> {
     fn resolve(&self, segments: &[String]) -> Vec<String> {
         let Some(first) = segments.first() else { return vec![] };
@@ -253,11 +283,7 @@ impl<'ast> Visit<'ast> for Checker<'_> {
             self.found.push(Violation { file: self.file.to_owned(), what: format!("prints with {name}!") });
         }
         // Paths inside macro arguments count too.
-        if let Ok(args) = m.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
-            for e in &args {
-                self.visit_expr(e);
-            }
-        }
+        visit_macro_args(self, m);
         visit::visit_macro(self, m);
     }
 }
@@ -386,9 +412,6 @@ pub fn modules_named(src: &str) -> BTreeSet<String> {
     struct Named(BTreeSet<String>);
     impl<'ast> Visit<'ast> for Named {
         fn visit_item_use(&mut self, i: &'ast syn::ItemUse) {
-            if is_test_only(&i.attrs) {
-                return;
-            }
             let mut out = Vec::new();
             flatten(&i.tree, &mut Vec::new(), &mut out);
             for (_, full) in out {
@@ -397,16 +420,6 @@ pub fn modules_named(src: &str) -> BTreeSet<String> {
                 {
                     self.0.insert(module.clone());
                 }
-            }
-        }
-        fn visit_item_mod(&mut self, i: &'ast syn::ItemMod) {
-            if !is_test_only(&i.attrs) {
-                visit::visit_item_mod(self, i);
-            }
-        }
-        fn visit_item_fn(&mut self, i: &'ast syn::ItemFn) {
-            if !is_test_only(&i.attrs) {
-                visit::visit_item_fn(self, i);
             }
         }
         fn visit_path(&mut self, p: &'ast syn::Path) {
@@ -419,14 +432,10 @@ pub fn modules_named(src: &str) -> BTreeSet<String> {
             visit::visit_path(self, p);
         }
         fn visit_macro(&mut self, m: &'ast syn::Macro) {
-            if let Ok(args) = m.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
-                for e in &args {
-                    self.visit_expr(e);
-                }
-            }
+            visit_macro_args(self, m);
         }
     }
-    let Ok(ast) = syn::parse_file(src) else { return BTreeSet::new() };
+    let Some(ast) = parse_outside_tests(src) else { return BTreeSet::new() };
     let mut named = Named(BTreeSet::new());
     named.visit_file(&ast);
     named.0
@@ -522,16 +531,6 @@ pub fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 pub fn refusals(src: &str) -> usize {
     struct Finder(usize);
     impl<'ast> Visit<'ast> for Finder {
-        fn visit_item_mod(&mut self, i: &'ast syn::ItemMod) {
-            if !is_test_only(&i.attrs) {
-                visit::visit_item_mod(self, i);
-            }
-        }
-        fn visit_item_fn(&mut self, i: &'ast syn::ItemFn) {
-            if !is_test_only(&i.attrs) {
-                visit::visit_item_fn(self, i);
-            }
-        }
         fn visit_path(&mut self, p: &'ast syn::Path) {
             let names: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
             if names.ends_with(&["Error".to_owned(), "refused".to_owned()]) {
@@ -540,15 +539,10 @@ pub fn refusals(src: &str) -> usize {
             visit::visit_path(self, p);
         }
         fn visit_macro(&mut self, m: &'ast syn::Macro) {
-            // Arguments of `format!`-like macros are expressions too.
-            if let Ok(args) = m.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
-                for a in &args {
-                    self.visit_expr(a);
-                }
-            }
+            visit_macro_args(self, m);
         }
     }
-    let Ok(file) = syn::parse_file(src) else { return 0 };
+    let Some(file) = parse_outside_tests(src) else { return 0 };
     let mut f = Finder(0);
     f.visit_file(&file);
     f.0
