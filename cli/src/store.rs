@@ -117,16 +117,12 @@ pub fn run(
         return Rendered::new(&json!({"store": here.store, "goals": ids, "error": error}), text);
     }
     let from = opened?;
-    let goals = from.project()?.goals;
     match cmd {
         StoreCommand::Trust { .. } | StoreCommand::Show => Err(Error::internal("answered above")),
         StoreCommand::Migrate { to, store_project, dry_run } => {
             let target = if to == "file" { None } else { Some(stores::store_ref(to, store_project)?) };
             migrate::refuse_same_store(&here.store, &target, &place(&here.store))?;
-            let mut events = 0;
-            for g in &goals {
-                events += from.scan(&g.id)?.lines.len();
-            }
+            let (goals, events) = migrate::planned(from.as_ref())?;
             let what = format!(
                 "{} goal(s), {events} event(s), from {} to {}",
                 goals.len(),
@@ -134,26 +130,14 @@ pub fn run(
                 place(&target)
             );
             if *dry_run {
-                let ids: Vec<String> = goals.iter().map(|g| g.id.to_string()).collect();
                 return Rendered::new(
-                    &json!({"dry_run": true, "from": here.store, "to": target, "goals": ids, "events": events}),
+                    &json!({"dry_run": true, "from": here.store, "to": target, "goals": goals, "events": events}),
                     format!("would copy {what}; nothing was changed\n"),
                 );
             }
-            let stamp: String =
-                env.clock.now().to_string().chars().filter(char::is_ascii_alphanumeric).collect();
             let (copied, kept) = match &target {
                 None => {
-                    let (dir, staged) = migrate::staging_store(
-                        root,
-                        &stamp,
-                        env.clock.clone(),
-                        reporter.clone(),
-                        env.options.clone(),
-                    )?;
-                    let copied = migrate::copy_goals(from.as_ref(), &staged)?;
-                    drop(staged);
-                    (copied, migrate::adopt_staged(root, &dir, &stamp)?)
+                    migrate::to_files(root, from.as_ref(), env.clock.clone(), reporter, env.options.clone())?
                 }
                 Some(s) => {
                     let trust = trust()?;
@@ -161,16 +145,9 @@ pub fn run(
                     if in_session.is_none() {
                         trust.set(root, s, false, env.clock.now())?;
                     }
-                    let db = PgStore::connect(
-                        &url,
-                        &s.project,
-                        root,
-                        env.clock.clone(),
-                        reporter.clone(),
-                        &env.options,
-                    )?;
-                    let copied = migrate::copy_goals(from.as_ref(), &db)?;
-                    (copied, migrate::point_at(root, s, &stamp)?)
+                    let db =
+                        PgStore::connect(&url, &s.project, root, env.clock.clone(), reporter, &env.options)?;
+                    migrate::to_store(root, from.as_ref(), s, &db, env.clock.now())?
                 }
             };
             let mut text = format!("copied {what}; each log verified on both sides\n");

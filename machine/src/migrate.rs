@@ -5,8 +5,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use loopx_core::{Error, GoalId, Result};
+use loopx_core::{Clock, Error, GoalId, Result, Timestamp};
+use loopx_kernel::{Reporter, StoreOptions};
 
 use loopx_kernel::fs as kfs;
 use loopx_kernel::project::{Layout, ProjectFile, StoreRef};
@@ -64,7 +66,7 @@ pub fn copy_goals(from: &dyn Store, to: &dyn Store) -> Result<Vec<CopiedGoal>> {
 /// Points the project at `root` to `store`: its file-store goals (if any) move to
 /// `.loopx/goals.before-<kind>-<stamp>`, and `project.json` names the store. Returns where the
 /// old goals went.
-pub fn point_at(root: &Path, store: &StoreRef, stamp: &str) -> Result<Option<PathBuf>> {
+fn point_at(root: &Path, store: &StoreRef, stamp: &str) -> Result<Option<PathBuf>> {
     let layout = Layout::new(root);
     let kept = move_aside(&layout, &format!("goals.before-{}-{stamp}", store.kind))?;
     write_project(&layout, &ProjectFile { store: Some(store.clone()), ..ProjectFile::new() })?;
@@ -73,12 +75,12 @@ pub fn point_at(root: &Path, store: &StoreRef, stamp: &str) -> Result<Option<Pat
 
 /// A file store to copy goals into before they become the project's at `root`:
 /// `.loopx/migrate-<stamp>/`, a project directory of its own.
-pub fn staging_store(
+fn staging_store(
     root: &Path,
     stamp: &str,
-    clock: std::sync::Arc<dyn loopx_core::Clock>,
-    reporter: std::sync::Arc<dyn loopx_kernel::Reporter>,
-    options: loopx_kernel::StoreOptions,
+    clock: Arc<dyn Clock>,
+    reporter: Arc<dyn Reporter>,
+    options: StoreOptions,
 ) -> Result<(PathBuf, loopx_kernel::FileStore)> {
     let dir = Layout::new(root).state_dir().join(format!("migrate-{stamp}"));
     kfs::create_dir_all(&dir)?;
@@ -89,7 +91,7 @@ pub fn staging_store(
 /// Makes the file store staged at `staging` (a project directory of its own, filled by
 /// [`copy_goals`]) the project's at `root`: its goals and `project.json` move in, and the
 /// staging directory is removed.
-pub fn adopt_staged(root: &Path, staging: &Path, stamp: &str) -> Result<Option<PathBuf>> {
+fn adopt_staged(root: &Path, staging: &Path, stamp: &str) -> Result<Option<PathBuf>> {
     let (layout, staged) = (Layout::new(root), Layout::new(staging));
     let project = read_project(&staged)?;
     let kept = move_aside(&layout, &format!("goals.before-file-{stamp}"))?;
@@ -125,4 +127,48 @@ pub fn refuse_same_store(from: &Option<StoreRef>, to: &Option<StoreRef>, place: 
         return Err(Error::refused(format!("the project keeps its state in {place} already")));
     }
     Ok(())
+}
+
+/// What a move of the project in `from` would copy: its goals, and their events in all.
+pub fn planned(from: &dyn Store) -> Result<(Vec<GoalId>, usize)> {
+    let goals: Vec<GoalId> = from.project()?.goals.into_iter().map(|g| g.id).collect();
+    let mut events = 0;
+    for g in &goals {
+        events += from.scan(g)?.lines.len();
+    }
+    Ok((goals, events))
+}
+
+/// A move's stamp, from the time it starts: the names of what it keeps aside.
+fn stamp(now: Timestamp) -> String {
+    now.to_string().chars().filter(char::is_ascii_alphanumeric).collect()
+}
+
+/// Moves the project at `root` from `from` into files in its `.loopx/`: copied into a staging
+/// store, then adopted. The goals copied, and where the file store's earlier goals are kept.
+pub fn to_files(
+    root: &Path,
+    from: &dyn Store,
+    clock: Arc<dyn Clock>,
+    reporter: Arc<dyn Reporter>,
+    options: StoreOptions,
+) -> Result<(Vec<CopiedGoal>, Option<PathBuf>)> {
+    let stamp = stamp(clock.now());
+    let (dir, staged) = staging_store(root, &stamp, clock, reporter, options)?;
+    let copied = copy_goals(from, &staged)?;
+    drop(staged);
+    Ok((copied, adopt_staged(root, &dir, &stamp)?))
+}
+
+/// Moves the project at `root` from `from` into `to` (the store `store` names), then points the
+/// project at it. The goals copied, and where the file store's goals are kept.
+pub fn to_store(
+    root: &Path,
+    from: &dyn Store,
+    store: &StoreRef,
+    to: &dyn Store,
+    now: Timestamp,
+) -> Result<(Vec<CopiedGoal>, Option<PathBuf>)> {
+    let copied = copy_goals(from, to)?;
+    Ok((copied, point_at(root, store, &stamp(now))?))
 }
