@@ -71,37 +71,13 @@ pub struct Env {
     pub clock: Arc<dyn loopx_core::Clock>,
 }
 
-/// The wall clock moved by a fixed amount (debug builds only; see [`Env::clock`]).
-#[derive(Debug)]
-struct SkewedClock(i64);
-
-impl loopx_core::Clock for SkewedClock {
-    fn now(&self) -> loopx_core::Timestamp {
-        let now = loopx_kernel::SystemClock.now();
-        loopx_core::Timestamp::from_unix_millis(now.unix_millis().saturating_add(self.0))
-    }
-}
-
-/// The wall clock moved by the number of milliseconds a file holds, read at every look (debug
-/// builds only): a test moves a running `loopx drive` through time by writing the file.
-#[derive(Debug)]
-struct FileSkewedClock(PathBuf);
-
-impl loopx_core::Clock for FileSkewedClock {
-    fn now(&self) -> loopx_core::Timestamp {
-        let ms =
-            std::fs::read_to_string(&self.0).ok().and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(0);
-        SkewedClock(ms).now()
-    }
-}
-
 fn clock() -> Arc<dyn loopx_core::Clock> {
     if let Some(path) = drive::test_clock_file() {
-        return Arc::new(FileSkewedClock(path));
+        return Arc::new(loopx_kernel::SkewedClock::File(path));
     }
     let skew = std::env::var("LOOPX_TEST_CLOCK_SKEW_MS").ok().and_then(|v| v.trim().parse::<i64>().ok());
     match skew {
-        Some(ms) if cfg!(debug_assertions) => Arc::new(SkewedClock(ms)),
+        Some(ms) if cfg!(debug_assertions) => Arc::new(loopx_kernel::SkewedClock::By(ms)),
         _ => Arc::new(loopx_kernel::SystemClock),
     }
 }

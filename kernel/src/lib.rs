@@ -72,3 +72,25 @@ impl loopx_core::Clock for SystemClock {
         loopx_core::Timestamp::from_system_time(std::time::SystemTime::now())
     }
 }
+
+/// The wall clock moved by some milliseconds, the way a test travels through time (the CLI
+/// takes it in debug builds only): by a fixed amount, or by what a file holds, read at every
+/// look, so a test moves a running process by writing the file.
+#[derive(Debug, Clone)]
+pub enum SkewedClock {
+    By(i64),
+    File(std::path::PathBuf),
+}
+
+impl loopx_core::Clock for SkewedClock {
+    fn now(&self) -> loopx_core::Timestamp {
+        let ms = match self {
+            Self::By(ms) => *ms,
+            Self::File(path) => {
+                std::fs::read_to_string(path).ok().and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(0)
+            }
+        };
+        let now = SystemClock.now().unix_millis();
+        loopx_core::Timestamp::from_unix_millis(now.saturating_add(ms))
+    }
+}
