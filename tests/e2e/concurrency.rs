@@ -81,6 +81,12 @@ fn concurrent_claims_have_exactly_one_winner() {
     }
 }
 
+/// `stderr` without the notes that a command waited for a lock: on a loaded machine a commit
+/// may hold its goal's lock past the quiet wait, and saying so is not a warning.
+fn beyond_lock_waits(stderr: &str) -> String {
+    stderr.lines().filter(|l| !l.starts_with("waiting for the lock on ")).map(|l| format!("{l}\n")).collect()
+}
+
 #[test]
 fn readers_racing_writers_see_whole_states_and_no_warning() {
     // Readers take no lock: they check the snapshot against the log, and one that a commit
@@ -101,7 +107,7 @@ fn readers_racing_writers_see_whole_states_and_no_warning() {
                 let (mut last, mut reads) = (0, 0);
                 while !done.load(Ordering::Acquire) {
                     let run = s.run(&["todo", "list", "--json"]);
-                    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "reader {r}");
+                    assert_eq!((run.code, beyond_lock_waits(&run.stderr)), (0, String::new()), "reader {r}");
                     let list = run.json();
                     let total = list["total"].as_u64().unwrap();
                     assert_eq!(list["todos"].as_array().unwrap().len() as u64, total, "reader {r}: {list}");
@@ -119,7 +125,11 @@ fn readers_racing_writers_see_whole_states_and_no_warning() {
                 barrier.wait();
                 for i in 0..EACH {
                     let r = s.run(&["todo", "add", "--text", &format!("writer {w} item {i}")]);
-                    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "writer {w} item {i}");
+                    assert_eq!(
+                        (r.code, beyond_lock_waits(&r.stderr)),
+                        (0, String::new()),
+                        "writer {w} item {i}"
+                    );
                 }
             })
         })
